@@ -1,0 +1,156 @@
+//! CreateTopics (key 19), with Kafka's validation: legal names, no duplicates in one request,
+//! a positive partition count or -1 for `num.partitions`, a replication factor of 1 or -1 (one
+//! broker), manual assignments naming this broker only, `validate_only` creating nothing.
+//! Topic configs are accepted and not applied: the in-memory log has one retention setting,
+//! `log.retention.bytes`, for every topic.
+
+use std::collections::HashMap;
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::ResponseError;
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::metadata::{validate_topic_name, CreateError};
+
+type Failure = (ResponseError, String);
+
+/// The partition count a valid request asks for.
+fn partitions(broker: &Broker, t: &CreatableTopic) -> Result<i32, Failure> {
+    let node = broker.node_id();
+    if !t.assignments.is_empty() {
+        if t.num_partitions != -1 || t.replication_factor != -1 {
+            return Err((
+                ResponseError::InvalidRequest,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
+            ));
+        }
+        let mut seen: Vec<i32> = t.assignments.iter().map(|a| a.partition_index).collect();
+        seen.sort_unstable();
+        if seen.iter().enumerate().any(|(i, p)| *p != i as i32) {
+            return Err((
+                ResponseError::InvalidReplicaAssignment,
+                "Partitions should be a consecutive 0-based integer sequence".into(),
+            ));
+        }
+        for a in &t.assignments {
+            if a.broker_ids.is_empty() || a.broker_ids.iter().any(|b| b.0 != node) {
+                return Err((
+                    ResponseError::InvalidReplicaAssignment,
+                    format!(
+                        "The manual partition assignment includes a partition with no replicas or an unknown broker; only broker {node} exists."
+                    ),
+                ));
+            }
+            if a.broker_ids.len() > 1 {
+                return Err((
+                    ResponseError::InvalidReplicaAssignment,
+                    "The manual partition assignment includes the same broker twice".into(),
+                ));
+            }
+        }
+        return Ok(t.assignments.len() as i32);
+    }
+    let n = match t.num_partitions {
+        -1 => broker.config.num_partitions,
+        n if n <= 0 => {
+            return Err((
+                ResponseError::InvalidPartitions,
+                "Number of partitions was set to an invalid non-positive value.".into(),
+            ))
+        }
+        n => n,
+    };
+    match t.replication_factor {
+        -1 | 1 => Ok(n),
+        r if r <= 0 => Err((
+            ResponseError::InvalidReplicationFactor,
+            "Replication factor must be larger than 0, or -1 to use the default value.".into(),
+        )),
+        r => Err((
+            ResponseError::InvalidReplicationFactor,
+            format!(
+                "Unable to replicate the partition {r} time(s): The target replication factor of {r} cannot be reached because only 1 broker(s) are registered."
+            ),
+        )),
+    }
+}
+
+fn create(
+    broker: &Broker,
+    t: &CreatableTopic,
+    validate_only: bool,
+) -> Result<(uuid::Uuid, i32), Failure> {
+    let name = t.name.as_str();
+    validate_topic_name(name).map_err(|m| (ResponseError::InvalidTopicException, m))?;
+    let exists = || {
+        (
+            ResponseError::TopicAlreadyExists,
+            format!("Topic '{name}' already exists."),
+        )
+    };
+    if broker.topics.get(name).is_some() {
+        return Err(exists());
+    }
+    let n = partitions(broker, t)?;
+    if validate_only {
+        return Ok((crate::metadata::topic_id(name), n));
+    }
+    match broker.topics.create(name, n) {
+        Ok(topic) => {
+            tracing::info!(topic = name, partitions = n, "created topic");
+            Ok((topic.id, n))
+        }
+        Err(CreateError::AlreadyExists) => Err(exists()),
+        Err(CreateError::InvalidName(m)) => Err((ResponseError::InvalidTopicException, m)),
+    }
+}
+
+pub fn handle(broker: &Broker, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for t in &req.topics {
+        *counts.entry(t.name.as_str()).or_default() += 1;
+    }
+    let results = req
+        .topics
+        .iter()
+        .map(|t| {
+            let result = CreatableTopicResult::default().with_name(t.name.clone());
+            let outcome = if counts[t.name.as_str()] > 1 {
+                Err((
+                    ResponseError::InvalidRequest,
+                    format!(
+                        "Create topics request contains multiple entries for the topic {}",
+                        t.name.as_str()
+                    ),
+                ))
+            } else {
+                create(broker, t, req.validate_only)
+            };
+            match outcome {
+                Ok((id, n)) => {
+                    let mut r = result.with_error_message(None);
+                    if version >= 5 {
+                        r = r.with_num_partitions(n).with_replication_factor(1);
+                    }
+                    if version >= 7 {
+                        r = r.with_topic_id(id);
+                    }
+                    r
+                }
+                Err((e, msg)) => {
+                    let mut r = result
+                        .with_error_code(e.code())
+                        .with_error_message(Some(str_bytes(msg)));
+                    if version >= 5 {
+                        r = r.with_configs(None);
+                    }
+                    r
+                }
+            }
+        })
+        .collect();
+    CreateTopicsResponse::default().with_topics(results)
+}

@@ -1,0 +1,82 @@
+//! FindCoordinator (key 10): this node coordinates every group. v0-3 carry one key; v4+ a batch
+//! of keys, each answered on its own.
+//!
+//! Transaction (1) and share (2) coordinators are not hosted here: each such key gets
+//! COORDINATOR_NOT_AVAILABLE, which is what a Kafka broker answers while the coordinator for a
+//! key is not available, and clients retry it. An unknown key type is INVALID_REQUEST.
+
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::str_bytes;
+use crate::broker::Broker;
+
+const GROUP: i8 = 0;
+const TRANSACTION: i8 = 1;
+const SHARE: i8 = 2;
+
+/// The answer for one key: `Ok(())` when this node is its coordinator.
+fn lookup(key: &str, key_type: i8) -> Result<(), (ResponseError, String)> {
+    match key_type {
+        GROUP if key.is_empty() => Err((ResponseError::InvalidGroupId, "group id is empty".into())),
+        GROUP => Ok(()),
+        TRANSACTION | SHARE => Err((
+            ResponseError::CoordinatorNotAvailable,
+            "koord hosts group coordinators only".into(),
+        )),
+        other => Err((
+            ResponseError::InvalidRequest,
+            format!("unknown key type {other}"),
+        )),
+    }
+}
+
+pub fn handle(
+    broker: &Broker,
+    req: FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
+    let node = broker.node_id();
+    let host = str_bytes(broker.advertised_host.clone());
+    let port = broker.advertised_port;
+    if version >= 4 {
+        let coordinators = req
+            .coordinator_keys
+            .into_iter()
+            .map(|key| match lookup(&key, req.key_type) {
+                Ok(()) => Coordinator::default()
+                    .with_key(key)
+                    .with_node_id(node.into())
+                    .with_host(host.clone())
+                    .with_port(port)
+                    .with_error_message(None),
+                Err((e, msg)) => Coordinator::default()
+                    .with_key(key)
+                    .with_node_id((-1).into())
+                    .with_host(StrBytes::default())
+                    .with_port(-1)
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(msg))),
+            })
+            .collect();
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    // v0 has no key type: it is always a group.
+    let key_type = if version >= 1 { req.key_type } else { GROUP };
+    let resp = FindCoordinatorResponse::default();
+    match lookup(&req.key, key_type) {
+        Ok(()) => resp
+            .with_node_id(node.into())
+            .with_host(host)
+            .with_port(port)
+            .with_error_message(None),
+        Err((e, msg)) => resp
+            .with_error_code(e.code())
+            .with_node_id((-1).into())
+            .with_host(StrBytes::default())
+            .with_port(-1)
+            .with_error_message(Some(str_bytes(msg))),
+    }
+}

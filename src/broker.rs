@@ -1,0 +1,155 @@
+//! The state every API handler shares: configuration, cluster identity and topics.
+//!
+//! One `Arc<Broker>` is built at start-up and handed to every connection. Each part guards
+//! itself (see each module); no lock is held across an `.await`.
+
+use std::io;
+use std::path::Path;
+
+use crate::config::Config;
+use crate::metadata::{CreateError, Topic, Topics};
+
+/// File under the data dir that keeps the generated cluster id.
+const CLUSTER_ID_FILE: &str = "cluster.id";
+
+pub struct Broker {
+    pub config: Config,
+    /// Reported by Metadata (v2+) and DescribeCluster.
+    pub cluster_id: String,
+    pub topics: Topics,
+    /// `host`, `port` clients are told to connect to.
+    pub advertised_host: String,
+    pub advertised_port: i32,
+}
+
+impl Broker {
+    /// Builds the node's state: creates the data dir if needed, settles the cluster id and
+    /// creates the configured topics.
+    ///
+    /// # Errors
+    /// The data dir cannot be created, or its cluster id file cannot be read or written.
+    pub fn new(config: Config) -> io::Result<Broker> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot create data dir {}: {e}", config.data_dir.display()),
+            )
+        })?;
+        let cluster_id = if config.cluster_id.is_empty() {
+            load_or_create_cluster_id(&config.data_dir)?
+        } else {
+            config.cluster_id.clone()
+        };
+        let topics = Topics::default();
+        for t in &config.topics {
+            topics
+                .create(&t.name, t.partitions)
+                .map_err(|e| io::Error::other(format!("topic {}: {e:?}", t.name)))?;
+        }
+        let (advertised_host, advertised_port) = config.advertised();
+        Ok(Broker {
+            config,
+            cluster_id,
+            topics,
+            advertised_host,
+            advertised_port,
+        })
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    /// Looks a topic up; creates it with `num.partitions` when `auto_create` is asked and
+    /// `auto.create.topics.enable` allows it.
+    pub fn topic_for_metadata(
+        &self,
+        name: &str,
+        auto_create: bool,
+    ) -> Result<Option<Topic>, CreateError> {
+        if let Some(t) = self.topics.get(name) {
+            return Ok(Some(t));
+        }
+        if !(auto_create && self.config.auto_create_topics_enable) {
+            return Ok(None);
+        }
+        let topic = self
+            .topics
+            .get_or_create(name, self.config.num_partitions)?;
+        tracing::info!(
+            topic = name,
+            partitions = topic.partitions,
+            "auto-created topic"
+        );
+        Ok(Some(topic))
+    }
+}
+
+fn load_or_create_cluster_id(dir: &Path) -> io::Result<String> {
+    let path = dir.join(CLUSTER_ID_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is empty", path.display()),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let id = base64url(uuid::Uuid::new_v4().as_bytes());
+            let tmp = dir.join(format!("{CLUSTER_ID_FILE}.tmp"));
+            std::fs::write(&tmp, format!("{id}\n"))?;
+            std::fs::rename(&tmp, &path)?;
+            Ok(id)
+        }
+        Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Kafka's cluster id format: URL-safe base64 of 16 random bytes, no padding (22 characters).
+fn base64url(bytes: &[u8; 16]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(22);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for &b in bytes {
+        acc = (acc << 8) | b as u32;
+        bits += 8;
+        while bits >= 6 {
+            bits -= 6;
+            out.push(ALPHABET[((acc >> bits) & 63) as usize] as char);
+        }
+    }
+    if bits > 0 {
+        out.push(ALPHABET[((acc << (6 - bits)) & 63) as usize] as char);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_id_is_22_url_safe_chars_and_kept() {
+        let dir = std::env::temp_dir().join(format!("koord-broker-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let first = load_or_create_cluster_id(&dir).err();
+        assert!(
+            first.is_some(),
+            "missing dir is an error here; Broker::new creates it"
+        );
+        std::fs::create_dir_all(&dir).unwrap();
+        let id = load_or_create_cluster_id(&dir).unwrap();
+        assert_eq!(id.len(), 22);
+        assert!(id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+        assert_eq!(load_or_create_cluster_id(&dir).unwrap(), id);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn base64url_known_value() {
+        assert_eq!(base64url(&[0u8; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
+        assert_eq!(base64url(&[0xff; 16]), "_____________________w");
+    }
+}

@@ -1,0 +1,548 @@
+//! Typed configuration.
+//!
+//! Every setting has one entry in [`KEYS`]: its dotted name (Apache Kafka's name where the key
+//! mirrors a broker setting), the Kafka setting it mirrors, a one-line description, and how it is
+//! parsed and shown. The TOML file, `--set KEY=VALUE` overrides and `koord check-config` all go
+//! through that table, so a key cannot be readable in one place and unknown in another.
+//!
+//! In the TOML file a dotted name may be written bare (`num.partitions = 3`, which TOML reads as
+//! nested tables) or quoted (`"num.partitions" = 3`); both name the same key. Topics are an array
+//! of tables (`[[topics]]` with `name` and `partitions`); on the command line
+//! `--set topics=orders:12,events:3`.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+use toml::Value;
+
+/// A configuration error. Each variant names the key (or file) it is about.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid TOML: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("unknown config key `{0}`")]
+    UnknownKey(String),
+    #[error("invalid value for `{key}`: {message}")]
+    Invalid { key: String, message: String },
+    #[error("`--set` expects KEY=VALUE, got `{0}`")]
+    BadOverride(String),
+}
+
+/// A topic declared in the configuration: created at start-up with this many partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSpec {
+    pub name: String,
+    pub partitions: i32,
+}
+
+/// The effective configuration of one koord node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Address the listener binds.
+    pub listen: SocketAddr,
+    /// `host:port` clients are told to connect to (Metadata, FindCoordinator). Defaults to
+    /// `listen`, which is right unless koord sits behind NAT or binds a wildcard address.
+    pub advertised_listener: Option<String>,
+    /// This node's broker id, as every response names it.
+    pub node_id: i32,
+    /// Where durable state lives.
+    pub data_dir: PathBuf,
+    /// Cluster id reported by Metadata and DescribeCluster. Empty: generated once and kept in
+    /// the data dir.
+    pub cluster_id: String,
+    /// Connections accepted at once; further ones are closed right after accept.
+    pub max_connections: usize,
+    /// Largest request frame accepted; a larger length prefix closes the connection before any
+    /// byte of the frame is read.
+    pub socket_request_max_bytes: usize,
+    /// Metadata for an unknown topic creates it (when the request allows it).
+    pub auto_create_topics_enable: bool,
+    /// Partition count of auto-created topics and of CreateTopics without a count.
+    pub num_partitions: i32,
+    /// Bytes kept per partition log before the oldest batches are dropped; -1 keeps all.
+    pub log_retention_bytes: i64,
+    /// Topics created at start-up.
+    pub topics: Vec<TopicSpec>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            advertised_listener: None,
+            node_id: 1,
+            data_dir: PathBuf::from("koord-data"),
+            cluster_id: String::new(),
+            max_connections: 10_000,
+            socket_request_max_bytes: 104_857_600,
+            auto_create_topics_enable: true,
+            num_partitions: 1,
+            log_retention_bytes: 268_435_456,
+            topics: Vec::new(),
+        }
+    }
+}
+
+/// One configuration key.
+pub struct Key {
+    /// The dotted name used in the file and with `--set`.
+    pub name: &'static str,
+    /// The Apache Kafka broker setting this key mirrors, if any.
+    pub kafka: Option<&'static str>,
+    pub doc: &'static str,
+    apply: fn(&mut Config, &Value) -> Result<(), String>,
+    show: fn(&Config) -> Value,
+}
+
+fn int(v: &Value, min: i64, max: i64) -> Result<i64, String> {
+    match v {
+        Value::Integer(i) if (min..=max).contains(i) => Ok(*i),
+        Value::Integer(i) => Err(format!("{i} is outside {min}..={max}")),
+        other => Err(format!("expected an integer, got {}", other.type_str())),
+    }
+}
+
+fn boolean(v: &Value) -> Result<bool, String> {
+    v.as_bool()
+        .ok_or_else(|| format!("expected true or false, got {}", v.type_str()))
+}
+
+fn string(v: &Value) -> Result<String, String> {
+    match v {
+        Value::String(s) => Ok(s.clone()),
+        // `--set node.id=...` style values arrive parsed; accept scalars written bare.
+        Value::Integer(i) => Ok(i.to_string()),
+        other => Err(format!("expected a string, got {}", other.type_str())),
+    }
+}
+
+fn topic_spec(s: &str) -> Result<TopicSpec, String> {
+    let (name, partitions) = match s.split_once(':') {
+        Some((n, p)) => (
+            n.trim(),
+            p.trim()
+                .parse::<i32>()
+                .map_err(|_| format!("bad partition count in `{s}`"))?,
+        ),
+        None => (s.trim(), 1),
+    };
+    validate_topic(name, partitions)?;
+    Ok(TopicSpec {
+        name: name.to_string(),
+        partitions,
+    })
+}
+
+fn validate_topic(name: &str, partitions: i32) -> Result<(), String> {
+    crate::metadata::validate_topic_name(name).map_err(|e| format!("topic `{name}`: {e}"))?;
+    if !(1..=1_000_000).contains(&partitions) {
+        return Err(format!(
+            "topic `{name}`: partitions must be 1..=1000000, got {partitions}"
+        ));
+    }
+    Ok(())
+}
+
+fn topics(v: &Value) -> Result<Vec<TopicSpec>, String> {
+    let mut out = Vec::new();
+    match v {
+        // `--set topics=a:3,b` or `topics = "a:3,b"`
+        Value::String(s) => {
+            for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+                out.push(topic_spec(part)?);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                match item {
+                    Value::String(s) => out.push(topic_spec(s)?),
+                    Value::Table(t) => {
+                        for k in t.keys() {
+                            if k != "name" && k != "partitions" {
+                                return Err(format!("unknown topic field `{k}`"));
+                            }
+                        }
+                        let name = t
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .ok_or("each topic needs a string `name`")?;
+                        let partitions = match t.get("partitions") {
+                            None => 1,
+                            Some(p) => int(p, 1, 1_000_000)? as i32,
+                        };
+                        validate_topic(name, partitions)?;
+                        out.push(TopicSpec {
+                            name: name.to_string(),
+                            partitions,
+                        });
+                    }
+                    other => {
+                        return Err(format!("expected a topic table, got {}", other.type_str()))
+                    }
+                }
+            }
+        }
+        other => {
+            return Err(format!(
+                "expected an array of topics, got {}",
+                other.type_str()
+            ))
+        }
+    }
+    let mut names: Vec<&str> = out.iter().map(|t| t.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("topic `{}` is declared twice", w[0]));
+    }
+    Ok(out)
+}
+
+/// Every configuration key. Order is the order `check-config` prints.
+pub static KEYS: &[Key] = &[
+    Key {
+        name: "listen",
+        kafka: Some("listeners"),
+        doc: "address the listener binds (host:port)",
+        apply: |c, v| {
+            c.listen = string(v)?
+                .parse()
+                .map_err(|e| format!("not a socket address: {e}"))?;
+            Ok(())
+        },
+        show: |c| Value::String(c.listen.to_string()),
+    },
+    Key {
+        name: "advertised.listener",
+        kafka: Some("advertised.listeners"),
+        doc: "host:port clients are told to connect to; empty = the listen address",
+        apply: |c, v| {
+            let s = string(v)?;
+            if s.is_empty() {
+                c.advertised_listener = None;
+                return Ok(());
+            }
+            let (host, port) = s.rsplit_once(':').ok_or("expected host:port")?;
+            if host.is_empty() || port.parse::<u16>().is_err() {
+                return Err("expected host:port".into());
+            }
+            c.advertised_listener = Some(s);
+            Ok(())
+        },
+        show: |c| Value::String(c.advertised_listener.clone().unwrap_or_default()),
+    },
+    Key {
+        name: "node.id",
+        kafka: Some("node.id"),
+        doc: "this node's broker id",
+        apply: |c, v| {
+            c.node_id = int(v, 0, i32::MAX as i64)? as i32;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.node_id.into()),
+    },
+    Key {
+        name: "data.dir",
+        kafka: Some("log.dirs"),
+        doc: "directory for durable state (created if missing)",
+        apply: |c, v| {
+            let s = string(v)?;
+            if s.is_empty() {
+                return Err("must not be empty".into());
+            }
+            c.data_dir = PathBuf::from(s);
+            Ok(())
+        },
+        show: |c| Value::String(c.data_dir.display().to_string()),
+    },
+    Key {
+        name: "cluster.id",
+        kafka: Some("cluster.id (meta.properties)"),
+        doc: "cluster id; empty = generated once and kept in the data dir",
+        apply: |c, v| {
+            c.cluster_id = string(v)?;
+            Ok(())
+        },
+        show: |c| Value::String(c.cluster_id.clone()),
+    },
+    Key {
+        name: "max.connections",
+        kafka: Some("max.connections"),
+        doc: "connections served at once; more are closed on accept",
+        apply: |c, v| {
+            c.max_connections = int(v, 1, 1 << 30)? as usize;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.max_connections as i64),
+    },
+    Key {
+        name: "socket.request.max.bytes",
+        kafka: Some("socket.request.max.bytes"),
+        doc: "largest request frame accepted; a larger one closes the connection",
+        apply: |c, v| {
+            c.socket_request_max_bytes = int(v, 64, i32::MAX as i64)? as usize;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.socket_request_max_bytes as i64),
+    },
+    Key {
+        name: "auto.create.topics.enable",
+        kafka: Some("auto.create.topics.enable"),
+        doc: "Metadata for an unknown topic creates it",
+        apply: |c, v| {
+            c.auto_create_topics_enable = boolean(v)?;
+            Ok(())
+        },
+        show: |c| Value::Boolean(c.auto_create_topics_enable),
+    },
+    Key {
+        name: "num.partitions",
+        kafka: Some("num.partitions"),
+        doc: "partitions of auto-created topics and of CreateTopics without a count",
+        apply: |c, v| {
+            c.num_partitions = int(v, 1, 1_000_000)? as i32;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.num_partitions.into()),
+    },
+    Key {
+        name: "log.retention.bytes",
+        kafka: Some("log.retention.bytes"),
+        doc: "bytes kept per in-memory partition log (oldest batches dropped); -1 = unbounded",
+        apply: |c, v| {
+            let n = int(v, -1, i64::MAX)?;
+            if n == 0 {
+                return Err("must be -1 or positive".into());
+            }
+            c.log_retention_bytes = n;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.log_retention_bytes),
+    },
+    Key {
+        name: "topics",
+        kafka: None,
+        doc: "topics created at start-up: [[topics]] name, partitions",
+        apply: |c, v| {
+            c.topics = topics(v)?;
+            Ok(())
+        },
+        show: |c| {
+            Value::Array(
+                c.topics
+                    .iter()
+                    .map(|t| Value::String(format!("{}:{}", t.name, t.partitions)))
+                    .collect(),
+            )
+        },
+    },
+];
+
+fn key(name: &str) -> Result<&'static Key, ConfigError> {
+    KEYS.iter()
+        .find(|k| k.name == name)
+        .ok_or_else(|| ConfigError::UnknownKey(name.to_string()))
+}
+
+/// Walks a TOML table and yields `(dotted name, value)` for every leaf. Arrays are leaves.
+fn flatten<'a>(prefix: &str, table: &'a toml::Table, out: &mut Vec<(String, &'a Value)>) {
+    for (k, v) in table {
+        let name = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            Value::Table(t) => flatten(&name, t, out),
+            leaf => out.push((name, leaf)),
+        }
+    }
+}
+
+impl Config {
+    /// Sets one key from a TOML value.
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownKey`] or [`ConfigError::Invalid`], naming the key.
+    pub fn set(&mut self, name: &str, value: &Value) -> Result<(), ConfigError> {
+        (key(name)?.apply)(self, value).map_err(|message| ConfigError::Invalid {
+            key: name.to_string(),
+            message,
+        })
+    }
+
+    /// Applies a `KEY=VALUE` override. The value is read as a TOML scalar when it is one
+    /// (`0`, `true`, `"x"`), otherwise as a bare string (`127.0.0.1:9092`).
+    pub fn set_override(&mut self, kv: &str) -> Result<(), ConfigError> {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| ConfigError::BadOverride(kv.to_string()))?;
+        let k = k.trim();
+        let value = format!("v = {v}")
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .filter(|v| !v.is_table())
+            .unwrap_or_else(|| Value::String(v.to_string()));
+        self.set(k, &value)
+    }
+
+    /// Applies every key of a TOML document.
+    pub fn merge_toml(&mut self, text: &str, path: &Path) -> Result<(), ConfigError> {
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: e.message().to_string(),
+            })?;
+        let mut leaves = Vec::new();
+        flatten("", &table, &mut leaves);
+        for (name, value) in leaves {
+            self.set(&name, value)?;
+        }
+        Ok(())
+    }
+
+    /// Defaults, then the file (if any), then the overrides in order.
+    pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigError> {
+        let mut config = Config::default();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            config.merge_toml(&text, path)?;
+        }
+        for kv in overrides {
+            config.set_override(kv)?;
+        }
+        Ok(config)
+    }
+
+    /// The `host:port` clients are told to use.
+    pub fn advertised(&self) -> (String, i32) {
+        match &self.advertised_listener {
+            Some(s) => {
+                let (h, p) = s.rsplit_once(':').unwrap_or((s.as_str(), "9092"));
+                (h.to_string(), p.parse().unwrap_or(9092))
+            }
+            None => (self.listen.ip().to_string(), self.listen.port() as i32),
+        }
+    }
+
+    /// The effective settings as TOML, one `key = value` line each, with the Kafka setting it
+    /// mirrors. Reading the output back gives the same configuration.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for k in KEYS {
+            let value = (k.show)(self);
+            let _ = write!(out, "{} = {}", k.name, value);
+            match k.kafka {
+                Some(kafka) => {
+                    let _ = writeln!(out, "    # {} (Kafka: {kafka})", k.doc);
+                }
+                None => {
+                    let _ = writeln!(out, "    # {}", k.doc);
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_and_quoted_dotted_keys_are_the_same_key() {
+        let mut a = Config::default();
+        a.merge_toml("num.partitions = 3\n", Path::new("a"))
+            .unwrap();
+        let mut b = Config::default();
+        b.merge_toml("\"num.partitions\" = 3\n", Path::new("b"))
+            .unwrap();
+        assert_eq!(a.num_partitions, 3);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = Config::default()
+            .merge_toml("group.bogus.setting = 1\n", Path::new("x"))
+            .unwrap_err();
+        assert!(err.to_string().contains("group.bogus.setting"), "{err}");
+    }
+
+    #[test]
+    fn invalid_value_names_the_key() {
+        let err = Config::default()
+            .set_override("num.partitions=0")
+            .unwrap_err();
+        assert!(err.to_string().contains("num.partitions"), "{err}");
+        let err = Config::default()
+            .set_override("auto.create.topics.enable=maybe")
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("auto.create.topics.enable"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn overrides_parse_scalars_and_bare_strings() {
+        let mut c = Config::default();
+        c.set_override("listen=127.0.0.1:0").unwrap();
+        c.set_override("auto.create.topics.enable=false").unwrap();
+        c.set_override("topics=orders:12,events").unwrap();
+        assert_eq!(c.listen.port(), 0);
+        assert!(!c.auto_create_topics_enable);
+        assert_eq!(
+            c.topics,
+            vec![
+                TopicSpec {
+                    name: "orders".into(),
+                    partitions: 12
+                },
+                TopicSpec {
+                    name: "events".into(),
+                    partitions: 1
+                }
+            ]
+        );
+        assert!(c.set_override("novalue").is_err());
+    }
+
+    #[test]
+    fn topics_as_array_of_tables() {
+        let mut c = Config::default();
+        c.merge_toml(
+            "[[topics]]\nname = \"a\"\npartitions = 4\n[[topics]]\nname = \"b\"\n",
+            Path::new("t"),
+        )
+        .unwrap();
+        assert_eq!(c.topics.len(), 2);
+        assert_eq!(c.topics[0].partitions, 4);
+        let err = c
+            .merge_toml("[[topics]]\nname = \"bad name\"\n", Path::new("t"))
+            .unwrap_err();
+        assert!(err.to_string().contains("topics"), "{err}");
+        assert!(c
+            .merge_toml("topics = [\"a\", \"a\"]\n", Path::new("t"))
+            .is_err());
+    }
+
+    #[test]
+    fn rendered_defaults_parse_back() {
+        let c = Config::default();
+        let mut back = Config::default();
+        back.merge_toml(&c.render(), Path::new("r")).unwrap();
+        assert_eq!(c, back);
+    }
+}

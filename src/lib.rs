@@ -1,0 +1,28 @@
+//! koord: a standalone Kafka group coordinator.
+//!
+//! One binary that speaks the Kafka wire protocol, so that unmodified Kafka clients can connect,
+//! see topics, produce, consume and (in later modules) form consumer groups against it.
+//!
+//! Crate map:
+//! - [`config`]: typed configuration. One table of keys (dotted Kafka-style names, defaults,
+//!   the Apache Kafka setting each mirrors) serves the TOML file, `--set KEY=VALUE` and
+//!   `koord check-config`.
+//! - [`server`]: the async shell. [`server::run`] accepts connections up to `max.connections`;
+//!   [`server::connection`] frames requests (4-byte length, `socket.request.max.bytes` cap checked
+//!   before any allocation) and answers one request at a time, in order; [`server::codec`] decodes
+//!   headers and bodies with the `kafka-protocol` crate and encodes responses;
+//!   [`server::dispatch`] holds THE table of supported APIs and versions, which also builds the
+//!   ApiVersions response.
+//! - [`api`]: one module per Kafka API. Stateless validation, then the answer at the request's
+//!   version.
+//! - [`broker`]: the state every API shares: configuration, topics, partition logs, producer ids.
+//! - [`metadata`]: the topics this node knows (configured or created at run time), their ids and
+//!   partition counts, and Kafka's topic-name rules.
+//! - `log`: the in-memory partition logs behind Produce, Fetch and ListOffsets, with idempotent
+//!   producer state. Memory-only by design; bounded by `log.retention.bytes` per partition.
+
+pub mod api;
+pub mod broker;
+pub mod config;
+pub mod metadata;
+pub mod server;

@@ -1,0 +1,170 @@
+//! The topics this node knows: configured at start-up or created at run time (CreateTopics, or
+//! Metadata with auto-creation). This node is the only broker, so it leads every partition at
+//! leader epoch 0.
+//!
+//! A topic's id is derived from its name (a name-based UUID), so it is the same across restarts
+//! without being stored, and a client that cached it keeps working.
+
+use std::collections::BTreeMap;
+use std::sync::RwLock;
+
+use uuid::Uuid;
+
+/// The leader epoch of every partition: one broker, never a leader change.
+pub const LEADER_EPOCH: i32 = 0;
+
+/// Kafka's `Topic.validate`: a legal topic name.
+///
+/// # Errors
+/// A message in Kafka's words when the name is empty, `.` or `..`, longer than 249 characters,
+/// or has a character outside `[a-zA-Z0-9._-]`.
+pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("Topic name is illegal, it can't be empty".into());
+    }
+    if name == "." || name == ".." {
+        return Err("Topic name cannot be \".\" or \"..\"".into());
+    }
+    if name.len() > 249 {
+        return Err(format!(
+            "Topic name is illegal, it can't be longer than 249 characters, topic name: {name}"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+/// A topic: its stable id and partition count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topic {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: i32,
+}
+
+/// Why a topic could not be created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateError {
+    AlreadyExists,
+    InvalidName(String),
+}
+
+/// The topic id for a name: a version-5 UUID in a namespace of koord's own, never the nil id.
+pub fn topic_id(name: &str) -> Uuid {
+    const NAMESPACE: Uuid = Uuid::from_u128(0x6b6f_6f72_645f_746f_7069_635f_6964_7321);
+    Uuid::new_v5(&NAMESPACE, name.as_bytes())
+}
+
+/// All topics, by name and by id. Reads vastly outnumber creations, hence the `RwLock`; no lock
+/// is held across an `.await`.
+#[derive(Debug, Default)]
+pub struct Topics {
+    inner: RwLock<TopicsInner>,
+}
+
+#[derive(Debug, Default)]
+struct TopicsInner {
+    by_name: BTreeMap<String, Topic>,
+    by_id: BTreeMap<Uuid, String>,
+}
+
+impl Topics {
+    pub fn get(&self, name: &str) -> Option<Topic> {
+        self.read().by_name.get(name).cloned()
+    }
+
+    pub fn get_by_id(&self, id: Uuid) -> Option<Topic> {
+        let inner = self.read();
+        inner
+            .by_id
+            .get(&id)
+            .and_then(|n| inner.by_name.get(n))
+            .cloned()
+    }
+
+    /// Every topic, sorted by name.
+    pub fn all(&self) -> Vec<Topic> {
+        self.read().by_name.values().cloned().collect()
+    }
+
+    /// Creates a topic.
+    ///
+    /// # Errors
+    /// [`CreateError::InvalidName`] for a name Kafka rejects, [`CreateError::AlreadyExists`] if it
+    /// exists (a racing creator of the same topic sees this).
+    pub fn create(&self, name: &str, partitions: i32) -> Result<Topic, CreateError> {
+        validate_topic_name(name).map_err(CreateError::InvalidName)?;
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if inner.by_name.contains_key(name) {
+            return Err(CreateError::AlreadyExists);
+        }
+        let topic = Topic {
+            name: name.to_string(),
+            id: topic_id(name),
+            partitions,
+        };
+        inner.by_id.insert(topic.id, topic.name.clone());
+        inner.by_name.insert(topic.name.clone(), topic.clone());
+        Ok(topic)
+    }
+
+    /// Returns the topic, creating it with `partitions` if it does not exist.
+    pub fn get_or_create(&self, name: &str, partitions: i32) -> Result<Topic, CreateError> {
+        if let Some(t) = self.get(name) {
+            return Ok(t);
+        }
+        match self.create(name, partitions) {
+            Err(CreateError::AlreadyExists) => self.get(name).ok_or(CreateError::AlreadyExists),
+            other => other,
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, TopicsInner> {
+        // A poisoned lock only means another thread panicked mid-read; the map is still whole
+        // because every write is a pair of inserts done before the guard drops.
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_kafka_rules() {
+        assert!(validate_topic_name("orders.v1_x-2").is_ok());
+        for bad in ["", ".", "..", "a b", "ü", &"x".repeat(250)] {
+            assert!(validate_topic_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(validate_topic_name(&"x".repeat(249)).is_ok());
+    }
+
+    #[test]
+    fn ids_are_stable_and_distinct() {
+        assert_eq!(topic_id("a"), topic_id("a"));
+        assert_ne!(topic_id("a"), topic_id("b"));
+        assert!(!topic_id("a").is_nil());
+    }
+
+    #[test]
+    fn create_and_lookup() {
+        let t = Topics::default();
+        let a = t.create("a", 3).unwrap();
+        assert_eq!(t.create("a", 3), Err(CreateError::AlreadyExists));
+        assert_eq!(t.get_by_id(a.id), Some(a.clone()));
+        assert_eq!(t.get_or_create("a", 9).unwrap().partitions, 3);
+        assert_eq!(t.get_or_create("b", 2).unwrap().partitions, 2);
+        assert_eq!(t.all().len(), 2);
+        assert!(matches!(
+            t.create("bad name", 1),
+            Err(CreateError::InvalidName(_))
+        ));
+    }
+}

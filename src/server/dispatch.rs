@@ -1,0 +1,122 @@
+//! THE table of supported APIs and version ranges, and the dispatch from a decoded request to
+//! its API module. The same table builds the ApiVersions response, so nothing is advertised that
+//! is not served and nothing is served that is not advertised.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+
+use crate::api;
+use crate::broker::Broker;
+
+/// One supported API: its key and the versions served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Supported {
+    pub key: ApiKey,
+    pub min: i16,
+    pub max: i16,
+}
+
+const fn api(key: ApiKey, min: i16, max: i16) -> Supported {
+    Supported { key, min, max }
+}
+
+/// Every API koord serves, with the versions Apache Kafka 4.x accepts (as far as the
+/// kafka-protocol crate encodes them).
+pub const SUPPORTED: &[Supported] = &[
+    api(ApiKey::Produce, 3, 13),
+    api(ApiKey::Fetch, 4, 18),
+    api(ApiKey::ListOffsets, 1, 10),
+    api(ApiKey::Metadata, 0, 13),
+    api(ApiKey::FindCoordinator, 0, 6),
+    api(ApiKey::ApiVersions, 0, 4),
+    api(ApiKey::CreateTopics, 2, 7),
+    api(ApiKey::InitProducerId, 0, 5),
+    api(ApiKey::OffsetForLeaderEpoch, 2, 4),
+    api(ApiKey::DescribeCluster, 0, 2),
+];
+
+/// The served range for `key`, if it is served at all.
+pub fn supported(key: ApiKey) -> Option<Supported> {
+    SUPPORTED.iter().copied().find(|s| s.key == key)
+}
+
+/// Whether `version` of `key` is served.
+pub fn is_supported(key: ApiKey, version: i16) -> bool {
+    supported(key).is_some_and(|s| (s.min..=s.max).contains(&version))
+}
+
+/// What the connection does after a request.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Write this response.
+    Respond(Box<ResponseKind>),
+    /// Write nothing (Produce with acks=0), read the next request.
+    Silent,
+    /// Close the connection.
+    Close,
+}
+
+/// Runs one request.
+pub async fn dispatch(
+    broker: &Arc<Broker>,
+    header: &RequestHeader,
+    request: Box<RequestKind>,
+) -> Outcome {
+    let v = header.request_api_version;
+    Outcome::Respond(Box::new(match *request {
+        RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api::api_versions::handle(&r, v)),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(api::metadata::handle(broker, r, v)),
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(api::find_coordinator::handle(broker, r, v))
+        }
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(api::create_topics::handle(broker, r, v))
+        }
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(api::describe_cluster::handle(broker, r, v))
+        }
+        // The codec only hands over requests whose key is in SUPPORTED, so this arm means the
+        // table and this match disagree: a bug, answered by closing the connection.
+        other => {
+            tracing::error!(
+                api = header.request_api_key,
+                "supported API without a handler"
+            );
+            drop(other);
+            return Outcome::Close;
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_within_what_the_crate_encodes() {
+        for s in SUPPORTED {
+            let crate_range = s.key.valid_versions();
+            assert!(
+                crate_range.min <= s.min && s.max <= crate_range.max && s.min <= s.max,
+                "{:?} {}..={} outside the crate's {}..={}",
+                s.key,
+                s.min,
+                s.max,
+                crate_range.min,
+                crate_range.max
+            );
+        }
+    }
+
+    #[test]
+    fn table_has_no_duplicates() {
+        for (i, a) in SUPPORTED.iter().enumerate() {
+            assert!(
+                SUPPORTED[i + 1..].iter().all(|b| b.key != a.key),
+                "{:?}",
+                a.key
+            );
+        }
+    }
+}

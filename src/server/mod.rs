@@ -1,0 +1,68 @@
+//! The async shell: the accept loop, connection limit and graceful shutdown.
+//!
+//! `run` takes its shutdown trigger from the caller (a signal in `main`, a channel in tests), as
+//! mini-redis does. On shutdown it stops accepting, tells every connection to finish the request
+//! it is serving and close, and returns once all of them have.
+
+pub mod codec;
+pub mod connection;
+pub mod dispatch;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn, Instrument};
+
+use crate::broker::Broker;
+
+/// Serves `listener` until `shutdown` completes, then drains connections.
+pub async fn run(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Future<Output = ()>) {
+    let limit = Arc::new(Semaphore::new(broker.config.max_connections));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut conns = JoinSet::new();
+    let next_id = AtomicU64::new(1);
+    tokio::pin!(shutdown);
+    let mut backoff = Duration::from_millis(10);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(x) => { backoff = Duration::from_millis(10); x }
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off rather than spin.
+                        warn!(error = %e, "accept failed");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(1));
+                        continue;
+                    }
+                };
+                let Ok(permit) = limit.clone().try_acquire_owned() else {
+                    debug!(%peer, "max.connections reached; closing new connection");
+                    drop(stream);
+                    continue;
+                };
+                let id = next_id.fetch_add(1, Ordering::Relaxed);
+                let broker = broker.clone();
+                let stop = stop_rx.clone();
+                let span = tracing::debug_span!("conn", %peer, conn = id);
+                conns.spawn(async move {
+                    connection::serve(stream, broker, stop).await;
+                    drop(permit);
+                }.instrument(span));
+            }
+            // Reap finished connection tasks so the set does not grow without bound.
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    info!(open = conns.len(), "shutting down: no longer accepting");
+    drop(listener);
+    let _ = stop_tx.send(true);
+    while conns.join_next().await.is_some() {}
+    info!("all connections closed");
+}
