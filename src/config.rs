@@ -539,6 +539,27 @@ mod tests {
     }
 
     #[test]
+    fn shipped_config_documents_every_key_at_its_default() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/koord.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut c = Config::default();
+        c.merge_toml(&text, &path).unwrap();
+        assert_eq!(
+            c,
+            Config::default(),
+            "config/koord.toml must state the defaults"
+        );
+        for k in KEYS {
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with(&format!("{} = ", k.name))),
+                "config/koord.toml does not document `{}`",
+                k.name
+            );
+        }
+    }
+
+    #[test]
     fn rendered_defaults_parse_back() {
         let c = Config::default();
         let mut back = Config::default();
