@@ -156,6 +156,12 @@ fn serve(args: ServeArgs) -> ExitCode {
             cluster_id = %broker.cluster_id,
             "koord listening"
         );
+        if broker.config.advertised_listener.is_none() && broker.config.listen.ip().is_unspecified() {
+            tracing::warn!(
+                "listening on an unspecified address without advertised.listener: clients will be told to connect to {}; set --advertised-listener",
+                broker.config.listen
+            );
+        }
         koord::server::run(listener, broker, shutdown_signal()).await;
         ExitCode::SUCCESS
     })
