@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317  # the step functions below are called through step()
+# The one test command (README, CI's .ci/run). On a fresh Debian machine it installs what the
+# tests need (kcat from apt, a Python venv with the pinned clients, the Maven project's
+# dependencies), quickly when they are already there. Then it builds koord once, in release, and
+# runs every tier against that build:
+#   rust    cargo test --release (unit tests and the wire tests under tests/)
+#   python  pytest proto-tests/ with real clients against target/release/koord
+# Exits non-zero if any step fails, after printing a summary of all of them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+venv=proto-tests/.venv
+java_dir=proto-tests/java
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+export DEBIAN_FRONTEND=noninteractive
+
+say() { printf '\n==> %s\n' "$*"; }
+
+sudo_if_needed() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+apt_updated=no
+apt_install() {
+    if [ "$apt_updated" = no ]; then
+        sudo_if_needed apt-get update -qq
+        apt_updated=yes
+    fi
+    sudo_if_needed apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# Runs "$@" quietly; on failure shows its output and fails.
+quiet() {
+    local log
+    log="$logs/$(date +%s%N).log"
+    if ! "$@" >"$log" 2>&1; then
+        echo "FAILED: $*" >&2
+        tail -n 60 "$log" >&2
+        return 1
+    fi
+}
+
+install_tools() {
+    say "tools"
+    local missing=()
+    command -v kcat >/dev/null || missing+=(kcat)
+    command -v java >/dev/null || missing+=(default-jdk-headless)
+    command -v mvn >/dev/null || missing+=(maven)
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "installing from apt: ${missing[*]}"
+        apt_install "${missing[@]}"
+    fi
+    local tool
+    for tool in kcat java mvn; do
+        command -v "$tool" >/dev/null || {
+            echo "$tool not found after apt-get install" >&2
+            return 1
+        }
+    done
+    command -v cargo >/dev/null || {
+        echo "cargo not found: install Rust (rustup) first" >&2
+        return 1
+    }
+    echo "kcat: $(command -v kcat); java: $(command -v java); mvn: $(command -v mvn)"
+}
+
+install_python() {
+    say "python venv ($venv)"
+    if [ ! -x "$venv/bin/python" ]; then
+        if ! python3 -m venv "$venv" 2>/dev/null; then
+            # Debian's python3 keeps venv (ensurepip) in a package of its own.
+            rm -rf "$venv"
+            apt_install python3-venv
+            python3 -m venv "$venv"
+        fi
+    fi
+    # Reinstall only when the pins change.
+    local want have=""
+    want=$(sha256sum proto-tests/requirements.txt | cut -d' ' -f1)
+    [ -f "$venv/.requirements.sha256" ] && have=$(cat "$venv/.requirements.sha256")
+    if [ "$want" != "$have" ]; then
+        quiet "$venv/bin/pip" install -q --disable-pip-version-check -r proto-tests/requirements.txt
+        echo "$want" >"$venv/.requirements.sha256"
+    fi
+    "$venv/bin/python" -c 'from importlib.metadata import version as v
+print(*(f"{p} {v(p)}" for p in ("pytest", "confluent-kafka", "kafka-python")), sep=", ")'
+}
+
+mvn_compile() {
+    (cd "$java_dir" && mvn "$@" -q -B compile)
+}
+
+build_java() {
+    say "java client ($java_dir)"
+    # Offline first: after the first run every artifact is in ~/.m2 and this is quick.
+    if ! mvn_compile -o >"$logs/mvn-offline.log" 2>&1; then
+        echo "resolving Maven dependencies into ~/.m2"
+        quiet mvn_compile
+    fi
+    test -s "$java_dir/target/classpath.txt"
+    echo "built $java_dir/target/classes; classpath in $java_dir/target/classpath.txt"
+}
+
+# --- run ---------------------------------------------------------------------------------------
+
+names=()
+results=()
+times=()
+failed=0
+
+# step NAME COMMAND...: runs COMMAND in a subshell with errexit on, records its result in
+# last_rc, results and times; never fails itself. (Never call it in `if` or `||`: bash would
+# then ignore errexit inside COMMAND.)
+last_rc=0
+step() {
+    local name=$1 start
+    shift
+    start=$SECONDS
+    set +e
+    (
+        set -e
+        "$@"
+    )
+    last_rc=$?
+    set -e
+    names+=("$name")
+    times+=("$((SECONDS - start))s")
+    if [ "$last_rc" -eq 0 ]; then
+        results+=(ok)
+    else
+        results+=("FAILED (exit $last_rc)")
+        failed=1
+    fi
+}
+
+skip() {
+    names+=("$1")
+    results+=("skipped (an earlier step failed)")
+    times+=("-")
+}
+
+summary() {
+    say "summary"
+    local i
+    for i in "${!names[@]}"; do
+        printf '  %-16s %-34s %s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
+    done
+    printf '  %-16s %s\n' "total" "${SECONDS}s"
+    if [ "$failed" -ne 0 ]; then
+        echo "RESULT: FAILED"
+    else
+        echo "RESULT: all tiers passed"
+    fi
+}
+
+cargo_build() {
+    say "cargo build --release"
+    cargo build --release
+}
+
+rust_tests() {
+    say "rust tier: cargo test --release"
+    cargo test --release
+}
+
+python_tests() {
+    say "python tier: pytest proto-tests (real clients, KOORD_BIN=target/release/koord)"
+    # Exit code 5 (no test collected) fails this step too: a tier that ran nothing has not passed.
+    KOORD_BIN="$root/target/release/koord" "$venv/bin/python" -m pytest proto-tests -ra \
+        -p no:cacheprovider
+}
+
+step install-tools install_tools
+step python-venv install_python
+step java-client build_java
+setup_failed=$failed
+
+step cargo-build cargo_build
+if [ "$last_rc" -eq 0 ]; then
+    step rust-tests rust_tests
+    if [ "$setup_failed" -eq 0 ]; then
+        step python-tests python_tests
+    else
+        skip python-tests
+    fi
+else
+    skip rust-tests
+    skip python-tests
+fi
+
+summary
+exit "$failed"
