@@ -2,7 +2,7 @@
 //! [`crate::server::dispatch::SUPPORTED`].
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::ResponseError;
 
 use crate::server::dispatch::SUPPORTED;
@@ -11,9 +11,13 @@ fn api_keys() -> Vec<ApiVersion> {
     SUPPORTED
         .iter()
         .map(|s| {
+            // Kafka 4.x rejects Produce below v3 but still advertises it from v0, because
+            // older librdkafka releases treat a Produce minimum above 0 as "no Produce"
+            // (KAFKA-18659). A v0-2 Produce request still closes the connection.
+            let min = if s.key == ApiKey::Produce { 0 } else { s.min };
             ApiVersion::default()
                 .with_api_key(s.key as i16)
-                .with_min_version(s.min)
+                .with_min_version(min)
                 .with_max_version(s.max)
         })
         .collect()
@@ -57,6 +61,16 @@ pub fn unsupported() -> ApiVersionsResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn produce_is_advertised_from_v0_like_kafka() {
+        let produce = api_keys()
+            .into_iter()
+            .find(|k| k.api_key == ApiKey::Produce as i16)
+            .unwrap();
+        assert_eq!((produce.min_version, produce.max_version), (0, 13));
+        assert!(!crate::server::dispatch::is_supported(ApiKey::Produce, 2));
+    }
 
     #[test]
     fn software_fields_follow_kafka_pattern() {

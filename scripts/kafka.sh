@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Apache Kafka 4.4, single-node KRaft, on a free loopback port: the reference koord is compared
+# against (conformance tier, side-by-side benchmarks).
+#
+#   scripts/kafka.sh start    fetch the broker from Maven Central (once, cached in .build/kafka),
+#                             format a fresh log dir, start it, wait until its group coordinator
+#                             answers; prints the bootstrap address (also in .build/kafka/bootstrap)
+#   scripts/kafka.sh stop     stop it (SIGTERM, then SIGKILL after 30 s) by its PID file
+#   scripts/kafka.sh status   prints the bootstrap address if it is running
+#
+# Settings: offsets topic replication factor 1, group.initial.rebalance.delay.ms=0 and short
+# minimum session timeouts, so tests against it run as fast as against koord.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+home="$root/.build/kafka"
+libs="$home/libs"
+pidfile="$home/kafka.pid"
+
+fetch() {
+  if [ ! -f "$libs/kafka_2.13-4.4.0.jar" ]; then
+    echo "kafka.sh: fetching Apache Kafka 4.4.0 from Maven Central" >&2
+    mvn -q -B -f "$root/scripts/kafka/pom.xml" dependency:copy-dependencies \
+      -DincludeScope=runtime -DoutputDirectory="$libs" >&2
+  fi
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+running() {
+  [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+}
+
+# Sends FindCoordinator v0 for a group until the coordinator answers with no error.
+wait_ready() {
+  python3 - "$1" "$2" <<'PY'
+import socket, struct, sys, time
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+deadline = time.time() + 120
+def alive():
+    try:
+        import os; os.kill(pid, 0); return True
+    except OSError:
+        return False
+while time.time() < deadline:
+    if not alive():
+        sys.exit("kafka.sh: the broker exited during start-up")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            key = b"koord-probe"
+            body = struct.pack(">hhih", 10, 0, 1, 8) + b"kafka.sh" + struct.pack(">h", len(key)) + key
+            s.sendall(struct.pack(">i", len(body)) + body)
+            data = b""
+            while len(data) < 10:
+                chunk = s.recv(64)
+                if not chunk:
+                    break
+                data += chunk
+            # length, correlation id, error code
+            if len(data) >= 10 and struct.unpack(">h", data[8:10])[0] == 0:
+                sys.exit(0)
+    except (OSError, struct.error):
+        pass
+    time.sleep(0.5)
+sys.exit("kafka.sh: the group coordinator did not become available within 120 s")
+PY
+}
+
+start() {
+  if running; then cat "$home/bootstrap"; return; fi
+  fetch
+  local port cport data cluster
+  port="$(free_port)"; cport="$(free_port)"
+  while [ "$cport" = "$port" ]; do cport="$(free_port)"; done
+  data="$home/data"
+  rm -rf "$data"; mkdir -p "$data"
+  cat > "$home/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$data
+num.partitions=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+group.consumer.min.session.timeout.ms=1000
+group.consumer.min.heartbeat.interval.ms=500
+PROPS
+  cat > "$home/log4j2.yaml" <<'LOG'
+Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        Pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: WARN
+      AppenderRef:
+        - ref: STDOUT
+    Logger:
+      - name: kafka.server.KafkaRaftServer
+        level: INFO
+LOG
+  cluster="$(python3 -c 'import base64,uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+  java -cp "$libs/*" -Dlog4j2.configurationFile="$home/log4j2.yaml" kafka.tools.StorageTool \
+    format -t "$cluster" -c "$home/server.properties" --standalone > "$home/format.log" 2>&1 \
+    || { cat "$home/format.log" >&2; exit 1; }
+  nohup java -Xms512m -cp "$libs/*" -Dlog4j2.configurationFile="$home/log4j2.yaml" \
+    kafka.Kafka "$home/server.properties" > "$home/kafka.log" 2>&1 &
+  echo $! > "$pidfile"
+  if ! wait_ready "$port" "$(cat "$pidfile")"; then
+    tail -n 40 "$home/kafka.log" >&2
+    stop
+    exit 1
+  fi
+  echo "127.0.0.1:$port" > "$home/bootstrap"
+  cat "$home/bootstrap"
+}
+
+stop() {
+  if ! running; then rm -f "$pidfile"; return; fi
+  local pid; pid="$(cat "$pidfile")"
+  kill -TERM "$pid"
+  for _ in $(seq 1 60); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$pidfile" "$home/bootstrap"
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  status) if running; then cat "$home/bootstrap"; else echo "not running" >&2; exit 1; fi ;;
+  *) echo "usage: scripts/kafka.sh start|stop|status" >&2; exit 2 ;;
+esac
