@@ -170,7 +170,7 @@ rust_tests() {
 python_tests() {
     say "python tier: pytest proto-tests (real clients, KOORD_BIN=target/release/koord)"
     # Exit code 5 (no test collected) fails this step too: a tier that ran nothing has not passed.
-    KOORD_BIN="$root/target/release/koord" "$venv/bin/python" -m pytest proto-tests -ra \
+    KOORD_BIN="$root/target/release/koord" "$venv/bin/python" -m pytest proto-tests -ra --tb=short \
         -p no:cacheprovider
 }
 
