@@ -59,6 +59,8 @@ pub struct Config {
     pub cluster_id: String,
     /// Connections accepted at once; further ones are closed right after accept.
     pub max_connections: usize,
+    /// A connection with no request for this long is closed (Kafka: connections.max.idle.ms).
+    pub connections_max_idle_ms: u64,
     /// Largest request frame accepted; a larger length prefix closes the connection before any
     /// byte of the frame is read.
     pub socket_request_max_bytes: usize,
@@ -81,6 +83,7 @@ impl Default for Config {
             data_dir: PathBuf::from("koord-data"),
             cluster_id: String::new(),
             max_connections: 10_000,
+            connections_max_idle_ms: 600_000,
             socket_request_max_bytes: 104_857_600,
             auto_create_topics_enable: true,
             num_partitions: 1,
@@ -280,6 +283,16 @@ pub static KEYS: &[Key] = &[
             Ok(())
         },
         show: |c| Value::Integer(c.max_connections as i64),
+    },
+    Key {
+        name: "connections.max.idle.ms",
+        kafka: Some("connections.max.idle.ms"),
+        doc: "a connection that sends no request for this long is closed",
+        apply: |c, v| {
+            c.connections_max_idle_ms = int(v, 1, i64::MAX)? as u64;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.connections_max_idle_ms as i64),
     },
     Key {
         name: "socket.request.max.bytes",

@@ -50,7 +50,10 @@ fn compatibility_table_is_the_dispatch_table() {
         .iter()
         .map(|s| (format!("{:?}", s.key), s.key as i16, s.min, s.max))
         .collect();
-    assert_eq!(documented, served, "README.md api-table vs src/server/dispatch.rs SUPPORTED");
+    assert_eq!(
+        documented, served,
+        "README.md api-table vs src/server/dispatch.rs SUPPORTED"
+    );
 }
 
 #[test]
@@ -59,6 +62,12 @@ fn configuration_table_lists_every_key() {
         .into_iter()
         .map(|row| row[0].trim_matches('`').to_string())
         .collect();
-    let keys: BTreeSet<String> = koord::config::KEYS.iter().map(|k| k.name.to_string()).collect();
-    assert_eq!(documented, keys, "README.md config-table vs src/config.rs KEYS");
+    let keys: BTreeSet<String> = koord::config::KEYS
+        .iter()
+        .map(|k| k.name.to_string())
+        .collect();
+    assert_eq!(
+        documented, keys,
+        "README.md config-table vs src/config.rs KEYS"
+    );
 }

@@ -84,12 +84,19 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, mut stop: watch::Rece
     let mut wr = BufWriter::new(wr);
     let mut buf = BytesMut::new();
     let max = broker.config.socket_request_max_bytes;
+    let idle = std::time::Duration::from_millis(broker.config.connections_max_idle_ms);
     debug!("connection open");
     loop {
         let frame = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s) => break,
-            f = read_frame(&mut rd, &mut buf, max) => f,
+            f = tokio::time::timeout(idle, read_frame(&mut rd, &mut buf, max)) => match f {
+                Ok(f) => f,
+                Err(_) => {
+                    debug!(idle_ms = idle.as_millis() as u64, "idle; closing");
+                    break;
+                }
+            },
         };
         let frame = match frame {
             Ok(Some(f)) => f,

@@ -66,3 +66,43 @@ pub async fn run(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Futu
     while conns.join_next().await.is_some() {}
     info!("all connections closed");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use tokio::io::AsyncReadExt;
+
+    fn broker(overrides: &[&str]) -> Arc<Broker> {
+        let dir = std::env::temp_dir().join(format!(
+            "koord-server-test-{}-{}",
+            std::process::id(),
+            overrides.join("_").replace(['/', '='], "-")
+        ));
+        let mut o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        o.push(format!("data.dir=\"{}\"", dir.display()));
+        Arc::new(Broker::new(Config::load(None, &o).unwrap()).unwrap())
+    }
+
+    /// Paused time: the idle timeout fires without the test waiting for it.
+    #[tokio::test(start_paused = true)]
+    async fn idle_connection_is_closed_after_connections_max_idle_ms() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(run(
+            listener,
+            broker(&["connections.max.idle.ms=5000"]),
+            async move {
+                let _ = stop_rx.await;
+            },
+        ));
+        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let start = tokio::time::Instant::now();
+        let mut byte = [0u8; 1];
+        assert_eq!(client.read(&mut byte).await.unwrap(), 0, "expected EOF");
+        assert!(start.elapsed() >= std::time::Duration::from_millis(5000));
+        stop_tx.send(()).unwrap();
+        server.await.unwrap();
+    }
+}
