@@ -1,0 +1,473 @@
+//! Shared harness for the wire tests: a real `koord` process on its own port, and a small
+//! blocking Kafka client built on the `kafka-protocol` crate.
+//!
+//! Each test binary uses a subset of these helpers, hence the `dead_code` allowance.
+//!
+//! `KOORD_BOOTSTRAP=host:port` points every test at an already running server (for example
+//! Apache Kafka) instead of starting koord. Tests that need koord-specific settings ask for
+//! [`Koord::start_owned`], which returns `None` (and says why) in that mode.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader,
+    ResponseKind,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
+
+/// How long any single wait in these tests may take before it is a failure.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// The environment variable that points the tests at an external server.
+pub const BOOTSTRAP_ENV: &str = "KOORD_BOOTSTRAP";
+
+/// The external server to test, if `KOORD_BOOTSTRAP` names one.
+pub fn bootstrap() -> Option<String> {
+    std::env::var(BOOTSTRAP_ENV)
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// A name no other test (and no earlier run against a long-lived server) has used.
+pub fn unique(prefix: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{prefix}-{}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        nanos % 1_000_000_000
+    )
+}
+
+/// A server under test: a koord child process (killed on drop) or an external bootstrap.
+pub struct Koord {
+    addr: SocketAddr,
+    child: Option<Child>,
+    data_dir: Option<PathBuf>,
+}
+
+impl Koord {
+    /// A server for a test that works against any Kafka-compatible server: koord started with
+    /// `sets` (each `KEY=VALUE`), or the `KOORD_BOOTSTRAP` server, where `sets` are ignored.
+    pub fn start(sets: &[&str]) -> Koord {
+        match bootstrap() {
+            Some(addr) => Koord {
+                addr: resolve(&addr),
+                child: None,
+                data_dir: None,
+            },
+            None => Koord::spawn(sets),
+        }
+    }
+
+    /// A koord process with `sets`, for a test that relies on koord's configuration or on
+    /// owning the process. With `KOORD_BOOTSTRAP` set this prints why `test` is skipped and
+    /// returns `None`.
+    pub fn start_owned(test: &str, sets: &[&str]) -> Option<Koord> {
+        if let Some(addr) = bootstrap() {
+            let with = if sets.is_empty() {
+                String::new()
+            } else {
+                format!(" with {}", sets.join(" "))
+            };
+            eprintln!(
+                "SKIPPED {test}: it needs its own koord process{with}, but {BOOTSTRAP_ENV}={addr}"
+            );
+            return None;
+        }
+        Some(Koord::spawn(sets))
+    }
+
+    /// Whether this is a koord process started by the test (not an external server).
+    pub fn is_owned(&self) -> bool {
+        self.child.is_some()
+    }
+
+    fn spawn(sets: &[&str]) -> Koord {
+        let data_dir = std::env::temp_dir().join(unique("koord-wire"));
+        std::fs::create_dir_all(&data_dir).expect("create the data dir");
+        let log = data_dir.join("koord.log");
+        // A free port can be taken by a parallel test between probing it and koord binding
+        // it; koord then exits at once and we try another port.
+        for _ in 0..5 {
+            let port = free_port();
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_koord"));
+            cmd.arg("--listen")
+                .arg(addr.to_string())
+                .arg("--data-dir")
+                .arg(data_dir.join("data"));
+            for s in sets {
+                cmd.arg("--set").arg(s);
+            }
+            let child = cmd
+                .env("KOORD_LOG", "debug")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(File::create(&log).expect("create the log file"))
+                .spawn()
+                .expect("start koord");
+            let mut koord = Koord {
+                addr,
+                child: Some(child),
+                data_dir: Some(data_dir.clone()),
+            };
+            if koord.wait_accepting() {
+                return koord;
+            }
+            // The process exited (port taken): drop it, but keep the data dir for the retry.
+            koord.data_dir = None;
+        }
+        panic!(
+            "koord did not start; last log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
+    /// Polls until the port accepts. `false` if the process exited first (port taken).
+    fn wait_accepting(&mut self) -> bool {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return false;
+                }
+            }
+            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
+                return true;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "koord on {} did not accept within {DEADLINE:?}; log:\n{}",
+                self.addr,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Whether the owned process is still running (always true for an external server).
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => true,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// koord's stderr so far (empty for an external server).
+    pub fn log(&self) -> String {
+        self.data_dir
+            .as_ref()
+            .and_then(|d| std::fs::read_to_string(d.join("koord.log")).ok())
+            .unwrap_or_default()
+    }
+
+    /// A new client connection.
+    pub fn connect(&self) -> Client {
+        Client::connect(self.addr)
+    }
+
+    /// Sends SIGTERM and waits (up to [`DEADLINE`]) for the process to exit.
+    ///
+    /// # Panics
+    /// If this is not an owned process, or it does not exit in time.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let child = self.child.as_mut().expect("an owned koord process");
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed: {status}");
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = child.try_wait().expect("wait for koord") {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "koord did not exit within {DEADLINE:?} of SIGTERM; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Koord {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(dir) = self.data_dir.take() {
+            if std::thread::panicking() {
+                eprintln!(
+                    "koord log ({}):\n{}",
+                    dir.display(),
+                    std::fs::read_to_string(dir.join("koord.log")).unwrap_or_default()
+                );
+            }
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn resolve(addr: &str) -> SocketAddr {
+    addr.to_socket_addrs()
+        .unwrap_or_else(|e| panic!("{BOOTSTRAP_ENV}={addr}: {e}"))
+        .next()
+        .unwrap_or_else(|| panic!("{BOOTSTRAP_ENV}={addr} resolves to nothing"))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
+
+/// The request header every client here sends.
+pub fn request_header(key: ApiKey, version: i16, correlation_id: i32) -> RequestHeader {
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("koord-wire-test")))
+}
+
+/// A request frame, length prefix included.
+pub fn frame(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    encode_body: impl FnOnce(&mut BytesMut) -> anyhow::Result<()>,
+) -> Bytes {
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    request_header(key, version, correlation_id)
+        .encode(&mut buf, key.request_header_version(version))
+        .unwrap_or_else(|e| panic!("encode {key:?} v{version} header: {e:#}"));
+    encode_body(&mut buf).unwrap_or_else(|e| panic!("encode {key:?} v{version} body: {e:#}"));
+    let len = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&len.to_be_bytes());
+    buf.freeze()
+}
+
+/// An ApiVersions request valid at every version (v3+ needs client software fields).
+pub fn api_versions_request() -> ApiVersionsRequest {
+    ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("koord-wire-test"))
+        .with_client_software_version(StrBytes::from_static_str("1.0"))
+}
+
+/// How a read ended when the server was expected to close the connection.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Closed {
+    Eof,
+    Reset,
+}
+
+/// One blocking connection. Every read and write is bounded by [`DEADLINE`].
+pub struct Client {
+    stream: TcpStream,
+    next_correlation_id: i32,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect_timeout(&addr, DEADLINE)
+            .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
+        Client::from_stream(stream)
+    }
+
+    pub fn from_stream(stream: TcpStream) -> Client {
+        stream.set_read_timeout(Some(DEADLINE)).expect("timeout");
+        stream.set_write_timeout(Some(DEADLINE)).expect("timeout");
+        stream.set_nodelay(true).expect("nodelay");
+        Client {
+            stream,
+            next_correlation_id: 1,
+        }
+    }
+
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// A fresh correlation id.
+    pub fn correlation_id(&mut self) -> i32 {
+        let id = self.next_correlation_id;
+        self.next_correlation_id += 1;
+        id
+    }
+
+    /// Sends a typed request and decodes its response, checking the correlation id and that
+    /// the body is consumed exactly.
+    ///
+    /// # Panics
+    /// On any I/O, encoding or decoding failure: the server answered wrongly or not at all.
+    pub fn send<R: Request>(&mut self, version: i16, request: &R) -> R::Response {
+        self.try_send(version, request)
+            .unwrap_or_else(|e| panic!("{:?} v{version}: {e}", ApiKey::try_from(R::KEY).ok()))
+    }
+
+    /// [`Client::send`] that returns I/O failures (a closed connection) instead of panicking.
+    pub fn try_send<R: Request>(&mut self, version: i16, request: &R) -> io::Result<R::Response> {
+        let key = ApiKey::try_from(R::KEY).expect("a known key");
+        let mut body = self.round_trip(key, version, |b| request.encode(b, version))?;
+        let response = R::Response::decode(&mut body, version)
+            .unwrap_or_else(|e| panic!("decode {key:?} v{version} response: {e:#}"));
+        assert!(
+            !body.has_remaining(),
+            "{key:?} v{version} response has {} bytes after its body",
+            body.remaining()
+        );
+        Ok(response)
+    }
+
+    /// Sends any request by key and decodes the response the same way as [`Client::send`].
+    pub fn send_kind(&mut self, key: ApiKey, version: i16, request: &RequestKind) -> ResponseKind {
+        let mut body = self
+            .round_trip(key, version, |b| request.encode(b, version))
+            .unwrap_or_else(|e| panic!("{key:?} v{version}: {e}"));
+        let response = ResponseKind::decode(key, &mut body, version)
+            .unwrap_or_else(|e| panic!("decode {key:?} v{version} response: {e:#}"));
+        assert!(
+            !body.has_remaining(),
+            "{key:?} v{version} response has {} bytes after its body",
+            body.remaining()
+        );
+        response
+    }
+
+    /// ApiVersions at `version` (0..=4), header v0 as KIP-511 requires.
+    pub fn api_versions(&mut self, version: i16) -> ApiVersionsResponse {
+        self.send(version, &api_versions_request())
+    }
+
+    /// Writes one request and reads its response; returns the body after the response header.
+    pub fn round_trip(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        encode_body: impl FnOnce(&mut BytesMut) -> anyhow::Result<()>,
+    ) -> io::Result<Bytes> {
+        let corr = self.correlation_id();
+        self.send_bytes(&frame(key, version, corr, encode_body))?;
+        self.read_response(key, version, corr)
+    }
+
+    /// Reads one response frame and checks its header.
+    pub fn read_response(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+    ) -> io::Result<Bytes> {
+        let mut frame = self.read_frame()?.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("connection closed instead of answering {key:?} v{version}"),
+            )
+        })?;
+        let header = ResponseHeader::decode(&mut frame, key.response_header_version(version))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{e:#}")))?;
+        if header.correlation_id != correlation_id {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{key:?} v{version}: correlation id {} in the response, {correlation_id} sent",
+                    header.correlation_id
+                ),
+            ));
+        }
+        Ok(frame)
+    }
+
+    /// Reads one length-prefixed frame; `None` on a clean EOF before its first byte.
+    pub fn read_frame(&mut self) -> io::Result<Option<Bytes>> {
+        let mut len = [0u8; 4];
+        let mut got = 0;
+        while got < 4 {
+            let n = self.stream.read(&mut len[got..])?;
+            if n == 0 {
+                return if got == 0 {
+                    Ok(None)
+                } else {
+                    Err(io::ErrorKind::UnexpectedEof.into())
+                };
+            }
+            got += n;
+        }
+        let len = i32::from_be_bytes(len);
+        if !(0..=(64 << 20)).contains(&len) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("response length {len}"),
+            ));
+        }
+        let mut body = vec![0u8; len as usize];
+        self.stream.read_exact(&mut body)?;
+        Ok(Some(Bytes::from(body)))
+    }
+
+    /// Writes raw bytes.
+    pub fn send_bytes(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes)?;
+        self.stream.flush()
+    }
+
+    /// Closes our sending side; the server reads EOF.
+    pub fn half_close(&self) {
+        self.stream
+            .shutdown(Shutdown::Write)
+            .expect("shut down writes");
+    }
+
+    /// Waits for the server to close the connection, without sending anything.
+    ///
+    /// # Panics
+    /// If data arrives or nothing happens within [`DEADLINE`].
+    pub fn expect_closed(&mut self) -> Closed {
+        let mut byte = [0u8; 1];
+        match self.stream.read(&mut byte) {
+            Ok(0) => Closed::Eof,
+            Ok(_) => panic!("expected the server to close the connection; it sent data"),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted
+                ) =>
+            {
+                Closed::Reset
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                panic!("the server kept the connection open for {DEADLINE:?}")
+            }
+            Err(e) => panic!("expected the server to close the connection: {e}"),
+        }
+    }
+}
