@@ -18,6 +18,8 @@
 //! - [`broker`]: the state every API shares: configuration, topics, partition logs, producer ids.
 //! - [`metadata`]: the topics this node knows (configured or created at run time), their ids and
 //!   partition counts, and Kafka's topic-name rules.
+//! - [`offsets`]: a group's committed offsets and Kafka's per-partition rules for them (metadata
+//!   size, fetch of uncommitted partitions, retention). Pure.
 //! - `log`: the in-memory partition logs behind Produce, Fetch and ListOffsets, with idempotent
 //!   producer state. Memory-only by design; bounded by `log.retention.bytes` per partition.
 
@@ -25,4 +27,5 @@ pub mod api;
 pub mod broker;
 pub mod config;
 pub mod metadata;
+pub mod offsets;
 pub mod server;
