@@ -18,11 +18,16 @@
 //! - [`broker`]: the state every API shares: configuration, topics, partition logs, producer ids.
 //! - [`metadata`]: the topics this node knows (configured or created at run time), their ids and
 //!   partition counts, and Kafka's topic-name rules.
+//! - [`group`]: the PURE group state machines (no tokio, no clock, no I/O): the classic
+//!   consumer-group protocol ([`group::ClassicGroup`]: JoinGroup, SyncGroup, Heartbeat,
+//!   LeaveGroup, the group checks of OffsetCommit), driven by `handle_*` inputs that take `now`
+//!   and drained through `poll_output` (replies to parked requests, keyed timers, records).
 //! - `log`: the in-memory partition logs behind Produce, Fetch and ListOffsets, with idempotent
 //!   producer state. Memory-only by design; bounded by `log.retention.bytes` per partition.
 
 pub mod api;
 pub mod broker;
 pub mod config;
+pub mod group;
 pub mod metadata;
 pub mod server;

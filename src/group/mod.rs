@@ -1,0 +1,81 @@
+//! Pure group state machines: no tokio, no clock reads, no I/O, no wire types.
+//!
+//! [`ClassicGroup`] is Apache Kafka's classic consumer-group protocol (JoinGroup, SyncGroup,
+//! Heartbeat, LeaveGroup and the group checks of OffsetCommit), one value per group, owned by that
+//! group's actor. It is written in quinn-proto's sans-IO style:
+//!
+//! - inputs are `handle_*` methods, each taking `now` ([`Timestamp`], milliseconds);
+//! - requests that are never parked (Heartbeat, LeaveGroup, commit checks) return their answer;
+//! - everything else comes out of [`ClassicGroup::poll_output`] as [`Output`]s, in order:
+//!   JoinGroup/SyncGroup replies addressed by [`RequestToken`] (often for *other* members'
+//!   parked requests), timer changes, records to persist and events to log;
+//! - timers are keyed ([`TimerKey`]); the shell either mirrors [`TimerChange`]s or sleeps until
+//!   [`ClassicGroup::next_deadline`], then calls [`ClassicGroup::handle_timeout`] (or
+//!   [`ClassicGroup::handle_timer`] for one key). Expiries are re-checked, so stale ones are
+//!   harmless;
+//! - a [`Output::Persist`] is acknowledged with [`ClassicGroup::handle_write_complete`]; replies
+//!   that depend on the record are produced only then.
+//!
+//! What happens when a request names a group that does not exist is in [`missing`]; the group
+//! directory (next milestone) consults it before creating a group.
+//!
+//! Layout: `classic/` (the machine, split by API), [`member`], [`timers`], [`errors`],
+//! [`output`], [`commands`], [`assignment`] (the server-assignment seam), [`types`].
+
+pub mod assignment;
+pub mod classic;
+pub mod commands;
+pub mod errors;
+pub mod member;
+pub mod missing;
+pub mod output;
+pub mod timers;
+pub mod types;
+
+#[cfg(test)]
+mod tests;
+
+pub use assignment::{AssignmentInput, AssignmentMember, AssignmentMode, ServerAssignor};
+pub use classic::ClassicGroup;
+pub use commands::{Heartbeat, JoinGroup, LeaveGroup, LeavingMember, OffsetCommitAuth, SyncGroup};
+pub use errors::GroupError;
+pub use member::Member;
+pub use output::{
+    AddReason, GroupEvent, GroupMetadataRecord, GroupRecord, JoinMember, JoinReply,
+    LeaveMemberResult, LeaveOutcome, MemberRecord, Output, RebalanceReason, RemoveReason,
+    SyncReply,
+};
+pub use timers::{TimerChange, TimerKey};
+pub use types::{
+    Generation, GroupId, GroupState, InstanceId, MemberId, Protocol, RequestToken, Timestamp,
+    WriteId,
+};
+
+/// Kafka `CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`: a new member's parked JoinGroup is dropped
+/// after this long, so clients that gave up do not pile up as defunct members.
+pub const NEW_MEMBER_JOIN_TIMEOUT_MS: u64 = 5 * 60 * 1000;
+
+/// The settings the group core owns. (`group.{min,max}.session.timeout.ms` are checked in `api/`.)
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    /// `group.max.size` (Kafka default: unlimited, `Integer.MAX_VALUE`).
+    pub max_size: usize,
+    /// `group.initial.rebalance.delay.ms` (3000): how long a rebalance out of Empty waits for
+    /// more members, extended while members keep joining.
+    pub initial_rebalance_delay_ms: u64,
+    /// [`NEW_MEMBER_JOIN_TIMEOUT_MS`], configurable for tests.
+    pub new_member_join_timeout_ms: u64,
+    /// Who computes assignments.
+    pub assignment: AssignmentMode,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            max_size: i32::MAX as usize,
+            initial_rebalance_delay_ms: 3000,
+            new_member_join_timeout_ms: NEW_MEMBER_JOIN_TIMEOUT_MS,
+            assignment: AssignmentMode::Client,
+        }
+    }
+}
