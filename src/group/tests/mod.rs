@@ -387,7 +387,13 @@ impl Ctx {
         let tokens: Vec<_> = (0..n)
             .map(|i| self.join(J::new().client(&format!("c{i}"))))
             .collect();
-        self.sleep(DELAY);
+        // Every join after the first extends the initial delay once.
+        for _ in 0..10 {
+            if self.group.state() != GroupState::PreparingRebalance {
+                break;
+            }
+            self.sleep(DELAY);
+        }
         assert_eq!(self.group.state(), GroupState::CompletingRebalance);
         tokens
             .iter()
