@@ -81,8 +81,14 @@ fn max_size_in_preparing_rebalance_counts_rejoined_members_and_drops_the_extra_o
     let t0 = ctx.join(J::new().member(&ids[0]));
     let t1 = ctx.join(J::new().member(&ids[1]));
     let t2 = ctx.join(J::new().member(&ids[2]));
-    assert_eq!(ctx.join_reply(t2).error, Some(GroupError::GroupMaxSizeReached));
-    assert!(!ctx.group.has_member(&ids[2]), "the refused member is dropped");
+    assert_eq!(
+        ctx.join_reply(t2).error,
+        Some(GroupError::GroupMaxSizeReached)
+    );
+    assert!(
+        !ctx.group.has_member(&ids[2]),
+        "the refused member is dropped"
+    );
     // The two accepted members form the next generation, at the rebalance timeout: as in
     // Kafka, dropping the refused member does not itself end the join phase.
     ctx.sleep(REBALANCE);
@@ -105,9 +111,15 @@ fn max_size_always_accepts_the_first_member_of_an_empty_group() {
 fn empty_group_rejects_join_without_protocol_type_or_protocols() {
     let mut ctx = Ctx::new();
     let t = ctx.join(J::new().protocol_type(""));
-    assert_eq!(ctx.join_reply(t).error, Some(GroupError::InconsistentGroupProtocol));
+    assert_eq!(
+        ctx.join_reply(t).error,
+        Some(GroupError::InconsistentGroupProtocol)
+    );
     let t = ctx.join(J::new().protocols(&[]));
-    assert_eq!(ctx.join_reply(t).error, Some(GroupError::InconsistentGroupProtocol));
+    assert_eq!(
+        ctx.join_reply(t).error,
+        Some(GroupError::InconsistentGroupProtocol)
+    );
     assert_eq!(ctx.group.num_members(), 0);
 }
 
@@ -126,7 +138,10 @@ fn join_without_a_protocol_every_member_supports_is_inconsistent_group_protocol(
     let mut ctx = Ctx::new();
     ctx.stable_group(2);
     let t = ctx.join(J::new().protocols(&[("roundrobin", b"")]));
-    assert_eq!(ctx.join_reply(t).error, Some(GroupError::InconsistentGroupProtocol));
+    assert_eq!(
+        ctx.join_reply(t).error,
+        Some(GroupError::InconsistentGroupProtocol)
+    );
 }
 
 #[test]
@@ -143,7 +158,14 @@ fn protocol_vote_picks_the_most_voted_protocol_every_member_supports() {
     // The leader sees each member's metadata for the selected protocol.
     let leader = ctx.join_reply(a);
     let metas: Vec<_> = leader.members.iter().map(|m| m.metadata.clone()).collect();
-    assert_eq!(metas, vec![Bytes::from_static(b"a"), Bytes::from_static(b"b"), Bytes::from_static(b"c")]);
+    assert_eq!(
+        metas,
+        vec![
+            Bytes::from_static(b"a"),
+            Bytes::from_static(b"b"),
+            Bytes::from_static(b"c")
+        ]
+    );
 }
 
 // ----- KIP-394 -----
@@ -220,14 +242,25 @@ fn static_join_without_id_never_gets_member_id_required() {
 
 /// A Stable group: a dynamic leader and static members `i-1`, `i-2` (in that order).
 fn stable_with_statics(ctx: &mut Ctx, leader_static: bool) -> Vec<MemberId> {
-    let first = if leader_static { J::new().instance("i-0") } else { J::new() };
+    let first = if leader_static {
+        J::new().instance("i-0")
+    } else {
+        J::new()
+    };
     let t0 = ctx.join(first);
     let t1 = ctx.join(J::new().instance("i-1"));
     let t2 = ctx.join(J::new().instance("i-2"));
     ctx.sleep(3 * DELAY);
-    let ids: Vec<MemberId> = [t0, t1, t2].iter().map(|t| ctx.join_reply(*t).member_id.clone()).collect();
+    let ids: Vec<MemberId> = [t0, t1, t2]
+        .iter()
+        .map(|t| ctx.join_reply(*t).member_id.clone())
+        .collect();
     let g = ctx.group.generation();
-    ctx.sync(&ids[0], g, &[(&ids[0], b"a0"), (&ids[1], b"a1"), (&ids[2], b"a2")]);
+    ctx.sync(
+        &ids[0],
+        g,
+        &[(&ids[0], b"a0"), (&ids[1], b"a1"), (&ids[2], b"a2")],
+    );
     ctx.sync(&ids[1], g, &[]);
     ctx.sync(&ids[2], g, &[]);
     assert_eq!(ctx.group.state(), GroupState::Stable);
@@ -239,7 +272,12 @@ fn static_rejoin_without_id_fences_the_old_members_parked_join() {
     let mut ctx = Ctx::new();
     let ids = stable_with_statics(&mut ctx, false);
     // A rebalance: the old i-1 process is parked in JoinGroup.
-    let old = ctx.join(J::new().member(&ids[1]).instance("i-1").protocols(&[("range", b"v2")]));
+    let old = ctx.join(
+        J::new()
+            .member(&ids[1])
+            .instance("i-1")
+            .protocols(&[("range", b"v2")]),
+    );
     assert!(ctx.join_parked(old));
     // i-1 restarts and rejoins without its id.
     let new = ctx.join(J::new().instance("i-1").protocols(&[("range", b"v2")]));
@@ -247,7 +285,11 @@ fn static_rejoin_without_id_fences_the_old_members_parked_join() {
     assert_eq!(r.error, Some(GroupError::FencedInstanceId));
     assert_eq!(r.member_id, ids[1]);
     assert!(!ctx.group.has_member(&ids[1]));
-    let new_id = ctx.group.static_member_id(&InstanceId::new("i-1")).unwrap().clone();
+    let new_id = ctx
+        .group
+        .static_member_id(&InstanceId::new("i-1"))
+        .unwrap()
+        .clone();
     assert_ne!(new_id, ids[1]);
     assert!(ctx.join_parked(new));
     // The old id is fenced from now on.
@@ -268,7 +310,10 @@ fn static_replacement_while_completing_rebalance_fences_old_parked_sync_and_reba
     let s_old = ctx.sync(&old, g, &[]);
     assert!(ctx.sync_parked(s_old));
     ctx.join(J::new().instance("i-1"));
-    assert_eq!(ctx.sync_reply(s_old).error, Some(GroupError::FencedInstanceId));
+    assert_eq!(
+        ctx.sync_reply(s_old).error,
+        Some(GroupError::FencedInstanceId)
+    );
     assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
     assert!(ctx.group.has_member(&leader));
 }
@@ -304,7 +349,10 @@ fn static_leader_replacement_v9_gets_members_and_skip_assignment() {
     let t = ctx.join(J::new().instance("i-0").v9());
     let r = ctx.join_reply(t).clone();
     assert!(r.error.is_none());
-    assert!(r.skip_assignment, "KIP-814: the replaced leader only needs SyncGroup");
+    assert!(
+        r.skip_assignment,
+        "KIP-814: the replaced leader only needs SyncGroup"
+    );
     assert_eq!(r.leader, r.member_id);
     assert_eq!(r.members.len(), 3);
     assert!(!ctx.group.has_member(&ids[0]));
@@ -320,7 +368,10 @@ fn static_leader_replacement_before_v9_is_told_the_old_leader_id() {
     let r = ctx.join_reply(t).clone();
     assert!(r.error.is_none());
     assert!(!r.skip_assignment);
-    assert_eq!(r.leader, ids[0], "the old leader id, so the client acts as a follower");
+    assert_eq!(
+        r.leader, ids[0],
+        "the old leader id, so the client acts as a follower"
+    );
     assert!(r.members.is_empty());
     assert_eq!(ctx.group.state(), GroupState::Stable);
 }
@@ -328,8 +379,16 @@ fn static_leader_replacement_before_v9_is_told_the_old_leader_id() {
 #[test]
 fn static_replacement_while_stable_with_protocol_change_rebalances() {
     let mut ctx = Ctx::new();
-    ctx.join(J::new().instance("i-0").protocols(&[("range", b""), ("roundrobin", b"")]));
-    ctx.join(J::new().instance("i-1").protocols(&[("range", b""), ("roundrobin", b"")]));
+    ctx.join(
+        J::new()
+            .instance("i-0")
+            .protocols(&[("range", b""), ("roundrobin", b"")]),
+    );
+    ctx.join(
+        J::new()
+            .instance("i-1")
+            .protocols(&[("range", b""), ("roundrobin", b"")]),
+    );
     ctx.sleep(3 * DELAY);
     let ids: Vec<MemberId> = ctx.group.members().map(|m| m.id.clone()).collect();
     let g = ctx.group.generation();
@@ -352,8 +411,14 @@ fn static_replacement_write_failure_reverts_to_the_old_member_id() {
     let r = ctx.join_reply(t);
     assert_eq!(r.error, Some(GroupError::NotCoordinator));
     assert_eq!(r.member_id, MemberId::unknown());
-    assert_eq!(ctx.group.static_member_id(&InstanceId::new("i-1")), Some(&ids[1]));
-    assert_eq!(ctx.group.member(&ids[1]).unwrap().session_timeout_ms, SESSION);
+    assert_eq!(
+        ctx.group.static_member_id(&InstanceId::new("i-1")),
+        Some(&ids[1])
+    );
+    assert_eq!(
+        ctx.group.member(&ids[1]).unwrap().session_timeout_ms,
+        SESSION
+    );
     assert_eq!(ctx.heartbeat(&ids[1], ctx.group.generation()), Ok(()));
 }
 
@@ -434,7 +499,11 @@ fn stable_leader_rejoin_always_rebalances() {
 fn stable_follower_rejoin_with_changed_metadata_rebalances() {
     let mut ctx = Ctx::new();
     let ids = ctx.stable_group(2);
-    ctx.join(J::new().member(&ids[1]).protocols(&[("range", b"more-topics")]));
+    ctx.join(
+        J::new()
+            .member(&ids[1])
+            .protocols(&[("range", b"more-topics")]),
+    );
     assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
 }
 
@@ -493,7 +562,10 @@ fn static_members_that_did_not_rejoin_are_kept() {
         let _ = ctx.heartbeat(&ids[2], Generation(1));
     }
     assert_eq!(ctx.group.state(), GroupState::CompletingRebalance);
-    assert!(ctx.group.has_member(&ids[2]), "static members are not removed at join end");
+    assert!(
+        ctx.group.has_member(&ids[2]),
+        "static members are not removed at join end"
+    );
     assert_eq!(ctx.group.num_members(), 3);
 }
 
@@ -502,7 +574,12 @@ fn leader_that_did_not_rejoin_is_replaced_by_the_first_rejoined_member() {
     let mut ctx = Ctx::new();
     let ids = stable_with_statics(&mut ctx, true);
     // A follower triggers a rebalance; the leader (static, kept) never rejoins.
-    let t2 = ctx.join(J::new().member(&ids[2]).instance("i-2").protocols(&[("range", b"x")]));
+    let t2 = ctx.join(
+        J::new()
+            .member(&ids[2])
+            .instance("i-2")
+            .protocols(&[("range", b"x")]),
+    );
     let t1 = ctx.join(J::new().member(&ids[1]).instance("i-1"));
     for _ in 0..(REBALANCE / 5_000) {
         ctx.sleep(5_000);
@@ -543,7 +620,10 @@ fn join_phase_is_rescheduled_when_nobody_rejoined() {
     let a = ctx.join(J::new().instance("i-a").session(600_000));
     let b = ctx.join(J::new().instance("i-b").session(600_000));
     ctx.sleep(3 * DELAY);
-    let (a, b) = (ctx.join_reply(a).member_id.clone(), ctx.join_reply(b).member_id.clone());
+    let (a, b) = (
+        ctx.join_reply(a).member_id.clone(),
+        ctx.join_reply(b).member_id.clone(),
+    );
     let g = ctx.group.generation();
     ctx.sync(&a, g, &[]);
     ctx.sync(&b, g, &[]);
@@ -621,8 +701,16 @@ fn new_member_parked_join_times_out_after_five_minutes_with_unknown_member_id() 
     assert_eq!(r.error, Some(GroupError::UnknownMemberId));
     assert_eq!(r.member_id, MemberId::unknown());
     assert_eq!(ctx.group.num_members(), 1);
-    assert!(matches!(ctx.events.iter().rev().find(|e| matches!(e, GroupEvent::MemberRemoved { .. })),
-        Some(GroupEvent::MemberRemoved { reason: RemoveReason::NewMemberJoinTimeout, .. })));
+    assert!(matches!(
+        ctx.events
+            .iter()
+            .rev()
+            .find(|e| matches!(e, GroupEvent::MemberRemoved { .. })),
+        Some(GroupEvent::MemberRemoved {
+            reason: RemoveReason::NewMemberJoinTimeout,
+            ..
+        })
+    ));
 }
 
 // ----- initial delay -----

@@ -35,7 +35,10 @@ fn sync_on_dead_group_is_coordinator_not_available() {
     ctx.group.handle_unload(ctx.now);
     ctx.drain();
     let t = ctx.sync(&ids[0], Generation(1), &[]);
-    assert_eq!(ctx.sync_reply(t).error, Some(GroupError::CoordinatorNotAvailable));
+    assert_eq!(
+        ctx.sync_reply(t).error,
+        Some(GroupError::CoordinatorNotAvailable)
+    );
 }
 
 #[test]
@@ -79,11 +82,17 @@ fn sync_v5_with_another_protocol_type_or_name_is_inconsistent_group_protocol() {
     let mut req = sync_req(&ids[1], Generation(1));
     req.protocol_type = Some("connect".into());
     let t = ctx.sync_req(req);
-    assert_eq!(ctx.sync_reply(t).error, Some(GroupError::InconsistentGroupProtocol));
+    assert_eq!(
+        ctx.sync_reply(t).error,
+        Some(GroupError::InconsistentGroupProtocol)
+    );
     let mut req = sync_req(&ids[1], Generation(1));
     req.protocol_name = Some("roundrobin".into());
     let t = ctx.sync_req(req);
-    assert_eq!(ctx.sync_reply(t).error, Some(GroupError::InconsistentGroupProtocol));
+    assert_eq!(
+        ctx.sync_reply(t).error,
+        Some(GroupError::InconsistentGroupProtocol)
+    );
     // Matching values are fine (the follower is parked).
     let mut req = sync_req(&ids[1], Generation(1));
     req.protocol_type = Some("consumer".into());
@@ -100,7 +109,10 @@ fn sync_in_preparing_rebalance_is_rebalance_in_progress() {
     ctx.join(J::new().member(&ids[0]));
     assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
     let t = ctx.sync(&ids[1], Generation(1), &[]);
-    assert_eq!(ctx.sync_reply(t).error, Some(GroupError::RebalanceInProgress));
+    assert_eq!(
+        ctx.sync_reply(t).error,
+        Some(GroupError::RebalanceInProgress)
+    );
     // Nothing stale was installed.
     assert!(ctx.group.member(&ids[1]).unwrap().awaiting_sync.is_none());
 }
@@ -112,7 +124,11 @@ fn syncs_are_parked_until_the_leader_assignment_is_persisted() {
     let f1 = ctx.sync(&ids[1], Generation(1), &[]);
     assert!(ctx.sync_parked(f1));
     ctx.hold_writes = true;
-    let l = ctx.sync(&ids[0], Generation(1), &[(&ids[0], b"p0"), (&ids[1], b"p1"), (&ids[2], b"p2")]);
+    let l = ctx.sync(
+        &ids[0],
+        Generation(1),
+        &[(&ids[0], b"p0"), (&ids[1], b"p1"), (&ids[2], b"p2")],
+    );
     // Written, not yet durable: nobody is answered.
     assert!(ctx.sync_parked(l) && ctx.sync_parked(f1));
     match ctx.records.last() {
@@ -178,7 +194,11 @@ fn pending_sync_timeout_removes_members_that_never_synced_and_rebalances() {
     let ids = ctx.completing_group(3);
     let g = ctx.group.generation();
     // The leader and ids[1] sync; ids[2] never does (but heartbeats).
-    ctx.sync(&ids[0], g, &[(&ids[0], b"a"), (&ids[1], b"b"), (&ids[2], b"c")]);
+    ctx.sync(
+        &ids[0],
+        g,
+        &[(&ids[0], b"a"), (&ids[1], b"b"), (&ids[2], b"c")],
+    );
     ctx.sync(&ids[1], g, &[]);
     assert_eq!(ctx.group.state(), GroupState::Stable);
     for _ in 0..(REBALANCE / 5_000) {
@@ -211,7 +231,10 @@ fn leader_leaving_during_completing_rebalance_fails_parked_syncs_with_rebalance_
         let r = ctx.sync_reply(t);
         assert_eq!(r.error, Some(GroupError::RebalanceInProgress));
         assert!(r.assignment.is_empty());
-        assert_eq!((r.protocol_type.as_deref(), r.protocol_name.as_deref()), (None, None));
+        assert_eq!(
+            (r.protocol_type.as_deref(), r.protocol_name.as_deref()),
+            (None, None)
+        );
     }
     assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
     assert_eq!(ctx.group.leader(), Some(&ids[1]));
@@ -223,7 +246,10 @@ fn any_rebalance_trigger_during_completing_rebalance_fails_parked_syncs() {
     let ids = ctx.completing_group(2);
     let f = ctx.sync(&ids[1], Generation(1), &[]);
     ctx.join(J::new()); // a new member
-    assert_eq!(ctx.sync_reply(f).error, Some(GroupError::RebalanceInProgress));
+    assert_eq!(
+        ctx.sync_reply(f).error,
+        Some(GroupError::RebalanceInProgress)
+    );
     assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
 }
 
@@ -233,7 +259,10 @@ fn retried_sync_answers_the_abandoned_one() {
     let ids = ctx.completing_group(2);
     let first = ctx.sync(&ids[1], Generation(1), &[]);
     let second = ctx.sync(&ids[1], Generation(1), &[]);
-    assert_eq!(ctx.sync_reply(first).error, Some(GroupError::RebalanceInProgress));
+    assert_eq!(
+        ctx.sync_reply(first).error,
+        Some(GroupError::RebalanceInProgress)
+    );
     ctx.sync(&ids[0], Generation(1), &[(&ids[1], b"x")]);
     assert_eq!(ctx.sync_reply(second).assignment, Bytes::from_static(b"x"));
 }
@@ -279,11 +308,22 @@ fn server_assignment_is_computed_at_join_completion_and_installed_at_the_leader_
     assert_eq!(calls[0].0, Generation(1));
     assert_eq!(calls[0].1, "range");
     let (leader, follower) = (ctx.join_reply(l).clone(), ctx.join_reply(f).clone());
-    assert!(leader.skip_assignment, "a v9 leader of a server-assigned group skips assigning");
-    assert_eq!(leader.members.len(), 2, "the leader still gets the member list");
+    assert!(
+        leader.skip_assignment,
+        "a v9 leader of a server-assigned group skips assigning"
+    );
+    assert_eq!(
+        leader.members.len(),
+        2,
+        "the leader still gets the member list"
+    );
     assert!(!follower.skip_assignment);
     // Whatever the leader sends is ignored.
-    let s = ctx.sync(&leader.member_id, Generation(1), &[(&follower.member_id, b"leader-made")]);
+    let s = ctx.sync(
+        &leader.member_id,
+        Generation(1),
+        &[(&follower.member_id, b"leader-made")],
+    );
     let fs = ctx.sync(&follower.member_id, Generation(1), &[]);
     assert_eq!(
         ctx.sync_reply(fs).assignment,
