@@ -9,16 +9,14 @@ use super::errors::GroupError;
 use super::output::{JoinReply, LeaveMemberResult, LeaveOutcome};
 use super::types::Generation;
 
-/// JoinGroup: `Ok(())` means "create the group (Empty, generation 0) and hand it the request".
-/// A member that claims an id in a group that does not exist is UNKNOWN_MEMBER_ID.
-///
-/// # Errors
-/// The reply to send, already shaped.
-pub fn join(req: &JoinGroup) -> Result<(), JoinReply> {
+/// JoinGroup: `None` means "create the group (Empty, generation 0) and hand it the request";
+/// `Some(reply)` is the answer. A member that claims an id in a group that does not exist is
+/// UNKNOWN_MEMBER_ID.
+pub fn join(req: &JoinGroup) -> Option<JoinReply> {
     if req.member_id.is_unknown() {
-        Ok(())
+        None
     } else {
-        Err(JoinReply::error(
+        Some(JoinReply::error(
             GroupError::UnknownMemberId,
             req.member_id.clone(),
         ))

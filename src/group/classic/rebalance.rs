@@ -545,6 +545,9 @@ impl ClassicGroup {
                     }
                 };
                 self.reply_join(r.token, reply);
+                // Its session may have lapsed while the write ran (a parked member's expiry
+                // is ignored); the reply is proof of life.
+                self.reset_session(&r.new_member_id, now);
             }
             Err(error) => {
                 if let Some(m) = self.members.get_mut(&r.new_member_id) {

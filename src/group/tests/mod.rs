@@ -283,6 +283,11 @@ impl Ctx {
                             "successful join reply for non-member {}",
                             reply.member_id
                         );
+                        assert_eq!(
+                            reply.generation,
+                            self.group.generation(),
+                            "join reply for another generation"
+                        );
                     }
                     let dup = self.join_replies.insert(token, reply);
                     assert!(dup.is_none(), "join {token:?} answered twice");
@@ -292,6 +297,13 @@ impl Ctx {
                         self.issued_syncs.contains(&token),
                         "sync reply to {token:?} never sent"
                     );
+                    if reply.error.is_none() {
+                        assert_eq!(
+                            self.group.state(),
+                            GroupState::Stable,
+                            "assignment delivered outside Stable"
+                        );
+                    }
                     let dup = self.sync_replies.insert(token, reply);
                     assert!(dup.is_none(), "sync {token:?} answered twice");
                 }
@@ -321,10 +333,52 @@ impl Ctx {
         match g.state() {
             GroupState::Empty => assert_eq!(g.num_members(), 0, "Empty group with members"),
             GroupState::Dead => {}
+            // A join phase may lose all its members (they left); it still ends on its timer.
+            _ if g.num_members() == 0 => assert!(g.leader().is_none()),
             _ => {
-                let leader = g.leader().expect("non-empty group without leader");
+                let leader = g.leader().expect("group with members but no leader");
                 assert!(g.has_member(leader), "leader {leader} is not a member");
             }
+        }
+        if matches!(
+            g.state(),
+            GroupState::CompletingRebalance | GroupState::Stable
+        ) {
+            assert!(g.num_members() > 0, "{} without members", g.state());
+        }
+        if g.state() != GroupState::Dead {
+            for m in g.members() {
+                // Liveness of sessions: a member that is not parked always has a session timer,
+                // so that every member (static ones too) eventually expires if it goes silent.
+                let parked = m.awaiting_join.is_some() || m.awaiting_sync.is_some();
+                let armed = g
+                    .timer_deadline(&TimerKey::Heartbeat(m.id.clone()))
+                    .is_some();
+                assert!(parked || armed, "member {} has no session timer", m.id);
+                if let Some(instance) = &m.instance_id {
+                    assert_eq!(
+                        g.static_member_id(instance),
+                        Some(&m.id),
+                        "static map out of sync"
+                    );
+                }
+            }
+        }
+        // Liveness of phases: a running join phase always has a timer that ends it; a new
+        // generation waiting for syncs always has the pending-sync timer (writes are
+        // acknowledged at once unless held).
+        let join_timer = g.timer_deadline(&TimerKey::Join).is_some()
+            || g.timer_deadline(&TimerKey::InitialDelay).is_some();
+        match g.state() {
+            GroupState::PreparingRebalance => assert!(join_timer, "join phase without timer"),
+            GroupState::Dead => {}
+            _ => assert!(!join_timer, "join timer armed in {}", g.state()),
+        }
+        if g.state() == GroupState::CompletingRebalance && !self.hold_writes {
+            assert!(
+                g.timer_deadline(&TimerKey::PendingSync).is_some(),
+                "CompletingRebalance without pending-sync timer"
+            );
         }
         for m in g.members() {
             if m.awaiting_sync.is_some() {
@@ -343,6 +397,23 @@ impl Ctx {
                 );
             }
         }
+    }
+
+    /// Requests sent but never answered.
+    pub fn unanswered(&self) -> Vec<RequestToken> {
+        let mut v: Vec<RequestToken> = self
+            .issued_joins
+            .iter()
+            .filter(|t| !self.join_replies.contains_key(t))
+            .chain(
+                self.issued_syncs
+                    .iter()
+                    .filter(|t| !self.sync_replies.contains_key(t)),
+            )
+            .copied()
+            .collect();
+        v.sort();
+        v
     }
 
     pub fn join_reply(&self, token: RequestToken) -> &JoinReply {
