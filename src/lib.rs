@@ -22,6 +22,8 @@
 //!   consumer-group protocol ([`group::ClassicGroup`]: JoinGroup, SyncGroup, Heartbeat,
 //!   LeaveGroup, the group checks of OffsetCommit), driven by `handle_*` inputs that take `now`
 //!   and drained through `poll_output` (replies to parked requests, keyed timers, records).
+//! - [`offsets`]: committed offsets, pure: the per-partition OffsetCommit rules (metadata size,
+//!   v2-4 retention), OffsetFetch, retention, and the [`offsets::OffsetStore`] trait.
 //! - `log`: the in-memory partition logs behind Produce, Fetch and ListOffsets, with idempotent
 //!   producer state. Memory-only by design; bounded by `log.retention.bytes` per partition.
 
@@ -30,4 +32,5 @@ pub mod broker;
 pub mod config;
 pub mod group;
 pub mod metadata;
+pub mod offsets;
 pub mod server;

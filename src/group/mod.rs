@@ -25,6 +25,7 @@
 pub mod assignment;
 pub mod classic;
 pub mod commands;
+pub mod consumer_protocol;
 pub mod errors;
 pub mod member;
 pub mod missing;

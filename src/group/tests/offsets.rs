@@ -148,3 +148,93 @@ fn offset_commit_resets_the_session_in_stable_and_preparing_rebalance() {
         Some(ctx.now.plus_ms(SESSION - 1_000))
     );
 }
+
+// ----- retention and OffsetDelete inputs (spec §3.3, §3.4) -----
+
+fn subscribing(topics: &[&str]) -> J {
+    let mut j = J::new();
+    j.req.protocols = vec![Protocol::new(
+        "range",
+        Bytes::from(consumer_protocol::encode_subscription_v0(topics)),
+    )];
+    j
+}
+
+#[test]
+fn offsets_of_a_simple_group_age_from_each_commit() {
+    let group = ClassicGroup::new_simple(GroupId::new("s"), GroupConfig::default(), Timestamp(0));
+    assert_eq!(
+        group.offset_expiration_base(),
+        Some(crate::offsets::ExpirationBase::CommitTimestamp)
+    );
+    assert!(!group.is_subscribed_to_topic("t"));
+    assert_eq!(group.validate_offset_delete(), Ok(()));
+}
+
+#[test]
+fn offsets_of_an_empty_group_age_from_when_it_became_empty() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.stable_group(1);
+    ctx.sleep(1_000);
+    ctx.leave(&[(ids[0].as_str(), None)]);
+    assert_eq!(ctx.group.state(), GroupState::Empty);
+    assert_eq!(
+        ctx.group.offset_expiration_base(),
+        Some(crate::offsets::ExpirationBase::StateTimestamp(ctx.now))
+    );
+}
+
+#[test]
+fn offsets_of_a_stable_consumer_group_expire_only_for_topics_it_does_not_consume() {
+    let mut ctx = Ctx::new();
+    let a = ctx.join(subscribing(&["orders"]));
+    let b = ctx.join(subscribing(&["events"]));
+    ctx.sleep(3 * DELAY);
+    let (a, b) = (
+        ctx.join_reply(a).member_id.clone(),
+        ctx.join_reply(b).member_id.clone(),
+    );
+    // While rebalancing, nothing expires.
+    assert_eq!(ctx.group.offset_expiration_base(), None);
+    ctx.sync(&a, Generation(1), &[]);
+    ctx.sync(&b, Generation(1), &[]);
+    assert_eq!(
+        ctx.group.offset_expiration_base(),
+        Some(crate::offsets::ExpirationBase::CommitTimestamp)
+    );
+    assert!(
+        ctx.group.is_subscribed_to_topic("orders") && ctx.group.is_subscribed_to_topic("events")
+    );
+    assert!(!ctx.group.is_subscribed_to_topic("old"));
+    // OffsetDelete: allowed for a non-empty consumer group (per partition, subscribed topics
+    // then get GROUP_SUBSCRIBED_TO_TOPIC).
+    assert_eq!(ctx.group.validate_offset_delete(), Ok(()));
+}
+
+#[test]
+fn unparseable_consumer_subscriptions_count_as_subscribed_to_everything() {
+    let mut ctx = Ctx::new();
+    ctx.stable_group(1); // metadata b"sub" is no ConsumerProtocolSubscription
+    assert_eq!(ctx.group.subscribed_topics(), None);
+    assert!(ctx.group.is_subscribed_to_topic("anything"));
+    assert_eq!(ctx.group.offset_expiration_base(), None);
+}
+
+#[test]
+fn offset_delete_on_a_non_empty_non_consumer_group_is_non_empty_group() {
+    let mut ctx = Ctx::new();
+    let t = ctx.join(J::new().protocol_type("connect"));
+    ctx.sleep(DELAY);
+    let _ = t;
+    assert_eq!(
+        ctx.group.validate_offset_delete(),
+        Err(GroupError::NonEmptyGroup)
+    );
+    ctx.group.handle_unload(ctx.now);
+    ctx.drain();
+    assert_eq!(
+        ctx.group.validate_offset_delete(),
+        Err(GroupError::GroupIdNotFound)
+    );
+    assert!(!ctx.group.serves_offset_fetch());
+}
