@@ -764,3 +764,58 @@ fn initial_delay_extension_is_capped_by_the_remaining_rebalance_time() {
     assert!(ctx.join_reply(a).error.is_none());
     assert_eq!(ctx.group.num_members(), 3);
 }
+
+// ----- Dead, retries, Kafka-code decisions -----
+
+#[test]
+fn join_on_dead_group_is_coordinator_not_available() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.stable_group(1);
+    ctx.group.handle_unload(ctx.now);
+    ctx.drain();
+    let t = ctx.join(J::new());
+    assert_eq!(
+        ctx.join_reply(t).error,
+        Some(GroupError::CoordinatorNotAvailable)
+    );
+    let t = ctx.join(J::new().member(&ids[0]));
+    let r = ctx.join_reply(t);
+    assert_eq!(r.error, Some(GroupError::CoordinatorNotAvailable));
+    assert_eq!(r.member_id, ids[0]);
+}
+
+#[test]
+fn retried_join_answers_the_abandoned_one() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.stable_group(2);
+    let first = ctx.join(J::new().member(&ids[0]));
+    let second = ctx.join(J::new().member(&ids[0]));
+    assert_eq!(
+        ctx.join_reply(first).error,
+        Some(GroupError::RebalanceInProgress)
+    );
+    assert!(ctx.join_parked(second));
+    ctx.join(J::new().member(&ids[1]));
+    assert!(ctx.join_reply(second).error.is_none());
+}
+
+#[test]
+fn pending_member_expiry_during_the_initial_delay_ends_the_join_phase_as_kafka_does() {
+    // Kafka's expiry path completes the join directly once everybody else has joined, even
+    // during an initial rebalance (only maybeCompleteJoinPhase checks for it).
+    let mut ctx = Ctx::new();
+    let p = ctx.join(J::new().v4().session(5_500));
+    let pending = ctx.join_reply(p).member_id.clone();
+    let a = ctx.join(J::new().rebalance(300_000));
+    // Members keep arriving, so the initial delay keeps being extended...
+    for _ in 0..2 {
+        ctx.sleep(2_500);
+        ctx.join(J::new().rebalance(300_000));
+    }
+    assert!(ctx.join_parked(a));
+    // ...but at 5.5 s the pending member expires with everyone else joined.
+    ctx.sleep(500);
+    assert!(!ctx.group.is_pending_member(&pending));
+    assert!(ctx.join_reply(a).error.is_none());
+    assert_eq!(ctx.group.state(), GroupState::CompletingRebalance);
+}

@@ -9,7 +9,7 @@ mod model;
 mod offsets;
 mod sync;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bytes::Bytes;
 
@@ -120,6 +120,10 @@ pub struct Ctx {
     pub hold_writes: bool,
     pub held_writes: Vec<WriteId>,
     last_generation: Generation,
+    /// The keyed-timer shell's view of the timers, built only from `TimerChange` outputs.
+    pub mirror: BTreeMap<TimerKey, Timestamp>,
+    /// Drive time like a single-sleep shell instead (see [`Ctx::sleep`]).
+    pub single_sleep: bool,
 }
 
 impl Ctx {
@@ -146,6 +150,8 @@ impl Ctx {
             hold_writes: false,
             held_writes: Vec::new(),
             last_generation: Generation(0),
+            mirror: BTreeMap::new(),
+            single_sleep: false,
         };
         ctx.drain();
         ctx
@@ -247,14 +253,45 @@ impl Ctx {
     }
 
     /// Advances the clock by `ms`, firing every timer that expires on the way, in order.
+    ///
+    /// By default it acts as a keyed-timer shell: it mirrors the `TimerChange` outputs, sleeps
+    /// until its own earliest deadline and fires that key with `handle_timer`. With
+    /// `single_sleep` it acts as a quinn-style shell: `next_deadline` + `handle_timeout`.
     pub fn sleep(&mut self, ms: u64) {
         let target = self.now.plus_ms(ms);
-        while let Some(deadline) = self.group.next_deadline() {
-            if deadline > target {
-                break;
+        loop {
+            if self.single_sleep {
+                let Some(deadline) = self.group.next_deadline() else {
+                    break;
+                };
+                if deadline > target {
+                    break;
+                }
+                self.now = self.now.max(deadline);
+                self.group.handle_timeout(self.now);
+                // Fired keys leave the table without a Cancel: resynchronise the mirror.
+                self.mirror = self
+                    .group
+                    .armed_timers()
+                    .into_iter()
+                    .filter_map(|k| self.group.timer_deadline(&k).map(|d| (k, d)))
+                    .collect();
+            } else {
+                let Some((key, deadline)) = self
+                    .mirror
+                    .iter()
+                    .min_by(|a, b| a.1.cmp(b.1).then_with(|| a.0.cmp(b.0)))
+                    .map(|(k, d)| (k.clone(), *d))
+                else {
+                    break;
+                };
+                if deadline > target {
+                    break;
+                }
+                self.mirror.remove(&key);
+                self.now = self.now.max(deadline);
+                self.group.handle_timer(key, self.now);
             }
-            self.now = self.now.max(deadline);
-            self.group.handle_timeout(self.now);
             self.drain();
         }
         self.now = target;
@@ -316,7 +353,12 @@ impl Ctx {
                     }
                 }
                 Output::Event(e) => self.events.push(e),
-                Output::Timer(_) => {}
+                Output::Timer(TimerChange::Set { key, deadline }) => {
+                    self.mirror.insert(key, deadline);
+                }
+                Output::Timer(TimerChange::Cancel { key }) => {
+                    self.mirror.remove(&key);
+                }
             }
         }
         self.check_invariants();
@@ -325,6 +367,18 @@ impl Ctx {
     /// Invariants that hold after every input.
     pub fn check_invariants(&mut self) {
         let g = &self.group;
+        if !self.single_sleep {
+            // The TimerChange outputs are enough to mirror the core's timers exactly.
+            let table: BTreeMap<TimerKey, Timestamp> = g
+                .armed_timers()
+                .into_iter()
+                .filter_map(|k| g.timer_deadline(&k).map(|d| (k, d)))
+                .collect();
+            assert_eq!(
+                self.mirror, table,
+                "timer outputs out of sync with the core"
+            );
+        }
         assert!(
             g.generation() >= self.last_generation,
             "generation went backwards"

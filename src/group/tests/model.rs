@@ -49,6 +49,8 @@ fn run(seed: u64, steps: usize) -> Vec<GroupEvent> {
         max_size: 4,
         ..GroupConfig::default()
     });
+    // Half the seeds drive time like a single-sleep shell, half like a keyed-timer shell.
+    ctx.single_sleep = seed % 2 == 0;
     let mut clients: Vec<Client> = (0..5)
         .map(|i| Client {
             name: format!("c{i}"),

@@ -272,11 +272,18 @@ fn retried_sync_answers_the_abandoned_one() {
 #[derive(Debug, Default)]
 struct MockAssignor {
     calls: Mutex<Vec<(Generation, String, Vec<MemberId>)>>,
+    /// The current assignments the last call was given.
+    current: Mutex<std::collections::HashMap<MemberId, Bytes>>,
 }
 
 impl ServerAssignor for MockAssignor {
     fn assign(&self, input: &AssignmentInput<'_>) -> Result<Vec<(MemberId, Bytes)>, GroupError> {
         let members: Vec<MemberId> = input.members.iter().map(|m| m.member_id.clone()).collect();
+        *self.current.lock().unwrap() = input
+            .members
+            .iter()
+            .map(|m| (m.member_id.clone(), m.current_assignment.clone()))
+            .collect();
         self.calls.lock().unwrap().push((
             input.generation,
             input.protocol_name.to_owned(),
@@ -331,4 +338,14 @@ fn server_assignment_is_computed_at_join_completion_and_installed_at_the_leader_
     );
     assert!(ctx.sync_reply(s).error.is_none());
     assert_eq!(ctx.group.state(), GroupState::Stable);
+
+    // The next generation's assignor sees what each member holds, so it can be sticky.
+    ctx.join(J::new().v9().member(&leader.member_id).instance("i-l"));
+    ctx.join(J::new().member(&follower.member_id).instance("i-f"));
+    assert_eq!(ctx.group.state(), GroupState::CompletingRebalance);
+    let current = assignor.current.lock().unwrap().clone();
+    assert_eq!(
+        current.get(&follower.member_id),
+        Some(&Bytes::from(format!("server:{}", follower.member_id)))
+    );
 }
