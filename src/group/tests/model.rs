@@ -50,7 +50,7 @@ fn run(seed: u64, steps: usize) -> Vec<GroupEvent> {
         ..GroupConfig::default()
     });
     // Half the seeds drive time like a single-sleep shell, half like a keyed-timer shell.
-    ctx.single_sleep = seed % 2 == 0;
+    ctx.single_sleep = seed.is_multiple_of(2);
     let mut clients: Vec<Client> = (0..5)
         .map(|i| Client {
             name: format!("c{i}"),
