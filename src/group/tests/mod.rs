@@ -297,11 +297,20 @@ impl Ctx {
         self.now = target;
     }
 
+    /// Acknowledges the `i`-th held write with `result`.
+    pub fn complete_write(&mut self, i: usize, result: Result<(), GroupError>) {
+        let write = self.held_writes.remove(i);
+        self.group.handle_write_complete(write, result, self.now);
+        self.drain();
+    }
+
     /// Acknowledges every held write with `result`.
     pub fn complete_held_writes(&mut self, result: Result<(), GroupError>) {
-        for write in std::mem::take(&mut self.held_writes) {
-            self.group.handle_write_complete(write, result, self.now);
-            self.drain();
+        while !self.held_writes.is_empty() {
+            for write in std::mem::take(&mut self.held_writes) {
+                self.group.handle_write_complete(write, result, self.now);
+                self.drain();
+            }
         }
     }
 

@@ -9,7 +9,23 @@
 //! A tiny xorshift generator keeps the test dependency-free and every failure reproducible
 //! from its seed.
 
+use std::sync::Arc;
+
 use super::*;
+
+/// A server assignor that gives every member its own id back.
+#[derive(Debug)]
+struct FixedAssignor;
+
+impl ServerAssignor for FixedAssignor {
+    fn assign(&self, input: &AssignmentInput<'_>) -> Result<Vec<(MemberId, Bytes)>, GroupError> {
+        Ok(input
+            .members
+            .iter()
+            .map(|m| (m.member_id.clone(), Bytes::from(m.member_id.0.clone())))
+            .collect())
+    }
+}
 
 struct Rng(u64);
 
@@ -44,11 +60,21 @@ struct Client {
 /// Runs one seed; returns its events so the caller can check what was exercised.
 fn run(seed: u64, steps: usize) -> Vec<GroupEvent> {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    // Every fifth seed has koord assign (the server-assignment seam).
+    let assignment = if seed.is_multiple_of(5) {
+        AssignmentMode::Server(Arc::new(FixedAssignor))
+    } else {
+        AssignmentMode::Client
+    };
     let mut ctx = Ctx::with_config(GroupConfig {
         initial_rebalance_delay_ms: DELAY,
         max_size: 4,
+        assignment,
         ..GroupConfig::default()
     });
+    // Every third seed has slow storage: writes are acknowledged (or failed) at random later
+    // steps, so replies that wait for them interleave with everything else.
+    ctx.hold_writes = seed.is_multiple_of(3);
     // Half the seeds drive time like a single-sleep shell, half like a keyed-timer shell.
     ctx.single_sleep = seed.is_multiple_of(2);
     let mut clients: Vec<Client> = (0..5)
@@ -139,6 +165,15 @@ fn run(seed: u64, steps: usize) -> Vec<GroupEvent> {
                     transactional: rng.chance(10),
                 });
             }
+            9 if !ctx.held_writes.is_empty() => {
+                let i = rng.below(ctx.held_writes.len() as u64) as usize;
+                let result = if rng.chance(80) {
+                    Ok(())
+                } else {
+                    Err(GroupError::NotCoordinator)
+                };
+                ctx.complete_write(i, result);
+            }
             _ => ctx.sleep(rng.below(8_000)),
         }
 
@@ -163,7 +198,10 @@ fn run(seed: u64, steps: usize) -> Vec<GroupEvent> {
         });
     }
 
-    // The clients stop: within the longest timeout every parked request is answered.
+    // The clients stop and storage catches up: within the longest timeout every parked
+    // request is answered.
+    ctx.hold_writes = false;
+    ctx.complete_held_writes(Ok(()));
     for _ in 0..40 {
         ctx.sleep(30_000);
     }
@@ -200,7 +238,13 @@ fn model_random_interleavings_keep_the_group_invariants() {
         for e in run(seed, 250) {
             let kind = match e {
                 GroupEvent::AssignmentInstalled { .. } => "assignment installed".to_owned(),
-                GroupEvent::MemberRemoved { reason, .. } => format!("removed: {reason:?}"),
+                GroupEvent::MemberRemoved { reason, .. } => {
+                    let name = format!("{reason:?}");
+                    format!(
+                        "removed: {}",
+                        name.split([' ', '{', '(']).next().unwrap_or("")
+                    )
+                }
                 GroupEvent::MemberAdded {
                     reason: AddReason::ReplacedStatic { .. },
                     ..
@@ -229,6 +273,8 @@ fn model_random_interleavings_keep_the_group_invariants() {
         "removed: GroupMaxSizeReached",
         "rebalance: MembersLeft",
         "rebalance: PendingSyncExpired",
+        "rebalance: AssignmentWriteFailed",
+        "rebalance: StaticMemberReplaced",
     ] {
         assert!(
             seen.get(kind).copied().unwrap_or(0) > 0,
