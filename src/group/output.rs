@@ -118,6 +118,15 @@ pub struct LeaveOutcome {
     pub members: Vec<LeaveMemberResult>,
 }
 
+impl LeaveOutcome {
+    /// The top-level ErrorCode of a LeaveGroup v0-2 response, which names one member: the
+    /// request's error if the whole request failed, else that member's error.
+    pub fn single_member_error(&self) -> Option<GroupError> {
+        self.error
+            .or_else(|| self.members.first().and_then(|m| m.error))
+    }
+}
+
 /// Why a member joined the group's member list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AddReason {

@@ -136,11 +136,13 @@ impl ClassicGroup {
             GroupState::CompletingRebalance if matches => {
                 // Same metadata (the member probably lost our reply): answer with the current
                 // generation again; the leader gets the members again.
-                self.reply_current_generation(req.token, &id, self.is_leader(&id), now);
+                let leader = self.is_leader(&id);
+                let skip = leader && req.supports_skip_assignment && self.has_server_assignment();
+                self.reply_current_generation(req.token, &id, leader, skip, now);
             }
             GroupState::Stable if matches && !self.is_leader(&id) => {
                 // A follower with nothing new: the current generation, so it can SyncGroup.
-                self.reply_current_generation(req.token, &id, false, now);
+                self.reply_current_generation(req.token, &id, false, false, now);
             }
             GroupState::CompletingRebalance | GroupState::Stable => {
                 // Changed metadata, or the leader rejoining while Stable (how a leader asks for
@@ -165,6 +167,7 @@ impl ClassicGroup {
         token: RequestToken,
         id: &MemberId,
         with_members: bool,
+        skip_assignment: bool,
         now: Timestamp,
     ) {
         let reply = JoinReply {
@@ -173,7 +176,7 @@ impl ClassicGroup {
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
             leader: self.leader.clone().unwrap_or_default(),
-            skip_assignment: false,
+            skip_assignment,
             member_id: id.clone(),
             members: if with_members {
                 self.join_members()
@@ -183,6 +186,13 @@ impl ClassicGroup {
         };
         self.reply_join(token, reply);
         self.reset_session(id, now);
+    }
+
+    /// Whether koord computed this generation's assignment (the leader need not).
+    fn has_server_assignment(&self) -> bool {
+        self.server_assignment
+            .as_ref()
+            .is_some_and(|(generation, _)| *generation == self.generation)
     }
 
     /// Kafka `addMemberThenRebalanceOrCompleteJoin`. A new member's session timer is the

@@ -273,8 +273,12 @@ fn leave_of_a_member_removes_it_and_rebalances() {
     assert_eq!(out.error, None);
     assert_eq!(out.members.len(), 1);
     assert_eq!(out.members[0].error, None);
+    assert_eq!(out.single_member_error(), None);
     assert!(!ctx.group.has_member(&ids[1]));
     assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
+    // v0-2: an unknown member's error becomes the top-level error.
+    let out = ctx.leave(&[("nobody", None)]);
+    assert_eq!(out.single_member_error(), Some(GroupError::UnknownMemberId));
     assert_eq!(
         ctx.group
             .timer_deadline(&TimerKey::Heartbeat(ids[1].clone())),
