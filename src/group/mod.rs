@@ -20,7 +20,27 @@
 //! directory (next milestone) consults it before creating a group.
 //!
 //! Layout: `classic/` (the machine, split by API), [`member`], [`timers`], [`errors`],
-//! [`output`], [`commands`], [`assignment`] (the server-assignment seam), [`types`].
+//! [`output`], [`commands`], [`assignment`] (the server-assignment seam),
+//! [`consumer_protocol`] (subscribed topics), [`types`].
+//!
+//! # Where this differs from Apache Kafka, on purpose
+//! Kafka's code (GroupMetadataManager, ClassicGroup; 4.x) is followed check by check; these are
+//! the exceptions, none of them visible as a different error code:
+//! - A parked JoinGroup/SyncGroup superseded by a retry of the same member (the client gave up
+//!   and reconnected) is answered REBALANCE_IN_PROGRESS; Kafka drops it unanswered. Likewise
+//!   the parked SyncGroup of a member removed by LeaveGroup gets UNKNOWN_MEMBER_ID. So every
+//!   request is answered exactly once, which the shell can rely on.
+//! - Every successful JoinGroup/SyncGroup reply restarts the member's session, including the
+//!   immediate ones (current generation again, Stable SyncGroup, static replacement); Kafka
+//!   restarts it only with heartbeats and the replies that end a phase. Never shorter.
+//! - Protocol-vote ties go to the protocol first voted for in join order (Kafka: HashMap order).
+//! - The "a member joined during the initial delay" flag is cleared when an initial rebalance
+//!   starts, so a stale flag from an earlier one cannot extend it.
+//! - A static replacement moves a pending SyncGroup obligation to the new member id; Kafka
+//!   keeps the old id pending, which rebalances the group needlessly at the sync timeout.
+//! - Subscribed topics are computed from the current members when asked; Kafka caches them
+//!   per generation.
+//! - Member ids use a nonce drawn by the shell ([`JoinGroup::member_id_nonce`]).
 
 pub mod assignment;
 pub mod classic;

@@ -1,9 +1,9 @@
 //! The classic group state machine (Kafka `ClassicGroup` + the classic half of
 //! `GroupMetadataManager`).
 //!
-//! Split by concern: this file holds the state, bookkeeping and output helpers; [`join`],
-//! [`sync`], [`membership`] (Heartbeat, LeaveGroup, expiry) and [`offsets`] hold the API
-//! handlers; [`rebalance`] the transitions shared by all of them (prepare a rebalance, complete
+//! Split by concern: this file holds the state, bookkeeping and output helpers; `join.rs`,
+//! `sync.rs`, `membership.rs` (Heartbeat, LeaveGroup, expiry) and `offsets.rs` hold the API
+//! handlers; `rebalance.rs` the transitions shared by all of them (prepare a rebalance, complete
 //! the join phase, propagate assignments) and the timers and write completions that drive them.
 
 mod join;
