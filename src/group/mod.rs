@@ -19,6 +19,57 @@
 //! What happens when a request names a group that does not exist is in [`missing`]; the group
 //! directory (next milestone) consults it before creating a group.
 //!
+//! The shell's loop, in short (the actor owns the group; `now` from its clock):
+//!
+//! ```
+//! use koord::group::*;
+//! use bytes::Bytes;
+//!
+//! let mut now = Timestamp(0);
+//! let mut group = ClassicGroup::new(GroupId::new("g"), GroupConfig::default(), now);
+//! group.handle_join(
+//!     JoinGroup {
+//!         token: RequestToken(1), // the shell keeps the request's oneshot under it
+//!         member_id: MemberId::unknown(),
+//!         instance_id: None,
+//!         client_id: "app".into(),
+//!         client_host: "/10.0.0.1".into(),
+//!         session_timeout_ms: 10_000,
+//!         rebalance_timeout_ms: 60_000,
+//!         protocol_type: "consumer".into(),
+//!         protocols: vec![Protocol::new("range", Bytes::new())],
+//!         require_known_member_id: false,
+//!         supports_skip_assignment: false,
+//!         reason: None,
+//!         member_id_nonce: "2f1c".into(), // a fresh UUID in real life
+//!     },
+//!     now,
+//! );
+//! let mut answered = Vec::new();
+//! loop {
+//!     while let Some(output) = group.poll_output() {
+//!         match output {
+//!             Output::JoinReply { token, reply } => answered.push((token, reply)),
+//!             Output::Persist { write, .. } => group.handle_write_complete(write, Ok(()), now),
+//!             _ => {} // sync replies, timer mirrors, events to log
+//!         }
+//!     }
+//!     // Sleep until the next deadline (the initial rebalance delay here), then fire it.
+//!     match group.next_deadline() {
+//!         Some(deadline) if answered.is_empty() => {
+//!             now = deadline;
+//!             group.handle_timeout(now);
+//!         }
+//!         _ => break,
+//!     }
+//! }
+//! let (token, reply) = &answered[0];
+//! assert_eq!(*token, RequestToken(1));
+//! assert_eq!(reply.member_id, MemberId::new("app-2f1c"));
+//! assert_eq!(reply.generation, Generation(1));
+//! assert_eq!(group.state(), GroupState::CompletingRebalance);
+//! ```
+//!
 //! Layout: `classic/` (the machine, split by API), [`member`], [`timers`], [`errors`],
 //! [`output`], [`commands`], [`assignment`] (the server-assignment seam),
 //! [`consumer_protocol`] (subscribed topics), [`types`].

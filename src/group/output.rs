@@ -27,9 +27,10 @@ pub enum Output {
     },
     /// Mirror a timer change (optional for shells that use `next_deadline`).
     Timer(TimerChange),
-    /// Persist `record`, then call `handle_write_complete(write, result, now)`. Replies that
-    /// depend on the record (the assignment, a static replacement) are only produced by that
-    /// call, so nothing the shell sends before it depends on an unwritten record.
+    /// Persist `record` (records of one group in the order given: each replaces the previous
+    /// one), then call `handle_write_complete(write, result, now)`. Replies that depend on the
+    /// record (the assignment, a static replacement) are only produced by that call, so
+    /// nothing the shell sends before it depends on an unwritten record.
     Persist { write: WriteId, record: GroupRecord },
     /// Something worth an info-level log line.
     Event(GroupEvent),
