@@ -249,13 +249,14 @@ impl ClassicGroup {
         let Some(m) = self.members.get_mut(&req.member_id) else {
             return;
         };
-        let superseded = m.awaiting_join.replace(ParkedJoin {
-            token: req.token,
-            supports_skip_assignment: req.supports_skip_assignment,
-        });
-        m.protocols = req.protocols.clone();
         m.rebalance_timeout_ms = req.rebalance_timeout_ms;
         m.session_timeout_ms = req.session_timeout_ms;
+        self.set_protocols(&req.member_id, req.protocols.clone());
+        let parked = ParkedJoin {
+            token: req.token,
+            supports_skip_assignment: req.supports_skip_assignment,
+        };
+        let superseded = self.park_join(&req.member_id, parked);
         if let Some(old) = superseded {
             // A retried JoinGroup (the client gave up on the first one, on another
             // connection). Kafka drops the old future unanswered; we answer it so that every
@@ -330,10 +331,7 @@ impl ClassicGroup {
         old_id: &MemberId,
         new_id: &MemberId,
     ) {
-        let Some(index) = self.members.get_index_of(old_id) else {
-            return;
-        };
-        let Some((_, mut member)) = self.members.shift_remove_index(index) else {
+        let Some((index, mut member)) = self.detach_member(old_id) else {
             return;
         };
         if let Some(parked) = member.awaiting_join.take() {
@@ -356,6 +354,7 @@ impl ClassicGroup {
         });
         member.id = new_id.clone();
         member.is_new = false;
+        self.count_member(&member, true);
         self.members.shift_insert(index, new_id.clone(), member);
         self.static_members.insert(instance.clone(), new_id.clone());
         if let Some(pos) = self.pending_sync.get_index_of(old_id) {

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use indexmap::{IndexMap, IndexSet};
 
 use super::errors::GroupError;
-use super::member::Member;
+use super::member::{Member, ParkedJoin};
 use super::output::{
     AddReason, GroupEvent, GroupMetadataRecord, GroupRecord, JoinReply, MemberRecord, Output,
     RemoveReason, SyncReply,
@@ -87,6 +87,12 @@ pub struct ClassicGroup {
     leader: Option<MemberId>,
     /// In join order: the first member becomes leader when the leader goes away.
     members: IndexMap<MemberId, Member>,
+    /// How many members have a parked JoinGroup (Kafka `numMembersAwaitingJoinResponse`), kept
+    /// in step by [`ClassicGroup::park_join`] / [`ClassicGroup::take_parked_join`] so that join
+    /// accounting is O(1) per request in large groups.
+    awaiting_join_count: usize,
+    /// How many members offer each protocol name (Kafka `supportedProtocols`).
+    protocol_counts: HashMap<String, usize>,
     static_members: HashMap<InstanceId, MemberId>,
     /// KIP-394: ids handed out with MEMBER_ID_REQUIRED, not yet joined with.
     pending_members: IndexSet<MemberId>,
@@ -120,6 +126,8 @@ impl ClassicGroup {
             protocol_name: None,
             leader: None,
             members: IndexMap::new(),
+            awaiting_join_count: 0,
+            protocol_counts: HashMap::new(),
             static_members: HashMap::new(),
             pending_members: IndexSet::new(),
             pending_sync: IndexSet::new(),
@@ -407,7 +415,101 @@ impl ClassicGroup {
             instance_id: member.instance_id.clone(),
             reason,
         });
+        self.count_member(&member, true);
         self.members.insert(member.id.clone(), member);
+    }
+
+    /// Adds (or, with `add == false`, withdraws) a member's contribution to the counters.
+    fn count_member(&mut self, member: &Member, add: bool) {
+        if member.awaiting_join.is_some() {
+            if add {
+                self.awaiting_join_count += 1;
+            } else {
+                self.awaiting_join_count -= 1;
+            }
+        }
+        self.count_protocols(&member.protocols, add);
+    }
+
+    fn count_protocols(&mut self, protocols: &[Protocol], add: bool) {
+        // A name offered twice by one member counts once: the counts say how many *members*
+        // support a protocol.
+        let mut seen: Vec<&str> = Vec::with_capacity(protocols.len());
+        for p in protocols {
+            if seen.contains(&p.name.as_str()) {
+                continue;
+            }
+            seen.push(&p.name);
+            if add {
+                *self.protocol_counts.entry(p.name.clone()).or_default() += 1;
+            } else if let Some(count) = self.protocol_counts.get_mut(&p.name) {
+                *count -= 1;
+                if *count == 0 {
+                    self.protocol_counts.remove(&p.name);
+                }
+            }
+        }
+    }
+
+    /// Replaces a member's protocols, keeping the counts in step.
+    fn set_protocols(&mut self, id: &MemberId, protocols: Vec<Protocol>) {
+        let Some(m) = self.members.get_mut(id) else {
+            return;
+        };
+        let old = std::mem::replace(&mut m.protocols, protocols);
+        let new = m.protocols.clone();
+        self.count_protocols(&old, false);
+        self.count_protocols(&new, true);
+    }
+
+    /// Parks a JoinGroup for `id`; returns the one it supersedes, if any.
+    fn park_join(&mut self, id: &MemberId, parked: ParkedJoin) -> Option<ParkedJoin> {
+        let m = self.members.get_mut(id)?;
+        let old = m.awaiting_join.replace(parked);
+        if old.is_none() {
+            self.awaiting_join_count += 1;
+        }
+        old
+    }
+
+    /// Takes `id`'s parked JoinGroup (to answer it).
+    fn take_parked_join(&mut self, id: &MemberId) -> Option<ParkedJoin> {
+        let parked = self.members.get_mut(id)?.awaiting_join.take();
+        if parked.is_some() {
+            self.awaiting_join_count -= 1;
+        }
+        parked
+    }
+
+    /// Detaches a member from the map and the counters (the caller answers what it had parked).
+    fn detach_member(&mut self, id: &MemberId) -> Option<(usize, Member)> {
+        let (index, _, member) = self.members.shift_remove_full(id)?;
+        self.count_member(&member, false);
+        Some((index, member))
+    }
+
+    /// Recomputes the counters from scratch and compares (tests call this after every input).
+    #[cfg(test)]
+    pub(crate) fn check_counters(&self) {
+        let awaiting = self
+            .members
+            .values()
+            .filter(|m| m.awaiting_join.is_some())
+            .count();
+        assert_eq!(
+            self.awaiting_join_count, awaiting,
+            "awaiting-join count drifted"
+        );
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for m in self.members.values() {
+            let mut names: Vec<&str> = m.protocols.iter().map(|p| p.name.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            for n in names {
+                *counts.entry(n.to_owned()).or_default() += 1;
+            }
+        }
+        assert_eq!(self.protocol_counts, counts, "protocol counts drifted");
     }
 
     /// Removes a member for good (Kafka `ClassicGroup.remove` plus the completions its callers
@@ -415,7 +517,7 @@ impl ClassicGroup {
     /// rejoins), a parked SyncGroup gets UNKNOWN_MEMBER_ID too (Kafka would leave it
     /// unanswered), the session timer is cancelled and a new leader is the first member left.
     fn remove_member(&mut self, id: &MemberId, reason: RemoveReason) -> Option<Member> {
-        let member = self.members.shift_remove(id)?;
+        let (_, member) = self.detach_member(id)?;
         if let Some(parked) = member.awaiting_join {
             self.reply_join(
                 parked.token,
@@ -474,10 +576,7 @@ impl ClassicGroup {
 
     /// How many members offer protocol `name`.
     fn protocol_support(&self, name: &str) -> usize {
-        self.members
-            .values()
-            .filter(|m| m.protocols.iter().any(|p| p.name == name))
-            .count()
+        self.protocol_counts.get(name).copied().unwrap_or(0)
     }
 
     /// Kafka `supportsProtocols`: an Empty group takes any non-empty type and protocol list;
@@ -523,10 +622,7 @@ impl ClassicGroup {
     // ----- join-phase accounting -----
 
     fn num_awaiting_join(&self) -> usize {
-        self.members
-            .values()
-            .filter(|m| m.awaiting_join.is_some())
-            .count()
+        self.awaiting_join_count
     }
 
     /// Kafka `hasAllMembersJoined`: every member is parked in JoinGroup and no KIP-394 pending

@@ -189,10 +189,11 @@ impl ClassicGroup {
     fn answer_all_parked(&mut self, error: GroupError) {
         let ids: Vec<MemberId> = self.members.keys().cloned().collect();
         for id in ids {
-            let (join, sync) = match self.members.get_mut(&id) {
-                Some(m) => (m.awaiting_join.take(), m.awaiting_sync.take()),
-                None => continue,
-            };
+            let join = self.take_parked_join(&id);
+            let sync = self
+                .members
+                .get_mut(&id)
+                .and_then(|m| m.awaiting_sync.take());
             if let Some(parked) = join {
                 self.reply_join(parked.token, JoinReply::error(error, id.clone()));
             }
@@ -319,10 +320,11 @@ impl ClassicGroup {
         let ids: Vec<MemberId> = self.members.keys().cloned().collect();
         for id in ids {
             let is_leader = self.is_leader(&id);
-            let (parked, session) = match self.members.get_mut(&id) {
+            let parked = self.take_parked_join(&id);
+            let session = match self.members.get_mut(&id) {
                 Some(m) => {
                     m.is_new = false;
-                    (m.awaiting_join.take(), m.session_timeout_ms)
+                    m.session_timeout_ms
                 }
                 None => continue,
             };
@@ -509,9 +511,7 @@ impl ClassicGroup {
         }
         match result {
             Ok(()) => {
-                if let Some(m) = self.members.get_mut(&r.new_member_id) {
-                    m.awaiting_join = None;
-                }
+                self.take_parked_join(&r.new_member_id);
                 let reply = if r.supports_skip_assignment {
                     // KIP-814: a replaced leader gets the members and skips assigning; it
                     // only needs SyncGroup to fetch its (unchanged) assignment.
@@ -550,9 +550,9 @@ impl ClassicGroup {
                 self.reset_session(&r.new_member_id, now);
             }
             Err(error) => {
+                self.take_parked_join(&r.new_member_id);
+                self.set_protocols(&r.new_member_id, r.old_protocols.clone());
                 if let Some(m) = self.members.get_mut(&r.new_member_id) {
-                    m.awaiting_join = None;
-                    m.protocols = r.old_protocols.clone();
                     m.rebalance_timeout_ms = r.old_rebalance_timeout_ms;
                     m.session_timeout_ms = r.old_session_timeout_ms;
                 }

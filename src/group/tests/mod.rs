@@ -375,6 +375,7 @@ impl Ctx {
 
     /// Invariants that hold after every input.
     pub fn check_invariants(&mut self) {
+        self.group.check_counters();
         let g = &self.group;
         if !self.single_sleep {
             // The TimerChange outputs are enough to mirror the core's timers exactly.

@@ -282,3 +282,50 @@ fn model_random_interleavings_keep_the_group_invariants() {
         );
     }
 }
+
+/// A 3000-member group forms and rebalances in one round each: the join accounting is
+/// counter-based (no per-request scan of the members), which keeps this test fast.
+#[test]
+fn large_group_forms_and_rebalances_in_one_round() {
+    let n = 3000;
+    let mut group = ClassicGroup::new(GroupId::new("g"), GroupConfig::default(), Timestamp(0));
+    let mut replies = 0;
+    let mut drain = |group: &mut ClassicGroup, now| {
+        while let Some(o) = group.poll_output() {
+            match o {
+                Output::JoinReply { reply, .. } => {
+                    assert!(reply.error.is_none());
+                    replies += 1;
+                }
+                Output::Persist { write, .. } => group.handle_write_complete(write, Ok(()), now),
+                _ => {}
+            }
+        }
+    };
+    for i in 0..n {
+        let mut j = J::new().client(&format!("c{i}"));
+        j.req.token = RequestToken(i + 1);
+        j.req.member_id_nonce = format!("{i}");
+        group.handle_join(j.req, Timestamp(0));
+        drain(&mut group, Timestamp(0));
+    }
+    let mut now = Timestamp(0);
+    while group.state() == GroupState::PreparingRebalance {
+        now = group.next_deadline().expect("a join phase has a timer");
+        group.handle_timeout(now);
+        drain(&mut group, now);
+    }
+    assert_eq!(group.generation(), Generation(1));
+    let ids: Vec<MemberId> = group.members().map(|m| m.id.clone()).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let mut j = J::new().member(id).protocols(&[("range", b"x")]);
+        j.req.token = RequestToken(100_000 + i as u64);
+        group.handle_join(j.req, now);
+        drain(&mut group, now);
+    }
+    assert_eq!(group.generation(), Generation(2));
+    assert_eq!(group.state(), GroupState::CompletingRebalance);
+    group.check_counters();
+    drop(drain);
+    assert_eq!(replies, 2 * n as usize);
+}
