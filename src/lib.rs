@@ -18,14 +18,19 @@
 //! - [`broker`]: the state every API shares: configuration, topics, partition logs, producer ids.
 //! - [`metadata`]: the topics this node knows (configured or created at run time), their ids and
 //!   partition counts, and Kafka's topic-name rules.
-//! - [`offsets`]: a group's committed offsets and Kafka's per-partition rules for them (metadata
-//!   size, fetch of uncommitted partitions, retention). Pure.
+//! - [`group`]: the PURE group state machines (no tokio, no clock, no I/O): the classic
+//!   consumer-group protocol ([`group::ClassicGroup`]: JoinGroup, SyncGroup, Heartbeat,
+//!   LeaveGroup, the group checks of OffsetCommit), driven by `handle_*` inputs that take `now`
+//!   and drained through `poll_output` (replies to parked requests, keyed timers, records).
+//! - [`offsets`]: committed offsets, pure: the per-partition OffsetCommit rules (metadata size,
+//!   v2-4 retention), OffsetFetch, retention, and the [`offsets::OffsetStore`] trait.
 //! - `log`: the in-memory partition logs behind Produce, Fetch and ListOffsets, with idempotent
 //!   producer state. Memory-only by design; bounded by `log.retention.bytes` per partition.
 
 pub mod api;
 pub mod broker;
 pub mod config;
+pub mod group;
 pub mod metadata;
 pub mod offsets;
 pub mod server;

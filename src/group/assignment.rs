@@ -1,0 +1,59 @@
+//! The seam for server-side assignment.
+//!
+//! A classic group is either assigned by its leader (Apache Kafka's behaviour: the leader's
+//! SyncGroup carries every member's assignment) or by koord. The core asks a
+//! [`ServerAssignor`] at the one moment a server assignment can be computed: when the join phase
+//! completes and the generation's members and protocol are known. The result is held for that
+//! generation and installed when the leader's SyncGroup arrives (whatever the leader sent is
+//! ignored), so clients keep the Kafka protocol unchanged. The assignor module (next milestone)
+//! implements the trait; the core only defines when it is called and with what.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::errors::GroupError;
+use super::types::{Generation, GroupId, InstanceId, MemberId};
+
+/// A member as the server assignor sees it.
+#[derive(Debug, Clone)]
+pub struct AssignmentMember<'a> {
+    pub member_id: &'a MemberId,
+    pub instance_id: Option<&'a InstanceId>,
+    /// The member's metadata for the selected protocol (for `consumer`, its subscription).
+    pub metadata: &'a Bytes,
+    /// The assignment the member held in the previous generation, so the assignor can be
+    /// sticky (empty for new members).
+    pub current_assignment: &'a Bytes,
+}
+
+/// Everything a server assignor may read: a read-only view, no group internals.
+#[derive(Debug, Clone)]
+pub struct AssignmentInput<'a> {
+    pub group_id: &'a GroupId,
+    pub generation: Generation,
+    pub protocol_type: &'a str,
+    /// The protocol (assignor name) the members voted for.
+    pub protocol_name: &'a str,
+    pub members: Vec<AssignmentMember<'a>>,
+}
+
+/// Computes every member's assignment bytes for a generation. Pure and synchronous.
+pub trait ServerAssignor: Send + Sync + fmt::Debug {
+    /// Returns `(member, assignment)` pairs; members left out get an empty assignment.
+    ///
+    /// # Errors
+    /// Any error makes this generation client-assigned (the leader is not told to skip).
+    fn assign(&self, input: &AssignmentInput<'_>) -> Result<Vec<(MemberId, Bytes)>, GroupError>;
+}
+
+/// Who assigns a group's members.
+#[derive(Debug, Clone, Default)]
+pub enum AssignmentMode {
+    /// The leader's SyncGroup assignment is used (Apache Kafka).
+    #[default]
+    Client,
+    /// koord computes it when the join phase completes.
+    Server(Arc<dyn ServerAssignor>),
+}

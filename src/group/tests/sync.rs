@@ -1,0 +1,351 @@
+//! SyncGroup: spec §1.3, one test per checklist item, and the server-assignment seam.
+
+use std::sync::{Arc, Mutex};
+
+use super::*;
+
+fn sync_req(member: &MemberId, generation: Generation) -> SyncGroup {
+    SyncGroup {
+        token: RequestToken(0),
+        member_id: member.clone(),
+        instance_id: None,
+        generation,
+        protocol_type: None,
+        protocol_name: None,
+        assignments: Vec::new(),
+    }
+}
+
+#[test]
+fn sync_on_missing_group_is_unknown_member_id() {
+    assert_eq!(missing::sync_or_heartbeat(), GroupError::UnknownMemberId);
+}
+
+#[test]
+fn sync_on_empty_group_is_unknown_member_id() {
+    let mut ctx = Ctx::new();
+    let t = ctx.sync(&MemberId::new("m"), Generation(0), &[]);
+    assert_eq!(ctx.sync_reply(t).error, Some(GroupError::UnknownMemberId));
+}
+
+#[test]
+fn sync_on_dead_group_is_coordinator_not_available() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.stable_group(1);
+    ctx.group.handle_unload(ctx.now);
+    ctx.drain();
+    let t = ctx.sync(&ids[0], Generation(1), &[]);
+    assert_eq!(
+        ctx.sync_reply(t).error,
+        Some(GroupError::CoordinatorNotAvailable)
+    );
+}
+
+#[test]
+fn sync_checks_member_before_generation() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.completing_group(2);
+    let t = ctx.sync(&MemberId::new("nobody"), Generation(7), &[]);
+    assert_eq!(ctx.sync_reply(t).error, Some(GroupError::UnknownMemberId));
+    let mut req = sync_req(&ids[1], Generation(7));
+    req.instance_id = Some(InstanceId::new("not-mine"));
+    let t = ctx.sync_req(req);
+    assert_eq!(ctx.sync_reply(t).error, Some(GroupError::UnknownMemberId));
+}
+
+#[test]
+fn sync_with_instance_id_of_another_member_is_fenced_instance_id() {
+    let mut ctx = Ctx::new();
+    let a = ctx.join(J::new().instance("i-a"));
+    let b = ctx.join(J::new().instance("i-b"));
+    ctx.sleep(3 * DELAY);
+    let b = ctx.join_reply(b).member_id.clone();
+    let _ = a;
+    let mut req = sync_req(&b, Generation(1));
+    req.instance_id = Some(InstanceId::new("i-a"));
+    let t = ctx.sync_req(req);
+    assert_eq!(ctx.sync_reply(t).error, Some(GroupError::FencedInstanceId));
+}
+
+#[test]
+fn sync_with_wrong_generation_is_illegal_generation() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.completing_group(2);
+    let t = ctx.sync(&ids[1], Generation(0), &[]);
+    assert_eq!(ctx.sync_reply(t).error, Some(GroupError::IllegalGeneration));
+}
+
+#[test]
+fn sync_v5_with_another_protocol_type_or_name_is_inconsistent_group_protocol() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.completing_group(2);
+    let mut req = sync_req(&ids[1], Generation(1));
+    req.protocol_type = Some("connect".into());
+    let t = ctx.sync_req(req);
+    assert_eq!(
+        ctx.sync_reply(t).error,
+        Some(GroupError::InconsistentGroupProtocol)
+    );
+    let mut req = sync_req(&ids[1], Generation(1));
+    req.protocol_name = Some("roundrobin".into());
+    let t = ctx.sync_req(req);
+    assert_eq!(
+        ctx.sync_reply(t).error,
+        Some(GroupError::InconsistentGroupProtocol)
+    );
+    // Matching values are fine (the follower is parked).
+    let mut req = sync_req(&ids[1], Generation(1));
+    req.protocol_type = Some("consumer".into());
+    req.protocol_name = Some("range".into());
+    let t = ctx.sync_req(req);
+    assert!(ctx.sync_parked(t));
+}
+
+#[test]
+fn sync_in_preparing_rebalance_is_rebalance_in_progress() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.stable_group(2);
+    // The leader starts a rebalance; the follower, still at generation 1, syncs.
+    ctx.join(J::new().member(&ids[0]));
+    assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
+    let t = ctx.sync(&ids[1], Generation(1), &[]);
+    assert_eq!(
+        ctx.sync_reply(t).error,
+        Some(GroupError::RebalanceInProgress)
+    );
+    // Nothing stale was installed.
+    assert!(ctx.group.member(&ids[1]).unwrap().awaiting_sync.is_none());
+}
+
+#[test]
+fn syncs_are_parked_until_the_leader_assignment_is_persisted() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.completing_group(3);
+    let f1 = ctx.sync(&ids[1], Generation(1), &[]);
+    assert!(ctx.sync_parked(f1));
+    ctx.hold_writes = true;
+    let l = ctx.sync(
+        &ids[0],
+        Generation(1),
+        &[(&ids[0], b"p0"), (&ids[1], b"p1"), (&ids[2], b"p2")],
+    );
+    // Written, not yet durable: nobody is answered.
+    assert!(ctx.sync_parked(l) && ctx.sync_parked(f1));
+    match ctx.records.last() {
+        Some(GroupRecord::Metadata(r)) => {
+            assert_eq!(r.generation, Generation(1));
+            assert_eq!(r.members[1].assignment, Bytes::from_static(b"p1"));
+        }
+        other => panic!("expected a metadata record, got {other:?}"),
+    }
+    ctx.complete_held_writes(Ok(()));
+    assert_eq!(ctx.group.state(), GroupState::Stable);
+    let (l, f1) = (ctx.sync_reply(l).clone(), ctx.sync_reply(f1).clone());
+    assert_eq!(l.assignment, Bytes::from_static(b"p0"));
+    assert_eq!(f1.assignment, Bytes::from_static(b"p1"));
+    assert_eq!(f1.protocol_type.as_deref(), Some("consumer"));
+    assert_eq!(f1.protocol_name.as_deref(), Some("range"));
+    // A follower syncing after that gets its stored assignment at once.
+    ctx.hold_writes = false;
+    let f2 = ctx.sync(&ids[2], Generation(1), &[]);
+    assert_eq!(ctx.sync_reply(f2).assignment, Bytes::from_static(b"p2"));
+}
+
+#[test]
+fn members_missing_from_the_leader_assignment_get_an_empty_assignment() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.completing_group(2);
+    let f = ctx.sync(&ids[1], Generation(1), &[]);
+    ctx.sync(&ids[0], Generation(1), &[(&ids[0], b"all")]);
+    let r = ctx.sync_reply(f);
+    assert!(r.error.is_none());
+    assert!(r.assignment.is_empty());
+}
+
+#[test]
+fn assignment_write_failure_fails_parked_syncs_and_rebalances() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.completing_group(2);
+    let f = ctx.sync(&ids[1], Generation(1), &[]);
+    ctx.hold_writes = true;
+    let l = ctx.sync(&ids[0], Generation(1), &[(&ids[0], b"a"), (&ids[1], b"b")]);
+    ctx.complete_held_writes(Err(GroupError::CoordinatorNotAvailable));
+    for t in [f, l] {
+        let r = ctx.sync_reply(t);
+        assert_eq!(r.error, Some(GroupError::CoordinatorNotAvailable));
+        assert!(r.assignment.is_empty() && r.protocol_name.is_none());
+    }
+    assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
+}
+
+#[test]
+fn sync_in_stable_returns_the_stored_assignment() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.stable_group(2);
+    let t = ctx.sync(&ids[1], Generation(1), &[]);
+    let r = ctx.sync_reply(t);
+    assert!(r.error.is_none());
+    assert_eq!(r.assignment, Bytes::from_static(b"assigned"));
+}
+
+#[test]
+fn pending_sync_timeout_removes_members_that_never_synced_and_rebalances() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.completing_group(3);
+    let g = ctx.group.generation();
+    // The leader and ids[1] sync; ids[2] never does (but heartbeats).
+    ctx.sync(
+        &ids[0],
+        g,
+        &[(&ids[0], b"a"), (&ids[1], b"b"), (&ids[2], b"c")],
+    );
+    ctx.sync(&ids[1], g, &[]);
+    assert_eq!(ctx.group.state(), GroupState::Stable);
+    for _ in 0..(REBALANCE / 5_000) {
+        ctx.sleep(5_000);
+        let _ = ctx.heartbeat(&ids[0], g);
+        let _ = ctx.heartbeat(&ids[1], g);
+        let _ = ctx.heartbeat(&ids[2], g);
+    }
+    assert!(!ctx.group.has_member(&ids[2]));
+    assert_eq!(ctx.removed(&ids[2]), Some(&RemoveReason::NotSynced));
+    assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
+}
+
+#[test]
+fn pending_sync_timer_is_cancelled_once_everybody_synced() {
+    let mut ctx = Ctx::new();
+    ctx.stable_group(2);
+    assert_eq!(ctx.group.timer_deadline(&TimerKey::PendingSync), None);
+}
+
+#[test]
+fn leader_leaving_during_completing_rebalance_fails_parked_syncs_with_rebalance_in_progress() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.completing_group(3);
+    let f1 = ctx.sync(&ids[1], Generation(1), &[]);
+    let f2 = ctx.sync(&ids[2], Generation(1), &[]);
+    let out = ctx.leave(&[(ids[0].as_str(), None)]);
+    assert_eq!(out.members[0].error, None);
+    for t in [f1, f2] {
+        let r = ctx.sync_reply(t);
+        assert_eq!(r.error, Some(GroupError::RebalanceInProgress));
+        assert!(r.assignment.is_empty());
+        assert_eq!(
+            (r.protocol_type.as_deref(), r.protocol_name.as_deref()),
+            (None, None)
+        );
+    }
+    assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
+    assert_eq!(ctx.group.leader(), Some(&ids[1]));
+}
+
+#[test]
+fn any_rebalance_trigger_during_completing_rebalance_fails_parked_syncs() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.completing_group(2);
+    let f = ctx.sync(&ids[1], Generation(1), &[]);
+    ctx.join(J::new()); // a new member
+    assert_eq!(
+        ctx.sync_reply(f).error,
+        Some(GroupError::RebalanceInProgress)
+    );
+    assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
+}
+
+#[test]
+fn retried_sync_answers_the_abandoned_one() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.completing_group(2);
+    let first = ctx.sync(&ids[1], Generation(1), &[]);
+    let second = ctx.sync(&ids[1], Generation(1), &[]);
+    assert_eq!(
+        ctx.sync_reply(first).error,
+        Some(GroupError::RebalanceInProgress)
+    );
+    ctx.sync(&ids[0], Generation(1), &[(&ids[1], b"x")]);
+    assert_eq!(ctx.sync_reply(second).assignment, Bytes::from_static(b"x"));
+}
+
+// ----- server-assignment seam -----
+
+#[derive(Debug, Default)]
+struct MockAssignor {
+    calls: Mutex<Vec<(Generation, String, Vec<MemberId>)>>,
+    /// The current assignments the last call was given.
+    current: Mutex<std::collections::HashMap<MemberId, Bytes>>,
+}
+
+impl ServerAssignor for MockAssignor {
+    fn assign(&self, input: &AssignmentInput<'_>) -> Result<Vec<(MemberId, Bytes)>, GroupError> {
+        let members: Vec<MemberId> = input.members.iter().map(|m| m.member_id.clone()).collect();
+        *self.current.lock().unwrap() = input
+            .members
+            .iter()
+            .map(|m| (m.member_id.clone(), m.current_assignment.clone()))
+            .collect();
+        self.calls.lock().unwrap().push((
+            input.generation,
+            input.protocol_name.to_owned(),
+            members.clone(),
+        ));
+        Ok(members
+            .into_iter()
+            .map(|m| {
+                let bytes = Bytes::from(format!("server:{m}"));
+                (m, bytes)
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn server_assignment_is_computed_at_join_completion_and_installed_at_the_leader_sync() {
+    let assignor = Arc::new(MockAssignor::default());
+    let mut ctx = Ctx::with_config(GroupConfig {
+        initial_rebalance_delay_ms: DELAY,
+        assignment: AssignmentMode::Server(assignor.clone()),
+        ..GroupConfig::default()
+    });
+    let l = ctx.join(J::new().v9().member(&MemberId::unknown()).instance("i-l"));
+    let f = ctx.join(J::new().instance("i-f"));
+    ctx.sleep(3 * DELAY);
+    let calls = assignor.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].0, Generation(1));
+    assert_eq!(calls[0].1, "range");
+    let (leader, follower) = (ctx.join_reply(l).clone(), ctx.join_reply(f).clone());
+    assert!(
+        leader.skip_assignment,
+        "a v9 leader of a server-assigned group skips assigning"
+    );
+    assert_eq!(
+        leader.members.len(),
+        2,
+        "the leader still gets the member list"
+    );
+    assert!(!follower.skip_assignment);
+    // Whatever the leader sends is ignored.
+    let s = ctx.sync(
+        &leader.member_id,
+        Generation(1),
+        &[(&follower.member_id, b"leader-made")],
+    );
+    let fs = ctx.sync(&follower.member_id, Generation(1), &[]);
+    assert_eq!(
+        ctx.sync_reply(fs).assignment,
+        Bytes::from(format!("server:{}", follower.member_id))
+    );
+    assert!(ctx.sync_reply(s).error.is_none());
+    assert_eq!(ctx.group.state(), GroupState::Stable);
+
+    // The next generation's assignor sees what each member holds, so it can be sticky.
+    ctx.join(J::new().v9().member(&leader.member_id).instance("i-l"));
+    ctx.join(J::new().member(&follower.member_id).instance("i-f"));
+    assert_eq!(ctx.group.state(), GroupState::CompletingRebalance);
+    let current = assignor.current.lock().unwrap().clone();
+    assert_eq!(
+        current.get(&follower.member_id),
+        Some(&Bytes::from(format!("server:{}", follower.member_id)))
+    );
+}

@@ -1,0 +1,115 @@
+//! Keyed timers of one group (Kafka `CoordinatorTimer`, quinn's `TimerTable`).
+//!
+//! The core owns the table and is the source of truth: setting a key replaces its deadline,
+//! cancelling removes it. Every change is also reported as [`TimerChange`] so a shell that keeps
+//! one tokio sleep per key can mirror it; a shell that prefers a single sleep uses
+//! [`crate::group::ClassicGroup::next_deadline`]. Either way an expiry is delivered back as an
+//! input and re-checked against this table, so a stale or duplicated expiry does nothing.
+
+use std::collections::HashMap;
+
+use super::types::{MemberId, Timestamp};
+
+/// What a timer is for. One deadline per key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TimerKey {
+    /// The member's session: reset by heartbeats, by JoinGroup/SyncGroup replies and by offset
+    /// commits; for a new member parked in JoinGroup it is the 5-minute join timeout instead, and
+    /// for a KIP-394 pending member the session timeout of its MEMBER_ID_REQUIRED reply.
+    Heartbeat(MemberId),
+    /// `group.initial.rebalance.delay.ms` of a rebalance that started from Empty.
+    InitialDelay,
+    /// The rebalance timeout of the join phase (max RebalanceTimeoutMs over members).
+    Join,
+    /// Members of a new generation that have not sent SyncGroup within the rebalance timeout.
+    PendingSync,
+}
+
+/// A timer change the shell may mirror.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimerChange {
+    /// Arm (or re-arm: replaces any previous deadline of the same key).
+    Set { key: TimerKey, deadline: Timestamp },
+    /// Disarm; a no-op if the key is not armed.
+    Cancel { key: TimerKey },
+}
+
+/// The armed timers of one group.
+#[derive(Debug, Default, Clone)]
+pub struct TimerTable {
+    deadlines: HashMap<TimerKey, Timestamp>,
+}
+
+impl TimerTable {
+    /// Arms `key` at `deadline`, replacing any earlier deadline for it.
+    pub fn set(&mut self, key: TimerKey, deadline: Timestamp) {
+        self.deadlines.insert(key, deadline);
+    }
+
+    /// Disarms `key`; returns whether it was armed.
+    pub fn cancel(&mut self, key: &TimerKey) -> bool {
+        self.deadlines.remove(key).is_some()
+    }
+
+    pub fn deadline(&self, key: &TimerKey) -> Option<Timestamp> {
+        self.deadlines.get(key).copied()
+    }
+
+    /// The earliest deadline, ties broken by key order so that firing order is deterministic.
+    pub fn next(&self) -> Option<(TimerKey, Timestamp)> {
+        self.deadlines
+            .iter()
+            .min_by(|a, b| a.1.cmp(b.1).then_with(|| a.0.cmp(b.0)))
+            .map(|(k, d)| (k.clone(), *d))
+    }
+
+    /// Removes `key` if it is armed with a deadline at or before `now`: the re-check that makes
+    /// stale expiries harmless.
+    pub fn take_if_expired(&mut self, key: &TimerKey, now: Timestamp) -> bool {
+        match self.deadlines.get(key) {
+            Some(d) if *d <= now => {
+                self.deadlines.remove(key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.deadlines.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.deadlines.is_empty()
+    }
+
+    /// Every armed key, in key order (for describing and testing).
+    pub fn keys(&self) -> Vec<TimerKey> {
+        let mut keys: Vec<_> = self.deadlines.keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_replaces_cancel_removes_and_stale_expiry_is_ignored() {
+        let mut t = TimerTable::default();
+        t.set(TimerKey::Join, Timestamp(100));
+        t.set(TimerKey::Join, Timestamp(200));
+        assert_eq!(t.deadline(&TimerKey::Join), Some(Timestamp(200)));
+        // The old deadline fires: re-checked, nothing happens.
+        assert!(!t.take_if_expired(&TimerKey::Join, Timestamp(100)));
+        assert!(t.take_if_expired(&TimerKey::Join, Timestamp(200)));
+        assert!(!t.take_if_expired(&TimerKey::Join, Timestamp(300)));
+        t.set(TimerKey::PendingSync, Timestamp(5));
+        t.set(TimerKey::InitialDelay, Timestamp(5));
+        assert_eq!(t.next(), Some((TimerKey::InitialDelay, Timestamp(5))));
+        assert!(t.cancel(&TimerKey::InitialDelay));
+        assert!(!t.cancel(&TimerKey::InitialDelay));
+        assert_eq!(t.len(), 1);
+    }
+}
