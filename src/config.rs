@@ -72,6 +72,20 @@ pub struct Config {
     pub log_retention_bytes: i64,
     /// Topics created at start-up.
     pub topics: Vec<TopicSpec>,
+    /// Smallest session timeout a member may ask for in JoinGroup.
+    pub group_min_session_timeout_ms: u64,
+    /// Largest session timeout a member may ask for in JoinGroup.
+    pub group_max_session_timeout_ms: u64,
+    /// How long a rebalance out of Empty waits for more members.
+    pub group_initial_rebalance_delay_ms: u64,
+    /// Members a classic group may have.
+    pub group_max_size: usize,
+    /// How long committed offsets are kept once retention applies to them.
+    pub offsets_retention_minutes: u64,
+    /// How often offsets are checked for expiry.
+    pub offsets_retention_check_interval_ms: u64,
+    /// Longest commit metadata accepted (in Java string length, UTF-16 units).
+    pub offset_metadata_max_bytes: usize,
 }
 
 impl Default for Config {
@@ -89,6 +103,13 @@ impl Default for Config {
             num_partitions: 1,
             log_retention_bytes: 268_435_456,
             topics: Vec::new(),
+            group_min_session_timeout_ms: 6_000,
+            group_max_session_timeout_ms: 1_800_000,
+            group_initial_rebalance_delay_ms: 3_000,
+            group_max_size: i32::MAX as usize,
+            offsets_retention_minutes: 10_080,
+            offsets_retention_check_interval_ms: 600_000,
+            offset_metadata_max_bytes: 4096,
         }
     }
 }
@@ -354,6 +375,76 @@ pub static KEYS: &[Key] = &[
                     .collect(),
             )
         },
+    },
+    Key {
+        name: "group.min.session.timeout.ms",
+        kafka: Some("group.min.session.timeout.ms"),
+        doc: "smallest session timeout a JoinGroup may ask for (else INVALID_SESSION_TIMEOUT)",
+        apply: |c, v| {
+            c.group_min_session_timeout_ms = int(v, 0, i32::MAX as i64)? as u64;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.group_min_session_timeout_ms as i64),
+    },
+    Key {
+        name: "group.max.session.timeout.ms",
+        kafka: Some("group.max.session.timeout.ms"),
+        doc: "largest session timeout a JoinGroup may ask for (else INVALID_SESSION_TIMEOUT)",
+        apply: |c, v| {
+            c.group_max_session_timeout_ms = int(v, 0, i32::MAX as i64)? as u64;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.group_max_session_timeout_ms as i64),
+    },
+    Key {
+        name: "group.initial.rebalance.delay.ms",
+        kafka: Some("group.initial.rebalance.delay.ms"),
+        doc: "how long a rebalance out of Empty waits for more members to join",
+        apply: |c, v| {
+            c.group_initial_rebalance_delay_ms = int(v, 0, i32::MAX as i64)? as u64;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.group_initial_rebalance_delay_ms as i64),
+    },
+    Key {
+        name: "group.max.size",
+        kafka: Some("group.max.size"),
+        doc: "members a classic group may have (else GROUP_MAX_SIZE_REACHED)",
+        apply: |c, v| {
+            c.group_max_size = int(v, 1, i32::MAX as i64)? as usize;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.group_max_size as i64),
+    },
+    Key {
+        name: "offsets.retention.minutes",
+        kafka: Some("offsets.retention.minutes"),
+        doc: "how long committed offsets are kept once retention applies to them",
+        apply: |c, v| {
+            c.offsets_retention_minutes = int(v, 1, i32::MAX as i64)? as u64;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.offsets_retention_minutes as i64),
+    },
+    Key {
+        name: "offsets.retention.check.interval.ms",
+        kafka: Some("offsets.retention.check.interval.ms"),
+        doc: "how often committed offsets are checked for expiry",
+        apply: |c, v| {
+            c.offsets_retention_check_interval_ms = int(v, 1, i64::MAX)? as u64;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.offsets_retention_check_interval_ms as i64),
+    },
+    Key {
+        name: "offset.metadata.max.bytes",
+        kafka: Some("offset.metadata.max.bytes"),
+        doc: "longest commit metadata (Java string length); longer gets OFFSET_METADATA_TOO_LARGE",
+        apply: |c, v| {
+            c.offset_metadata_max_bytes = int(v, 0, i32::MAX as i64)? as usize;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.offset_metadata_max_bytes as i64),
     },
 ];
 
