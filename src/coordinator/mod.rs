@@ -1,0 +1,400 @@
+//! The group directory and one actor task per group.
+//!
+//! [`Coordinator`] maps group ids to their actors (a `DashMap`). Each actor owns its group's
+//! [`ClassicGroup`] and committed offsets and is the only code that touches them, so group state
+//! needs no locks; requests reach it through its queue and are handled one at a time.
+//! JoinGroup and SyncGroup replies are parked as oneshot senders keyed by [`RequestToken`] and
+//! completed when the pure core emits a reply for that token, often while handling another
+//! member's request or a timer. Timers are not tasks: the actor sleeps until the core's
+//! [`ClassicGroup::next_deadline`] and calls [`ClassicGroup::handle_timeout`], which re-checks
+//! every deadline, so a stale wake-up does nothing.
+//!
+//! A request for a group that does not exist is answered from [`crate::group::missing`] without
+//! spawning anything, except those that create a group: a JoinGroup without a member id, and an
+//! OffsetCommit outside group management (a *simple* group). A group that becomes Dead (deleted,
+//! or Empty with every offset expired) leaves the directory; requests already queued for it get
+//! Kafka's answers for a Dead group, and the next request finds the group missing.
+//!
+//! Records to persist are acknowledged at once: offsets and group metadata live in memory until
+//! the durable store lands (the core already holds replies that depend on a write until the
+//! write completes).
+
+mod actor;
+mod clock;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use tokio::sync::{mpsc, oneshot};
+
+pub use clock::Clock;
+
+use crate::config::Config;
+use crate::group::{
+    missing, ClassicGroup, GroupConfig, GroupError, GroupId, GroupState, Heartbeat, InstanceId,
+    JoinGroup, JoinReply, LeaveGroup, LeaveOutcome, MemberId, OffsetCommitAuth, SyncGroup,
+    SyncReply,
+};
+use crate::offsets::{self, FetchedOffset, OffsetConfig, PartitionCommit, TopicPartition};
+
+use actor::{Command, GroupActor};
+
+/// What every group actor is configured with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub group: GroupConfig,
+    pub offsets: OffsetConfig,
+}
+
+impl Settings {
+    pub fn from_config(c: &Config) -> Settings {
+        Settings {
+            group: GroupConfig {
+                max_size: c.group_max_size,
+                initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,
+                ..GroupConfig::default()
+            },
+            offsets: OffsetConfig {
+                metadata_max_bytes: c.offset_metadata_max_bytes,
+                retention_ms: c.offsets_retention_minutes.saturating_mul(60_000),
+                retention_check_interval_ms: c.offsets_retention_check_interval_ms,
+            },
+        }
+    }
+}
+
+/// ListGroups' view of a group, kept current by its actor so listing never waits on actors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupListing {
+    pub group_id: GroupId,
+    pub state: GroupState,
+    /// Empty for a simple group (created by an offset commit).
+    pub protocol_type: String,
+}
+
+/// One member in a DescribeGroups answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberDescription {
+    pub member_id: MemberId,
+    pub instance_id: Option<InstanceId>,
+    pub client_id: String,
+    pub client_host: String,
+    /// The member's metadata for the group's protocol; empty unless the group is Stable.
+    pub metadata: Bytes,
+    /// Empty unless the group is Stable.
+    pub assignment: Bytes,
+}
+
+/// A DescribeGroups answer for an existing group (Kafka's `ClassicGroup.describe`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDescription {
+    pub state: GroupState,
+    pub protocol_type: String,
+    /// The selected protocol while Stable; empty otherwise.
+    pub protocol: String,
+    pub members: Vec<MemberDescription>,
+}
+
+/// An OffsetCommit that passed `api/` checks, in domain terms.
+#[derive(Debug, Clone)]
+pub struct OffsetCommit {
+    pub auth: OffsetCommitAuth,
+    pub partitions: Vec<PartitionCommit>,
+    /// v2-4 `RetentionTimeMs`; -1 otherwise.
+    pub retention_time_ms: i64,
+    /// v9+: a commit naming a generation of a missing group is GROUP_ID_NOT_FOUND (before:
+    /// ILLEGAL_GENERATION).
+    pub group_id_not_found_supported: bool,
+}
+
+/// Per-partition results of a commit or an offset delete, in request order.
+pub type PartitionResults = Vec<(TopicPartition, Option<GroupError>)>;
+
+#[derive(Clone)]
+struct Handle {
+    tx: mpsc::UnboundedSender<Command>,
+    listing: Arc<Mutex<GroupListing>>,
+}
+
+/// How a request that may create its group creates it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Create {
+    /// A consumer group (JoinGroup without a member id): Empty, generation 0.
+    Classic,
+    /// A simple group (OffsetCommit outside group management): no protocol type.
+    Simple,
+}
+
+/// The group directory. Cheap to share (`Arc`); every method can be called from any task.
+pub struct Coordinator {
+    groups: Arc<DashMap<GroupId, Handle>>,
+    settings: Settings,
+    clock: Clock,
+}
+
+impl Coordinator {
+    /// A directory with no groups. Must be called inside a tokio runtime if
+    /// [`Coordinator::spawn_retention`] is to be used.
+    pub fn new(settings: Settings, clock: Clock) -> Arc<Coordinator> {
+        Arc::new(Coordinator {
+            groups: Arc::new(DashMap::new()),
+            settings,
+            clock,
+        })
+    }
+
+    /// Starts the periodic offset-retention pass (`offsets.retention.check.interval.ms`). The
+    /// task stops when the coordinator is dropped.
+    pub fn spawn_retention(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let every = Duration::from_millis(self.settings.offsets.retention_check_interval_ms);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(coordinator) = weak.upgrade() else {
+                    return;
+                };
+                coordinator.expire_offsets();
+            }
+        });
+    }
+
+    /// Asks every group to drop its expired offsets now (and to delete itself if it is Empty
+    /// with no offsets left).
+    pub fn expire_offsets(&self) {
+        for entry in self.groups.iter() {
+            let _ = entry.value().tx.send(Command::ExpireOffsets);
+        }
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    fn spawn(&self, id: &GroupId, create: Create) -> Handle {
+        let now = self.clock.now();
+        let group = match create {
+            Create::Classic => ClassicGroup::new(id.clone(), self.settings.group.clone(), now),
+            Create::Simple => {
+                ClassicGroup::new_simple(id.clone(), self.settings.group.clone(), now)
+            }
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let listing = Arc::new(Mutex::new(GroupListing {
+            group_id: id.clone(),
+            state: group.state(),
+            protocol_type: group.protocol_type().unwrap_or_default().to_string(),
+        }));
+        let handle = Handle {
+            tx: tx.clone(),
+            listing: listing.clone(),
+        };
+        let actor = GroupActor::new(
+            group,
+            self.settings.clone(),
+            self.clock.clone(),
+            rx,
+            tx,
+            listing,
+            self.groups.clone(),
+        );
+        tokio::spawn(actor.run());
+        tracing::debug!(group = %id, ?create, "group created");
+        handle
+    }
+
+    /// Sends a command to the group's actor, creating the group when `create` says how and it
+    /// does not exist. Returns the command back when the group does not exist (and was not
+    /// created), so the caller can answer from what it carried.
+    #[allow(clippy::result_large_err)]
+    fn send(&self, id: &GroupId, create: Option<Create>, mut cmd: Command) -> Result<(), Command> {
+        // A send fails only when the actor has just gone Dead and closed its queue; it removes
+        // itself from the directory first, so the retry sees the group as missing.
+        for _ in 0..3 {
+            let handle = match (self.groups.get(id), create) {
+                (Some(h), _) => h.clone(),
+                (None, None) => return Err(cmd),
+                (None, Some(how)) => self
+                    .groups
+                    .entry(id.clone())
+                    .or_insert_with(|| self.spawn(id, how))
+                    .clone(),
+            };
+            match handle.tx.send(cmd) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::error::SendError(back)) => {
+                    cmd = back;
+                    self.groups
+                        .remove_if(id, |_, h| h.tx.same_channel(&handle.tx));
+                }
+            }
+        }
+        Err(cmd)
+    }
+
+    /// Awaits an actor's answer. An actor that is gone without answering (it cannot panic on
+    /// peer input; this covers shutdown) reads as COORDINATOR_NOT_AVAILABLE, which clients retry.
+    async fn answer<T>(rx: oneshot::Receiver<T>, gone: impl FnOnce() -> T) -> T {
+        rx.await.unwrap_or_else(|_| gone())
+    }
+
+    /// JoinGroup. Parks until the join phase completes.
+    pub async fn join(&self, id: GroupId, req: JoinGroup) -> JoinReply {
+        let member = req.member_id.clone();
+        let create = missing::join(&req).is_none().then_some(Create::Classic);
+        let (tx, rx) = oneshot::channel();
+        match self.send(&id, create, Command::Join(req, tx)) {
+            Ok(()) => {
+                Self::answer(rx, || {
+                    JoinReply::error(GroupError::CoordinatorNotAvailable, member)
+                })
+                .await
+            }
+            Err(Command::Join(req, _)) => missing::join(&req)
+                .unwrap_or_else(|| JoinReply::error(GroupError::CoordinatorNotAvailable, member)),
+            Err(_) => JoinReply::error(GroupError::CoordinatorNotAvailable, member),
+        }
+    }
+
+    /// SyncGroup. Parks until the leader's assignment is installed.
+    pub async fn sync(&self, id: GroupId, req: SyncGroup) -> SyncReply {
+        let (tx, rx) = oneshot::channel();
+        match self.send(&id, None, Command::Sync(req, tx)) {
+            Ok(()) => {
+                Self::answer(rx, || SyncReply::error(GroupError::CoordinatorNotAvailable)).await
+            }
+            Err(_) => SyncReply::error(missing::sync_or_heartbeat()),
+        }
+    }
+
+    pub async fn heartbeat(&self, id: GroupId, req: Heartbeat) -> Result<(), GroupError> {
+        let (tx, rx) = oneshot::channel();
+        match self.send(&id, None, Command::Heartbeat(req, tx)) {
+            Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
+            Err(_) => Err(missing::sync_or_heartbeat()),
+        }
+    }
+
+    pub async fn leave(&self, id: GroupId, req: LeaveGroup) -> LeaveOutcome {
+        let (tx, rx) = oneshot::channel();
+        match self.send(&id, None, Command::Leave(req, tx)) {
+            Ok(()) => {
+                Self::answer(rx, || LeaveOutcome {
+                    error: Some(GroupError::CoordinatorNotAvailable),
+                    members: Vec::new(),
+                })
+                .await
+            }
+            Err(Command::Leave(req, _)) => missing::leave(&req),
+            Err(_) => LeaveOutcome {
+                error: Some(GroupError::CoordinatorNotAvailable),
+                members: Vec::new(),
+            },
+        }
+    }
+
+    /// OffsetCommit: `Err` is the error every partition gets; `Ok` has one result per partition.
+    pub async fn commit_offsets(
+        &self,
+        id: GroupId,
+        commit: OffsetCommit,
+    ) -> Result<PartitionResults, GroupError> {
+        let create = missing::offset_commit(&commit.auth, commit.group_id_not_found_supported)
+            .is_ok()
+            .then_some(Create::Simple);
+        let (tx, rx) = oneshot::channel();
+        match self.send(&id, create, Command::Commit(commit, tx)) {
+            Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
+            Err(Command::Commit(c, _)) => {
+                missing::offset_commit(&c.auth, c.group_id_not_found_supported)?;
+                Err(GroupError::CoordinatorNotAvailable)
+            }
+            Err(_) => Err(GroupError::CoordinatorNotAvailable),
+        }
+    }
+
+    /// OffsetFetch for one group. `partitions: None` asks for every committed offset. A missing
+    /// or Dead group answers -1 for every requested partition (and nothing for "all").
+    pub async fn fetch_offsets(
+        &self,
+        id: GroupId,
+        partitions: Option<Vec<TopicPartition>>,
+    ) -> Vec<FetchedOffset> {
+        let (tx, rx) = oneshot::channel();
+        let missing_answer = |partitions: Option<Vec<TopicPartition>>| {
+            offsets::fetch(
+                &offsets::MemoryOffsetStore::default(),
+                &GroupId::new(""),
+                false,
+                partitions.as_deref(),
+            )
+        };
+        match self.send(&id, None, Command::Fetch(partitions, tx)) {
+            Ok(()) => Self::answer(rx, Vec::new).await,
+            Err(Command::Fetch(partitions, _)) => missing_answer(partitions),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// OffsetDelete: `Err` is the top-level error; `Ok` has one result per partition.
+    pub async fn delete_offsets(
+        &self,
+        id: GroupId,
+        partitions: Vec<TopicPartition>,
+    ) -> Result<PartitionResults, GroupError> {
+        let (tx, rx) = oneshot::channel();
+        match self.send(&id, None, Command::DeleteOffsets(partitions, tx)) {
+            Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
+            Err(_) => Err(GroupError::GroupIdNotFound),
+        }
+    }
+
+    /// DescribeGroups for one group; `None` when it does not exist.
+    pub async fn describe(&self, id: GroupId) -> Option<GroupDescription> {
+        let (tx, rx) = oneshot::channel();
+        self.send(&id, None, Command::Describe(tx)).ok()?;
+        rx.await.ok().flatten()
+    }
+
+    /// DeleteGroups for one group: GROUP_ID_NOT_FOUND when missing or Dead, NON_EMPTY_GROUP
+    /// unless Empty.
+    pub async fn delete_group(&self, id: GroupId) -> Result<(), GroupError> {
+        let (tx, rx) = oneshot::channel();
+        match self.send(&id, None, Command::Delete(tx)) {
+            Ok(()) => Self::answer(rx, || Err(GroupError::GroupIdNotFound)).await,
+            Err(_) => Err(GroupError::GroupIdNotFound),
+        }
+    }
+
+    /// Every group that exists, with its state and protocol type (ListGroups), sorted by id.
+    pub fn list(&self) -> Vec<GroupListing> {
+        let mut out: Vec<GroupListing> = self
+            .groups
+            .iter()
+            .map(|e| {
+                e.value()
+                    .listing
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+            })
+            .filter(|l| l.state != GroupState::Dead)
+            .collect();
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        out
+    }
+
+    /// Group ids currently in the directory.
+    pub fn group_ids(&self) -> BTreeSet<GroupId> {
+        self.groups.iter().map(|e| e.key().clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,317 @@
+//! Actor tests: real tasks and channels, tokio's paused clock (timers fire by advancing time, not
+//! by waiting for it).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::group::{Generation, LeavingMember, Protocol, RequestToken};
+
+const SESSION: u64 = 10_000;
+
+fn coordinator() -> Arc<Coordinator> {
+    let settings = Settings {
+        group: GroupConfig {
+            initial_rebalance_delay_ms: 0,
+            ..GroupConfig::default()
+        },
+        offsets: OffsetConfig {
+            retention_ms: 60_000,
+            ..OffsetConfig::default()
+        },
+    };
+    Coordinator::new(settings, Clock::starting_at(1_000_000))
+}
+
+fn gid(s: &str) -> GroupId {
+    GroupId::new(s)
+}
+
+fn join(member: &MemberId, nonce: &str) -> JoinGroup {
+    JoinGroup {
+        token: RequestToken(0),
+        member_id: member.clone(),
+        instance_id: None,
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout_ms: SESSION,
+        rebalance_timeout_ms: 30_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![Protocol::new("range", Bytes::from_static(b"sub"))],
+        require_known_member_id: false,
+        supports_skip_assignment: false,
+        reason: None,
+        member_id_nonce: nonce.into(),
+    }
+}
+
+fn sync(
+    member: &MemberId,
+    generation: Generation,
+    assignments: Vec<(MemberId, Bytes)>,
+) -> SyncGroup {
+    SyncGroup {
+        token: RequestToken(0),
+        member_id: member.clone(),
+        instance_id: None,
+        generation,
+        protocol_type: None,
+        protocol_name: None,
+        assignments,
+    }
+}
+
+fn hb(member: &MemberId, generation: Generation) -> Heartbeat {
+    Heartbeat {
+        member_id: member.clone(),
+        instance_id: None,
+        generation,
+    }
+}
+
+fn anonymous_commit(topic: &str, offset: i64) -> OffsetCommit {
+    OffsetCommit {
+        auth: OffsetCommitAuth {
+            member_id: MemberId::unknown(),
+            instance_id: None,
+            generation: Generation::NONE,
+            transactional: false,
+        },
+        partitions: vec![PartitionCommit {
+            tp: TopicPartition::new(topic, 0),
+            offset,
+            leader_epoch: None,
+            metadata: None,
+        }],
+        retention_time_ms: -1,
+        group_id_not_found_supported: true,
+    }
+}
+
+/// Two members form a group: both JoinGroup replies arrive once the phase completes (one was
+/// parked while the other joined), the leader's SyncGroup assignment reaches the follower.
+#[tokio::test(start_paused = true)]
+async fn two_members_form_a_group_through_parked_replies() {
+    let c = coordinator();
+    let first = c.join(gid("g"), join(&MemberId::unknown(), "a")).await;
+    assert_eq!(first.error, None);
+    assert_eq!(first.generation, Generation(1));
+    let a = first.member_id.clone();
+    let a_sync = c.sync(
+        gid("g"),
+        sync(
+            &a,
+            Generation(1),
+            vec![(a.clone(), Bytes::from_static(b"A"))],
+        ),
+    );
+    assert_eq!(a_sync.await.assignment, Bytes::from_static(b"A"));
+
+    // A second member: its join parks until the first rejoins (found out by heartbeat).
+    let c2 = c.clone();
+    let b_join =
+        tokio::spawn(async move { c2.join(gid("g"), join(&MemberId::unknown(), "b")).await });
+    tokio::task::yield_now().await;
+    assert_eq!(
+        c.heartbeat(gid("g"), hb(&a, Generation(1))).await,
+        Err(GroupError::RebalanceInProgress)
+    );
+    let a_rejoin = c.join(gid("g"), join(&a, "")).await;
+    let b_reply = b_join.await.unwrap();
+    assert_eq!(a_rejoin.generation, Generation(2));
+    assert_eq!(b_reply.generation, Generation(2));
+    assert_eq!(a_rejoin.leader, a, "the existing leader is kept");
+    assert_eq!(
+        a_rejoin.members.len(),
+        2,
+        "only the leader gets the members"
+    );
+    assert!(b_reply.members.is_empty());
+    let b = b_reply.member_id.clone();
+
+    let c2 = c.clone();
+    let b2 = b.clone();
+    let b_sync =
+        tokio::spawn(async move { c2.sync(gid("g"), sync(&b2, Generation(2), vec![])).await });
+    let a_sync = c
+        .sync(
+            gid("g"),
+            sync(
+                &a,
+                Generation(2),
+                vec![
+                    (a.clone(), Bytes::from_static(b"A2")),
+                    (b.clone(), Bytes::from_static(b"B2")),
+                ],
+            ),
+        )
+        .await;
+    assert_eq!(a_sync.assignment, Bytes::from_static(b"A2"));
+    assert_eq!(b_sync.await.unwrap().assignment, Bytes::from_static(b"B2"));
+    assert_eq!(c.heartbeat(gid("g"), hb(&b, Generation(2))).await, Ok(()));
+    let listing = c.list();
+    assert_eq!(listing.len(), 1);
+    assert_eq!(listing[0].state, GroupState::Stable);
+    assert_eq!(listing[0].protocol_type, "consumer");
+    let described = c.describe(gid("g")).await.unwrap();
+    assert_eq!(described.protocol, "range");
+    assert_eq!(described.members.len(), 2);
+}
+
+/// A member that stops heartbeating is removed when its session expires (driven by the actor's
+/// own timer), and the group goes back to Empty.
+#[tokio::test(start_paused = true)]
+async fn session_expiry_removes_a_silent_member() {
+    let c = coordinator();
+    let a = c
+        .join(gid("g"), join(&MemberId::unknown(), "a"))
+        .await
+        .member_id;
+    c.sync(gid("g"), sync(&a, Generation(1), vec![])).await;
+    tokio::time::advance(Duration::from_millis(SESSION / 2)).await;
+    assert_eq!(c.heartbeat(gid("g"), hb(&a, Generation(1))).await, Ok(()));
+    tokio::time::advance(Duration::from_millis(SESSION + 1)).await;
+    tokio::task::yield_now().await;
+    assert_eq!(
+        c.heartbeat(gid("g"), hb(&a, Generation(1))).await,
+        Err(GroupError::UnknownMemberId)
+    );
+    assert_eq!(c.describe(gid("g")).await.unwrap().state, GroupState::Empty);
+}
+
+/// Requests for a group that does not exist get Kafka's answers and create nothing.
+#[tokio::test(start_paused = true)]
+async fn missing_group_answers_without_creating_it() {
+    let c = coordinator();
+    let m = MemberId::new("m-1");
+    assert_eq!(
+        c.heartbeat(gid("nope"), hb(&m, Generation(1))).await,
+        Err(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        c.sync(gid("nope"), sync(&m, Generation(1), vec![]))
+            .await
+            .error,
+        Some(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        c.join(gid("nope"), join(&m, "x")).await.error,
+        Some(GroupError::UnknownMemberId)
+    );
+    let left = c
+        .leave(
+            gid("nope"),
+            LeaveGroup {
+                members: vec![LeavingMember {
+                    member_id: m.clone(),
+                    instance_id: None,
+                    reason: None,
+                }],
+            },
+        )
+        .await;
+    assert_eq!(left.members[0].error, Some(GroupError::UnknownMemberId));
+    let fetched = c
+        .fetch_offsets(gid("nope"), Some(vec![TopicPartition::new("t", 0)]))
+        .await;
+    assert_eq!(fetched[0].offset, -1);
+    assert_eq!(c.describe(gid("nope")).await, None);
+    assert_eq!(
+        c.delete_group(gid("nope")).await,
+        Err(GroupError::GroupIdNotFound)
+    );
+    let mut commit = anonymous_commit("t", 5);
+    commit.auth.generation = Generation(3);
+    assert_eq!(
+        c.commit_offsets(gid("nope"), commit).await,
+        Err(GroupError::GroupIdNotFound)
+    );
+    assert!(c.list().is_empty());
+    assert!(c.group_ids().is_empty());
+}
+
+/// An OffsetCommit outside group management creates a simple group; its offsets are fetched
+/// back; DeleteGroups removes both, and the group is then missing again.
+#[tokio::test(start_paused = true)]
+async fn simple_group_commit_fetch_delete() {
+    let c = coordinator();
+    let results = c
+        .commit_offsets(gid("s"), anonymous_commit("t", 42))
+        .await
+        .unwrap();
+    assert_eq!(results, vec![(TopicPartition::new("t", 0), None)]);
+    let all = c.fetch_offsets(gid("s"), None).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].offset, 42);
+    let listing = c.list();
+    assert_eq!(
+        listing[0].protocol_type, "",
+        "a simple group has no protocol type"
+    );
+    assert_eq!(listing[0].state, GroupState::Empty);
+    assert_eq!(c.delete_group(gid("s")).await, Ok(()));
+    assert_eq!(
+        c.delete_group(gid("s")).await,
+        Err(GroupError::GroupIdNotFound)
+    );
+    assert_eq!(c.fetch_offsets(gid("s"), None).await, vec![]);
+    assert!(c.list().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn non_empty_group_cannot_be_deleted() {
+    let c = coordinator();
+    let a = c
+        .join(gid("g"), join(&MemberId::unknown(), "a"))
+        .await
+        .member_id;
+    c.sync(gid("g"), sync(&a, Generation(1), vec![])).await;
+    assert_eq!(
+        c.delete_group(gid("g")).await,
+        Err(GroupError::NonEmptyGroup)
+    );
+}
+
+/// Offsets of an Empty group expire `offsets.retention.minutes` after it became Empty; the
+/// group, left with nothing, is deleted.
+#[tokio::test(start_paused = true)]
+async fn retention_expires_offsets_and_deletes_the_empty_group() {
+    let c = coordinator();
+    c.commit_offsets(gid("s"), anonymous_commit("t", 1))
+        .await
+        .unwrap();
+    c.expire_offsets();
+    tokio::task::yield_now().await;
+    assert_eq!(c.fetch_offsets(gid("s"), None).await.len(), 1, "not yet");
+    tokio::time::advance(Duration::from_millis(60_001)).await;
+    c.expire_offsets();
+    // The fetch queues behind the expiry and finds the group gone.
+    assert_eq!(c.fetch_offsets(gid("s"), None).await, vec![]);
+    assert!(c.list().is_empty());
+}
+
+/// Many groups at once are independent: a commit storm in one does not disturb another.
+#[tokio::test(start_paused = true)]
+async fn groups_are_independent() {
+    let c = coordinator();
+    let mut tasks = Vec::new();
+    for g in 0..50 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = gid(&format!("g{g}"));
+            for o in 0..20 {
+                c.commit_offsets(id.clone(), anonymous_commit("t", o))
+                    .await
+                    .unwrap();
+            }
+            c.fetch_offsets(id, Some(vec![TopicPartition::new("t", 0)]))
+                .await[0]
+                .offset
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 19);
+    }
+    assert_eq!(c.list().len(), 50);
+}
