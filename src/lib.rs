@@ -18,11 +18,14 @@
 //! - [`broker`]: the state every API shares: configuration, topics, partition logs, producer ids.
 //! - [`metadata`]: the topics this node knows (configured or created at run time), their ids and
 //!   partition counts, and Kafka's topic-name rules.
-//! - `log`: the in-memory partition logs behind Produce, Fetch and ListOffsets, with idempotent
-//!   producer state. Memory-only by design; bounded by `log.retention.bytes` per partition.
+//! - [`log`]: the in-memory partition logs behind Produce, Fetch, ListOffsets and
+//!   OffsetForLeaderEpoch: v2 batch validation (lengths, magic, CRC32C), contiguous offsets,
+//!   idempotent producer state, retention by `log.retention.bytes` per partition, and the
+//!   append wake-ups that end Fetch long-polls. Memory-only by design.
 
 pub mod api;
 pub mod broker;
 pub mod config;
+pub mod log;
 pub mod metadata;
 pub mod server;
