@@ -6,7 +6,9 @@ pub mod api_versions;
 pub mod create_topics;
 pub mod describe_cluster;
 pub mod find_coordinator;
+pub mod init_producer_id;
 pub mod metadata;
+pub mod produce;
 
 use kafka_protocol::protocol::StrBytes;
 
@@ -32,6 +34,35 @@ pub const CLUSTER_OPERATIONS: i32 = (1 << 5)
 
 pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
+}
+
+/// Helpers for the API tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::broker::Broker;
+    use crate::config::{Config, TopicSpec};
+
+    /// A broker with topic `t` of 2 partitions; its data dir is removed again at once (only the
+    /// cluster id lives there).
+    pub(crate) fn broker() -> Broker {
+        let dir = std::env::temp_dir().join(format!(
+            "koord-api-test-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        ));
+        let config = Config {
+            data_dir: dir.clone(),
+            cluster_id: "test-cluster".into(),
+            topics: vec![TopicSpec {
+                name: "t".into(),
+                partitions: 2,
+            }],
+            ..Config::default()
+        };
+        let b = Broker::new(config).expect("broker");
+        let _ = std::fs::remove_dir_all(dir);
+        b
+    }
 }
 
 #[cfg(test)]
