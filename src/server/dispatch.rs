@@ -67,6 +67,7 @@ pub async fn dispatch(
     Outcome::Respond(Box::new(match *request {
         // acks=0 answers nothing, or closes the connection on a failure.
         RequestKind::Produce(r) => return api::produce::handle(broker, r, v),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(api::fetch::handle(broker, r, v).await),
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(api::init_producer_id::handle(broker, r, v))
         }
