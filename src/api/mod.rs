@@ -8,7 +8,9 @@ pub mod describe_cluster;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod init_producer_id;
+pub mod list_offsets;
 pub mod metadata;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 
 use kafka_protocol::protocol::StrBytes;

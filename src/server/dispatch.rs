@@ -68,6 +68,12 @@ pub async fn dispatch(
         // acks=0 answers nothing, or closes the connection on a failure.
         RequestKind::Produce(r) => return api::produce::handle(broker, r, v),
         RequestKind::Fetch(r) => ResponseKind::Fetch(api::fetch::handle(broker, r, v).await),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(api::list_offsets::handle(broker, r, v))
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(api::offset_for_leader_epoch::handle(broker, r, v))
+        }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(api::init_producer_id::handle(broker, r, v))
         }
