@@ -1,12 +1,16 @@
-//! The state every API handler shares: configuration, cluster identity and topics.
+//! The state every API handler shares: configuration, cluster identity, topics, partition logs
+//! (which also carry the appends' wake-ups for Fetch long-polls) and the producer id allocator.
 //!
 //! One `Arc<Broker>` is built at start-up and handed to every connection. Each part guards
 //! itself (see each module); no lock is held across an `.await`.
 
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::Config;
+use crate::log::Logs;
 use crate::metadata::{CreateError, Topic, Topics};
 
 /// File under the data dir that keeps the generated cluster id.
@@ -20,6 +24,42 @@ pub struct Broker {
     /// `host`, `port` clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: i32,
+    /// Every partition's in-memory log, bounded by `log.retention.bytes`.
+    pub logs: Logs,
+    /// Producer ids handed out by InitProducerId.
+    pub producer_ids: ProducerIds,
+}
+
+/// Allocates producer ids: a counter, never reusing an id within a run.
+///
+/// Logs are in memory, but producers outlive a restart and keep their ids; starting the counter
+/// at the wall clock in milliseconds keeps a restarted koord from handing a live producer's id to
+/// another one (Kafka persists its id blocks instead). Ids stay far below `i64::MAX`.
+#[derive(Debug)]
+pub struct ProducerIds {
+    next: AtomicI64,
+}
+
+impl ProducerIds {
+    /// A counter starting at `first`.
+    pub fn starting_at(first: i64) -> ProducerIds {
+        ProducerIds {
+            next: AtomicI64::new(first.max(0)),
+        }
+    }
+
+    /// A counter starting at the current time in milliseconds since the Unix epoch.
+    pub fn from_clock() -> ProducerIds {
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0));
+        ProducerIds::starting_at(ms)
+    }
+
+    /// A fresh producer id.
+    pub fn allocate(&self) -> i64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
 }
 
 impl Broker {
@@ -47,12 +87,15 @@ impl Broker {
                 .map_err(|e| io::Error::other(format!("topic {}: {e:?}", t.name)))?;
         }
         let (advertised_host, advertised_port) = config.advertised();
+        let logs = Logs::new(config.log_retention_bytes);
         Ok(Broker {
             config,
             cluster_id,
             topics,
             advertised_host,
             advertised_port,
+            logs,
+            producer_ids: ProducerIds::from_clock(),
         })
     }
 
@@ -145,6 +188,13 @@ mod tests {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
         assert_eq!(load_or_create_cluster_id(&dir).unwrap(), id);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn producer_ids_are_fresh() {
+        let ids = ProducerIds::starting_at(5);
+        assert_eq!((ids.allocate(), ids.allocate()), (5, 6));
+        assert!(ProducerIds::from_clock().allocate() > 1_600_000_000_000);
     }
 
     #[test]

@@ -26,14 +26,17 @@
 //!   and drained through `poll_output` (replies to parked requests, keyed timers, records).
 //! - [`offsets`]: committed offsets, pure: the per-partition OffsetCommit rules (metadata size,
 //!   v2-4 retention), OffsetFetch, retention, and the [`offsets::OffsetStore`] trait.
-//! - `log`: the in-memory partition logs behind Produce, Fetch and ListOffsets, with idempotent
-//!   producer state. Memory-only by design; bounded by `log.retention.bytes` per partition.
+//! - [`log`]: the in-memory partition logs behind Produce, Fetch, ListOffsets and
+//!   OffsetForLeaderEpoch: v2 batch validation (lengths, magic, CRC32C), contiguous offsets,
+//!   idempotent producer state, retention by `log.retention.bytes` per partition, and the
+//!   append wake-ups that end Fetch long-polls. Memory-only by design.
 
 pub mod api;
 pub mod broker;
 pub mod config;
 pub mod coordinator;
 pub mod group;
+pub mod log;
 pub mod metadata;
 pub mod offsets;
 pub mod server;

@@ -5,10 +5,18 @@
 pub mod api_versions;
 pub mod create_topics;
 pub mod describe_cluster;
+pub mod fetch;
 pub mod find_coordinator;
+pub mod init_producer_id;
+pub mod list_offsets;
 pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;
 
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use crate::metadata::LEADER_EPOCH;
 
 /// Bitfield value Kafka sends when authorized operations were not asked for.
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -32,6 +40,49 @@ pub const CLUSTER_OPERATIONS: i32 = (1 << 5)
 
 pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
+}
+
+/// Kafka's check of the leader epoch a client believes current (`Partition.
+/// localLogWithEpochOrThrow`) against this node's, [`LEADER_EPOCH`]: none given passes, a newer
+/// one is UNKNOWN_LEADER_EPOCH (the client knows of a leader this node has not heard of), an
+/// older one FENCED_LEADER_EPOCH. Callers turn the wire value into `None` the way Kafka does for
+/// their API (Fetch: any negative; ListOffsets, OffsetForLeaderEpoch: -1 only).
+pub(crate) fn check_leader_epoch(current: Option<i32>) -> Result<(), ResponseError> {
+    match current {
+        None => Ok(()),
+        Some(e) if e > LEADER_EPOCH => Err(ResponseError::UnknownLeaderEpoch),
+        Some(e) if e < LEADER_EPOCH => Err(ResponseError::FencedLeaderEpoch),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Helpers for the API tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::broker::Broker;
+    use crate::config::{Config, TopicSpec};
+
+    /// A broker with topic `t` of 2 partitions; its data dir is removed again at once (only the
+    /// cluster id lives there).
+    pub(crate) fn broker() -> Broker {
+        let dir = std::env::temp_dir().join(format!(
+            "koord-api-test-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        ));
+        let config = Config {
+            data_dir: dir.clone(),
+            cluster_id: "test-cluster".into(),
+            topics: vec![TopicSpec {
+                name: "t".into(),
+                partitions: 2,
+            }],
+            ..Config::default()
+        };
+        let b = Broker::new(config).expect("broker");
+        let _ = std::fs::remove_dir_all(dir);
+        b
+    }
 }
 
 #[cfg(test)]

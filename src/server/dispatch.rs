@@ -65,6 +65,18 @@ pub async fn dispatch(
 ) -> Outcome {
     let v = header.request_api_version;
     Outcome::Respond(Box::new(match *request {
+        // acks=0 answers nothing, or closes the connection on a failure.
+        RequestKind::Produce(r) => return api::produce::handle(broker, r, v),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(api::fetch::handle(broker, r, v).await),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(api::list_offsets::handle(broker, r, v))
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(api::offset_for_leader_epoch::handle(broker, r, v))
+        }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(api::init_producer_id::handle(broker, r, v))
+        }
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api::api_versions::handle(&r, v)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(api::metadata::handle(broker, r, v)),
         RequestKind::FindCoordinator(r) => {

@@ -1,0 +1,320 @@
+//! Produce (key 0), v3-13: appends one record batch per partition to the in-memory logs.
+//!
+//! Topics are named below v13 and identified by id from v13; an unknown name is
+//! UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics, as in Kafka), an unknown id
+//! UNKNOWN_TOPIC_ID, a partition the topic lacks UNKNOWN_TOPIC_OR_PARTITION. Each partition's
+//! records are validated on their own ([`crate::log::batch`]); a refusal affects that partition
+//! only.
+//!
+//! - acks 0: no response ([`Outcome::Silent`]); but if any partition failed, the connection is
+//!   closed, as Kafka does, so that the producer notices and refreshes its metadata.
+//! - acks 1 and -1: answered once the batches are appended (one replica: in-sync at once).
+//! - any other acks: INVALID_REQUIRED_ACKS for every partition that got that far.
+//! - transactional batches: koord hosts no transaction coordinator, so no producer can hold a
+//!   transactional id here. Kafka answers a produce with transactional records that it does not
+//!   authorise for transactions with TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the whole
+//!   request; koord does the same, which makes the producer fail fast instead of retrying.
+//!
+//! A success reports the base offset (the original one for an idempotent retry),
+//! `log_append_time_ms` -1 (CreateTime) and, from v5, the log start offset. `record_errors` stays
+//! empty and `error_message` null, as Kafka leaves them outside per-record validation.
+
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+use crate::log::batch::{any_transactional, validate_produce};
+use crate::log::Appended;
+use crate::server::dispatch::Outcome;
+
+fn partition_response(
+    index: i32,
+    result: Result<Appended, ResponseError>,
+    version: i16,
+) -> PartitionProduceResponse {
+    let base = PartitionProduceResponse::default()
+        .with_index(index)
+        .with_log_append_time_ms(-1);
+    match result {
+        Ok(a) => {
+            let mut r = base.with_base_offset(a.base_offset);
+            if version >= 5 {
+                r.log_start_offset = a.log_start_offset;
+            }
+            r
+        }
+        Err(e) => base.with_error_code(e.code()).with_base_offset(-1),
+    }
+}
+
+/// Answers one Produce request.
+pub fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Outcome {
+    let acks = req.acks;
+    let whole_request_error = req
+        .topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .any(|p| p.records.as_deref().is_some_and(any_transactional))
+        .then_some(ResponseError::TransactionalIdAuthorizationFailed);
+    let mut failed = false;
+    let responses = req
+        .topic_data
+        .into_iter()
+        .map(|t| {
+            let topic = if version >= 13 {
+                broker
+                    .topics
+                    .get_by_id(t.topic_id)
+                    .ok_or(ResponseError::UnknownTopicId)
+            } else {
+                broker
+                    .topics
+                    .get(&t.name)
+                    .ok_or(ResponseError::UnknownTopicOrPartition)
+            };
+            let partitions = t
+                .partition_data
+                .iter()
+                .map(|p| {
+                    let result = whole_request_error.map_or(Ok(()), Err).and_then(|()| {
+                        let topic = topic.as_ref().map_err(|e| *e)?;
+                        let partition = broker
+                            .logs
+                            .partition(topic, p.index)
+                            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+                        let records = p.records.as_deref().unwrap_or_default();
+                        let batch = validate_produce(records, version).map_err(|e| {
+                            tracing::debug!(topic = topic.name, partition = p.index, error = %e, "produce refused");
+                            e.code()
+                        })?;
+                        if !matches!(acks, -1..=1) {
+                            return Err(ResponseError::InvalidRequiredAcks);
+                        }
+                        partition.append(&batch).map_err(|e| {
+                            tracing::debug!(topic = topic.name, partition = p.index, error = %e, "append refused");
+                            e.code()
+                        })
+                    });
+                    failed |= result.is_err();
+                    partition_response(p.index, result, version)
+                })
+                .collect();
+            let entry = TopicProduceResponse::default().with_partition_responses(partitions);
+            if version >= 13 {
+                entry.with_topic_id(t.topic_id)
+            } else {
+                entry.with_name(t.name)
+            }
+        })
+        .collect();
+    if acks == 0 {
+        return if failed {
+            Outcome::Close
+        } else {
+            Outcome::Silent
+        };
+    }
+    Outcome::Respond(Box::new(kafka_protocol::messages::ResponseKind::Produce(
+        ProduceResponse::default().with_responses(responses),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::testing::broker;
+    use crate::log::batch::tests::{batch, simple, Spec};
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ResponseKind, TopicName};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    fn request(
+        topic: &str,
+        partitions: &[(i32, Option<Bytes>)],
+        acks: i16,
+        version: i16,
+    ) -> ProduceRequest {
+        let mut t = TopicProduceData::default().with_partition_data(
+            partitions
+                .iter()
+                .map(|(i, r)| {
+                    PartitionProduceData::default()
+                        .with_index(*i)
+                        .with_records(r.clone())
+                })
+                .collect(),
+        );
+        if version >= 13 {
+            t.topic_id = crate::metadata::topic_id(topic);
+        } else {
+            t.name = TopicName(StrBytes::from_string(topic.into()));
+        }
+        ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(1000)
+            .with_topic_data(vec![t])
+    }
+
+    fn answer(broker: &Broker, req: ProduceRequest, version: i16) -> ProduceResponse {
+        match handle(broker, req, version) {
+            Outcome::Respond(r) => match *r {
+                ResponseKind::Produce(p) => p,
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn parts(resp: &ProduceResponse) -> Vec<(i32, i16, i64)> {
+        resp.responses
+            .iter()
+            .flat_map(|t| &t.partition_responses)
+            .map(|p| (p.index, p.error_code, p.base_offset))
+            .collect()
+    }
+
+    #[test]
+    fn encodes_at_every_served_version() {
+        let b = broker();
+        for v in 3..=13 {
+            let req = request(
+                "t",
+                &[
+                    (0, Some(simple(2))),
+                    (1, Some(Bytes::from_static(b"junk"))),
+                    (7, None),
+                ],
+                -1,
+                v,
+            );
+            let resp = answer(&b, req, v);
+            let got = parts(&resp);
+            assert_eq!(got[0].1, 0, "v{v}");
+            assert_eq!(got[1].1, ResponseError::CorruptMessage.code(), "v{v}");
+            assert_eq!(
+                got[2].1,
+                ResponseError::UnknownTopicOrPartition.code(),
+                "v{v}"
+            );
+            let mut buf = BytesMut::new();
+            resp.encode(&mut buf, v)
+                .unwrap_or_else(|e| panic!("v{v}: {e}"));
+        }
+        assert_eq!(
+            b.logs
+                .partition(&b.topics.get("t").unwrap(), 0)
+                .unwrap()
+                .lock()
+                .log_end_offset(),
+            22
+        );
+    }
+
+    #[test]
+    fn offsets_and_unknown_topics() {
+        let b = broker();
+        let r = answer(&b, request("t", &[(0, Some(simple(3)))], 1, 9), 9);
+        assert_eq!(parts(&r), vec![(0, 0, 0)]);
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!((p.log_append_time_ms, p.log_start_offset), (-1, 0));
+        let r = answer(&b, request("t", &[(0, Some(simple(3)))], 1, 9), 9);
+        assert_eq!(parts(&r), vec![(0, 0, 3)]);
+        let r = answer(&b, request("nope", &[(0, Some(simple(1)))], 1, 9), 9);
+        assert_eq!(
+            parts(&r),
+            vec![(0, ResponseError::UnknownTopicOrPartition.code(), -1)]
+        );
+        assert!(
+            b.topics.get("nope").is_none(),
+            "produce does not create topics"
+        );
+        let r = answer(&b, request("nope", &[(0, Some(simple(1)))], 1, 13), 13);
+        assert_eq!(
+            parts(&r),
+            vec![(0, ResponseError::UnknownTopicId.code(), -1)]
+        );
+        let r = answer(&b, request("t", &[(1, Some(simple(1)))], 1, 13), 13);
+        assert_eq!(parts(&r), vec![(1, 0, 0)]);
+    }
+
+    #[test]
+    fn acks_zero_is_silent_and_closes_on_error() {
+        let b = broker();
+        assert!(matches!(
+            handle(&b, request("t", &[(0, Some(simple(1)))], 0, 9), 9),
+            Outcome::Silent
+        ));
+        assert!(matches!(
+            handle(
+                &b,
+                request("t", &[(0, Some(Bytes::from_static(b"x")))], 0, 9),
+                9
+            ),
+            Outcome::Close
+        ));
+        let r = answer(&b, request("t", &[(0, Some(simple(1)))], 2, 9), 9);
+        assert_eq!(
+            parts(&r),
+            vec![(0, ResponseError::InvalidRequiredAcks.code(), -1)]
+        );
+    }
+
+    #[test]
+    fn transactional_records_fail_the_whole_request() {
+        let b = broker();
+        let t = batch(Spec {
+            producer_id: 1,
+            producer_epoch: 0,
+            base_sequence: 0,
+            transactional: true,
+            ..Spec::default()
+        });
+        let r = answer(
+            &b,
+            request("t", &[(0, Some(simple(1))), (1, Some(t))], 1, 9),
+            9,
+        );
+        let code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        assert_eq!(parts(&r), vec![(0, code, -1), (1, code, -1)]);
+        let topic = b.topics.get("t").unwrap();
+        assert_eq!(
+            b.logs.partition(&topic, 0).unwrap().lock().log_end_offset(),
+            0
+        );
+    }
+
+    #[test]
+    fn idempotent_retry_is_acknowledged_with_its_offset() {
+        let b = broker();
+        answer(&b, request("t", &[(0, Some(simple(2)))], -1, 9), 9);
+        let idem = batch(Spec {
+            records: 4,
+            producer_id: 10,
+            producer_epoch: 0,
+            base_sequence: 0,
+            ..Spec::default()
+        });
+        for _ in 0..3 {
+            let r = answer(&b, request("t", &[(0, Some(idem.clone()))], -1, 9), 9);
+            assert_eq!(parts(&r), vec![(0, 0, 2)]);
+        }
+        let gap = batch(Spec {
+            producer_id: 10,
+            producer_epoch: 0,
+            base_sequence: 9,
+            ..Spec::default()
+        });
+        let r = answer(&b, request("t", &[(0, Some(gap))], -1, 9), 9);
+        assert_eq!(
+            parts(&r),
+            vec![(0, ResponseError::OutOfOrderSequenceNumber.code(), -1)]
+        );
+        let topic = b.topics.get("t").unwrap();
+        assert_eq!(
+            b.logs.partition(&topic, 0).unwrap().lock().log_end_offset(),
+            6
+        );
+    }
+}

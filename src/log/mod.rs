@@ -1,0 +1,268 @@
+//! The data plane: an in-memory log per partition, behind Produce, Fetch, ListOffsets and
+//! OffsetForLeaderEpoch.
+//!
+//! - [`batch`]: the v2 record batch header, produce-time validation (lengths, magic, CRC32C,
+//!   Kafka's batch rules) and the base-offset rewrite.
+//! - [`producer`]: idempotent producer state (epoch, last five sequence ranges) per partition.
+//! - [`partition`]: [`PartitionLog`], the batches of one partition, offsets and retention.
+//! - here: [`Logs`], every partition log keyed by (topic id, partition), and [`AppendWatch`],
+//!   which parks a Fetch long-poll until an append to one of its partitions.
+//!
+//! Memory only by design: nothing survives a restart. Each partition is bounded by
+//! `log.retention.bytes`.
+
+pub mod batch;
+pub mod partition;
+pub mod producer;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
+
+use dashmap::DashMap;
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+pub use batch::{AppendError, ValidBatch};
+pub use partition::{Appended, OffsetOutOfRange, PartitionLog, Read};
+
+use crate::metadata::Topic;
+
+/// One partition: its log and the notifier appends wake fetchers with.
+///
+/// The log sits behind a std `Mutex`: every operation on it is short and synchronous, and
+/// nothing is awaited while it is held, so an async lock would only add cost. Decoding records
+/// (ListOffsets by timestamp) happens after the guard is dropped, on a cheap clone of the
+/// batch's bytes.
+#[derive(Debug)]
+pub struct Partition {
+    log: Mutex<PartitionLog>,
+    appended: Notify,
+}
+
+impl Partition {
+    fn new(retention_bytes: i64) -> Partition {
+        Partition {
+            log: Mutex::new(PartitionLog::new(retention_bytes)),
+            appended: Notify::new(),
+        }
+    }
+
+    /// The log, for reads and appends. Never hold the guard across an `.await`.
+    pub fn lock(&self) -> MutexGuard<'_, PartitionLog> {
+        // A poisoned lock means a thread panicked while holding it. Every mutation of the log
+        // completes its bookkeeping before anything that could panic, so the log is consistent.
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends a validated batch and wakes the fetchers waiting on this partition.
+    ///
+    /// # Errors
+    /// See [`PartitionLog::append`].
+    pub fn append(&self, batch: &ValidBatch<'_>) -> Result<Appended, AppendError> {
+        let appended = self.lock().append(batch)?;
+        if !appended.duplicate {
+            self.appended.notify_waiters();
+        }
+        Ok(appended)
+    }
+
+    /// The first record whose timestamp is at least `timestamp`: `(offset, timestamp)`.
+    ///
+    /// Kafka's search (`FileRecords.searchForTimestamp`): the first batch whose max timestamp
+    /// reaches the target, then the first record in it that does; if none does (a batch whose
+    /// header overstates its records), the search goes on with the next batch.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Option<(i64, i64)> {
+        let mut from = i64::MIN;
+        loop {
+            let (bytes, last_offset) = self.lock().batch_reaching(timestamp, from)?;
+            match batch::record_timestamps(&bytes) {
+                Ok(records) => {
+                    if let Some(found) = records.into_iter().find(|(_, ts)| *ts >= timestamp) {
+                        return Some(found);
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "stored batch does not decode"),
+            }
+            from = last_offset.checked_add(1)?;
+        }
+    }
+
+    /// The first record carrying the largest timestamp in the log: `(offset, timestamp)`
+    /// (ListOffsets MAX_TIMESTAMP; Kafka's `RecordBatch.offsetOfMaxTimestamp`).
+    pub fn offset_of_max_timestamp(&self) -> Option<(i64, i64)> {
+        let (bytes, max) = self.lock().batch_with_max_timestamp()?;
+        let records = batch::record_timestamps(&bytes)
+            .map_err(|e| tracing::debug!(error = %e, "stored batch does not decode"))
+            .ok()?;
+        records.into_iter().find(|(_, ts)| *ts == max)
+    }
+}
+
+/// Every partition log, created on first use for a partition of a known topic.
+#[derive(Debug)]
+pub struct Logs {
+    partitions: DashMap<(Uuid, i32), Arc<Partition>>,
+    retention_bytes: i64,
+}
+
+impl Logs {
+    /// `retention_bytes` is `log.retention.bytes`: bytes kept per partition, negative for no
+    /// bound.
+    pub fn new(retention_bytes: i64) -> Logs {
+        Logs {
+            partitions: DashMap::new(),
+            retention_bytes,
+        }
+    }
+
+    /// The log of partition `index` of `topic`, created empty on first use; `None` if the topic
+    /// has no such partition.
+    pub fn partition(&self, topic: &Topic, index: i32) -> Option<Arc<Partition>> {
+        if !(0..topic.partitions).contains(&index) {
+            return None;
+        }
+        let key = (topic.id, index);
+        if let Some(p) = self.partitions.get(&key) {
+            return Some(p.clone());
+        }
+        Some(
+            self.partitions
+                .entry(key)
+                .or_insert_with(|| Arc::new(Partition::new(self.retention_bytes)))
+                .clone(),
+        )
+    }
+}
+
+/// Interest in appends to a set of partitions, registered when built. Build it BEFORE reading
+/// the logs: an append that lands between the read and the wait then still wakes the waiter.
+pub struct AppendWatch<'a> {
+    notified: Vec<Pin<Box<Notified<'a>>>>,
+}
+
+impl<'a> AppendWatch<'a> {
+    pub fn new(partitions: impl IntoIterator<Item = &'a Partition>) -> AppendWatch<'a> {
+        let notified = partitions
+            .into_iter()
+            .map(|p| {
+                let mut n = Box::pin(p.appended.notified());
+                n.as_mut().enable();
+                n
+            })
+            .collect();
+        AppendWatch { notified }
+    }
+
+    /// Completes once any of the partitions got an append since [`AppendWatch::new`]. Never
+    /// completes for an empty set.
+    pub async fn appended(&mut self) {
+        std::future::poll_fn(|cx| {
+            for n in &mut self.notified {
+                if n.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::batch::tests::{batch, Spec};
+    use super::batch::validate_produce;
+    use super::*;
+    use crate::metadata::topic_id;
+    use std::time::Duration;
+
+    fn topic(name: &str, partitions: i32) -> Topic {
+        Topic {
+            name: name.into(),
+            id: topic_id(name),
+            partitions,
+        }
+    }
+
+    #[test]
+    fn partitions_are_separate_and_bounded_by_the_topic() {
+        let logs = Logs::new(-1);
+        let t = topic("t", 2);
+        assert!(logs.partition(&t, 2).is_none());
+        assert!(logs.partition(&t, -1).is_none());
+        let p0 = logs.partition(&t, 0).unwrap();
+        let b = batch(Spec::default());
+        p0.append(&validate_produce(&b, 9).unwrap()).unwrap();
+        assert!(Arc::ptr_eq(&p0, &logs.partition(&t, 0).unwrap()));
+        assert_eq!(logs.partition(&t, 0).unwrap().lock().log_end_offset(), 3);
+        assert_eq!(logs.partition(&t, 1).unwrap().lock().log_end_offset(), 0);
+        let other = topic("u", 2);
+        assert_eq!(
+            logs.partition(&other, 0).unwrap().lock().log_end_offset(),
+            0
+        );
+    }
+
+    #[test]
+    fn list_offsets_by_timestamp_picks_the_exact_record() {
+        let p = Partition::new(-1);
+        // Offsets 0..=4 at 1000..=1040, offsets 5..=9 at 2000..=2040 (gzip).
+        for (first_ts, compression) in [
+            (1_000, kafka_protocol::records::Compression::None),
+            (2_000, kafka_protocol::records::Compression::Gzip),
+        ] {
+            let b = batch(Spec {
+                records: 5,
+                first_ts,
+                compression,
+                ..Spec::default()
+            });
+            p.append(&validate_produce(&b, 9).unwrap()).unwrap();
+        }
+        assert_eq!(p.offset_for_timestamp(0), Some((0, 1_000)));
+        assert_eq!(p.offset_for_timestamp(1_000), Some((0, 1_000)));
+        assert_eq!(p.offset_for_timestamp(1_011), Some((2, 1_020)));
+        assert_eq!(p.offset_for_timestamp(1_041), Some((5, 2_000)));
+        assert_eq!(p.offset_for_timestamp(2_033), Some((9, 2_040)));
+        assert_eq!(p.offset_for_timestamp(2_041), None);
+        assert_eq!(p.offset_of_max_timestamp(), Some((9, 2_040)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn watch_wakes_on_append_not_on_time() {
+        let p = Arc::new(Partition::new(-1));
+        let q = Arc::new(Partition::new(-1));
+        let waiter = {
+            let (p, q) = (p.clone(), q.clone());
+            tokio::spawn(async move {
+                let mut watch = AppendWatch::new([&*p, &*q]);
+                let start = tokio::time::Instant::now();
+                tokio::select! {
+                    _ = watch.appended() => Some(start.elapsed()),
+                    _ = tokio::time::sleep(Duration::from_secs(3600)) => None,
+                }
+            })
+        };
+        // Let the waiter register; with paused time this also proves it is parked, not polling.
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let b = batch(Spec::default());
+        q.append(&validate_produce(&b, 9).unwrap()).unwrap();
+        let elapsed = waiter.await.unwrap().expect("woken by the append");
+        assert_eq!(elapsed, Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn append_between_watch_and_wait_is_not_lost() {
+        let p = Partition::new(-1);
+        let mut watch = AppendWatch::new([&p]);
+        let b = batch(Spec::default());
+        p.append(&validate_produce(&b, 9).unwrap()).unwrap();
+        tokio::time::timeout(Duration::from_secs(1), watch.appended())
+            .await
+            .expect("registered interest sees the append");
+    }
+}

@@ -1,0 +1,397 @@
+//! One partition's log: record batches in offset order, as the producers sent them except for
+//! the base offset and partition leader epoch, which are rewritten on append.
+//!
+//! Offsets are contiguous: each batch starts where the previous one ended. The log end offset is
+//! also the high watermark and the last stable offset (one replica, no transactions). Retention
+//! (`log.retention.bytes`) drops the oldest batches while the log holds more bytes than allowed,
+//! and moves the log start offset to the first batch kept; the newest batch is always kept, as
+//! Kafka never deletes the active segment.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use super::batch::{rewrite, AppendError, ValidBatch};
+use super::producer::{Producers, SequenceCheck};
+
+#[derive(Debug, Clone)]
+struct StoredBatch {
+    base_offset: i64,
+    last_offset: i64,
+    max_timestamp: i64,
+    bytes: Bytes,
+}
+
+/// The outcome of a successful append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// Offset of the batch's first record; for a retried batch, the offset it got the first time.
+    pub base_offset: i64,
+    pub log_start_offset: i64,
+    /// The batch was a retry of one already in the log; nothing was appended.
+    pub duplicate: bool,
+}
+
+/// A fetch offset outside `log start ..= log end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetOutOfRange {
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+/// Batches read from the log, with the offsets a fetch response reports.
+#[derive(Debug, Clone, Default)]
+pub struct Read {
+    /// Whole batches, oldest first.
+    pub batches: Vec<Bytes>,
+    pub bytes: usize,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+/// One partition's batches, offsets and producer state.
+#[derive(Debug)]
+pub struct PartitionLog {
+    batches: VecDeque<StoredBatch>,
+    log_start: i64,
+    log_end: i64,
+    size: u64,
+    /// `None`: unbounded.
+    retention_bytes: Option<u64>,
+    producers: Producers,
+}
+
+impl PartitionLog {
+    /// An empty log; `retention_bytes` follows `log.retention.bytes` (negative: unbounded).
+    pub fn new(retention_bytes: i64) -> PartitionLog {
+        PartitionLog {
+            batches: VecDeque::new(),
+            log_start: 0,
+            log_end: 0,
+            size: 0,
+            retention_bytes: u64::try_from(retention_bytes).ok(),
+            producers: Producers::default(),
+        }
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start
+    }
+
+    /// The next offset to be assigned; also the high watermark and the last stable offset.
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end
+    }
+
+    /// Bytes held in batches.
+    pub fn size_bytes(&self) -> u64 {
+        self.size
+    }
+
+    pub fn batch_count(&self) -> usize {
+        self.batches.len()
+    }
+
+    /// Appends a validated batch at the log end offset, after the idempotent-producer checks.
+    ///
+    /// # Errors
+    /// [`AppendError::Transactional`] for a transactional batch, or a producer-state refusal
+    /// (see [`super::producer`]). A refused batch changes nothing.
+    pub fn append(&mut self, batch: &ValidBatch<'_>) -> Result<Appended, AppendError> {
+        let header = &batch.header;
+        if header.is_transactional() {
+            return Err(AppendError::Transactional);
+        }
+        if let SequenceCheck::Duplicate { base_offset } = self.producers.check(header)? {
+            return Ok(Appended {
+                base_offset,
+                log_start_offset: self.log_start,
+                duplicate: true,
+            });
+        }
+        let base_offset = self.log_end;
+        let last_offset = base_offset + header.offset_span() - 1;
+        let bytes = rewrite(batch.bytes, base_offset);
+        self.size += bytes.len() as u64;
+        self.batches.push_back(StoredBatch {
+            base_offset,
+            last_offset,
+            max_timestamp: header.max_timestamp,
+            bytes,
+        });
+        self.log_end = last_offset + 1;
+        self.producers.record(header, base_offset);
+        self.enforce_retention();
+        Ok(Appended {
+            base_offset,
+            log_start_offset: self.log_start,
+            duplicate: false,
+        })
+    }
+
+    fn enforce_retention(&mut self) {
+        let Some(limit) = self.retention_bytes else {
+            return;
+        };
+        let mut dropped = false;
+        while self.size > limit && self.batches.len() > 1 {
+            if let Some(old) = self.batches.pop_front() {
+                self.size -= old.bytes.len() as u64;
+                dropped = true;
+            }
+        }
+        if dropped {
+            self.log_start = self.batches.front().map_or(self.log_end, |b| b.base_offset);
+            self.producers.maybe_evict_below(self.log_start);
+        }
+    }
+
+    /// Whole batches from the one holding `offset`, while they fit in `max_bytes`; with
+    /// `min_one`, the first batch is returned even if it alone is larger (Kafka's KIP-74 rule,
+    /// so that a consumer always makes progress).
+    ///
+    /// # Errors
+    /// [`OffsetOutOfRange`] when `offset` is below the log start or above the log end. The log
+    /// end itself is valid and reads nothing.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+    ) -> Result<Read, OffsetOutOfRange> {
+        if offset < self.log_start || offset > self.log_end {
+            return Err(OffsetOutOfRange {
+                log_start_offset: self.log_start,
+                log_end_offset: self.log_end,
+            });
+        }
+        let mut read = Read {
+            high_watermark: self.log_end,
+            log_start_offset: self.log_start,
+            ..Read::default()
+        };
+        let first = self.batches.partition_point(|b| b.last_offset < offset);
+        for b in self.batches.range(first..) {
+            let len = b.bytes.len();
+            let fits = read.bytes.saturating_add(len) <= max_bytes;
+            if !(fits || min_one && read.batches.is_empty()) {
+                break;
+            }
+            read.bytes += len;
+            read.batches.push(b.bytes.clone());
+        }
+        Ok(read)
+    }
+
+    /// The first batch at or after offset `from` whose max timestamp is at least `timestamp`,
+    /// with its last offset (to continue the search after it).
+    pub fn batch_reaching(&self, timestamp: i64, from: i64) -> Option<(Bytes, i64)> {
+        let start = self.batches.partition_point(|b| b.last_offset < from);
+        self.batches
+            .range(start..)
+            .find(|b| b.max_timestamp >= timestamp)
+            .map(|b| (b.bytes.clone(), b.last_offset))
+    }
+
+    /// The first batch holding the largest max timestamp in the log, and that timestamp.
+    pub fn batch_with_max_timestamp(&self) -> Option<(Bytes, i64)> {
+        let mut best: Option<&StoredBatch> = None;
+        for b in &self.batches {
+            if best.is_none_or(|x| b.max_timestamp > x.max_timestamp) {
+                best = Some(b);
+            }
+        }
+        best.map(|b| (b.bytes.clone(), b.max_timestamp))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::batch::tests::{batch, simple, Spec};
+    use crate::log::batch::{validate_produce, BatchHeader};
+
+    fn append(log: &mut PartitionLog, b: &Bytes) -> Result<Appended, AppendError> {
+        log.append(&validate_produce(b, 9).unwrap())
+    }
+
+    fn idem(pid: i64, epoch: i16, seq: i32, records: usize) -> Bytes {
+        batch(Spec {
+            records,
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            ..Spec::default()
+        })
+    }
+
+    fn base_offsets(read: &Read) -> Vec<i64> {
+        read.batches
+            .iter()
+            .map(|b| BatchHeader::parse(b).unwrap().base_offset)
+            .collect()
+    }
+
+    #[test]
+    fn offsets_are_contiguous_across_batches() {
+        let mut log = PartitionLog::new(-1);
+        let mut expected = 0;
+        for n in [1, 5, 3, 10] {
+            let a = append(&mut log, &simple(n)).unwrap();
+            assert_eq!(a.base_offset, expected);
+            assert!(!a.duplicate);
+            expected += n as i64;
+        }
+        assert_eq!(log.log_end_offset(), 19);
+        assert_eq!(log.log_start_offset(), 0);
+        let all = log.read(0, usize::MAX, true).unwrap();
+        assert_eq!(base_offsets(&all), vec![0, 1, 6, 9]);
+        for b in &all.batches {
+            let h = BatchHeader::parse(b).unwrap();
+            assert_eq!(h.partition_leader_epoch, crate::metadata::LEADER_EPOCH);
+            assert!(
+                validate_produce(b, 9).is_ok(),
+                "stored batch keeps a valid CRC"
+            );
+        }
+        // A read from inside a batch starts at that batch.
+        assert_eq!(
+            base_offsets(&log.read(7, usize::MAX, true).unwrap()),
+            vec![6, 9]
+        );
+        assert!(log.read(19, usize::MAX, true).unwrap().batches.is_empty());
+    }
+
+    #[test]
+    fn retention_drops_oldest_and_advances_start() {
+        let one = simple(2);
+        let size = one.len() as i64;
+        let mut log = PartitionLog::new(size * 3);
+        for _ in 0..5 {
+            append(&mut log, &one).unwrap();
+        }
+        assert_eq!(log.batch_count(), 3);
+        assert_eq!(log.size_bytes(), 3 * size as u64);
+        assert_eq!(log.log_start_offset(), 4);
+        assert_eq!(log.log_end_offset(), 10);
+        assert_eq!(
+            log.read(3, usize::MAX, true).unwrap_err(),
+            OffsetOutOfRange {
+                log_start_offset: 4,
+                log_end_offset: 10
+            }
+        );
+        assert_eq!(
+            base_offsets(&log.read(4, usize::MAX, true).unwrap()),
+            vec![4, 6, 8]
+        );
+        // A batch larger than the whole budget is still kept, alone.
+        let big = batch(Spec {
+            records: 1,
+            value_len: 10 * size as usize,
+            ..Spec::default()
+        });
+        append(&mut log, &big).unwrap();
+        assert_eq!(log.batch_count(), 1);
+        assert_eq!(log.log_start_offset(), 10);
+    }
+
+    #[test]
+    fn idempotent_retry_gets_original_offset_and_is_not_appended() {
+        let mut log = PartitionLog::new(-1);
+        append(&mut log, &simple(4)).unwrap();
+        let first = idem(77, 0, 0, 3);
+        assert_eq!(append(&mut log, &first).unwrap().base_offset, 4);
+        append(&mut log, &idem(77, 0, 3, 2)).unwrap();
+        let end = log.log_end_offset();
+        let retry = append(&mut log, &first).unwrap();
+        assert_eq!(
+            retry,
+            Appended {
+                base_offset: 4,
+                log_start_offset: 0,
+                duplicate: true
+            }
+        );
+        assert_eq!(log.log_end_offset(), end);
+        assert_eq!(log.batch_count(), 3);
+    }
+
+    #[test]
+    fn out_of_order_sequence_is_rejected_and_changes_nothing() {
+        let mut log = PartitionLog::new(-1);
+        append(&mut log, &idem(5, 0, 0, 2)).unwrap();
+        let err = append(&mut log, &idem(5, 0, 5, 1)).unwrap_err();
+        assert_eq!(
+            err.code(),
+            kafka_protocol::ResponseError::OutOfOrderSequenceNumber
+        );
+        assert_eq!(log.log_end_offset(), 2);
+        let err = append(&mut log, &idem(5, -1, 2, 1)).unwrap_err();
+        assert_eq!(
+            err.code(),
+            kafka_protocol::ResponseError::InvalidProducerEpoch
+        );
+        assert_eq!(append(&mut log, &idem(5, 0, 2, 1)).unwrap().base_offset, 2);
+    }
+
+    #[test]
+    fn transactional_batches_are_refused() {
+        let mut log = PartitionLog::new(-1);
+        let t = batch(Spec {
+            producer_id: 1,
+            producer_epoch: 0,
+            base_sequence: 0,
+            transactional: true,
+            ..Spec::default()
+        });
+        assert_eq!(append(&mut log, &t), Err(AppendError::Transactional));
+        assert_eq!(log.log_end_offset(), 0);
+    }
+
+    #[test]
+    fn read_respects_max_bytes_but_returns_one_batch() {
+        let mut log = PartitionLog::new(-1);
+        let b = simple(3);
+        let size = b.len();
+        for _ in 0..4 {
+            append(&mut log, &b).unwrap();
+        }
+        assert_eq!(log.read(0, size * 2 + 1, true).unwrap().batches.len(), 2);
+        assert_eq!(log.read(0, size * 2, false).unwrap().bytes, size * 2);
+        let one = log.read(0, 1, true).unwrap();
+        assert_eq!((one.batches.len(), one.bytes), (1, size));
+        assert!(log.read(0, 1, false).unwrap().batches.is_empty());
+        assert!(log.read(0, 0, false).unwrap().batches.is_empty());
+        assert_eq!(log.read(5, 0, true).unwrap().batches.len(), 1);
+    }
+
+    #[test]
+    fn timestamp_search_candidates() {
+        let mut log = PartitionLog::new(-1);
+        // Record timestamps: batch 0: 1000,1010,1020; batch 1: 5000..5020; batch 2: 3000..3020.
+        for first_ts in [1_000, 5_000, 3_000] {
+            append(
+                &mut log,
+                &batch(Spec {
+                    first_ts,
+                    ..Spec::default()
+                }),
+            )
+            .unwrap();
+        }
+        let (b, last) = log.batch_reaching(1_015, 0).unwrap();
+        assert_eq!((BatchHeader::parse(&b).unwrap().base_offset, last), (0, 2));
+        let (b, _) = log.batch_reaching(1_021, 0).unwrap();
+        assert_eq!(BatchHeader::parse(&b).unwrap().base_offset, 3);
+        let (b, _) = log.batch_reaching(2_000, 6).unwrap();
+        assert_eq!(BatchHeader::parse(&b).unwrap().base_offset, 6);
+        assert!(log.batch_reaching(5_021, 0).is_none());
+        let (b, ts) = log.batch_with_max_timestamp().unwrap();
+        assert_eq!(
+            (BatchHeader::parse(&b).unwrap().base_offset, ts),
+            (3, 5_020)
+        );
+        assert!(PartitionLog::new(-1).batch_with_max_timestamp().is_none());
+    }
+}
