@@ -7,9 +7,11 @@
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::Config;
+use crate::coordinator::{Clock, Coordinator, Settings};
 use crate::log::Logs;
 use crate::metadata::{CreateError, Topic, Topics};
 
@@ -28,6 +30,8 @@ pub struct Broker {
     pub logs: Logs,
     /// Producer ids handed out by InitProducerId.
     pub producer_ids: ProducerIds,
+    /// The group directory: every consumer group and its offsets.
+    pub coordinator: Arc<Coordinator>,
 }
 
 /// Allocates producer ids: a counter, never reusing an id within a run.
@@ -88,6 +92,7 @@ impl Broker {
         }
         let (advertised_host, advertised_port) = config.advertised();
         let logs = Logs::new(config.log_retention_bytes);
+        let coordinator = Coordinator::new(Settings::from_config(&config), Clock::system());
         Ok(Broker {
             config,
             cluster_id,
@@ -96,6 +101,7 @@ impl Broker {
             advertised_port,
             logs,
             producer_ids: ProducerIds::from_clock(),
+            coordinator,
         })
     }
 

@@ -4,16 +4,28 @@
 
 pub mod api_versions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod describe_cluster;
+pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sync_group;
 
 use kafka_protocol::protocol::StrBytes;
+
+use crate::group::{GroupError, GroupId};
 use kafka_protocol::ResponseError;
 
 use crate::metadata::LEADER_EPOCH;
@@ -40,6 +52,28 @@ pub const CLUSTER_OPERATIONS: i32 = (1 << 5)
 
 pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
+}
+
+/// The response error code of an optional group error.
+pub(crate) fn code(e: Option<GroupError>) -> i16 {
+    e.map_or(0, GroupError::code)
+}
+
+/// A nullable wire string as an owned domain string.
+pub(crate) fn opt_string(s: &Option<StrBytes>) -> Option<String> {
+    s.as_ref().map(|s| s.as_str().to_string())
+}
+
+/// Authorized operations on a group without ACLs: READ, DELETE, DESCRIBE (AclOperation 3, 6, 8).
+pub const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+
+/// Kafka rejects an empty group id before anything else (`GroupCoordinatorService`).
+pub(crate) fn check_group_id(id: &str) -> Result<GroupId, GroupError> {
+    if id.is_empty() {
+        Err(GroupError::InvalidGroupId)
+    } else {
+        Ok(GroupId::new(id))
+    }
 }
 
 /// Kafka's check of the leader epoch a client believes current (`Partition.

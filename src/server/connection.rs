@@ -77,6 +77,13 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
 /// Serves one connection until the peer closes it, it misbehaves, or shutdown is signalled
 /// (then the request being served is finished first).
 pub async fn serve(stream: TcpStream, broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
+    let peer = match stream.peer_addr() {
+        Ok(p) => p,
+        Err(e) => {
+            debug!(error = %e, "peer address unavailable; closing");
+            return;
+        }
+    };
     if let Err(e) = stream.set_nodelay(true) {
         debug!(error = %e, "set_nodelay failed");
     }
@@ -136,7 +143,7 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, mut stop: watch::Rece
                     corr,
                     client_id = header.client_id.as_deref().unwrap_or(""),
                 );
-                let outcome = dispatch::dispatch(&broker, &header, body)
+                let outcome = dispatch::dispatch(&broker, &header, peer, body)
                     .instrument(span)
                     .await;
                 match outcome {

@@ -2,6 +2,7 @@
 //! its API module. The same table builds the ApiVersions response, so nothing is advertised that
 //! is not served and nothing is served that is not advertised.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
@@ -34,6 +35,16 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeCluster, 0, 2),
+    api(ApiKey::JoinGroup, 0, 9),
+    api(ApiKey::SyncGroup, 0, 5),
+    api(ApiKey::Heartbeat, 0, 4),
+    api(ApiKey::LeaveGroup, 0, 5),
+    api(ApiKey::OffsetCommit, 2, 9),
+    api(ApiKey::OffsetFetch, 1, 9),
+    api(ApiKey::OffsetDelete, 0, 0),
+    api(ApiKey::DescribeGroups, 0, 6),
+    api(ApiKey::ListGroups, 0, 5),
+    api(ApiKey::DeleteGroups, 0, 2),
 ];
 
 /// The served range for `key`, if it is served at all.
@@ -61,9 +72,11 @@ pub enum Outcome {
 pub async fn dispatch(
     broker: &Arc<Broker>,
     header: &RequestHeader,
+    peer: SocketAddr,
     request: Box<RequestKind>,
 ) -> Outcome {
     let v = header.request_api_version;
+    let client_id = header.client_id.as_deref().unwrap_or("");
     Outcome::Respond(Box::new(match *request {
         // acks=0 answers nothing, or closes the connection on a failure.
         RequestKind::Produce(r) => return api::produce::handle(broker, r, v),
@@ -87,6 +100,36 @@ pub async fn dispatch(
         }
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(api::describe_cluster::handle(broker, r, v))
+        }
+        RequestKind::JoinGroup(r) => {
+            ResponseKind::JoinGroup(api::join_group::handle(broker, r, v, client_id, peer).await)
+        }
+        RequestKind::SyncGroup(r) => {
+            ResponseKind::SyncGroup(api::sync_group::handle(broker, r, v).await)
+        }
+        RequestKind::Heartbeat(r) => {
+            ResponseKind::Heartbeat(api::heartbeat::handle(broker, r, v).await)
+        }
+        RequestKind::LeaveGroup(r) => {
+            ResponseKind::LeaveGroup(api::leave_group::handle(broker, r, v).await)
+        }
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(api::offset_commit::handle(broker, r, v).await)
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(api::offset_fetch::handle(broker, r, v).await)
+        }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(api::offset_delete::handle(broker, r, v).await)
+        }
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(api::describe_groups::handle(broker, r, v).await)
+        }
+        RequestKind::ListGroups(r) => {
+            ResponseKind::ListGroups(api::list_groups::handle(broker, r, v))
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(api::delete_groups::handle(broker, r, v).await)
         }
         // The codec only hands over requests whose key is in SUPPORTED, so this arm means the
         // table and this match disagree: a bug, answered by closing the connection.

@@ -1,0 +1,28 @@
+//! DeleteGroups (key 42), v0-2: each group answered on its own. Missing or Dead:
+//! GROUP_ID_NOT_FOUND; not Empty: NON_EMPTY_GROUP; an empty id: INVALID_GROUP_ID.
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
+
+use super::check_group_id;
+use crate::broker::Broker;
+
+pub async fn handle(
+    broker: &Broker,
+    req: DeleteGroupsRequest,
+    _version: i16,
+) -> DeleteGroupsResponse {
+    let mut results = Vec::with_capacity(req.groups_names.len());
+    for id in req.groups_names {
+        let result = match check_group_id(&id) {
+            Ok(group) => broker.coordinator.delete_group(group).await,
+            Err(e) => Err(e),
+        };
+        results.push(
+            DeletableGroupResult::default()
+                .with_group_id(id)
+                .with_error_code(result.err().map_or(0, |e| e.code())),
+        );
+    }
+    DeleteGroupsResponse::default().with_results(results)
+}

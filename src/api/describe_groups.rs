@@ -1,0 +1,69 @@
+//! DescribeGroups (key 15), v0-6. A group that does not exist is reported as Kafka does: before
+//! v6 with no error and state "Dead"; from v6 (KIP-1043) with GROUP_ID_NOT_FOUND and a message.
+//! Metadata and assignments are shown only while the group is Stable.
+
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
+
+use super::{check_group_id, str_bytes, AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS};
+use crate::broker::Broker;
+use crate::group::GroupError;
+
+async fn describe(broker: &Broker, id: GroupId, version: i16, with_ops: bool) -> DescribedGroup {
+    let base = DescribedGroup::default()
+        .with_group_id(id.clone())
+        .with_authorized_operations(if with_ops && version >= 3 {
+            GROUP_OPERATIONS
+        } else {
+            AUTHORIZED_OPERATIONS_OMITTED
+        });
+    let group = match check_group_id(&id) {
+        Ok(g) => g,
+        Err(e) => {
+            return base
+                .with_error_code(e.code())
+                .with_group_state(str_bytes(""))
+        }
+    };
+    match broker.coordinator.describe(group).await {
+        Some(d) => base
+            .with_group_state(str_bytes(d.state.as_str()))
+            .with_protocol_type(str_bytes(d.protocol_type))
+            .with_protocol_data(str_bytes(d.protocol))
+            .with_members(
+                d.members
+                    .into_iter()
+                    .map(|m| {
+                        let member = DescribedGroupMember::default()
+                            .with_member_id(str_bytes(m.member_id.0))
+                            .with_client_id(str_bytes(m.client_id))
+                            .with_client_host(str_bytes(m.client_host))
+                            .with_member_metadata(m.metadata)
+                            .with_member_assignment(m.assignment);
+                        if version >= 4 {
+                            member.with_group_instance_id(m.instance_id.map(|i| str_bytes(i.0)))
+                        } else {
+                            member
+                        }
+                    })
+                    .collect(),
+            ),
+        None if version >= 6 => base
+            .with_error_code(GroupError::GroupIdNotFound.code())
+            .with_error_message(Some(str_bytes(format!("Group {} not found.", id.as_str()))))
+            .with_group_state(str_bytes("Dead")),
+        None => base.with_group_state(str_bytes("Dead")),
+    }
+}
+
+pub async fn handle(
+    broker: &Broker,
+    req: DescribeGroupsRequest,
+    version: i16,
+) -> DescribeGroupsResponse {
+    let mut groups = Vec::with_capacity(req.groups.len());
+    for id in req.groups {
+        groups.push(describe(broker, id, version, req.include_authorized_operations).await);
+    }
+    DescribeGroupsResponse::default().with_groups(groups)
+}

@@ -1,0 +1,46 @@
+//! ListGroups (key 16), v0-5: every group this node coordinates, optionally filtered by state
+//! (v4+, case-insensitive) and by type (v5+: every group here is `classic`).
+
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+
+use super::str_bytes;
+use crate::broker::Broker;
+
+/// The group type of every group koord hosts today.
+const CLASSIC: &str = "classic";
+
+pub fn handle(broker: &Broker, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+    let states: Vec<String> = if version >= 4 {
+        req.states_filter.iter().map(|s| s.to_lowercase()).collect()
+    } else {
+        Vec::new()
+    };
+    let types: Vec<String> = if version >= 5 {
+        req.types_filter.iter().map(|s| s.to_lowercase()).collect()
+    } else {
+        Vec::new()
+    };
+    if !types.is_empty() && !types.iter().any(|t| t == CLASSIC) {
+        return ListGroupsResponse::default();
+    }
+    let groups = broker
+        .coordinator
+        .list()
+        .into_iter()
+        .filter(|g| states.is_empty() || states.contains(&g.state.as_str().to_lowercase()))
+        .map(|g| {
+            let mut listed = ListedGroup::default()
+                .with_group_id(GroupId(str_bytes(g.group_id.0)))
+                .with_protocol_type(str_bytes(g.protocol_type));
+            if version >= 4 {
+                listed.group_state = str_bytes(g.state.as_str());
+            }
+            if version >= 5 {
+                listed.group_type = str_bytes(CLASSIC);
+            }
+            listed
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}

@@ -1,0 +1,151 @@
+//! OffsetFetch (key 9), v1-9. v1-7 ask for one group, v8+ for several, each answered with its
+//! own error code. Topics null (v2+) asks for every committed offset. A missing group answers -1
+//! for every partition with no error, as Kafka does; there are no transactions, so RequireStable
+//! never finds a pending offset.
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
+
+use super::{check_group_id, str_bytes};
+use crate::broker::Broker;
+use crate::group::GroupError;
+use crate::offsets::{FetchedOffset, TopicPartition};
+
+/// One group's answer: offsets grouped by topic in request (or stored) order, or a group error.
+type GroupAnswer = Result<Vec<(String, Vec<FetchedOffset>)>, GroupError>;
+
+async fn fetch_group(
+    broker: &Broker,
+    group_id: &str,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+) -> GroupAnswer {
+    let group = check_group_id(group_id)?;
+    let order: Option<Vec<String>> = wanted
+        .as_ref()
+        .map(|w| w.iter().map(|(t, _)| t.clone()).collect());
+    let partitions = wanted.map(|w| {
+        w.into_iter()
+            .flat_map(|(t, ps)| {
+                ps.into_iter()
+                    .map(move |p| TopicPartition::new(t.clone(), p))
+            })
+            .collect::<Vec<_>>()
+    });
+    let fetched = broker.coordinator.fetch_offsets(group, partitions).await;
+    let mut by_topic: Vec<(String, Vec<FetchedOffset>)> = Vec::new();
+    for f in fetched {
+        match by_topic.iter_mut().find(|(t, _)| *t == f.tp.topic) {
+            Some((_, v)) => v.push(f),
+            None => by_topic.push((f.tp.topic.clone(), vec![f])),
+        }
+    }
+    if let Some(order) = order {
+        // Topics named in the request with no partitions still get an (empty) entry.
+        for t in order {
+            if !by_topic.iter().any(|(name, _)| *name == t) {
+                by_topic.push((t, Vec::new()));
+            }
+        }
+    }
+    Ok(by_topic)
+}
+
+pub async fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+    if version >= 8 {
+        let mut groups = Vec::with_capacity(req.groups.len());
+        for g in req.groups {
+            let wanted = g.topics.map(|ts| {
+                ts.into_iter()
+                    .map(|t| (t.name.as_str().to_string(), t.partition_indexes))
+                    .collect()
+            });
+            let answer = fetch_group(broker, &g.group_id, wanted).await;
+            let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
+            groups.push(match answer {
+                Err(e) => group.with_error_code(e.code()),
+                Ok(topics) => group.with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(t, parts)| {
+                            OffsetFetchResponseTopics::default()
+                                .with_name(TopicName(str_bytes(t)))
+                                .with_partitions(
+                                    parts
+                                        .into_iter()
+                                        .map(|f| {
+                                            OffsetFetchResponsePartitions::default()
+                                                .with_partition_index(f.tp.partition)
+                                                .with_committed_offset(f.offset)
+                                                .with_committed_leader_epoch(f.leader_epoch)
+                                                .with_metadata(Some(str_bytes(f.metadata)))
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            });
+        }
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let wanted = req.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.as_str().to_string(), t.partition_indexes))
+            .collect::<Vec<_>>()
+    });
+    let requested = wanted.clone();
+    let partition = |f: &FetchedOffset| {
+        let p = OffsetFetchResponsePartition::default()
+            .with_partition_index(f.tp.partition)
+            .with_committed_offset(f.offset)
+            .with_metadata(Some(str_bytes(f.metadata.clone())));
+        if version >= 5 {
+            p.with_committed_leader_epoch(f.leader_epoch)
+        } else {
+            p
+        }
+    };
+    match fetch_group(broker, &req.group_id, wanted).await {
+        Ok(topics) => OffsetFetchResponse::default().with_topics(
+            topics
+                .into_iter()
+                .map(|(t, parts)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(TopicName(str_bytes(t)))
+                        .with_partitions(parts.iter().map(partition).collect())
+                })
+                .collect(),
+        ),
+        Err(e) => {
+            // v2+ has a top-level error; v1 reports it on every requested partition.
+            let mut resp = OffsetFetchResponse::default();
+            if version >= 2 {
+                resp.error_code = e.code();
+            } else {
+                resp.topics = requested
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        OffsetFetchResponseTopic::default()
+                            .with_name(TopicName(str_bytes(t)))
+                            .with_partitions(
+                                ps.into_iter()
+                                    .map(|p| {
+                                        OffsetFetchResponsePartition::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(-1)
+                                            .with_metadata(Some(str_bytes("")))
+                                            .with_error_code(e.code())
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect();
+            }
+            resp
+        }
+    }
+}
