@@ -162,6 +162,7 @@ fn serve(args: ServeArgs) -> ExitCode {
                 broker.config.listen
             );
         }
+        broker.coordinator.spawn_retention();
         koord::server::run(listener, broker, shutdown_signal()).await;
         ExitCode::SUCCESS
     })
