@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 venv=proto-tests/.venv
 java_dir=proto-tests/java
+koord_bin="${CARGO_TARGET_DIR:-$root/target}/release/koord"
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
@@ -168,9 +169,9 @@ rust_tests() {
 }
 
 python_tests() {
-    say "python tier: pytest proto-tests (real clients, KOORD_BIN=target/release/koord)"
+    say "python tier: pytest proto-tests (real clients, KOORD_BIN=$koord_bin)"
     # Exit code 5 (no test collected) fails this step too: a tier that ran nothing has not passed.
-    KOORD_BIN="$root/target/release/koord" "$venv/bin/python" -m pytest proto-tests -ra --tb=short \
+    KOORD_BIN="$koord_bin" "$venv/bin/python" -m pytest proto-tests -ra --tb=short \
         -p no:cacheprovider
 }
 
