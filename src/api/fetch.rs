@@ -71,17 +71,7 @@ fn plan(broker: &Broker, req: &FetchRequest, version: i16) -> Vec<TopicPlan> {
     req.topics
         .iter()
         .map(|t| {
-            let topic = if version >= 13 {
-                broker
-                    .topics
-                    .get_by_id(t.topic_id)
-                    .ok_or(ResponseError::UnknownTopicId)
-            } else {
-                broker
-                    .topics
-                    .get(&t.topic)
-                    .ok_or(ResponseError::UnknownTopicOrPartition)
-            };
+            let topic = super::resolve_topic(broker, version >= 13, t.topic_id, &t.topic);
             let partitions = t
                 .partitions
                 .iter()

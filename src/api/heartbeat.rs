@@ -5,17 +5,14 @@ use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::check_group_id;
 use crate::broker::Broker;
-use crate::group::{Generation, Heartbeat, InstanceId, MemberId};
+use crate::group::{Generation, Heartbeat, MemberId};
 
 pub async fn handle(broker: &Broker, req: HeartbeatRequest, _version: i16) -> HeartbeatResponse {
     let result = match check_group_id(&req.group_id) {
         Ok(group) => {
             let hb = Heartbeat {
                 member_id: MemberId::new(req.member_id.as_str()),
-                instance_id: req
-                    .group_instance_id
-                    .as_ref()
-                    .map(|i| InstanceId::new(i.as_str())),
+                instance_id: super::instance_id(&req.group_instance_id),
                 generation: Generation(req.generation_id),
             };
             broker.coordinator.heartbeat(group, hb).await

@@ -11,9 +11,7 @@ use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 
 use super::{check_group_id, code, opt_string, str_bytes};
 use crate::broker::Broker;
-use crate::group::{
-    GroupError, InstanceId, JoinGroup, JoinReply, MemberId, Protocol, RequestToken,
-};
+use crate::group::{GroupError, JoinGroup, JoinReply, MemberId, Protocol, RequestToken};
 
 /// Kafka's `client_host`: the peer address as Java's `InetAddress.toString()` prints it.
 pub(crate) fn client_host(peer: SocketAddr) -> String {
@@ -90,10 +88,7 @@ pub async fn handle(
     let join = JoinGroup {
         token: RequestToken(0),
         member_id: MemberId::new(req.member_id.as_str()),
-        instance_id: req
-            .group_instance_id
-            .as_ref()
-            .map(|i| InstanceId::new(i.as_str())),
+        instance_id: super::instance_id(&req.group_instance_id),
         client_id: client_id.to_string(),
         client_host: client_host(peer),
         session_timeout_ms: session as u64,
@@ -116,7 +111,7 @@ pub async fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::{Generation, JoinMember};
+    use crate::group::{Generation, InstanceId, JoinMember};
     use bytes::Bytes;
     use kafka_protocol::protocol::Encodable;
 

@@ -7,7 +7,7 @@ use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
 use super::{check_group_id, code, opt_string, str_bytes};
 use crate::broker::Broker;
-use crate::group::{InstanceId, LeaveGroup, LeaveOutcome, LeavingMember, MemberId};
+use crate::group::{LeaveGroup, LeaveOutcome, LeavingMember, MemberId};
 
 fn response(outcome: LeaveOutcome, version: i16) -> LeaveGroupResponse {
     if version < 3 {
@@ -53,10 +53,7 @@ pub async fn handle(broker: &Broker, req: LeaveGroupRequest, version: i16) -> Le
             .iter()
             .map(|m| LeavingMember {
                 member_id: MemberId::new(m.member_id.as_str()),
-                instance_id: m
-                    .group_instance_id
-                    .as_ref()
-                    .map(|i| InstanceId::new(i.as_str())),
+                instance_id: super::instance_id(&m.group_instance_id),
                 reason: opt_string(&m.reason),
             })
             .collect()

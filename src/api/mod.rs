@@ -25,7 +25,7 @@ pub mod sync_group;
 
 use kafka_protocol::protocol::StrBytes;
 
-use crate::group::{GroupError, GroupId};
+use crate::group::{GroupError, GroupId, InstanceId};
 use kafka_protocol::ResponseError;
 
 use crate::metadata::LEADER_EPOCH;
@@ -62,6 +62,32 @@ pub(crate) fn code(e: Option<GroupError>) -> i16 {
 /// A nullable wire string as an owned domain string.
 pub(crate) fn opt_string(s: &Option<StrBytes>) -> Option<String> {
     s.as_ref().map(|s| s.as_str().to_string())
+}
+
+/// The instance id of a static member, from the wire's nullable `group_instance_id`.
+pub(crate) fn instance_id(s: &Option<StrBytes>) -> Option<InstanceId> {
+    s.as_ref().map(|i| InstanceId::new(i.as_str()))
+}
+
+/// A topic named by id (`by_id`, the versions that carry topic ids) or by name, as Produce and
+/// Fetch resolve it.
+pub(crate) fn resolve_topic(
+    broker: &crate::broker::Broker,
+    by_id: bool,
+    id: uuid::Uuid,
+    name: &str,
+) -> Result<crate::metadata::Topic, kafka_protocol::ResponseError> {
+    if by_id {
+        broker
+            .topics
+            .get_by_id(id)
+            .ok_or(kafka_protocol::ResponseError::UnknownTopicId)
+    } else {
+        broker
+            .topics
+            .get(name)
+            .ok_or(kafka_protocol::ResponseError::UnknownTopicOrPartition)
+    }
 }
 
 /// Authorized operations on a group without ACLs: READ, DELETE, DESCRIBE (AclOperation 3, 6, 8).

@@ -11,7 +11,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use super::{check_group_id, opt_string};
 use crate::broker::Broker;
 use crate::coordinator::OffsetCommit;
-use crate::group::{Generation, GroupError, InstanceId, MemberId, OffsetCommitAuth};
+use crate::group::{Generation, GroupError, MemberId, OffsetCommitAuth};
 use crate::offsets::{PartitionCommit, TopicPartition};
 
 pub async fn handle(
@@ -56,10 +56,7 @@ pub async fn handle(
         let commit = OffsetCommit {
             auth: OffsetCommitAuth {
                 member_id: MemberId::new(req.member_id.as_str()),
-                instance_id: req
-                    .group_instance_id
-                    .as_ref()
-                    .map(|i| InstanceId::new(i.as_str())),
+                instance_id: super::instance_id(&req.group_instance_id),
                 generation: Generation(req.generation_id_or_member_epoch),
                 transactional: false,
             },

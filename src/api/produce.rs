@@ -62,17 +62,7 @@ pub fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Outcome {
         .topic_data
         .into_iter()
         .map(|t| {
-            let topic = if version >= 13 {
-                broker
-                    .topics
-                    .get_by_id(t.topic_id)
-                    .ok_or(ResponseError::UnknownTopicId)
-            } else {
-                broker
-                    .topics
-                    .get(&t.name)
-                    .ok_or(ResponseError::UnknownTopicOrPartition)
-            };
+            let topic = super::resolve_topic(broker, version >= 13, t.topic_id, &t.name);
             let partitions = t
                 .partition_data
                 .iter()

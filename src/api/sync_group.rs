@@ -6,7 +6,7 @@ use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
 use super::{check_group_id, code, opt_string, str_bytes};
 use crate::broker::Broker;
-use crate::group::{Generation, InstanceId, MemberId, RequestToken, SyncGroup, SyncReply};
+use crate::group::{Generation, MemberId, RequestToken, SyncGroup, SyncReply};
 
 fn response(reply: SyncReply, version: i16) -> SyncGroupResponse {
     let mut resp = SyncGroupResponse::default()
@@ -27,10 +27,7 @@ pub async fn handle(broker: &Broker, req: SyncGroupRequest, version: i16) -> Syn
     let sync = SyncGroup {
         token: RequestToken(0),
         member_id: MemberId::new(req.member_id.as_str()),
-        instance_id: req
-            .group_instance_id
-            .as_ref()
-            .map(|i| InstanceId::new(i.as_str())),
+        instance_id: super::instance_id(&req.group_instance_id),
         generation: Generation(req.generation_id),
         protocol_type: if version >= 5 {
             opt_string(&req.protocol_type)
