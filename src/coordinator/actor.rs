@@ -240,11 +240,9 @@ impl GroupActor {
                 client_id: m.client_id.clone(),
                 client_host: m.client_host.clone(),
                 metadata: stable_protocol.map(|p| m.metadata(p)).unwrap_or_default(),
-                assignment: if stable_protocol.is_some() {
-                    m.assignment.clone()
-                } else {
-                    Default::default()
-                },
+                // Outside Stable Kafka still shows the assignment the member last received
+                // (`ClassicGroupMember.describeNoMetadata`).
+                assignment: m.assignment.clone(),
             })
             .collect();
         Some(GroupDescription {

@@ -84,7 +84,7 @@ pub struct MemberDescription {
     pub client_host: String,
     /// The member's metadata for the group's protocol; empty unless the group is Stable.
     pub metadata: Bytes,
-    /// Empty unless the group is Stable.
+    /// The assignment the member last received (shown in every state, as Kafka does).
     pub assignment: Bytes,
 }
 
