@@ -14,6 +14,8 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::io::Write;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
@@ -112,7 +114,7 @@ fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
 /// leader: Kafka's metadata is eventually consistent, and OffsetCommit checks it.
 fn create_topic(koord: &Koord, name: &str, partitions: i32) {
     let mut c = koord.connect();
-    let resp: CreateTopicsResponse = c.send(
+    let resp: CreateTopicsResponse = c.call(
         7,
         &CreateTopicsRequest::default()
             .with_topics(vec![CreatableTopic::default()
@@ -128,7 +130,7 @@ fn create_topic(koord: &Koord, name: &str, partitions: i32) {
         "create {name}: {resp:?}"
     );
     eventually(&format!("topic {name} visible in Metadata"), || {
-        let resp: MetadataResponse = c.send(
+        let resp: MetadataResponse = c.call(
             12,
             &MetadataRequest::default()
                 .with_topics(Some(vec![
@@ -174,6 +176,53 @@ fn assignment(topic: &str, partitions: &[i32]) -> Bytes {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Exchanges, optionally traced
+// ---------------------------------------------------------------------------------------------
+
+/// With `GROUPS_TRACE=dir`, every exchange is appended to `dir/<test name>.log` (request and
+/// response, debug-printed), so runs against Kafka and koord can be diffed field by field,
+/// beyond what the assertions check.
+const TRACE_ENV: &str = "GROUPS_TRACE";
+
+fn trace(key: ApiKey, version: i16, request: &str, response: &dyn Debug) {
+    let Some(dir) = std::env::var_os(TRACE_ENV) else {
+        return;
+    };
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("main")
+        .replace("::", "-");
+    let path = std::path::Path::new(&dir).join(format!("{test}.log"));
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    writeln!(f, "{key:?} v{version} {request}\n  => {response:?}").expect("write the trace");
+}
+
+/// [`Client::send`], traced.
+trait Call {
+    fn call<R>(&mut self, version: i16, request: &R) -> R::Response
+    where
+        R: Request + Debug,
+        R::Response: Debug;
+}
+
+impl Call for Client {
+    fn call<R>(&mut self, version: i16, request: &R) -> R::Response
+    where
+        R: Request + Debug,
+        R::Response: Debug,
+    {
+        let response = self.send(version, request);
+        let key = ApiKey::try_from(R::KEY).expect("a known key");
+        trace(key, version, &format!("{request:?}"), &response);
+        response
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Parked requests
 // ---------------------------------------------------------------------------------------------
 
@@ -184,10 +233,16 @@ struct Pending<R: Request> {
     key: ApiKey,
     version: i16,
     correlation_id: i32,
+    /// The request, debug-printed for the trace.
+    request: String,
     _request: PhantomData<R>,
 }
 
-impl<R: Request> Pending<R> {
+impl<R> Pending<R>
+where
+    R: Request + Debug,
+    R::Response: Debug,
+{
     fn send(koord: &Koord, version: i16, request: &R) -> Pending<R> {
         let mut client = koord.connect();
         let key = ApiKey::try_from(R::KEY).expect("a known key");
@@ -202,6 +257,7 @@ impl<R: Request> Pending<R> {
             key,
             version,
             correlation_id,
+            request: format!("{request:?}"),
             _request: PhantomData,
         }
     }
@@ -213,8 +269,15 @@ impl<R: Request> Pending<R> {
             .client
             .read_response(key, version, self.correlation_id)
             .unwrap_or_else(|e| panic!("{key:?} v{version} answer: {e}"));
-        R::Response::decode(&mut body, version)
-            .unwrap_or_else(|e| panic!("decode {key:?} v{version} response: {e:#}"))
+        let response = R::Response::decode(&mut body, version)
+            .unwrap_or_else(|e| panic!("decode {key:?} v{version} response: {e:#}"));
+        trace(
+            key,
+            version,
+            &format!("(parked) {}", self.request),
+            &response,
+        );
+        response
     }
 }
 
@@ -266,7 +329,7 @@ fn sync_request(
 }
 
 fn heartbeat(c: &mut Client, version: i16, group: &str, generation: i32, member_id: &str) -> i16 {
-    c.send(
+    c.call(
         version,
         &HeartbeatRequest::default()
             .with_group_id(group_id(group))
@@ -283,7 +346,7 @@ fn leave_batch(
     group: &str,
     member_ids: &[&str],
 ) -> LeaveGroupResponse {
-    c.send(
+    c.call(
         version,
         &LeaveGroupRequest::default()
             .with_group_id(group_id(group))
@@ -312,7 +375,7 @@ fn leave(c: &mut Client, version: i16, group: &str, member_id: &str) -> Option<R
         assert_eq!(resp.members.len(), 1, "{resp:?}");
         err(resp.members[0].error_code)
     } else {
-        let resp: LeaveGroupResponse = c.send(
+        let resp: LeaveGroupResponse = c.call(
             version,
             &LeaveGroupRequest::default()
                 .with_group_id(group_id(group))
@@ -323,7 +386,7 @@ fn leave(c: &mut Client, version: i16, group: &str, member_id: &str) -> Option<R
 }
 
 fn describe(c: &mut Client, version: i16, groups: &[&str]) -> DescribeGroupsResponse {
-    c.send(
+    c.call(
         version,
         &DescribeGroupsRequest::default().with_groups(groups.iter().map(|g| group_id(g)).collect()),
     )
@@ -345,7 +408,7 @@ fn await_state(c: &mut Client, group: &str, want: &str) {
 }
 
 fn list_groups(c: &mut Client, version: i16, states: &[&str], types: &[&str]) -> Vec<ListedGroup> {
-    let resp: ListGroupsResponse = c.send(
+    let resp: ListGroupsResponse = c.call(
         version,
         &ListGroupsRequest::default()
             .with_states_filter(states.iter().map(|v| s(v)).collect())
@@ -365,7 +428,7 @@ fn delete_groups(
     version: i16,
     groups: &[&str],
 ) -> BTreeMap<String, Option<ResponseError>> {
-    let resp: DeleteGroupsResponse = c.send(
+    let resp: DeleteGroupsResponse = c.call(
         version,
         &DeleteGroupsRequest::default()
             .with_groups_names(groups.iter().map(|g| group_id(g)).collect()),
@@ -412,7 +475,7 @@ fn commit(
             ),
         }
     }
-    let resp: OffsetCommitResponse = c.send(
+    let resp: OffsetCommitResponse = c.call(
         version,
         &OffsetCommitRequest::default()
             .with_group_id(group_id(group))
@@ -495,7 +558,7 @@ fn fetch_groups(c: &mut Client, version: i16, groups: &[(&str, Wanted)]) -> Vec<
             })
             .collect(),
     );
-    let resp: OffsetFetchResponse = c.send(version, &req);
+    let resp: OffsetFetchResponse = c.call(version, &req);
     assert_eq!(resp.groups.len(), groups.len(), "{resp:?}");
     resp.groups
         .iter()
@@ -535,7 +598,7 @@ fn fetch(c: &mut Client, version: i16, group: &str, wanted: Wanted) -> Fetched {
                 })
                 .collect()
         }));
-    let resp: OffsetFetchResponse = c.send(version, &req);
+    let resp: OffsetFetchResponse = c.call(version, &req);
     let mut parts = BTreeMap::new();
     for t in &resp.topics {
         for p in &t.partitions {
@@ -570,7 +633,7 @@ fn offset_delete(
             ),
         }
     }
-    let resp: OffsetDeleteResponse = c.send(
+    let resp: OffsetDeleteResponse = c.call(
         0,
         &OffsetDeleteRequest::default()
             .with_group_id(group_id(group))
@@ -606,7 +669,7 @@ struct Member {
 
 /// A new dynamic member's id: JoinGroup v9 without one is MEMBER_ID_REQUIRED with the id.
 fn member_id_required(c: &mut Client, group: &str, topics: &[&str]) -> String {
-    let resp = c.send(9, &join_request(group, "", topics));
+    let resp = c.call(9, &join_request(group, "", topics));
     assert_eq!(
         err(resp.error_code),
         Some(ResponseError::MemberIdRequired),
@@ -646,7 +709,7 @@ fn sync_round(koord: &Koord, group: &str, topic: &str, joins: &[JoinGroupRespons
         })
         .collect();
     let mut out = vec![Bytes::new(); joins.len()];
-    let resp: SyncGroupResponse = koord.connect().send(
+    let resp: SyncGroupResponse = koord.connect().call(
         5,
         &sync_request(
             5,
@@ -736,7 +799,7 @@ fn join_group_session_timeout_outside_the_broker_bounds_is_invalid_session_timeo
     // Kafka 4.4 under kafka.sh: group.min.session.timeout.ms=1000, max 1800000 (default).
     for version in [0, 9] {
         for timeout in [999, 1_800_001] {
-            let resp = c.send(
+            let resp = c.call(
                 version,
                 &join_request(&group, "", &[]).with_session_timeout_ms(timeout),
             );
@@ -751,12 +814,12 @@ fn join_group_session_timeout_outside_the_broker_bounds_is_invalid_session_timeo
         }
     }
     // Both bounds are inclusive.
-    let resp = c.send(
+    let resp = c.call(
         3,
         &join_request(&group, "", &[]).with_session_timeout_ms(1_000),
     );
     assert_eq!(err(resp.error_code), None, "{resp:?}");
-    let resp = c.send(
+    let resp = c.call(
         3,
         &join_request(&unique("g-session-max"), "", &[]).with_session_timeout_ms(1_800_000),
     );
@@ -769,7 +832,7 @@ fn join_group_v4_and_later_without_a_member_id_is_member_id_required_then_the_re
     let mut c = koord.connect();
     for version in [4, 9] {
         let group = unique("g-required");
-        let first = c.send(version, &join_request(&group, "", &["t"]));
+        let first = c.call(version, &join_request(&group, "", &["t"]));
         assert_eq!(
             err(first.error_code),
             Some(ResponseError::MemberIdRequired),
@@ -783,7 +846,7 @@ fn join_group_v4_and_later_without_a_member_id_is_member_id_required_then_the_re
         // The pending member does not make a group visible as a member yet.
         let id = first.member_id.to_string();
 
-        let rejoin = c.send(version, &join_request(&group, &id, &["t"]));
+        let rejoin = c.call(version, &join_request(&group, &id, &["t"]));
         assert_eq!(err(rejoin.error_code), None, "v{version}: {rejoin:?}");
         assert_eq!(rejoin.member_id.as_str(), id);
         assert_eq!(rejoin.generation_id, 1);
@@ -810,7 +873,7 @@ fn join_group_v0_and_v3_without_a_member_id_add_the_member_directly() {
     let mut c = koord.connect();
     for version in [0, 3] {
         let group = unique("g-direct");
-        let resp = c.send(version, &join_request(&group, "", &["t"]));
+        let resp = c.call(version, &join_request(&group, "", &["t"]));
         assert_eq!(err(resp.error_code), None, "v{version}: {resp:?}");
         assert!(
             resp.member_id.starts_with(&format!("{CLIENT_ID}-")),
@@ -830,7 +893,7 @@ fn join_group_with_a_member_id_on_a_missing_group_is_unknown_member_id() {
     let mut c = koord.connect();
     let group = unique("g-missing-join");
     for version in [0, 9] {
-        let resp = c.send(version, &join_request(&group, "ghost-member", &["t"]));
+        let resp = c.call(version, &join_request(&group, "ghost-member", &["t"]));
         assert_eq!(
             err(resp.error_code),
             Some(ResponseError::UnknownMemberId),
@@ -858,7 +921,7 @@ fn join_group_with_another_protocol_type_or_no_common_protocol_is_inconsistent_g
         ("no common protocol", no_common),
     ] {
         for version in [3, 9] {
-            let resp = c.send(version, &req);
+            let resp = c.call(version, &req);
             assert_eq!(
                 err(resp.error_code),
                 Some(ResponseError::InconsistentGroupProtocol),
@@ -881,7 +944,7 @@ fn join_group_with_another_protocol_type_or_no_common_protocol_is_inconsistent_g
         ("empty protocol type", no_type),
         ("no protocols", no_protocols),
     ] {
-        let resp = c.send(9, &req);
+        let resp = c.call(9, &req);
         assert_eq!(
             err(resp.error_code),
             Some(ResponseError::InconsistentGroupProtocol),
@@ -908,7 +971,7 @@ fn join_group_beyond_group_max_size_is_group_max_size_reached() {
     let group = unique("g-max-size");
     let members = stable_group(&koord, &group, "t", 2);
     for version in [3, 9] {
-        let resp = c.send(version, &join_request(&group, "", &["t"]));
+        let resp = c.call(version, &join_request(&group, "", &["t"]));
         assert_eq!(
             err(resp.error_code),
             Some(ResponseError::GroupMaxSizeReached),
@@ -942,7 +1005,7 @@ fn heartbeat_and_sync_group_from_an_unknown_member_are_unknown_member_id() {
         );
     }
     for version in [0, 5] {
-        let resp = c.send(
+        let resp = c.call(
             version,
             &sync_request(version, &group, generation, "ghost", vec![]),
         );
@@ -960,7 +1023,7 @@ fn heartbeat_and_sync_group_from_an_unknown_member_are_unknown_member_id() {
         err(heartbeat(&mut c, 4, &missing, 1, "ghost")),
         Some(ResponseError::UnknownMemberId)
     );
-    let resp = c.send(5, &sync_request(5, &missing, 1, "ghost", vec![]));
+    let resp = c.call(5, &sync_request(5, &missing, 1, "ghost", vec![]));
     assert_eq!(
         err(resp.error_code),
         Some(ResponseError::UnknownMemberId),
@@ -984,7 +1047,7 @@ fn heartbeat_and_sync_group_with_a_wrong_generation_are_illegal_generation() {
         );
     }
     for (version, generation) in [(0, 2), (5, 0)] {
-        let resp = c.send(
+        let resp = c.call(
             version,
             &sync_request(version, &group, generation, &m.id, vec![]),
         );
@@ -997,7 +1060,7 @@ fn heartbeat_and_sync_group_with_a_wrong_generation_are_illegal_generation() {
     // The right generation is still fine, and a Stable group's SyncGroup returns the stored
     // assignment again.
     assert_eq!(err(heartbeat(&mut c, 4, &group, 1, &m.id)), None);
-    let resp = c.send(0, &sync_request(0, &group, 1, &m.id, vec![]));
+    let resp = c.call(0, &sync_request(0, &group, 1, &m.id, vec![]));
     assert_eq!(err(resp.error_code), None, "{resp:?}");
     assert_eq!(resp.assignment, m.assignment);
 }
@@ -1022,7 +1085,7 @@ fn heartbeat_of_the_first_member_is_rebalance_in_progress_when_a_second_member_j
     assert_eq!(state(&mut c, &group), "PreparingRebalance");
 
     // A rejoins: every member has joined, the round completes at generation 2, A still leads.
-    let a_join = c.send(9, &join_request(&group, &a.id, &["t"]));
+    let a_join = c.call(9, &join_request(&group, &a.id, &["t"]));
     let b_join = b_join.wait();
     for j in [&a_join, &b_join] {
         assert_eq!(err(j.error_code), None, "{j:?}");
@@ -1060,7 +1123,7 @@ fn static_member_replaced_by_a_new_join_fences_the_old_member_id() {
     };
 
     // A static member never gets MEMBER_ID_REQUIRED; its id is instanceId-UUID.
-    let first = c.send(9, &static_join(""));
+    let first = c.call(9, &static_join(""));
     assert_eq!(err(first.error_code), None, "{first:?}");
     assert!(
         first.member_id.starts_with(&format!("{instance}-")),
@@ -1068,7 +1131,7 @@ fn static_member_replaced_by_a_new_join_fences_the_old_member_id() {
     );
     let old = first.member_id.to_string();
     assert_eq!(first.generation_id, 1);
-    let resp = c.send(
+    let resp = c.call(
         5,
         &sync_request(
             5,
@@ -1082,16 +1145,44 @@ fn static_member_replaced_by_a_new_join_fences_the_old_member_id() {
     assert_eq!(err(resp.error_code), None, "{resp:?}");
     assert_eq!(state(&mut c, &group), "Stable");
 
-    // The same instance joins again without a member id: it replaces the old member.
-    let second = c.send(9, &static_join(""));
+    // The same instance joins again without a member id: it replaces the old member. The
+    // group stays Stable at generation 1 (no rebalance); the replaced member was the leader,
+    // so at v9 the new one is told to skip the assignment and just sync (KIP-814).
+    let second = c.call(9, &static_join(""));
     assert_eq!(err(second.error_code), None, "{second:?}");
     let new = second.member_id.to_string();
     assert_ne!(new, old);
     assert!(new.starts_with(&format!("{instance}-")), "{second:?}");
+    assert_eq!(second.generation_id, 1, "{second:?}");
+    assert_eq!(second.leader.as_str(), new, "{second:?}");
+    assert!(second.skip_assignment, "{second:?}");
+    let listed: Vec<_> = second
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.to_string(),
+                m.group_instance_id.as_deref().map(str::to_string),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [(new.clone(), Some(instance.clone()))],
+        "{second:?}"
+    );
+    assert_eq!(state(&mut c, &group), "Stable");
+    // The new member id inherits the stored assignment.
+    let resp = c.call(
+        5,
+        &sync_request(5, &group, 1, &new, vec![]).with_group_instance_id(Some(s(&instance))),
+    );
+    assert_eq!(err(resp.error_code), None, "{resp:?}");
+    assert_eq!(resp.assignment, assignment("t", &[0]));
 
     // The old member id is fenced on every API.
     let hb = |c: &mut Client, member: &str| {
-        c.send(
+        c.call(
             4,
             &HeartbeatRequest::default()
                 .with_group_id(group_id(&group))
@@ -1102,13 +1193,13 @@ fn static_member_replaced_by_a_new_join_fences_the_old_member_id() {
         .error_code
     };
     assert_eq!(err(hb(&mut c, &old)), Some(ResponseError::FencedInstanceId));
-    let resp = c.send(9, &static_join(&old));
+    let resp = c.call(9, &static_join(&old));
     assert_eq!(
         err(resp.error_code),
         Some(ResponseError::FencedInstanceId),
         "{resp:?}"
     );
-    let resp = c.send(
+    let resp = c.call(
         5,
         &sync_request(5, &group, second.generation_id, &old, vec![])
             .with_group_instance_id(Some(s(&instance))),
@@ -1123,6 +1214,49 @@ fn static_member_replaced_by_a_new_join_fences_the_old_member_id() {
 }
 
 #[test]
+fn static_leader_replaced_below_v9_is_answered_as_a_follower_of_the_old_leader_id() {
+    let koord = server();
+    let mut c = koord.connect();
+    let group = unique("g-static-v5");
+    let instance = unique("instance");
+    let static_join = |member: &str| {
+        join_request(&group, member, &["t"]).with_group_instance_id(Some(s(&instance)))
+    };
+    let first = c.call(5, &static_join(""));
+    assert_eq!(err(first.error_code), None, "{first:?}");
+    let old = first.member_id.to_string();
+    let resp = c.call(
+        5,
+        &sync_request(
+            5,
+            &group,
+            1,
+            &old,
+            vec![(old.clone(), assignment("t", &[0]))],
+        )
+        .with_group_instance_id(Some(s(&instance))),
+    );
+    assert_eq!(err(resp.error_code), None, "{resp:?}");
+
+    // Without SkipAssignment (v9), a replacing leader is told the old id leads and gets no
+    // members, so it syncs as a follower and keeps the stored assignment.
+    let second = c.call(5, &static_join(""));
+    assert_eq!(err(second.error_code), None, "{second:?}");
+    let new = second.member_id.to_string();
+    assert_ne!(new, old);
+    assert_eq!(second.generation_id, 1, "{second:?}");
+    assert_eq!(second.leader.as_str(), old, "{second:?}");
+    assert!(second.members.is_empty(), "{second:?}");
+    let resp = c.call(
+        5,
+        &sync_request(5, &group, 1, &new, vec![]).with_group_instance_id(Some(s(&instance))),
+    );
+    assert_eq!(err(resp.error_code), None, "{resp:?}");
+    assert_eq!(resp.assignment, assignment("t", &[0]));
+    assert_eq!(state(&mut c, &group), "Stable");
+}
+
+#[test]
 fn leader_leaving_during_completing_rebalance_fails_the_parked_follower_sync_with_rebalance_in_progress(
 ) {
     let koord = server();
@@ -1134,7 +1268,7 @@ fn leader_leaving_during_completing_rebalance_fails_the_parked_follower_sync_wit
     // A new round: the leader's rejoin starts it, then the follower rejoins.
     let a_join = Pending::send(&koord, 9, &join_request(&group, &a.id, &["t"]));
     await_state(&mut c, &group, "PreparingRebalance");
-    let b_join = c.send(9, &join_request(&group, &b.id, &["t"]));
+    let b_join = c.call(9, &join_request(&group, &b.id, &["t"]));
     let a_join = a_join.wait();
     assert_eq!(err(a_join.error_code), None, "{a_join:?}");
     assert_eq!(err(b_join.error_code), None, "{b_join:?}");
@@ -1695,6 +1829,143 @@ fn describe_groups_of_a_stable_group_shows_protocol_members_metadata_and_assignm
     }
 }
 
+/// Starts a new join round in a Stable two-member group: the leader's rejoin is parked and
+/// the group awaited in PreparingRebalance. Returns the parked join; the follower has not
+/// rejoined yet.
+fn start_rebalance(
+    koord: &Koord,
+    c: &mut Client,
+    group: &str,
+    leader: &Member,
+) -> Pending<JoinGroupRequest> {
+    let join = Pending::send(koord, 9, &join_request(group, &leader.id, &["t"]));
+    await_state(c, group, "PreparingRebalance");
+    join
+}
+
+/// The members DescribeGroups v5 lists: (member id, metadata, assignment), sorted by id.
+fn described_members(c: &mut Client, group: &str) -> (String, String, Vec<(String, Bytes, Bytes)>) {
+    let resp = describe(c, 5, &[group]);
+    let g = &resp.groups[0];
+    assert_eq!(err(g.error_code), None, "{resp:?}");
+    let mut members: Vec<_> = g
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.to_string(),
+                m.member_metadata.clone(),
+                m.member_assignment.clone(),
+            )
+        })
+        .collect();
+    members.sort();
+    (
+        g.group_state.to_string(),
+        g.protocol_data.to_string(),
+        members,
+    )
+}
+
+#[test]
+fn describe_groups_during_a_rebalance_shows_the_previous_assignments_without_metadata() {
+    let koord = server();
+    let mut c = koord.connect();
+    let group = unique("g-describe-rebalance");
+    let members = stable_group(&koord, &group, "t", 2);
+    let (a, b) = (&members[0], &members[1]);
+    let mut previous: Vec<(String, Bytes, Bytes)> = members
+        .iter()
+        .map(|m| (m.id.clone(), Bytes::new(), m.assignment.clone()))
+        .collect();
+    previous.sort();
+
+    // Kafka describes a member outside Stable without metadata and without the protocol name,
+    // but with the assignment it last received (ClassicGroupMember.describeNoMetadata).
+    let a_join = start_rebalance(&koord, &mut c, &group, a);
+    assert_eq!(
+        described_members(&mut c, &group),
+        (
+            "PreparingRebalance".to_string(),
+            String::new(),
+            previous.clone()
+        )
+    );
+    let b_join = c.call(9, &join_request(&group, &b.id, &["t"]));
+    let a_join = a_join.wait();
+    assert_eq!(
+        described_members(&mut c, &group),
+        ("CompletingRebalance".to_string(), String::new(), previous)
+    );
+
+    // Once synced, Stable shows the metadata, the protocol and the new assignments.
+    let assignments = sync_round(&koord, &group, "t", &[a_join, b_join]);
+    let mut now = vec![
+        (a.id.clone(), subscription(&["t"]), assignments[0].clone()),
+        (b.id.clone(), subscription(&["t"]), assignments[1].clone()),
+    ];
+    now.sort();
+    assert_eq!(
+        described_members(&mut c, &group),
+        ("Stable".to_string(), PROTOCOL.to_string(), now)
+    );
+}
+
+#[test]
+fn offset_commit_during_a_rebalance_is_accepted_while_preparing_and_rebalance_in_progress_while_completing(
+) {
+    let koord = server();
+    let mut c = koord.connect();
+    let topic = unique("t-commit-rebalance");
+    create_topic(&koord, &topic, 1);
+    let group = unique("g-commit-rebalance");
+    let members = stable_group(&koord, &group, "t", 2);
+    let (a, b) = (&members[0], &members[1]);
+
+    // PreparingRebalance: a commit at the current generation is accepted.
+    let a_join = start_rebalance(&koord, &mut c, &group, a);
+    let offsets: &[Offset] = &[(&topic, 0, 1, None)];
+    assert_eq!(
+        commit(&mut c, 9, &group, b.generation, &b.id, offsets),
+        all_ok(offsets)
+    );
+
+    // CompletingRebalance: REBALANCE_IN_PROGRESS, at the new generation as at the old one.
+    let b_join = c.call(9, &join_request(&group, &b.id, &["t"]));
+    let a_join = a_join.wait();
+    assert_eq!(state(&mut c, &group), "CompletingRebalance");
+    for generation in [b_join.generation_id, b.generation] {
+        let want = if generation == b_join.generation_id {
+            ResponseError::RebalanceInProgress
+        } else {
+            ResponseError::IllegalGeneration
+        };
+        assert_eq!(
+            commit(
+                &mut c,
+                9,
+                &group,
+                generation,
+                &b.id,
+                &[(&topic, 0, 2, None)]
+            ),
+            BTreeMap::from([(key(&topic, 0), Some(want))]),
+            "generation {generation}"
+        );
+    }
+    sync_round(&koord, &group, "t", &[a_join, b_join.clone()]);
+    let offsets: &[Offset] = &[(&topic, 0, 3, None)];
+    assert_eq!(
+        commit(&mut c, 2, &group, b_join.generation_id, &b.id, offsets),
+        all_ok(offsets)
+    );
+    let (_, fetched) = fetch(&mut c, 9, &group, None);
+    assert_eq!(
+        fetched,
+        BTreeMap::from([(key(&topic, 0), Committed::at(3, ""))])
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // ListGroups
 // ---------------------------------------------------------------------------------------------
@@ -1761,6 +2032,7 @@ fn list_groups_filters_by_state_and_type_and_lists_simple_groups_without_a_proto
     ]);
     assert_eq!(ours(&list_groups(&mut c, 5, &[], &[])), classic);
     assert_eq!(ours(&list_groups(&mut c, 5, &[], &["classic"])), classic);
+    assert_eq!(ours(&list_groups(&mut c, 5, &[], &["CLASSIC"])), classic);
     assert_eq!(
         ours(&list_groups(&mut c, 5, &[], &["consumer"])),
         BTreeMap::new()
@@ -1797,7 +2069,7 @@ fn lifecycle(v: Versions) {
     create_topic(&koord, &topic, 2);
     let group = unique("g-life");
 
-    let mut join = c.send(v.join, &join_request(&group, "", &[&topic]));
+    let mut join = c.call(v.join, &join_request(&group, "", &[&topic]));
     if v.join >= 4 {
         assert_eq!(
             err(join.error_code),
@@ -1805,14 +2077,14 @@ fn lifecycle(v: Versions) {
             "{join:?}"
         );
         let id = join.member_id.to_string();
-        join = c.send(v.join, &join_request(&group, &id, &[&topic]));
+        join = c.call(v.join, &join_request(&group, &id, &[&topic]));
     }
     assert_eq!(err(join.error_code), None, "{join:?}");
     let (id, generation) = (join.member_id.to_string(), join.generation_id);
     assert_eq!(join.leader.as_str(), id);
 
     let mine = assignment(&topic, &[0, 1]);
-    let sync = c.send(
+    let sync = c.call(
         v.sync,
         &sync_request(
             v.sync,
