@@ -1,0 +1,228 @@
+package koord.tests;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeSet;
+import java.util.concurrent.ConcurrentLinkedQueue;
+
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+/**
+ * Consumer-group members for proto-tests/test_groups*.py: one JVM hosts any number of
+ * KafkaConsumers, each on its own thread, driven by commands on stdin (one per line):
+ *
+ * <pre>
+ * start NAME BOOTSTRAP GROUP TOPIC [--commit] [--stop-after=N] [KEY=VALUE...]
+ *         a consumer subscribed to TOPIC; KEY=VALUE are consumer properties. --commit: commitSync
+ *         after every non-empty poll. --stop-after=N: close (cleanly) once N records are consumed.
+ * status NAME    the member answers with its generation, member id and assignment
+ * close NAME     consumer.close(): a dynamic member sends LeaveGroup
+ * </pre>
+ *
+ * End of stdin closes every member, then the process exits 0. Every event is one JSON line on
+ * stdout, {"member": NAME, "event": ..., ...}:
+ * assigned / revoked / lost (from the ConsumerRebalanceListener: "partitions" the callback got,
+ * "assignment" the member holds once the callback is done, "generation", "member_id"),
+ * records ("ranges": [[partition, first offset, last offset], ...] of one poll), committed
+ * ("offsets": {partition: next offset}), commit_failed, status, closed, error.
+ * Client logs go to stderr.
+ */
+public final class GroupClient {
+    private static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+
+    public static void main(String[] args) throws Exception {
+        Map<String, Member> members = new LinkedHashMap<>();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        for (String line; (line = in.readLine()) != null; ) {
+            String[] w = line.trim().split("\\s+");
+            switch (w[0]) {
+                case "start" -> {
+                    try {
+                        Member m = new Member(w);
+                        members.put(m.name, m);
+                        m.thread.start();
+                    } catch (Exception e) {
+                        emit(w[1], "error", "\"error\":" + str(e.getClass().getSimpleName())
+                                + ",\"message\":" + str(String.valueOf(e.getMessage())));
+                    }
+                }
+                case "status", "close" -> members.get(w[1]).commands.add(w[0]);
+                case "" -> { }
+                default -> emit("-", "error", "\"message\":" + str("unknown command: " + line));
+            }
+        }
+        for (Member m : members.values()) {
+            m.commands.add("close");
+        }
+        for (Member m : members.values()) {
+            m.thread.join();
+        }
+        OUT.flush();
+        System.exit(0);
+    }
+
+    /** One consumer and the thread that polls it; commands reach it through a queue. */
+    static final class Member implements ConsumerRebalanceListener {
+        final String name;
+        final String topic;
+        final KafkaConsumer<byte[], byte[]> consumer;
+        final Thread thread;
+        final ConcurrentLinkedQueue<String> commands = new ConcurrentLinkedQueue<>();
+        boolean commit;
+        long stopAfter = Long.MAX_VALUE;
+        long consumed;
+
+        Member(String[] w) {
+            name = w[1];
+            topic = w[4];
+            Properties p = new Properties();
+            p.put("bootstrap.servers", w[2]);
+            p.put("group.id", w[3]);
+            p.put("client.id", name);
+            p.put("group.protocol", "classic");
+            p.put("enable.auto.commit", "false");
+            p.put("auto.offset.reset", "earliest");
+            p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+            p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+            for (String arg : List.of(w).subList(5, w.length)) {
+                if (arg.equals("--commit")) {
+                    commit = true;
+                } else if (arg.startsWith("--stop-after=")) {
+                    stopAfter = Long.parseLong(arg.substring("--stop-after=".length()));
+                } else {
+                    int eq = arg.indexOf('=');
+                    p.put(arg.substring(0, eq), arg.substring(eq + 1));
+                }
+            }
+            consumer = new KafkaConsumer<>(p);
+            thread = new Thread(this::run, name);
+        }
+
+        void run() {
+            try {
+                consumer.subscribe(List.of(topic), this);
+                while (true) {
+                    String command = commands.poll();
+                    if ("close".equals(command) || consumed >= stopAfter) {
+                        break;
+                    }
+                    if ("status".equals(command)) {
+                        emit(name, "status", groupFields() + ",\"assignment\":" + partitions(consumer.assignment()));
+                    }
+                    poll();
+                }
+                consumer.close();
+                emit(name, "closed", "\"consumed\":" + consumed);
+            } catch (Exception e) {
+                emit(name, "error", "\"error\":" + str(e.getClass().getSimpleName())
+                        + ",\"message\":" + str(String.valueOf(e.getMessage())));
+            }
+        }
+
+        void poll() {
+            ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(100));
+            if (records.isEmpty()) {
+                return;
+            }
+            List<String> ranges = new ArrayList<>();
+            Map<TopicPartition, OffsetAndMetadata> offsets = new LinkedHashMap<>();
+            for (TopicPartition tp : records.partitions()) {
+                List<ConsumerRecord<byte[], byte[]>> rs = records.records(tp);
+                long first = rs.get(0).offset();
+                long last = rs.get(rs.size() - 1).offset();
+                ranges.add("[" + tp.partition() + "," + first + "," + last + "," + rs.size() + "]");
+                offsets.put(tp, new OffsetAndMetadata(last + 1));
+            }
+            consumed += records.count();
+            emit(name, "records", "\"ranges\":[" + String.join(",", ranges) + "]");
+            if (commit) {
+                try {
+                    consumer.commitSync(offsets);
+                    List<String> committed = new ArrayList<>();
+                    offsets.forEach((tp, o) -> committed.add(str(String.valueOf(tp.partition())) + ":" + o.offset()));
+                    emit(name, "committed", "\"offsets\":{" + String.join(",", committed) + "}");
+                } catch (Exception e) {
+                    emit(name, "commit_failed", "\"error\":" + str(e.getClass().getSimpleName())
+                            + ",\"message\":" + str(String.valueOf(e.getMessage())));
+                }
+            }
+        }
+
+        @Override
+        public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+            callback("assigned", partitions, consumer.assignment());
+        }
+
+        @Override
+        public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+            callback("revoked", partitions, without(consumer.assignment(), partitions));
+        }
+
+        @Override
+        public void onPartitionsLost(Collection<TopicPartition> partitions) {
+            callback("lost", partitions, without(consumer.assignment(), partitions));
+        }
+
+        private void callback(String event, Collection<TopicPartition> partitions,
+                              Collection<TopicPartition> assignment) {
+            emit(name, event, "\"partitions\":" + partitions(partitions) + ",\"assignment\":"
+                    + partitions(assignment) + "," + groupFields());
+        }
+
+        private String groupFields() {
+            var g = consumer.groupMetadata();
+            return "\"generation\":" + g.generationId() + ",\"member_id\":" + str(g.memberId())
+                    + ",\"instance_id\":" + str(g.groupInstanceId().orElse(null));
+        }
+    }
+
+    private static List<TopicPartition> without(Collection<TopicPartition> all, Collection<TopicPartition> gone) {
+        List<TopicPartition> rest = new ArrayList<>(all);
+        rest.removeAll(gone);
+        return rest;
+    }
+
+    private static String partitions(Collection<TopicPartition> tps) {
+        TreeSet<Integer> ps = new TreeSet<>();
+        tps.forEach(tp -> ps.add(tp.partition()));
+        return ps.toString().replace(" ", "");
+    }
+
+    private static synchronized void emit(String member, String event, String fields) {
+        OUT.println("{\"member\":" + str(member) + ",\"event\":" + str(event)
+                + (fields.isEmpty() ? "" : "," + fields) + "}");
+        OUT.flush();
+    }
+
+    private static String str(String s) {
+        if (s == null) {
+            return "null";
+        }
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                b.append('\\').append(c);
+            } else if (c < 0x20) {
+                b.append(String.format("\\u%04x", (int) c));
+            } else {
+                b.append(c);
+            }
+        }
+        return b.append('"').toString();
+    }
+}
