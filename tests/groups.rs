@@ -843,7 +843,9 @@ fn join_group_v4_and_later_without_a_member_id_is_member_id_required_then_the_re
             first.member_id.starts_with(&format!("{CLIENT_ID}-")),
             "a dynamic member id is clientId-UUID: {first:?}"
         );
-        // The pending member does not make a group visible as a member yet.
+        // The group exists, Empty: a pending member is not a member yet.
+        let (now, _, members) = described_members(&mut c, &group);
+        assert_eq!((now.as_str(), members.len()), ("Empty", 0));
         let id = first.member_id.to_string();
 
         let rejoin = c.call(version, &join_request(&group, &id, &["t"]));
