@@ -26,6 +26,9 @@ use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 /// How long any single wait in these tests may take before it is a failure.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
+/// What koord logs once its listener is bound (`src/main.rs`).
+const LISTENING: &str = "koord listening";
+
 /// The environment variable that points the tests at an external server.
 pub const BOOTSTRAP_ENV: &str = "KOORD_BOOTSTRAP";
 
@@ -124,7 +127,7 @@ impl Koord {
                 child: Some(child),
                 data_dir: Some(data_dir.clone()),
             };
-            if koord.wait_accepting() {
+            if koord.wait_ready() {
                 return koord;
             }
             // The process exited (port taken): drop it, but keep the data dir for the retry.
@@ -136,8 +139,9 @@ impl Koord {
         );
     }
 
-    /// Polls until the port accepts. `false` if the process exited first (port taken).
-    fn wait_accepting(&mut self) -> bool {
+    /// Polls until our koord serves its port: it logged that it listens (so the port is its,
+    /// not another process's) and answers ApiVersions. `false` if it exited first (port taken).
+    fn wait_ready(&mut self) -> bool {
         let deadline = Instant::now() + DEADLINE;
         loop {
             if let Some(child) = self.child.as_mut() {
@@ -145,12 +149,12 @@ impl Koord {
                     return false;
                 }
             }
-            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
+            if self.log().contains(LISTENING) && answers(self.addr) {
                 return true;
             }
             assert!(
                 Instant::now() < deadline,
-                "koord on {} did not accept within {DEADLINE:?}; log:\n{}",
+                "koord on {} did not start within {DEADLINE:?}; log:\n{}",
                 self.addr,
                 self.log()
             );
@@ -214,6 +218,16 @@ impl Koord {
 impl Drop for Koord {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            if std::thread::panicking() {
+                // Whether koord was still alive when the test failed tells a crash from a
+                // wrong answer.
+                match child.try_wait() {
+                    Ok(Some(status)) => {
+                        eprintln!("koord (pid {}) had exited: {status}", child.id())
+                    }
+                    _ => eprintln!("koord (pid {}) was still running", child.id()),
+                }
+            }
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -237,11 +251,60 @@ fn resolve(addr: &str) -> SocketAddr {
         .unwrap_or_else(|| panic!("{BOOTSTRAP_ENV}={addr} resolves to nothing"))
 }
 
+/// A port for koord that no client socket can take before koord binds it.
+///
+/// A port from `bind(127.0.0.1:0)` lies in the kernel's ephemeral range, which is also where
+/// every `connect()` picks its local port. Between probing such a port and koord binding it, a
+/// parallel test's client may take it as its local port (koord then fails with "address in
+/// use"), and a readiness probe may even connect to itself (TCP self-connect). Ports below the
+/// ephemeral range have neither problem. They are handed out in sequence from a random start,
+/// so parallel tests in one binary never pick the same one; a clash with another process is
+/// caught by [`Koord::wait_ready`] and retried.
 fn free_port() -> u16 {
+    const LOW: u32 = 20_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    if ephemeral_low > LOW + 1_000 {
+        let span = ephemeral_low - LOW;
+        let start = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() ^ std::process::id().wrapping_mul(0x9e37_79b9))
+            .unwrap_or(0)
+            % span;
+        let _ = NEXT.compare_exchange(u32::MAX, start, Ordering::Relaxed, Ordering::Relaxed);
+        for _ in 0..200 {
+            let port = (LOW + NEXT.fetch_add(1, Ordering::Relaxed) % span) as u16;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("bind an ephemeral port")
         .port()
+}
+
+/// Whether a Kafka server answers on `addr`: an ApiVersions v0 round trip with the right
+/// correlation id (so neither a half-started server nor a self-connected socket counts).
+fn answers(addr: SocketAddr) -> bool {
+    let Ok(stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
+        return false;
+    };
+    if stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .is_err()
+    {
+        return false;
+    }
+    let mut client = Client {
+        stream,
+        next_correlation_id: 0x4b4f_4f52,
+    };
+    client.try_send(0, &api_versions_request()).is_ok()
 }
 
 /// The request header every client here sends.
