@@ -1045,6 +1045,32 @@ fn frame_at_the_size_cap_is_served_and_one_byte_over_is_not() {
 }
 
 #[test]
+fn zero_length_frame_closes_only_its_connection() {
+    let mut koord = Koord::start(&[]);
+    closes_only_its_own_connection(&mut koord, |c| {
+        c.send_bytes(&0i32.to_be_bytes()).expect("send");
+    });
+}
+
+#[test]
+fn null_client_id_is_served() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    // Metadata v1, header v1 with client id length -1 (null), body: null topic list.
+    let mut b = BytesMut::new();
+    b.put_i32(2 + 2 + 4 + 2 + 4);
+    b.put_i16(ApiKey::Metadata as i16);
+    b.put_i16(1);
+    b.put_i32(77);
+    b.put_i16(-1);
+    b.put_i32(-1);
+    c.send_bytes(&b).expect("send");
+    let mut body = c.read_response(ApiKey::Metadata, 1, 77).expect("served");
+    let resp = MetadataResponse::decode(&mut body, 1).expect("a Metadata v1 body");
+    assert_eq!(resp.brokers.len(), 1);
+}
+
+#[test]
 fn truncated_frame_then_half_close_closes_only_its_connection() {
     let mut koord = Koord::start(&[]);
     closes_only_its_own_connection(&mut koord, |c| {
