@@ -95,14 +95,32 @@ mvn_compile() {
     (cd "$java_dir" && mvn "$@" -q -B compile)
 }
 
+# The classes and classpath are current: built after the last change to pom.xml or src/, and
+# every jar on the classpath is still in ~/.m2.
+java_up_to_date() {
+    local stamp=$java_dir/target/.built jar jars
+    [ -f "$stamp" ] && [ -f "$java_dir/target/classpath.txt" ] || return 1
+    [ -z "$(find "$java_dir/pom.xml" "$java_dir/src" -newer "$stamp" -print -quit)" ] || return 1
+    IFS=: read -ra jars <"$java_dir/target/classpath.txt"
+    for jar in "${jars[@]}"; do
+        [ -f "$jar" ] || return 1
+    done
+}
+
 build_java() {
     say "java client ($java_dir)"
+    if java_up_to_date; then
+        echo "up to date: $java_dir/target/classes"
+        return 0
+    fi
+    rm -f "$java_dir/target/.built"
     # Offline first: after the first run every artifact is in ~/.m2 and this is quick.
     if ! mvn_compile -o >"$logs/mvn-offline.log" 2>&1; then
         echo "resolving Maven dependencies into ~/.m2"
         quiet mvn_compile
     fi
     test -s "$java_dir/target/classpath.txt"
+    touch "$java_dir/target/.built"
     echo "built $java_dir/target/classes; classpath in $java_dir/target/classpath.txt"
 }
 
