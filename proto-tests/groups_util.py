@@ -19,10 +19,11 @@ import subprocess
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupState, Producer
+from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions,
+                             Producer, TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
@@ -40,7 +41,8 @@ JAVA_ASSIGNORS = {
     "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
     "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
 }
-KAFKA_PYTHON_ASSIGNORS = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+KAFKA_PYTHON_ASSIGNORS = {"range": RangePartitionAssignor,
+                          "roundrobin": RoundRobinPartitionAssignor}
 # Fast rebalances: the broker runs with group.min.session.timeout.ms=1000.
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 500
@@ -53,7 +55,8 @@ def java_command(main_class, *args):
     cp_file = JAVA_DIR / "target" / "classpath.txt"
     classes = JAVA_DIR / "target" / "classes"
     if not cp_file.exists() or not (classes / "koord" / "tests" / "GroupClient.class").exists():
-        pytest.fail(f"{classes} or {cp_file} missing: run scripts/test.sh (it builds proto-tests/java)")
+        pytest.fail(f"{classes} or {cp_file} missing: run scripts/test.sh "
+                    "(it builds proto-tests/java)")
     cp = f"{classes}:{cp_file.read_text().strip()}"
     # C1 only: these JVMs live for seconds, and start-up dominates.
     return ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
@@ -90,7 +93,8 @@ class Events:
             while True:
                 errors = [e for e in self._log if e["event"] == "error"]
                 if errors:
-                    pytest.fail(f"a member failed while waiting for {what}: {errors[0]}\n{self.summary()}")
+                    pytest.fail(f"a member failed while waiting for {what}: {errors[0]}\n"
+                                f"{self.summary()}")
                 result = check(self._log)
                 if result is not None:
                     return result
@@ -107,7 +111,8 @@ class Events:
         for v in views(log).values():
             lines.append(f"  {v}")
         interesting = [e for e in log if e["event"] not in ("records", "committed")]
-        lines.append(f"last {min(last, len(interesting))} of {len(log)} events (records/committed left out):")
+        lines.append(f"last {min(last, len(interesting))} of {len(log)} events "
+                     "(records/committed left out):")
         lines += [f"  {json.dumps(e)}" for e in interesting[-last:]]
         return "\n".join(lines)
 
@@ -224,7 +229,8 @@ class Group:
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
         self.members = {}  # name -> JavaMembers or a Python member thread
         self.jvms = []
-        self.admin.create_topics([NewTopic(self.topic, partitions, 1)])[self.topic].result(timeout=30)
+        created = self.admin.create_topics([NewTopic(self.topic, partitions, 1)])
+        created[self.topic].result(timeout=30)
 
     # members
 
@@ -251,14 +257,13 @@ class Group:
             self.members[name].close(name)
         self.wait_event(f"{', '.join(names)} closed", names, "closed")
 
-    def wait_event(self, what, names, event, since=0, **match):
-        """Waits for each of `names` to report `event` (with fields equal to `match`) after
-        index `since` of the log; returns those events by member."""
+    def wait_event(self, what, names, event, since=0):
+        """Waits for each of `names` to report `event` after index `since` of the log; returns
+        the first such event of each, by member."""
         def check(log):
             found = {}
             for e in log[since:]:
-                if (e["member"] in names and e["event"] == event
-                        and all(e.get(k) == v for k, v in match.items())):
+                if e["member"] in names and e["event"] == event:
                     found.setdefault(e["member"], e)
             return found if len(found) == len(names) else None
         return self.events.wait_for(what, check)
@@ -308,8 +313,8 @@ class Group:
             if state == ConsumerGroupState.STABLE and got == want:
                 return
             if time.monotonic() > deadline:
-                pytest.fail(f"{what}: the members agree, but DescribeGroups says {state} with {got};"
-                            f" want STABLE with {want}\n{self.events.summary()}")
+                pytest.fail(f"{what}: the members agree, but DescribeGroups says {state} "
+                            f"with {got}; want STABLE with {want}\n{self.events.summary()}")
             time.sleep(POLL_INTERVAL)
 
     def check_history(self):
@@ -336,7 +341,6 @@ class Group:
 
     def committed(self):
         """The group's committed offsets by partition, as OffsetFetch returns them."""
-        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
         req = ConsumerGroupTopicPartitions(
             self.id, [TopicPartition(self.topic, q) for q in range(self.partitions)])
         res = self.admin.list_consumer_group_offsets([req], request_timeout=10)[self.id].result()
@@ -352,6 +356,7 @@ class Group:
                 m.join(STOP_TIMEOUT)
         for jvm in self.jvms:
             jvm.stop()
+        self.admin = None  # its connections close now, before the broker stops
 
 
 # --- Java members ---------------------------------------------------------------------------
@@ -388,10 +393,11 @@ class JavaMembers:
                   "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
                   "partition.assignment.strategy": JAVA_ASSIGNORS["range"]}
         config.update({k.replace("_", "."): v for k, v in props.items()})
-        if config["partition.assignment.strategy"] in JAVA_ASSIGNORS:
-            config["partition.assignment.strategy"] = JAVA_ASSIGNORS[config["partition.assignment.strategy"]]
+        strategy = config["partition.assignment.strategy"]
+        config["partition.assignment.strategy"] = JAVA_ASSIGNORS.get(strategy, strategy)
         args = [*flags, *(f"{k}={v}" for k, v in config.items())]
-        self._send(f"start {name} {self.group.bootstrap} {self.group.id} {self.group.topic} {' '.join(args)}")
+        g = self.group
+        self._send(f"start {name} {g.bootstrap} {g.id} {g.topic} {' '.join(args)}")
         self.names.append(name)
         self.group.members[name] = self
         return self
@@ -446,7 +452,8 @@ class PythonMember(threading.Thread):
         self._status.set()
 
     def emit(self, event, **fields):
-        self.group.events.add({"member": self.name, "event": event, "client": self.client, **fields})
+        self.group.events.add({"member": self.name, "event": event, "client": self.client,
+                               **fields})
 
     def callback(self, event, partitions):
         parts = sorted(tp.partition for tp in partitions)
@@ -479,8 +486,9 @@ class ConfluentMember(PythonMember):
 
     def __init__(self, group, name, assignor, config):
         super().__init__(group, name)
-        self.config = {"bootstrap.servers": group.bootstrap, "group.id": group.id, "client.id": name,
-                       "group.protocol": "classic", "partition.assignment.strategy": assignor,
+        self.config = {"bootstrap.servers": group.bootstrap, "group.id": group.id,
+                       "client.id": name, "group.protocol": "classic",
+                       "partition.assignment.strategy": assignor,
                        "session.timeout.ms": SESSION_TIMEOUT_MS,
                        "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
                        "enable.auto.commit": False, "auto.offset.reset": "earliest", **config}
