@@ -17,19 +17,34 @@ use std::io;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use common::{api_versions_request, frame, Client, Koord, DEADLINE};
 use kafka_protocol::error::ParseResponseErrorCode;
+use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, BrokerId, CreateTopicsRequest, CreateTopicsResponse,
-    DescribeClusterRequest, FindCoordinatorRequest, MetadataRequest, MetadataResponse,
-    ResponseHeader, ResponseKind, TopicName,
+    DescribeClusterRequest, FetchRequest, FindCoordinatorRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, MetadataResponse, OffsetForLeaderEpochRequest,
+    ProduceRequest, ResponseHeader, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 use kafka_protocol::ResponseError;
 use koord::server::dispatch::{Supported, SUPPORTED};
 use uuid::Uuid;
@@ -151,9 +166,64 @@ fn result<'a>(resp: &'a CreateTopicsResponse, name: &str) -> &'a CreatableTopicR
 }
 
 /// Creates `name` with `partitions` and checks it worked.
-fn create_topic(client: &mut Client, name: &str, partitions: i32) {
+fn create_topic(client: &mut Client, name: &str, partitions: i32) -> Uuid {
     let resp = create_topics(client, 7, vec![creatable(name, partitions, 1)], false);
     assert_eq!(err(result(&resp, name).error_code), None, "{resp:?}");
+    await_topic(client, name, partitions as usize)
+}
+
+/// Whether the broker serves ListOffsets for every partition of `name`: it acts as their
+/// leader, not only lists them in its metadata.
+fn leads_every_partition(client: &mut Client, name: &str, partitions: usize) -> bool {
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(topic_name(name))
+            .with_partitions(
+                (0..partitions as i32)
+                    .map(|p| {
+                        ListOffsetsPartition::default()
+                            .with_partition_index(p)
+                            .with_timestamp(-1)
+                    })
+                    .collect(),
+            )]);
+    let resp = client.send(1, &req);
+    resp.topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .filter(|p| p.error_code == 0)
+        .count()
+        == partitions
+}
+
+/// Polls Metadata until `name` has an id and a leader for each of its `partitions`; returns
+/// the id. koord answers so at once; Kafka propagates a new topic to its metadata cache a moment
+/// after CreateTopics returns, and clients wait the same way.
+fn await_topic(client: &mut Client, name: &str, partitions: usize) -> Uuid {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let resp = metadata(
+            client,
+            12,
+            &named_topics(&[name]).with_allow_auto_topic_creation(false),
+        );
+        if let Some(t) = find_topic(&resp, name) {
+            if t.error_code == 0
+                && !t.topic_id.is_nil()
+                && t.partitions.len() == partitions
+                && t.partitions.iter().all(|p| p.leader_id.0 >= 0)
+                && leads_every_partition(client, name, partitions)
+            {
+                return t.topic_id;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "topic {name} not ready within {DEADLINE:?}: {resp:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Metadata v4+ for `name` without auto-creation: the error, `None` if the topic exists.
@@ -180,20 +250,249 @@ fn healthy(koord: &Koord) -> Client {
     c
 }
 
+// --- Data-plane helpers ------------------------------------------------------------------------
+
+/// The create time of the first record every test batch carries; record `i` is 10 ms later.
+const BASE_TIMESTAMP: i64 = 1_700_000_000_000;
+
+/// One v2 record batch holding `values`, at offsets `first..` and timestamps
+/// `BASE_TIMESTAMP + 10 * offset`. `producer` is `(id, epoch, base sequence)` for an idempotent
+/// producer; `None` for a plain one.
+fn batch(first: i64, values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
+    let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: first + i as i64,
+            // The encoder keeps records in one batch while offset - sequence is constant.
+            sequence: base_sequence.wrapping_add(i as i32),
+            timestamp: BASE_TIMESTAMP + 10 * (first + i as i64),
+            key: Some(Bytes::from(format!("k{}", first + i as i64))),
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            headers: IndexMap::new(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encode a record batch");
+    buf.freeze()
+}
+
+/// A topic to produce to: its name, and its id (nil if the server did not report one).
+#[derive(Clone)]
+struct TopicRef {
+    name: String,
+    id: Uuid,
+}
+
+/// Creates a topic with `partitions` and learns its id.
+fn new_topic(c: &mut Client, prefix: &str, partitions: i32) -> TopicRef {
+    let name = common::unique(prefix);
+    let id = create_topic(c, &name, partitions);
+    TopicRef { name, id }
+}
+
+/// Produce of `records` to one partition at `version` (by name below v13, by id from v13).
+fn produce_request(
+    version: i16,
+    topic: &TopicRef,
+    partition: i32,
+    records: Bytes,
+    acks: i16,
+) -> ProduceRequest {
+    let mut data =
+        TopicProduceData::default().with_partition_data(vec![PartitionProduceData::default()
+            .with_index(partition)
+            .with_records(Some(records))]);
+    if version >= 13 {
+        data.topic_id = topic.id;
+    } else {
+        data.name = topic_name(&topic.name);
+    }
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![data])
+}
+
+/// Produces `records` with acks=-1 and returns the one partition answer.
+fn produce(
+    c: &mut Client,
+    version: i16,
+    topic: &TopicRef,
+    partition: i32,
+    records: Bytes,
+) -> PartitionProduceResponse {
+    let resp = c.send(
+        version,
+        &produce_request(version, topic, partition, records, -1),
+    );
+    assert_eq!(resp.responses.len(), 1, "v{version}: {resp:?}");
+    let t = &resp.responses[0];
+    if version >= 13 {
+        assert_eq!(t.topic_id, topic.id, "v{version}");
+    } else {
+        assert_eq!(t.name.0.as_str(), topic.name, "v{version}");
+    }
+    assert_eq!(t.partition_responses.len(), 1, "v{version}: {resp:?}");
+    t.partition_responses[0].clone()
+}
+
+/// A one-partition Fetch at `version` (by name below v13, by id from v13).
+fn fetch_request(
+    version: i16,
+    topic: &TopicRef,
+    partition: i32,
+    offset: i64,
+    max_wait_ms: i32,
+) -> FetchRequest {
+    let mut t = FetchTopic::default().with_partitions(vec![FetchPartition::default()
+        .with_partition(partition)
+        .with_fetch_offset(offset)
+        .with_partition_max_bytes(1 << 20)]);
+    if version >= 13 {
+        t.topic_id = topic.id;
+    } else {
+        t.topic = topic_name(&topic.name);
+    }
+    FetchRequest::default()
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_topics(vec![t])
+}
+
+/// The one partition of a Fetch answer.
+fn fetched_partition(
+    resp: &kafka_protocol::messages::FetchResponse,
+    version: i16,
+    topic: &TopicRef,
+) -> PartitionData {
+    assert_eq!(err(resp.error_code), None, "v{version}: {resp:?}");
+    assert_eq!(resp.responses.len(), 1, "v{version}: {resp:?}");
+    let t = &resp.responses[0];
+    if version >= 13 {
+        assert_eq!(t.topic_id, topic.id, "v{version}");
+    } else {
+        assert_eq!(t.topic.0.as_str(), topic.name, "v{version}");
+    }
+    assert_eq!(t.partitions.len(), 1, "v{version}: {resp:?}");
+    t.partitions[0].clone()
+}
+
+fn fetch(
+    c: &mut Client,
+    version: i16,
+    topic: &TopicRef,
+    partition: i32,
+    offset: i64,
+) -> PartitionData {
+    let resp = c.send(
+        version,
+        &fetch_request(version, topic, partition, offset, 0),
+    );
+    fetched_partition(&resp, version, topic)
+}
+
+/// `(offset, value)` of every record in a fetched record set.
+fn values(records: &Option<Bytes>) -> Vec<(i64, String)> {
+    let mut bytes = records.clone().expect("a record set, never null");
+    let mut out = Vec::new();
+    for set in RecordBatchDecoder::decode_all(&mut bytes).expect("fetched batches decode") {
+        for r in set.records {
+            let v = r.value.map(|v| String::from_utf8_lossy(&v).into_owned());
+            out.push((r.offset, v.unwrap_or_default()));
+        }
+    }
+    out
+}
+
+/// ListOffsets for one partition and `timestamp` at `version`.
+fn list_offset(
+    c: &mut Client,
+    version: i16,
+    topic: &TopicRef,
+    partition: i32,
+    timestamp: i64,
+) -> ListOffsetsPartitionResponse {
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(topic_name(&topic.name))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_timestamp(timestamp)])]);
+    let resp = c.send(version, &req);
+    assert_eq!(resp.topics.len(), 1, "v{version}: {resp:?}");
+    assert_eq!(resp.topics[0].name.0.as_str(), topic.name);
+    assert_eq!(resp.topics[0].partitions.len(), 1, "v{version}: {resp:?}");
+    resp.topics[0].partitions[0].clone()
+}
+
+/// OffsetForLeaderEpoch for one partition and `epoch` at `version`.
+fn epoch_end(
+    c: &mut Client,
+    version: i16,
+    topic: &TopicRef,
+    partition: i32,
+    epoch: i32,
+) -> EpochEndOffset {
+    let mut req =
+        OffsetForLeaderEpochRequest::default().with_topics(vec![OffsetForLeaderTopic::default()
+            .with_topic(topic_name(&topic.name))
+            .with_partitions(vec![OffsetForLeaderPartition::default()
+                .with_partition(partition)
+                .with_leader_epoch(epoch)])]);
+    if version >= 3 {
+        req.replica_id = BrokerId(-1); // a consumer
+    }
+    let resp = c.send(version, &req);
+    assert_eq!(resp.topics.len(), 1, "v{version}: {resp:?}");
+    assert_eq!(resp.topics[0].partitions.len(), 1, "v{version}: {resp:?}");
+    resp.topics[0].partitions[0].clone()
+}
+
+/// A fresh idempotent producer id: `(id, epoch)`.
+///
+/// Retries while the answer is COORDINATOR_LOAD_IN_PROGRESS, as producers do: Kafka gives that
+/// while its producer-id manager starts up.
+fn init_producer_id(c: &mut Client, version: i16) -> (i64, i16) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let resp = c.send(
+            version,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000),
+        );
+        if err(resp.error_code) == Some(ResponseError::CoordinatorLoadInProgress)
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        assert_eq!(err(resp.error_code), None, "v{version}: {resp:?}");
+        return (resp.producer_id.0, resp.producer_epoch);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Part 1: every supported API at its lowest and highest version
 // ---------------------------------------------------------------------------------------------
-
-/// APIs in SUPPORTED whose handlers are still being written (the data plane). Until they land,
-/// koord advertises them but closes the connection on them; each entry must go once its probe
-/// below exists.
-const PENDING: &[ApiKey] = &[
-    ApiKey::Produce,
-    ApiKey::Fetch,
-    ApiKey::ListOffsets,
-    ApiKey::InitProducerId,
-    ApiKey::OffsetForLeaderEpoch,
-];
 
 /// A minimal correct exchange with one API at one version.
 type Probe = fn(&mut Client, i16);
@@ -207,6 +506,11 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::FindCoordinator => probe_find_coordinator,
         ApiKey::CreateTopics => probe_create_topics,
         ApiKey::DescribeCluster => probe_describe_cluster,
+        ApiKey::Produce => probe_produce,
+        ApiKey::Fetch => probe_fetch,
+        ApiKey::ListOffsets => probe_list_offsets,
+        ApiKey::InitProducerId => probe_init_producer_id,
+        ApiKey::OffsetForLeaderEpoch => probe_offset_for_leader_epoch,
         _ => return None,
     })
 }
@@ -294,12 +598,9 @@ fn probe_create_topics(c: &mut Client, v: i16) {
     if v >= 5 {
         assert_eq!((r.num_partitions, r.replication_factor), (3, 1), "v{v}");
     }
-    let md = metadata(c, 13, &named_topics(&[&name]));
-    let topic = find_topic(&md, &name).expect("created topic in Metadata");
-    assert_eq!(topic.partitions.len(), 3);
+    let id = await_topic(c, &name, 3);
     if v >= 7 {
-        assert_eq!(r.topic_id, topic.topic_id, "v{v}: ids agree");
-        assert!(!r.topic_id.is_nil());
+        assert_eq!(r.topic_id, id, "v{v}: ids agree");
     }
 }
 
@@ -325,6 +626,109 @@ fn probe_describe_cluster(c: &mut Client, v: i16) {
     );
 }
 
+fn probe_produce(c: &mut Client, v: i16) {
+    let topic = new_topic(c, "probe-produce", 2);
+    let first = produce(c, v, &topic, 1, batch(0, &["a", "b", "c"], None));
+    assert_eq!(err(first.error_code), None, "v{v}: {first:?}");
+    assert_eq!(first.index, 1);
+    assert_eq!(first.base_offset, 0, "v{v}");
+    assert_eq!(first.log_append_time_ms, -1, "v{v}: CreateTime topic");
+    if v >= 5 {
+        assert_eq!(first.log_start_offset, 0, "v{v}");
+    }
+    let second = produce(c, v, &topic, 1, batch(0, &["d"], None));
+    assert_eq!(err(second.error_code), None, "v{v}: {second:?}");
+    assert_eq!(second.base_offset, 3, "v{v}: offsets continue");
+    let got = values(&fetch(c, 12, &topic, 1, 0).records);
+    assert_eq!(
+        got,
+        vec![
+            (0, "a".to_string()),
+            (1, "b".to_string()),
+            (2, "c".to_string()),
+            (3, "d".to_string())
+        ],
+        "v{v}"
+    );
+}
+
+fn probe_fetch(c: &mut Client, v: i16) {
+    let topic = new_topic(c, "probe-fetch", 1);
+    let p = produce(c, 9, &topic, 0, batch(0, &["x", "y", "z"], None));
+    assert_eq!(err(p.error_code), None, "{p:?}");
+    let part = fetch(c, v, &topic, 0, 0);
+    assert_eq!(err(part.error_code), None, "v{v}: {part:?}");
+    assert_eq!(part.partition_index, 0);
+    assert_eq!(part.high_watermark, 3, "v{v}");
+    assert_eq!(part.last_stable_offset, 3, "v{v}");
+    if v >= 5 {
+        assert_eq!(part.log_start_offset, 0, "v{v}");
+    }
+    assert_eq!(
+        values(&part.records),
+        vec![
+            (0, "x".to_string()),
+            (1, "y".to_string()),
+            (2, "z".to_string())
+        ],
+        "v{v}"
+    );
+    // From the middle of a batch: the whole batch comes back, as in Kafka.
+    assert_eq!(values(&fetch(c, v, &topic, 0, 1).records).len(), 3, "v{v}");
+    // At the end, with no wait: an empty record set, not null.
+    let end = fetch(c, v, &topic, 0, 3);
+    assert_eq!(err(end.error_code), None, "v{v}: {end:?}");
+    assert_eq!(end.records.as_ref().map(|r| r.len()), Some(0), "v{v}");
+    assert_eq!(end.high_watermark, 3);
+}
+
+fn probe_list_offsets(c: &mut Client, v: i16) {
+    let topic = new_topic(c, "probe-lo", 1);
+    let p = produce(c, 9, &topic, 0, batch(0, &["a", "b", "c"], None));
+    assert_eq!(err(p.error_code), None, "{p:?}");
+    let earliest = list_offset(c, v, &topic, 0, -2);
+    assert_eq!(err(earliest.error_code), None, "v{v}: {earliest:?}");
+    assert_eq!(earliest.offset, 0, "v{v}");
+    assert_eq!(earliest.timestamp, -1, "v{v}");
+    let latest = list_offset(c, v, &topic, 0, -1);
+    assert_eq!(err(latest.error_code), None, "v{v}: {latest:?}");
+    assert_eq!(latest.offset, 3, "v{v}");
+    // By timestamp: the first record at or after it.
+    let by_time = list_offset(c, v, &topic, 0, BASE_TIMESTAMP + 15);
+    assert_eq!(err(by_time.error_code), None, "v{v}: {by_time:?}");
+    assert_eq!(
+        (by_time.offset, by_time.timestamp),
+        (2, BASE_TIMESTAMP + 20),
+        "v{v}"
+    );
+    if v >= 4 {
+        assert_eq!(by_time.leader_epoch, 0, "v{v}");
+    }
+    let none = list_offset(c, v, &topic, 0, BASE_TIMESTAMP + 1_000);
+    assert_eq!((none.offset, none.timestamp), (-1, -1), "v{v}: {none:?}");
+}
+
+fn probe_init_producer_id(c: &mut Client, v: i16) {
+    let (a, epoch_a) = init_producer_id(c, v);
+    let (b, epoch_b) = init_producer_id(c, v);
+    assert!(a >= 0 && b >= 0, "v{v}: ids {a} {b}");
+    assert_ne!(a, b, "v{v}: each call gets a fresh producer id");
+    assert_eq!((epoch_a, epoch_b), (0, 0), "v{v}");
+}
+
+fn probe_offset_for_leader_epoch(c: &mut Client, v: i16) {
+    let topic = new_topic(c, "probe-ofle", 1);
+    let p = produce(c, 9, &topic, 0, batch(0, &["a", "b"], None));
+    assert_eq!(err(p.error_code), None, "{p:?}");
+    let e = epoch_end(c, v, &topic, 0, 0);
+    assert_eq!(err(e.error_code), None, "v{v}: {e:?}");
+    assert_eq!(
+        (e.partition, e.leader_epoch, e.end_offset),
+        (0, 0, 2),
+        "v{v}"
+    );
+}
+
 #[test]
 fn every_supported_api_answers_at_its_lowest_and_highest_version() {
     let koord = Koord::start(&[]);
@@ -332,10 +736,6 @@ fn every_supported_api_answers_at_its_lowest_and_highest_version() {
     let advertised = c.api_versions(3);
     let mut missing = Vec::new();
     for s in SUPPORTED {
-        if PENDING.contains(&s.key) {
-            eprintln!("{:?}: handler pending, not probed yet", s.key);
-            continue;
-        }
         let Some(probe) = probe(s.key) else {
             missing.push(s.key);
             continue;
@@ -613,11 +1013,7 @@ fn metadata_by_topic_id_at_v12_and_v13() {
     let koord = Koord::start(&[]);
     let mut c = koord.connect();
     let name = common::unique("by-id");
-    create_topic(&mut c, &name, 2);
-    let id = find_topic(&metadata(&mut c, 10, &named_topics(&[&name])), &name)
-        .expect("topic")
-        .topic_id;
-    assert!(!id.is_nil());
+    let id = create_topic(&mut c, &name, 2);
     for v in [12, 13] {
         let req =
             MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
@@ -924,7 +1320,7 @@ fn create_topics_duplicate_names_are_invalid_request() {
         );
         // The rest of the request is served.
         assert_eq!(err(result(&resp, &fine).error_code), None, "v{v}");
-        assert_eq!(lookup(&mut c, &fine), None);
+        await_topic(&mut c, &fine, 1);
     }
 }
 
@@ -958,6 +1354,334 @@ fn describe_cluster_controller_endpoint_type_is_mismatched_endpoint_type() {
         err(c.send(0, &DescribeClusterRequest::default()).error_code),
         None
     );
+}
+
+// --- Data plane: Produce, Fetch, ListOffsets, InitProducerId, OffsetForLeaderEpoch -------------
+
+#[test]
+fn produce_at_lowest_and_highest_version() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    for v in ends(&mut c, ApiKey::Produce) {
+        probe_produce(&mut c, v);
+    }
+}
+
+#[test]
+fn fetch_at_lowest_and_highest_version() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    for v in ends(&mut c, ApiKey::Fetch) {
+        probe_fetch(&mut c, v);
+    }
+}
+
+#[test]
+fn list_offsets_at_lowest_and_highest_version() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    for v in ends(&mut c, ApiKey::ListOffsets) {
+        probe_list_offsets(&mut c, v);
+    }
+}
+
+#[test]
+fn init_producer_id_at_lowest_and_highest_version() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    for v in ends(&mut c, ApiKey::InitProducerId) {
+        probe_init_producer_id(&mut c, v);
+    }
+}
+
+#[test]
+fn offset_for_leader_epoch_at_lowest_and_highest_version() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    for v in ends(&mut c, ApiKey::OffsetForLeaderEpoch) {
+        probe_offset_for_leader_epoch(&mut c, v);
+    }
+}
+
+#[test]
+fn produce_to_an_unknown_topic_partition_or_topic_id_is_answered_per_partition() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "known", 1);
+    let [lo, hi] = ends(&mut c, ApiKey::Produce);
+    let unknown = TopicRef {
+        name: common::unique("unknown"),
+        id: Uuid::new_v4(),
+    };
+    for v in [lo, hi.min(12)] {
+        let p = produce(&mut c, v, &unknown, 0, batch(0, &["a"], None));
+        assert_eq!(
+            err(p.error_code),
+            Some(ResponseError::UnknownTopicOrPartition),
+            "v{v}: {p:?}"
+        );
+        assert_eq!(p.base_offset, -1, "v{v}");
+    }
+    // Produce never creates topics.
+    assert_eq!(
+        lookup(&mut c, &unknown.name),
+        Some(ResponseError::UnknownTopicOrPartition)
+    );
+    for v in [lo, hi] {
+        let p = produce(&mut c, v, &topic, 7, batch(0, &["a"], None));
+        assert_eq!(
+            err(p.error_code),
+            Some(ResponseError::UnknownTopicOrPartition),
+            "v{v}: partition 7 of 1: {p:?}"
+        );
+    }
+    if hi >= 13 {
+        let p = produce(&mut c, hi, &unknown, 0, batch(0, &["a"], None));
+        assert_eq!(
+            err(p.error_code),
+            Some(ResponseError::UnknownTopicId),
+            "v{hi}: {p:?}"
+        );
+    }
+}
+
+#[test]
+fn produce_with_acks_0_is_not_answered_but_appended() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "acks0", 1);
+    let [lo, hi] = ends(&mut c, ApiKey::Produce);
+    let mut bytes = Vec::new();
+    for (i, v) in [lo, hi].into_iter().enumerate() {
+        let req = produce_request(v, &topic, 0, batch(0, &["fire", "forget"], None), 0);
+        bytes.extend_from_slice(&frame(ApiKey::Produce, v, 500 + i as i32, |b| {
+            req.encode(b, v)
+        }));
+    }
+    // The next response on the connection belongs to the request after the two produces.
+    let corr = c.correlation_id();
+    bytes.extend_from_slice(&frame(ApiKey::ApiVersions, 3, corr, |b| {
+        api_versions_request().encode(b, 3)
+    }));
+    c.send_bytes(&bytes).expect("send");
+    let mut body = c
+        .read_response(ApiKey::ApiVersions, 3, corr)
+        .expect("the ApiVersions answer comes first: acks=0 produces are not answered");
+    ApiVersionsResponse::decode(&mut body, 3).expect("ApiVersions v3 body");
+    let got = fetch(&mut c, 12, &topic, 0, 0);
+    assert_eq!(got.high_watermark, 4, "both acks=0 batches were appended");
+}
+
+#[test]
+fn idempotent_producer_retry_gets_the_original_offset_and_a_gap_is_out_of_order() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "idem", 1);
+    let [_, hi] = ends(&mut c, ApiKey::Produce);
+    let (pid, epoch) = init_producer_id(&mut c, 4);
+    let first = batch(0, &["a", "b"], Some((pid, epoch, 0)));
+    let p = produce(&mut c, hi, &topic, 0, first.clone());
+    assert_eq!((err(p.error_code), p.base_offset), (None, 0), "{p:?}");
+    // The same batch again (a retry after a lost response): the original offset, no copy.
+    let retry = produce(&mut c, hi, &topic, 0, first);
+    assert_eq!(
+        (err(retry.error_code), retry.base_offset),
+        (None, 0),
+        "{retry:?}"
+    );
+    let next = produce(
+        &mut c,
+        hi,
+        &topic,
+        0,
+        batch(0, &["c"], Some((pid, epoch, 2))),
+    );
+    assert_eq!(
+        (err(next.error_code), next.base_offset),
+        (None, 2),
+        "{next:?}"
+    );
+    assert_eq!(fetch(&mut c, 12, &topic, 0, 0).high_watermark, 3);
+    // Sequence 10 after 2: a gap.
+    let gap = produce(
+        &mut c,
+        hi,
+        &topic,
+        0,
+        batch(0, &["z"], Some((pid, epoch, 10))),
+    );
+    assert_eq!(
+        err(gap.error_code),
+        Some(ResponseError::OutOfOrderSequenceNumber),
+        "{gap:?}"
+    );
+    assert_eq!(fetch(&mut c, 12, &topic, 0, 0).high_watermark, 3);
+}
+
+#[test]
+fn fetch_long_poll_is_woken_by_a_produce() {
+    let koord = Koord::start(&[]);
+    let mut setup = koord.connect();
+    let topic = new_topic(&mut setup, "long-poll", 1);
+    let [_, hi] = ends(&mut setup, ApiKey::Fetch);
+    let mut consumer = koord.connect();
+    let corr = consumer.correlation_id();
+    let req = fetch_request(hi, &topic, 0, 0, 20_000);
+    let started = Instant::now();
+    consumer
+        .send_bytes(&frame(ApiKey::Fetch, hi, corr, |b| req.encode(b, hi)))
+        .expect("send the fetch");
+    let p = produce(&mut setup, 9, &topic, 0, batch(0, &["wake"], None));
+    assert_eq!(err(p.error_code), None);
+    let mut body = consumer
+        .read_response(ApiKey::Fetch, hi, corr)
+        .expect("the parked fetch is answered");
+    let resp =
+        kafka_protocol::messages::FetchResponse::decode(&mut body, hi).expect("a Fetch body");
+    let part = fetched_partition(&resp, hi, &topic);
+    assert_eq!(
+        values(&part.records),
+        vec![(0, "wake".to_string())],
+        "after {:?}: {part:?}",
+        started.elapsed()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered by the append, not by max_wait_ms: {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn fetch_with_nothing_new_waits_max_wait_ms_then_answers_empty() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "wait", 1);
+    let [_, hi] = ends(&mut c, ApiKey::Fetch);
+    let started = Instant::now();
+    let resp = c.send(hi, &fetch_request(hi, &topic, 0, 0, 150));
+    let waited = started.elapsed();
+    let part = fetched_partition(&resp, hi, &topic);
+    assert_eq!(err(part.error_code), None);
+    assert_eq!(part.records.as_ref().map(|r| r.len()), Some(0));
+    assert!(
+        waited >= Duration::from_millis(140),
+        "answered after {waited:?}, before max_wait_ms 150"
+    );
+}
+
+#[test]
+fn fetch_beyond_the_log_end_is_offset_out_of_range() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "oor", 1);
+    let p = produce(&mut c, 9, &topic, 0, batch(0, &["a", "b"], None));
+    assert_eq!(err(p.error_code), None);
+    for v in ends(&mut c, ApiKey::Fetch) {
+        let part = fetch(&mut c, v, &topic, 0, 10);
+        assert_eq!(
+            err(part.error_code),
+            Some(ResponseError::OffsetOutOfRange),
+            "v{v}: {part:?}"
+        );
+        let unknown = fetch(&mut c, v, &topic, 3, 0);
+        assert_eq!(
+            err(unknown.error_code),
+            Some(ResponseError::UnknownTopicOrPartition),
+            "v{v}: {unknown:?}"
+        );
+    }
+}
+
+#[test]
+fn list_offsets_and_offset_for_leader_epoch_of_an_unknown_partition() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "unknown-part", 1);
+    for v in ends(&mut c, ApiKey::ListOffsets) {
+        let r = list_offset(&mut c, v, &topic, 4, -1);
+        assert_eq!(
+            err(r.error_code),
+            Some(ResponseError::UnknownTopicOrPartition),
+            "v{v}: {r:?}"
+        );
+    }
+    for v in ends(&mut c, ApiKey::OffsetForLeaderEpoch) {
+        let e = epoch_end(&mut c, v, &topic, 4, 0);
+        assert_eq!(
+            err(e.error_code),
+            Some(ResponseError::UnknownTopicOrPartition),
+            "v{v}: {e:?}"
+        );
+    }
+}
+
+/// A v2 batch with one record whose header count says 0x7fffffff, with a correct CRC.
+fn batch_with_forged_header_count() -> Bytes {
+    // Record: length 11, attributes 0, timestamp delta 0, offset delta 0, key null (-1),
+    // value length 1, "v", header count zigzag(0x7fffffff).
+    let record: &[u8] = &[
+        0x16, 0x00, 0x00, 0x00, 0x01, 0x02, b'v', 0xfe, 0xff, 0xff, 0xff, 0x0f,
+    ];
+    let mut after_crc = BytesMut::new();
+    after_crc.put_i16(0); // attributes: no compression, CreateTime
+    after_crc.put_i32(0); // last offset delta
+    after_crc.put_i64(BASE_TIMESTAMP); // first timestamp
+    after_crc.put_i64(BASE_TIMESTAMP); // max timestamp
+    after_crc.put_i64(-1); // producer id
+    after_crc.put_i16(-1); // producer epoch
+    after_crc.put_i32(-1); // base sequence
+    after_crc.put_i32(1); // record count
+    after_crc.put_slice(record);
+    let mut b = BytesMut::new();
+    b.put_i64(0); // base offset
+    b.put_i32((4 + 1 + 4 + after_crc.len()) as i32); // batch length
+    b.put_i32(-1); // partition leader epoch
+    b.put_i8(2); // magic
+    b.put_u32(crc32c::crc32c(&after_crc));
+    b.put_slice(&after_crc);
+    b.freeze()
+}
+
+#[test]
+fn forged_record_header_count_in_a_produced_batch_does_not_crash_koord() {
+    let mut koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "forged-headers", 1);
+    let [_, hi] = ends(&mut c, ApiKey::ListOffsets);
+    // koord stores batches without decoding records (Kafka may reject this one); either way
+    // the request is answered.
+    let p = produce(&mut c, 9, &topic, 0, batch_with_forged_header_count());
+    eprintln!("produce of the forged batch: {:?}", err(p.error_code));
+    // Finding an offset by timestamp decodes the stored batch's records.
+    let by_time = list_offset(&mut c, hi, &topic, 0, BASE_TIMESTAMP);
+    eprintln!("ListOffsets by timestamp: {by_time:?}");
+    let max = list_offset(&mut c, hi, &topic, 0, -3);
+    eprintln!("ListOffsets max timestamp: {max:?}");
+    assert!(koord.is_running(), "koord died; log:\n{}", koord.log());
+    assert_still_served(&mut c);
+    assert_still_served(&mut koord.connect());
+}
+
+/// What Apache Kafka 4.4 answers to the batch above (checked with `KOORD_BOOTSTRAP`): the
+/// records of an uncompressed batch are decoded on produce, and this one is INVALID_RECORD.
+/// koord validates only the batch header and CRC, stores the batch, and later hands it to
+/// consumers, which cannot decode it.
+#[test]
+#[ignore = "koord does not decode records on produce yet; Kafka 4.4 answers INVALID_RECORD"]
+fn produced_batch_whose_records_do_not_decode_is_invalid_record() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "undecodable", 1);
+    for v in ends(&mut c, ApiKey::Produce) {
+        let p = produce(&mut c, v, &topic, 0, batch_with_forged_header_count());
+        assert_eq!(
+            err(p.error_code),
+            Some(ResponseError::InvalidRecord),
+            "v{v}: {p:?}"
+        );
+    }
+    assert_eq!(fetch(&mut c, 12, &topic, 0, 0).high_watermark, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1130,6 +1854,30 @@ fn unsupported_version_of_a_non_api_versions_api_closes_only_its_connection() {
             ct_lo - 1,
             1,
             &[0, 0, 0, 0, 0, 0, 0, 0],
+        ))
+        .expect("send");
+    });
+}
+
+#[test]
+fn produce_below_v3_closes_only_its_connection_although_advertised_from_v0() {
+    let mut koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let advertised = c.api_versions(3);
+    let produce = advertised
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == ApiKey::Produce as i16)
+        .expect("Produce is advertised");
+    // Kafka 4.x advertises Produce from v0 (KAFKA-18659) but serves v3+ only.
+    assert_eq!(produce.min_version, 0);
+    closes_only_its_own_connection(&mut koord, |c| {
+        // Produce v2: acks -1, timeout 5000, no topics.
+        c.send_bytes(&raw_frame(
+            ApiKey::Produce as i16,
+            2,
+            1,
+            &[0xff, 0xff, 0, 0, 0x13, 0x88, 0, 0, 0, 0],
         ))
         .expect("send");
     });
