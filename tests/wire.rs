@@ -25,21 +25,36 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, BrokerId, CreateTopicsRequest, CreateTopicsResponse,
-    DescribeClusterRequest, FetchRequest, FindCoordinatorRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, MetadataResponse, OffsetForLeaderEpochRequest,
-    ProduceRequest, ResponseHeader, ResponseKind, TopicName,
+    ApiKey, ApiVersionsResponse, BrokerId, ConsumerProtocolSubscription, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteGroupsRequest, DescribeClusterRequest, DescribeGroupsRequest,
+    FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
+    MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, ResponseHeader, ResponseKind,
+    SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
@@ -490,6 +505,158 @@ fn init_producer_id(c: &mut Client, version: i16) -> (i64, i16) {
     }
 }
 
+// --- Group helpers (the full group semantics are tested in tests/groups.rs) --------------------
+
+/// koord settings for group exchanges that complete at once, as `scripts/kafka.sh` configures
+/// the reference Kafka: no initial rebalance delay.
+const NO_REBALANCE_DELAY: &[&str] = &["group.initial.rebalance.delay.ms=0"];
+
+fn group_id(v: &str) -> GroupId {
+    GroupId(s(v))
+}
+
+/// A ConsumerProtocolSubscription v0 to `topic`, as JoinGroup metadata.
+fn subscription(topic: &str) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(0);
+    ConsumerProtocolSubscription::default()
+        .with_topics(vec![s(topic)])
+        .encode(&mut b, 0)
+        .expect("encode a subscription");
+    b.freeze()
+}
+
+/// JoinGroup at `version` as a new consumer (v4+: the MEMBER_ID_REQUIRED round first). The
+/// group has no other member, so the answer makes this member the leader of generation 1.
+fn join_alone(c: &mut Client, version: i16, group: &str) -> JoinGroupResponse {
+    let request = |member_id: &str| {
+        let mut r = JoinGroupRequest::default()
+            .with_group_id(group_id(group))
+            .with_session_timeout_ms(30_000)
+            .with_member_id(s(member_id))
+            .with_protocol_type(s("consumer"))
+            .with_protocols(vec![JoinGroupRequestProtocol::default()
+                .with_name(s("range"))
+                .with_metadata(subscription("t"))]);
+        if version >= 1 {
+            r.rebalance_timeout_ms = 30_000;
+        }
+        r
+    };
+    let mut resp = c.send(version, &request(""));
+    if version >= 4 {
+        assert_eq!(
+            err(resp.error_code),
+            Some(ResponseError::MemberIdRequired),
+            "v{version}: {resp:?}"
+        );
+        assert!(!resp.member_id.is_empty(), "v{version}: {resp:?}");
+        let member_id = resp.member_id.to_string();
+        resp = c.send(version, &request(&member_id));
+    }
+    assert_eq!(err(resp.error_code), None, "v{version}: {resp:?}");
+    resp
+}
+
+/// A Stable one-member group: `(generation, member id)`, via JoinGroup and SyncGroup v5.
+fn stable_alone(c: &mut Client, group: &str) -> (i32, String) {
+    let join = join_alone(c, 9, group);
+    let member = join.member_id.to_string();
+    let sync = c.send(
+        5,
+        &sync_request(5, group, join.generation_id, &member, b"mine"),
+    );
+    assert_eq!(err(sync.error_code), None, "{sync:?}");
+    (join.generation_id, member)
+}
+
+fn sync_request(
+    version: i16,
+    group: &str,
+    generation: i32,
+    member_id: &str,
+    assignment: &'static [u8],
+) -> SyncGroupRequest {
+    let r = SyncGroupRequest::default()
+        .with_group_id(group_id(group))
+        .with_generation_id(generation)
+        .with_member_id(s(member_id))
+        .with_assignments(vec![SyncGroupRequestAssignment::default()
+            .with_member_id(s(member_id))
+            .with_assignment(Bytes::from_static(assignment))]);
+    if version >= 5 {
+        r.with_protocol_type(Some(s("consumer")))
+            .with_protocol_name(Some(s("range")))
+    } else {
+        r
+    }
+}
+
+/// A standalone commit (generation -1, no member) of `offset` for partition 0 of `topic`:
+/// this also creates `group`, Empty. Returns the partition's error.
+fn commit(
+    c: &mut Client,
+    version: i16,
+    group: &str,
+    topic: &str,
+    offset: i64,
+) -> Option<ResponseError> {
+    let resp = c.send(
+        version,
+        &OffsetCommitRequest::default()
+            .with_group_id(group_id(group))
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(topic_name(topic))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(offset)])]),
+    );
+    assert_eq!(resp.topics.len(), 1, "v{version}: {resp:?}");
+    assert_eq!(resp.topics[0].partitions.len(), 1, "v{version}: {resp:?}");
+    err(resp.topics[0].partitions[0].error_code)
+}
+
+/// The committed offset of partition 0 of `topic` by OffsetFetch at `version`.
+fn committed(c: &mut Client, version: i16, group: &str, topic: &str) -> i64 {
+    if version >= 8 {
+        let resp = c.send(
+            version,
+            &OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+                .with_group_id(group_id(group))
+                .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                    .with_name(topic_name(topic))
+                    .with_partition_indexes(vec![0])]))]),
+        );
+        assert_eq!(resp.groups.len(), 1, "v{version}: {resp:?}");
+        let g = &resp.groups[0];
+        assert_eq!(err(g.error_code), None, "v{version}: {resp:?}");
+        let p = &g.topics[0].partitions[0];
+        assert_eq!(err(p.error_code), None, "v{version}: {resp:?}");
+        p.committed_offset
+    } else {
+        let resp = c.send(
+            version,
+            &OffsetFetchRequest::default()
+                .with_group_id(group_id(group))
+                .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                    .with_name(topic_name(topic))
+                    .with_partition_indexes(vec![0])])),
+        );
+        assert_eq!(err(resp.error_code), None, "v{version}: {resp:?}");
+        let p = &resp.topics[0].partitions[0];
+        assert_eq!(err(p.error_code), None, "v{version}: {resp:?}");
+        p.committed_offset
+    }
+}
+
+/// A group created by a standalone commit, for the admin APIs: `(group, topic)`.
+fn committed_group(c: &mut Client, prefix: &str) -> (String, String) {
+    let topic = new_topic(c, prefix, 1).name;
+    let group = common::unique(prefix);
+    assert_eq!(commit(c, 2, &group, &topic, 7), None);
+    (group, topic)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Part 1: every supported API at its lowest and highest version
 // ---------------------------------------------------------------------------------------------
@@ -511,6 +678,16 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::ListOffsets => probe_list_offsets,
         ApiKey::InitProducerId => probe_init_producer_id,
         ApiKey::OffsetForLeaderEpoch => probe_offset_for_leader_epoch,
+        ApiKey::JoinGroup => probe_join_group,
+        ApiKey::SyncGroup => probe_sync_group,
+        ApiKey::Heartbeat => probe_heartbeat,
+        ApiKey::LeaveGroup => probe_leave_group,
+        ApiKey::OffsetCommit => probe_offset_commit,
+        ApiKey::OffsetFetch => probe_offset_fetch,
+        ApiKey::OffsetDelete => probe_offset_delete,
+        ApiKey::DescribeGroups => probe_describe_groups,
+        ApiKey::ListGroups => probe_list_groups,
+        ApiKey::DeleteGroups => probe_delete_groups,
         _ => return None,
     })
 }
@@ -729,9 +906,149 @@ fn probe_offset_for_leader_epoch(c: &mut Client, v: i16) {
     );
 }
 
+fn probe_join_group(c: &mut Client, v: i16) {
+    let group = common::unique("probe-join");
+    let resp = join_alone(c, v, &group);
+    assert_eq!(resp.generation_id, 1, "v{v}: {resp:?}");
+    assert!(!resp.member_id.is_empty(), "v{v}");
+    assert_eq!(resp.leader, resp.member_id, "v{v}: the only member leads");
+    assert_eq!(resp.protocol_name.as_deref(), Some("range"), "v{v}");
+    if v >= 7 {
+        assert_eq!(resp.protocol_type.as_deref(), Some("consumer"), "v{v}");
+    }
+    assert_eq!(resp.members.len(), 1, "v{v}: the leader gets the members");
+    assert_eq!(resp.members[0].member_id, resp.member_id, "v{v}");
+    assert_eq!(resp.members[0].metadata, subscription("t"), "v{v}");
+}
+
+fn probe_sync_group(c: &mut Client, v: i16) {
+    let group = common::unique("probe-sync");
+    let join = join_alone(c, 9, &group);
+    let member = join.member_id.to_string();
+    let resp = c.send(
+        v,
+        &sync_request(v, &group, join.generation_id, &member, b"assigned"),
+    );
+    assert_eq!(err(resp.error_code), None, "v{v}: {resp:?}");
+    assert_eq!(&resp.assignment[..], b"assigned", "v{v}");
+    if v >= 5 {
+        assert_eq!(resp.protocol_type.as_deref(), Some("consumer"), "v{v}");
+        assert_eq!(resp.protocol_name.as_deref(), Some("range"), "v{v}");
+    }
+}
+
+fn probe_heartbeat(c: &mut Client, v: i16) {
+    let group = common::unique("probe-hb");
+    let (generation, member) = stable_alone(c, &group);
+    let resp = c.send(
+        v,
+        &HeartbeatRequest::default()
+            .with_group_id(group_id(&group))
+            .with_generation_id(generation)
+            .with_member_id(s(&member)),
+    );
+    assert_eq!(err(resp.error_code), None, "v{v}: {resp:?}");
+}
+
+fn probe_leave_group(c: &mut Client, v: i16) {
+    let group = common::unique("probe-leave");
+    let (_, member) = stable_alone(c, &group);
+    let req = LeaveGroupRequest::default().with_group_id(group_id(&group));
+    let req = if v >= 3 {
+        req.with_members(vec![MemberIdentity::default().with_member_id(s(&member))])
+    } else {
+        req.with_member_id(s(&member))
+    };
+    let resp = c.send(v, &req);
+    assert_eq!(err(resp.error_code), None, "v{v}: {resp:?}");
+    if v >= 3 {
+        assert_eq!(resp.members.len(), 1, "v{v}: {resp:?}");
+        assert_eq!(resp.members[0].member_id.as_str(), member, "v{v}");
+        assert_eq!(err(resp.members[0].error_code), None, "v{v}: {resp:?}");
+    }
+    let described = c.send(
+        5,
+        &DescribeGroupsRequest::default().with_groups(vec![group_id(&group)]),
+    );
+    assert_eq!(
+        described.groups[0].group_state.as_str(),
+        "Empty",
+        "v{v}: {described:?}"
+    );
+}
+
+fn probe_offset_commit(c: &mut Client, v: i16) {
+    let topic = new_topic(c, "probe-commit", 1).name;
+    let group = common::unique("probe-commit");
+    assert_eq!(commit(c, v, &group, &topic, 42), None, "v{v}");
+    assert_eq!(committed(c, 5, &group, &topic), 42, "v{v}");
+}
+
+fn probe_offset_fetch(c: &mut Client, v: i16) {
+    let (group, topic) = committed_group(c, "probe-fetch-offsets");
+    assert_eq!(committed(c, v, &group, &topic), 7, "v{v}");
+}
+
+fn probe_offset_delete(c: &mut Client, v: i16) {
+    let (group, topic) = committed_group(c, "probe-offset-delete");
+    let resp = c.send(
+        v,
+        &OffsetDeleteRequest::default()
+            .with_group_id(group_id(&group))
+            .with_topics(vec![OffsetDeleteRequestTopic::default()
+                .with_name(topic_name(&topic))
+                .with_partitions(vec![
+                    OffsetDeleteRequestPartition::default().with_partition_index(0)
+                ])]),
+    );
+    assert_eq!(err(resp.error_code), None, "v{v}: {resp:?}");
+    assert_eq!(err(resp.topics[0].partitions[0].error_code), None, "v{v}");
+    assert_eq!(committed(c, 5, &group, &topic), -1, "v{v}: deleted");
+}
+
+fn probe_describe_groups(c: &mut Client, v: i16) {
+    let (group, _) = committed_group(c, "probe-describe");
+    let resp = c.send(
+        v,
+        &DescribeGroupsRequest::default().with_groups(vec![group_id(&group)]),
+    );
+    assert_eq!(resp.groups.len(), 1, "v{v}: {resp:?}");
+    let g = &resp.groups[0];
+    assert_eq!(err(g.error_code), None, "v{v}: {resp:?}");
+    assert_eq!(g.group_id.0.as_str(), group);
+    assert_eq!(g.group_state.as_str(), "Empty", "v{v}");
+    assert!(g.members.is_empty(), "v{v}");
+}
+
+fn probe_list_groups(c: &mut Client, v: i16) {
+    let (group, _) = committed_group(c, "probe-list");
+    let resp = c.send(v, &ListGroupsRequest::default());
+    assert_eq!(err(resp.error_code), None, "v{v}: {resp:?}");
+    let listed = resp
+        .groups
+        .iter()
+        .find(|g| g.group_id.0.as_str() == group)
+        .unwrap_or_else(|| panic!("v{v}: {group} not listed: {resp:?}"));
+    if v >= 4 {
+        assert_eq!(listed.group_state.as_str(), "Empty", "v{v}");
+    }
+}
+
+fn probe_delete_groups(c: &mut Client, v: i16) {
+    let (group, topic) = committed_group(c, "probe-delete");
+    let resp = c.send(
+        v,
+        &DeleteGroupsRequest::default().with_groups_names(vec![group_id(&group)]),
+    );
+    assert_eq!(resp.results.len(), 1, "v{v}: {resp:?}");
+    assert_eq!(resp.results[0].group_id.0.as_str(), group);
+    assert_eq!(err(resp.results[0].error_code), None, "v{v}: {resp:?}");
+    assert_eq!(committed(c, 5, &group, &topic), -1, "v{v}: offsets gone");
+}
+
 #[test]
 fn every_supported_api_answers_at_its_lowest_and_highest_version() {
-    let koord = Koord::start(&[]);
+    let koord = Koord::start(NO_REBALANCE_DELAY);
     let mut c = koord.connect();
     let advertised = c.api_versions(3);
     let mut missing = Vec::new();
