@@ -526,20 +526,26 @@ fn subscription(topic: &str) -> Bytes {
     b.freeze()
 }
 
+/// A consumer's JoinGroup: session and rebalance timeouts 30 s, the "range" protocol.
+fn join_request(group: &str, member_id: &str) -> JoinGroupRequest {
+    JoinGroupRequest::default()
+        .with_group_id(group_id(group))
+        .with_session_timeout_ms(30_000)
+        .with_rebalance_timeout_ms(30_000)
+        .with_member_id(s(member_id))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(s("range"))
+            .with_metadata(subscription("t"))])
+}
+
 /// JoinGroup at `version` as a new consumer (v4+: the MEMBER_ID_REQUIRED round first). The
 /// group has no other member, so the answer makes this member the leader of generation 1.
 fn join_alone(c: &mut Client, version: i16, group: &str) -> JoinGroupResponse {
     let request = |member_id: &str| {
-        let mut r = JoinGroupRequest::default()
-            .with_group_id(group_id(group))
-            .with_session_timeout_ms(30_000)
-            .with_member_id(s(member_id))
-            .with_protocol_type(s("consumer"))
-            .with_protocols(vec![JoinGroupRequestProtocol::default()
-                .with_name(s("range"))
-                .with_metadata(subscription("t"))]);
-        if version >= 1 {
-            r.rebalance_timeout_ms = 30_000;
+        let mut r = join_request(group, member_id);
+        if version == 0 {
+            r.rebalance_timeout_ms = -1; // not in v0
         }
         r
     };
@@ -2308,6 +2314,66 @@ fn sigterm_with_a_client_connected_exits_zero_and_stops_listening() {
         Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e}"),
         Ok(_) => panic!("{} still accepts after shutdown", koord.addr()),
     }
+}
+
+#[test]
+fn sigterm_during_a_parked_fetch_exits_promptly() {
+    let Some(mut koord) = Koord::start_owned("sigterm_during_a_parked_fetch_exits_promptly", &[])
+    else {
+        return;
+    };
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "parked", 1);
+    let corr = c.correlation_id();
+    let req = fetch_request(12, &topic, 0, 0, 60_000);
+    c.send_bytes(&frame(ApiKey::Fetch, 12, corr, |b| req.encode(b, 12)))
+        .expect("send a fetch that waits up to 60 s");
+    // koord reads the fetch as soon as it arrives, so by the time another connection has been
+    // served it is parked. (Had it not been read yet, shutdown would close the connection
+    // before reading it, which passes too.)
+    assert_still_served(&mut koord.connect());
+    let started = Instant::now();
+    let status = koord.terminate();
+    assert_eq!(status.code(), Some(0), "exit status {status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "shutdown waited {:?} for a fetch parked for 60 s",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn sigterm_during_a_parked_join_group_exits_promptly() {
+    let Some(mut koord) = Koord::start_owned(
+        "sigterm_during_a_parked_join_group_exits_promptly",
+        NO_REBALANCE_DELAY,
+    ) else {
+        return;
+    };
+    let mut first = koord.connect();
+    let group = common::unique("parked-join");
+    stable_alone(&mut first, &group);
+    // A second member's join starts a rebalance and waits (up to the 30 s rebalance timeout)
+    // for the first member to rejoin, which it never does.
+    let mut second = koord.connect();
+    let required = second.send(9, &join_request(&group, ""));
+    assert_eq!(
+        err(required.error_code),
+        Some(ResponseError::MemberIdRequired)
+    );
+    let req = join_request(&group, &required.member_id);
+    second
+        .send_bytes(&frame(ApiKey::JoinGroup, 9, 99, |b| req.encode(b, 9)))
+        .expect("send the join that parks");
+    assert_still_served(&mut koord.connect());
+    let started = Instant::now();
+    let status = koord.terminate();
+    assert_eq!(status.code(), Some(0), "exit status {status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "shutdown waited {:?} for a parked JoinGroup",
+        started.elapsed()
+    );
 }
 
 #[test]

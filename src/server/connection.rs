@@ -143,9 +143,17 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, mut stop: watch::Rece
                     corr,
                     client_id = header.client_id.as_deref().unwrap_or(""),
                 );
-                let outcome = dispatch::dispatch(&broker, &header, peer, body)
-                    .instrument(span)
-                    .await;
+                // A request that waits (a long-poll Fetch, a JoinGroup or SyncGroup parked by
+                // its group) is dropped on shutdown, as Kafka does, instead of holding the
+                // process for up to its timeout. Requests that answer at once win the race.
+                let outcome = tokio::select! {
+                    biased;
+                    o = dispatch::dispatch(&broker, &header, peer, body).instrument(span) => o,
+                    _ = stop.wait_for(|s| *s) => {
+                        debug!(corr, "shutdown while the request waits; closing");
+                        break;
+                    }
+                };
                 match outcome {
                     Outcome::Respond(resp) => codec::encode_response(key, version, corr, &resp),
                     Outcome::Silent => {

@@ -2,7 +2,8 @@
 //!
 //! `run` takes its shutdown trigger from the caller (a signal in `main`, a channel in tests), as
 //! mini-redis does. On shutdown it stops accepting, tells every connection to finish the request
-//! it is serving and close, and returns once all of them have.
+//! it is serving (a request still waiting, such as a long-poll Fetch or a parked JoinGroup, is
+//! dropped unanswered) and close, and returns once all of them have.
 
 pub mod codec;
 pub mod connection;
