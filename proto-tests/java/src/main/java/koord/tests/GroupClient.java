@@ -37,9 +37,10 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * End of stdin closes every member, then the process exits 0. Every event is one JSON line on
  * stdout, {"member": NAME, "event": ..., ...}:
  * assigned / revoked / lost (from the ConsumerRebalanceListener: "partitions" the callback got,
- * "assignment" the member holds once the callback is done, "generation", "member_id"),
- * records ("ranges": [[partition, first offset, last offset], ...] of one poll), committed
- * ("offsets": {partition: next offset}), commit_failed, status, closed, error.
+ * "assignment" the member holds once the callback is done, "generation", "member_id",
+ * "instance_id"), records ("ranges": [[partition, first offset, last offset, count], ...] of one
+ * poll), committed ("offsets": {partition: next offset}), commit_failed, status, closed
+ * ("consumed"), error.
  * Client logs go to stderr.
  */
 public final class GroupClient {
@@ -122,7 +123,8 @@ public final class GroupClient {
                         break;
                     }
                     if ("status".equals(command)) {
-                        emit(name, "status", groupFields() + ",\"assignment\":" + partitions(consumer.assignment()));
+                        emit(name, "status", groupFields() + ",\"assignment\":"
+                                + partitions(consumer.assignment()));
                     }
                     poll();
                 }
@@ -154,7 +156,8 @@ public final class GroupClient {
                 try {
                     consumer.commitSync(offsets);
                     List<String> committed = new ArrayList<>();
-                    offsets.forEach((tp, o) -> committed.add(str(String.valueOf(tp.partition())) + ":" + o.offset()));
+                    offsets.forEach((tp, o) ->
+                            committed.add(str(String.valueOf(tp.partition())) + ":" + o.offset()));
                     emit(name, "committed", "\"offsets\":{" + String.join(",", committed) + "}");
                 } catch (Exception e) {
                     emit(name, "commit_failed", "\"error\":" + str(e.getClass().getSimpleName())
@@ -191,7 +194,8 @@ public final class GroupClient {
         }
     }
 
-    private static List<TopicPartition> without(Collection<TopicPartition> all, Collection<TopicPartition> gone) {
+    private static List<TopicPartition> without(Collection<TopicPartition> all,
+                                                Collection<TopicPartition> gone) {
         List<TopicPartition> rest = new ArrayList<>(all);
         rest.removeAll(gone);
         return rest;
