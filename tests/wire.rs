@@ -2240,16 +2240,9 @@ fn max_connections_closes_extra_connections_and_recovers() {
         return;
     };
     const LIMIT: usize = 50;
-    let mut served: Vec<Client> = (0..LIMIT)
-        .map(|i| {
-            let mut c = koord.connect();
-            let resp = c
-                .try_send(3, &api_versions_request())
-                .unwrap_or_else(|e| panic!("connection {i} of {LIMIT} not served: {e}"));
-            assert_eq!(err(resp.error_code), None);
-            c
-        })
-        .collect();
+    // koord frees a slot when it reads a closed connection's EOF, a moment after the close (the
+    // start-up probe's slot, say), so fill the limit with retries until the deadline.
+    let mut served = fill_connections(&koord, LIMIT);
 
     // Over the limit: the server accepts and closes at once. Each sends a request first, which
     // must not be answered.
@@ -2276,26 +2269,32 @@ fn max_connections_closes_extra_connections_and_recovers() {
 
     // Once the first ones close, the limit frees up again: LIMIT new connections are served.
     drop(served);
+    fill_connections(&koord, LIMIT);
+}
+
+/// `n` connections that each completed an ApiVersions round trip. A connection the server
+/// closes instead (no free slot yet) is retried until [`DEADLINE`].
+fn fill_connections(koord: &Koord, n: usize) -> Vec<Client> {
     let deadline = Instant::now() + DEADLINE;
-    let mut fresh = Vec::new();
-    while fresh.len() < LIMIT {
+    let mut served = Vec::new();
+    while served.len() < n {
         let mut c = koord.connect();
         match c.try_send(3, &api_versions_request()) {
             Ok(resp) => {
                 assert_eq!(err(resp.error_code), None);
-                fresh.push(c);
+                served.push(c);
             }
             Err(e) => {
                 assert!(
                     Instant::now() < deadline,
-                    "only {} connections served again after closing {LIMIT}: {e}",
-                    fresh.len()
+                    "only {} of {n} connections served: {e}",
+                    served.len()
                 );
-                // koord releases a slot when it reads our EOF; give it a moment.
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
     }
+    served
 }
 
 #[test]
