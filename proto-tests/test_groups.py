@@ -8,7 +8,7 @@ heartbeat.interval.ms=500, so that rebalances are quick. No step passes because 
 waits, with a deadline, for the state it expects, and fails with what the members saw. (The one
 sleep, in the static-membership test, only leaves a wrong rebalance the time to happen.)
 
-PROTO_TESTS_BOOTSTRAP=HOST:PORT runs the same tests against a running broker instead (e.g. the
+KOORD_BOOTSTRAP=HOST:PORT runs the same tests against a running broker instead (e.g. the
 Apache Kafka of `scripts/kafka.sh start`); each test makes its own topic and group there.
 """
 
@@ -24,7 +24,7 @@ from confluent_kafka import ConsumerGroupState
 from groups_util import OWNERSHIP_EVENTS, SESSION_TIMEOUT_MS, Group, java_command, revoked_kept
 
 GROUP_SETTINGS = ("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
-EXTERNAL_BOOTSTRAP = os.environ.get("PROTO_TESTS_BOOTSTRAP")
+EXTERNAL_BOOTSTRAP = os.environ.get("KOORD_BOOTSTRAP")
 
 
 @pytest.fixture

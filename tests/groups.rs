@@ -1831,6 +1831,29 @@ fn describe_groups_of_a_stable_group_shows_protocol_members_metadata_and_assignm
     }
 }
 
+/// Without an authorizer Kafka 4.4 reports READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS and
+/// ALTER_CONFIGS on a group (bits 3, 6, 8, 10, 11 = 3400) when asked (v3+).
+#[test]
+fn describe_groups_reports_the_authorized_operations_when_asked() {
+    let koord = server();
+    let mut c = koord.connect();
+    let group = unique("g-describe-ops");
+    stable_group(&koord, &group, "t-ops", 1);
+    for version in [3, 6] {
+        let resp: DescribeGroupsResponse = c.call(
+            version,
+            &DescribeGroupsRequest::default()
+                .with_groups(vec![group_id(&group)])
+                .with_include_authorized_operations(true),
+        );
+        assert_eq!(err(resp.groups[0].error_code), None, "{resp:?}");
+        assert_eq!(
+            resp.groups[0].authorized_operations, 3400,
+            "v{version}: {resp:?}"
+        );
+    }
+}
+
 /// Starts a new join round in a Stable two-member group: the leader's rejoin is parked and
 /// the group awaited in PreparingRebalance. Returns the parked join; the follower has not
 /// rejoined yet.

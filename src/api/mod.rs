@@ -90,8 +90,9 @@ pub(crate) fn resolve_topic(
     }
 }
 
-/// Authorized operations on a group without ACLs: READ, DELETE, DESCRIBE (AclOperation 3, 6, 8).
-pub const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+/// Authorized operations on a group without an authorizer, as Kafka 4.4 reports them: READ,
+/// DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation 3, 6, 8, 10, 11).
+pub const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
 
 /// Kafka rejects an empty group id before anything else (`GroupCoordinatorService`).
 pub(crate) fn check_group_id(id: &str) -> Result<GroupId, GroupError> {
@@ -152,5 +153,6 @@ mod tests {
         // The values Apache Kafka reports without an authorizer.
         assert_eq!(super::TOPIC_OPERATIONS, 3576);
         assert_eq!(super::CLUSTER_OPERATIONS, 32672);
+        assert_eq!(super::GROUP_OPERATIONS, 3400);
     }
 }
