@@ -6,6 +6,8 @@
 # runs every tier against that build:
 #   rust    cargo test --release (unit tests and the wire tests under tests/)
 #   python  pytest proto-tests/ with real clients against target/release/koord
+#   kafka   the raw conformance tier (tests/wire.rs, tests/groups.rs) again, against Apache
+#           Kafka 4.4 (scripts/kafka.sh), proving its expectations are Kafka's own answers
 # Exits non-zero if any step fails, after printing a summary of all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -193,6 +195,16 @@ python_tests() {
         -p no:cacheprovider
 }
 
+kafka_conformance() {
+    say "conformance tier against Apache Kafka 4.4 (scripts/kafka.sh)"
+    local bootstrap
+    bootstrap=$(scripts/kafka.sh start)
+    # step() runs this in a subshell: stop the broker whenever it exits, failed or not.
+    trap 'scripts/kafka.sh stop' EXIT
+    echo "Kafka 4.4 at $bootstrap"
+    KOORD_BOOTSTRAP="$bootstrap" cargo test --release --test wire --test groups
+}
+
 step install-tools install_tools
 step python-venv install_python
 step java-client build_java
@@ -203,12 +215,15 @@ if [ "$last_rc" -eq 0 ]; then
     step rust-tests rust_tests
     if [ "$setup_failed" -eq 0 ]; then
         step python-tests python_tests
+        step kafka-conformance kafka_conformance
     else
         skip python-tests
+        skip kafka-conformance
     fi
 else
     skip rust-tests
     skip python-tests
+    skip kafka-conformance
 fi
 
 summary
