@@ -10,7 +10,7 @@
 //!   version (Kafka's `RequestContext`). Only the correlation id, which sits at the same place
 //!   in every request header version, is read.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use thiserror::Error;
@@ -129,11 +129,6 @@ pub fn unsupported_api_versions(correlation_id: i32) -> Result<Bytes, CodecError
         correlation_id,
         &ResponseKind::ApiVersions(body),
     )
-}
-
-/// Reads the length prefix of a frame, if four bytes are there.
-pub fn peek_len(buf: &[u8]) -> Option<i32> {
-    (buf.len() >= 4).then(|| (&buf[..4]).get_i32())
 }
 
 #[cfg(test)]
