@@ -1987,11 +1987,9 @@ fn forged_record_header_count_in_a_produced_batch_does_not_crash_koord() {
 }
 
 /// What Apache Kafka 4.4 answers to the batch above (checked with `KOORD_BOOTSTRAP`): the
-/// records of an uncompressed batch are decoded on produce, and this one is INVALID_RECORD.
-/// koord validates only the batch header and CRC, stores the batch, and later hands it to
-/// consumers, which cannot decode it.
+/// records of an uncompressed batch are decoded on produce, and this one is INVALID_RECORD;
+/// nothing is appended.
 #[test]
-#[ignore = "koord does not decode records on produce yet; Kafka 4.4 answers INVALID_RECORD"]
 fn produced_batch_whose_records_do_not_decode_is_invalid_record() {
     let koord = Koord::start(&[]);
     let mut c = koord.connect();

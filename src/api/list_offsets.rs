@@ -47,8 +47,9 @@ fn min_version(timestamp: i64) -> Option<i16> {
     }
 }
 
-/// `(offset, timestamp, leader epoch)` for one partition.
-fn lookup(partition: &Partition, timestamp: i64) -> (i64, i64, i32) {
+/// `(offset, timestamp, leader epoch)` for one partition. A compressed batch decodes to
+/// `max_decompressed` bytes at most, the cap Produce checked it against.
+fn lookup(partition: &Partition, timestamp: i64, max_decompressed: usize) -> (i64, i64, i32) {
     let found = |hit: Option<(i64, i64)>| match hit {
         Some((offset, ts)) => (offset, ts, LEADER_EPOCH),
         None => (-1, -1, -1),
@@ -57,8 +58,8 @@ fn lookup(partition: &Partition, timestamp: i64) -> (i64, i64, i32) {
         EARLIEST | EARLIEST_LOCAL => (partition.lock().log_start_offset(), -1, LEADER_EPOCH),
         LATEST => (partition.lock().log_end_offset(), -1, LEADER_EPOCH),
         LATEST_TIERED => (-1, -1, -1),
-        MAX_TIMESTAMP => found(partition.offset_of_max_timestamp()),
-        ts => found(partition.offset_for_timestamp(ts)),
+        MAX_TIMESTAMP => found(partition.offset_of_max_timestamp(max_decompressed)),
+        ts => found(partition.offset_for_timestamp(ts, max_decompressed)),
     }
 }
 
@@ -97,7 +98,11 @@ pub fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOff
                             .ok_or(ResponseError::UnknownTopicOrPartition)?;
                         let epoch = p.current_leader_epoch;
                         check_leader_epoch((epoch != -1).then_some(epoch))?;
-                        Ok(lookup(&partition, p.timestamp))
+                        Ok(lookup(
+                            &partition,
+                            p.timestamp,
+                            broker.config.socket_request_max_bytes,
+                        ))
                     })();
                     match result {
                         Ok((offset, timestamp, epoch)) => {

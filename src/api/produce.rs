@@ -3,8 +3,9 @@
 //! Topics are named below v13 and identified by id from v13; an unknown name is
 //! UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics, as in Kafka), an unknown id
 //! UNKNOWN_TOPIC_ID, a partition the topic lacks UNKNOWN_TOPIC_OR_PARTITION. Each partition's
-//! records are validated on their own ([`crate::log::batch`]); a refusal affects that partition
-//! only.
+//! records are validated on their own ([`crate::log::batch`]), the records decoded as Kafka does
+//! (a compressed batch may decompress to `socket.request.max.bytes` at most); a refusal affects
+//! that partition only.
 //!
 //! - acks 0: no response ([`Outcome::Silent`]); but if any partition failed, the connection is
 //!   closed, as Kafka does, so that the producer notices and refreshes its metadata.
@@ -24,7 +25,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
-use crate::log::batch::{any_transactional, validate_produce};
+use crate::log::batch::{any_transactional, validate_produce_within};
 use crate::log::Appended;
 use crate::server::dispatch::Outcome;
 
@@ -74,7 +75,12 @@ pub fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Outcome {
                             .partition(topic, p.index)
                             .ok_or(ResponseError::UnknownTopicOrPartition)?;
                         let records = p.records.as_deref().unwrap_or_default();
-                        let batch = validate_produce(records, version).map_err(|e| {
+                        let batch = validate_produce_within(
+                            records,
+                            version,
+                            broker.config.socket_request_max_bytes,
+                        )
+                        .map_err(|e| {
                             tracing::debug!(topic = topic.name, partition = p.index, error = %e, "produce refused");
                             e.code()
                         })?;

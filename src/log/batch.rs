@@ -1,7 +1,7 @@
 //! The v2 record batch header (magic 2), the only format koord stores.
 //!
-//! Only the 61-byte header is parsed here; records stay as the producer sent them. Layout
-//! (big-endian, offsets in bytes):
+//! Only the 61-byte header is parsed here ([`super::records`] walks the records); batches are
+//! stored as the producer sent them. Layout (big-endian, offsets in bytes):
 //!
 //! ```text
 //!  0 base offset (i64)           27 first timestamp (i64)
@@ -28,13 +28,16 @@
 //! - zstd before produce v7: UNSUPPORTED_COMPRESSION_TYPE; an unknown codec: CORRUPT_MESSAGE;
 //! - CRC32C mismatch: CORRUPT_MESSAGE;
 //! - record count not positive or not `last offset delta + 1`, a control batch, or a producer id
-//!   with a negative base sequence: INVALID_RECORD.
+//!   with a negative base sequence: INVALID_RECORD;
+//! - then the records themselves, decompressed if need be, as Kafka's `LogValidator` decodes
+//!   them ([`super::records`]): malformed records INVALID_RECORD, a payload that does not
+//!   decompress CORRUPT_MESSAGE, one that decompresses past the cap MESSAGE_TOO_LARGE.
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::compression::{self as cmpr, Decompressor};
-use kafka_protocol::records::RecordBatchDecoder;
 use kafka_protocol::ResponseError;
 use thiserror::Error;
+
+use super::records::{self, WalkError};
 
 /// Base offset and batch length: the bytes in front of what the batch length counts.
 pub const LOG_OVERHEAD: usize = 12;
@@ -54,9 +57,9 @@ const TRANSACTIONAL_BIT: i16 = 1 << 4;
 const CONTROL_BIT: i16 = 1 << 5;
 const ZSTD: i16 = 4;
 
-/// The smallest encoded record: length, attributes, timestamp delta, offset delta, key length,
-/// value length and header count, one byte each. Bounds the record count a payload can hold.
-const MIN_RECORD_SIZE: usize = 7;
+/// The decompressed size cap [`validate_produce`] applies: koord's default
+/// `socket.request.max.bytes`.
+pub const DEFAULT_MAX_DECOMPRESSED: usize = 104_857_600;
 
 /// Why a produced batch was refused. Each maps to the error code Kafka answers with.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -73,6 +76,8 @@ pub enum AppendError {
     OutOfOrderSequence { got: i32, expected: String },
     #[error("transactional batches need a transaction coordinator, which koord does not host")]
     Transactional,
+    #[error("the records decompress to more than {0} bytes")]
+    TooLarge(usize),
 }
 
 impl AppendError {
@@ -85,6 +90,7 @@ impl AppendError {
             AppendError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
             AppendError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
             AppendError::Transactional => ResponseError::TransactionalIdAuthorizationFailed,
+            AppendError::TooLarge(_) => ResponseError::MessageTooLarge,
         }
     }
 }
@@ -251,15 +257,38 @@ fn next_batch(rest: &[u8]) -> Result<(i8, usize), AppendError> {
     Ok((MAGIC_V2, total))
 }
 
+impl From<WalkError> for AppendError {
+    fn from(e: WalkError) -> AppendError {
+        match e {
+            WalkError::Invalid(m) => AppendError::InvalidRecord(m),
+            WalkError::Corrupt(m) => AppendError::Corrupt(m),
+            WalkError::TooLarge(cap) => AppendError::TooLarge(cap),
+        }
+    }
+}
+
+/// [`validate_produce_within`] with the default cap, [`DEFAULT_MAX_DECOMPRESSED`].
+///
+/// # Errors
+/// See [`validate_produce_within`].
+pub fn validate_produce(
+    records: &[u8],
+    produce_version: i16,
+) -> Result<ValidBatch<'_>, AppendError> {
+    validate_produce_within(records, produce_version, DEFAULT_MAX_DECOMPRESSED)
+}
+
 /// Validates the records of one partition of a produce request (v3+): exactly one sound v2
-/// batch. See the module doc for the checks and their error codes.
+/// batch whose records decode, a compressed payload decompressing to `max_decompressed` bytes
+/// at most. See the module doc for the checks and their error codes.
 ///
 /// # Errors
 /// The first check that fails, as an [`AppendError`]. Nothing in `records` is trusted: every
 /// length is checked before it is used.
-pub fn validate_produce(
+pub fn validate_produce_within(
     records: &[u8],
     produce_version: i16,
+    max_decompressed: usize,
 ) -> Result<ValidBatch<'_>, AppendError> {
     let mut pos = 0;
     let mut batches = 0usize;
@@ -313,13 +342,6 @@ pub fn validate_produce(
             header.last_offset_delta, header.record_count
         )));
     }
-    let payload = bytes.len() - HEADER_SIZE;
-    if header.compression() == 0 && header.record_count as usize > payload / MIN_RECORD_SIZE {
-        return Err(corrupt(format!(
-            "{} records cannot fit in {payload} bytes",
-            header.record_count
-        )));
-    }
     if header.is_control() {
         return Err(invalid("clients are not allowed to write control records"));
     }
@@ -329,6 +351,13 @@ pub fn validate_produce(
             header.base_sequence, header.producer_id
         )));
     }
+    records::walk(
+        &bytes[HEADER_SIZE..],
+        header.compression(),
+        header.record_count,
+        max_decompressed,
+        |_, _| {},
+    )?;
     Ok(ValidBatch { header, bytes })
 }
 
@@ -362,53 +391,31 @@ pub fn rewrite(bytes: &[u8], base_offset: i64) -> Bytes {
     b.freeze()
 }
 
-/// The offset and timestamp of every record of one stored batch, in order, decoded with
-/// [`RecordBatchDecoder`].
-///
-/// The decoder reserves room for the header's record count before reading a record, so the
-/// payload is decompressed first and the count is checked against what that many records need
-/// at least; a forged count cannot make it reserve more than the data could hold.
+/// The offset and timestamp of every record of one stored batch, in order, walked as on
+/// produce ([`records::walk`], the same cap on decompression).
 ///
 /// # Errors
 /// A message when the batch does not decode.
-pub fn record_timestamps(batch: &Bytes) -> Result<Vec<(i64, i64)>, String> {
+pub fn record_timestamps(batch: &[u8], max_decompressed: usize) -> Result<Vec<(i64, i64)>, String> {
     let header = BatchHeader::parse(batch).ok_or("short batch header")?;
-    let mut payload = batch.slice(HEADER_SIZE.min(batch.len())..);
-    let keep = |b: &mut Bytes| -> anyhow::Result<Bytes> { Ok(b.clone()) };
-    let plain: Bytes = match header.compression() {
-        0 => Ok(payload.clone()),
-        1 => cmpr::Gzip::decompress(&mut payload, keep),
-        2 => cmpr::Snappy::decompress(&mut payload, keep),
-        3 => cmpr::Lz4::decompress(&mut payload, keep),
-        4 => cmpr::Zstd::decompress(&mut payload, keep),
-        other => return Err(format!("unknown compression codec {other}")),
-    }
-    .map_err(|e| format!("{e:#}"))?;
-    let count = usize::try_from(header.record_count).map_err(|_| "negative record count")?;
-    if count > plain.len() / MIN_RECORD_SIZE {
-        return Err(format!(
-            "{count} records cannot fit in {} bytes",
-            plain.len()
-        ));
-    }
-    let plain_for_decoder = plain.clone();
-    let set = RecordBatchDecoder::decode_with_custom_compression(
-        &mut batch.clone(),
-        Some(move |_: &mut Bytes, _| Ok(plain_for_decoder.clone())),
-    )
-    .map_err(|e| format!("{e:#}"))?;
-    Ok(set
-        .records
-        .iter()
-        .map(|r| {
+    let payload = batch.get(HEADER_SIZE..).unwrap_or_default();
+    let mut out = Vec::new();
+    records::walk(
+        payload,
+        header.compression(),
+        header.record_count,
+        max_decompressed,
+        |offset_delta, timestamp_delta| {
             let ts = if header.is_log_append_time() {
                 header.max_timestamp
             } else {
-                r.timestamp
+                header.first_timestamp.wrapping_add(timestamp_delta)
             };
-            (r.offset, ts)
-        })
-        .collect())
+            out.push((header.base_offset.wrapping_add(i64::from(offset_delta)), ts));
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -534,7 +541,7 @@ pub(crate) mod tests {
         assert_eq!(h.base_offset, 1234);
         assert_eq!(h.partition_leader_epoch, crate::metadata::LEADER_EPOCH);
         assert!(validate_produce(&out, 9).is_ok());
-        let decoded = record_timestamps(&out).unwrap();
+        let decoded = record_timestamps(&out, DEFAULT_MAX_DECOMPRESSED).unwrap();
         assert_eq!(decoded, vec![(1234, 1_000), (1235, 1_010)]);
     }
 
@@ -620,12 +627,13 @@ pub(crate) mod tests {
         m[57..61].copy_from_slice(&5i32.to_be_bytes());
         fix_crc(&mut m);
         assert_eq!(code(&m), ResponseError::InvalidRecord);
-        // A forged count that the payload cannot hold.
+        // A forged count that the payload cannot hold: the records run out (Kafka's
+        // "premature EOF").
         let mut m = simple(3).to_vec();
         m[23..27].copy_from_slice(&(i32::MAX - 1).to_be_bytes());
         m[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
         fix_crc(&mut m);
-        assert_eq!(code(&m), ResponseError::CorruptMessage);
+        assert_eq!(code(&m), ResponseError::InvalidRecord);
         // Zero records.
         let mut m = simple(1).to_vec();
         m[23..27].copy_from_slice(&(-1i32).to_be_bytes());
@@ -699,7 +707,7 @@ pub(crate) mod tests {
             });
             let v = validate_produce(&b, 9).unwrap();
             let stored = rewrite(v.bytes, 100);
-            let ts = record_timestamps(&stored).unwrap();
+            let ts = record_timestamps(&stored, DEFAULT_MAX_DECOMPRESSED).unwrap();
             assert_eq!(ts.len(), 50, "{compression:?}");
             assert_eq!(ts[7], (107, 1_070), "{compression:?}");
         }
@@ -716,7 +724,7 @@ pub(crate) mod tests {
         m[23..27].copy_from_slice(&(i32::MAX - 1).to_be_bytes());
         m[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
         fix_crc(&mut m);
-        assert!(record_timestamps(&Bytes::from(m)).is_err());
+        assert!(record_timestamps(&m, DEFAULT_MAX_DECOMPRESSED).is_err());
     }
 
     /// Deterministic fuzzing: random edits of real batches (any byte, the length field, the
@@ -786,7 +794,7 @@ pub(crate) mod tests {
                 assert_eq!(v.header.offset_span(), i64::from(v.header.record_count));
                 let stored = rewrite(v.bytes, 1_000);
                 // May fail on edited records; must not panic or over-allocate.
-                let _ = record_timestamps(&stored);
+                let _ = record_timestamps(&stored, DEFAULT_MAX_DECOMPRESSED);
             }
         }
         assert!(accepted > 0, "some edits keep the batch valid");

@@ -2,7 +2,9 @@
 //! OffsetForLeaderEpoch.
 //!
 //! - [`batch`]: the v2 record batch header, produce-time validation (lengths, magic, CRC32C,
-//!   Kafka's batch rules) and the base-offset rewrite.
+//!   Kafka's batch rules, then the records) and the base-offset rewrite.
+//! - [`records`]: the records of a batch, walked (and decompressed, capped) without building
+//!   them: produce-time record validation and the per-record offsets and timestamps.
 //! - [`producer`]: idempotent producer state (epoch, last five sequence ranges) per partition.
 //! - [`partition`]: [`PartitionLog`], the batches of one partition, offsets and retention.
 //! - here: [`Logs`], every partition log keyed by (topic id, partition), and [`AppendWatch`],
@@ -14,6 +16,7 @@
 pub mod batch;
 pub mod partition;
 pub mod producer;
+pub mod records;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -74,11 +77,15 @@ impl Partition {
     /// Kafka's search (`FileRecords.searchForTimestamp`): the first batch whose max timestamp
     /// reaches the target, then the first record in it that does; if none does (a batch whose
     /// header overstates its records), the search goes on with the next batch.
-    pub fn offset_for_timestamp(&self, timestamp: i64) -> Option<(i64, i64)> {
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+        max_decompressed: usize,
+    ) -> Option<(i64, i64)> {
         let mut from = i64::MIN;
         loop {
             let (bytes, last_offset) = self.lock().batch_reaching(timestamp, from)?;
-            match batch::record_timestamps(&bytes) {
+            match batch::record_timestamps(&bytes, max_decompressed) {
                 Ok(records) => {
                     if let Some(found) = records.into_iter().find(|(_, ts)| *ts >= timestamp) {
                         return Some(found);
@@ -92,9 +99,9 @@ impl Partition {
 
     /// The first record carrying the largest timestamp in the log: `(offset, timestamp)`
     /// (ListOffsets MAX_TIMESTAMP; Kafka's `RecordBatch.offsetOfMaxTimestamp`).
-    pub fn offset_of_max_timestamp(&self) -> Option<(i64, i64)> {
+    pub fn offset_of_max_timestamp(&self, max_decompressed: usize) -> Option<(i64, i64)> {
         let (bytes, max) = self.lock().batch_with_max_timestamp()?;
-        let records = batch::record_timestamps(&bytes)
+        let records = batch::record_timestamps(&bytes, max_decompressed)
             .map_err(|e| tracing::debug!(error = %e, "stored batch does not decode"))
             .ok()?;
         records.into_iter().find(|(_, ts)| *ts == max)
@@ -174,7 +181,7 @@ impl<'a> AppendWatch<'a> {
 #[cfg(test)]
 mod tests {
     use super::batch::tests::{batch, Spec};
-    use super::batch::validate_produce;
+    use super::batch::{validate_produce, DEFAULT_MAX_DECOMPRESSED as MAX};
     use super::*;
     use crate::metadata::topic_id;
     use std::time::Duration;
@@ -222,13 +229,13 @@ mod tests {
             });
             p.append(&validate_produce(&b, 9).unwrap()).unwrap();
         }
-        assert_eq!(p.offset_for_timestamp(0), Some((0, 1_000)));
-        assert_eq!(p.offset_for_timestamp(1_000), Some((0, 1_000)));
-        assert_eq!(p.offset_for_timestamp(1_011), Some((2, 1_020)));
-        assert_eq!(p.offset_for_timestamp(1_041), Some((5, 2_000)));
-        assert_eq!(p.offset_for_timestamp(2_033), Some((9, 2_040)));
-        assert_eq!(p.offset_for_timestamp(2_041), None);
-        assert_eq!(p.offset_of_max_timestamp(), Some((9, 2_040)));
+        assert_eq!(p.offset_for_timestamp(0, MAX), Some((0, 1_000)));
+        assert_eq!(p.offset_for_timestamp(1_000, MAX), Some((0, 1_000)));
+        assert_eq!(p.offset_for_timestamp(1_011, MAX), Some((2, 1_020)));
+        assert_eq!(p.offset_for_timestamp(1_041, MAX), Some((5, 2_000)));
+        assert_eq!(p.offset_for_timestamp(2_033, MAX), Some((9, 2_040)));
+        assert_eq!(p.offset_for_timestamp(2_041, MAX), None);
+        assert_eq!(p.offset_of_max_timestamp(MAX), Some((9, 2_040)));
     }
 
     #[tokio::test(start_paused = true)]
