@@ -113,7 +113,14 @@ Configuration:
       - name: kafka.server.KafkaRaftServer
         level: INFO
 LOG
-  cluster="$(python3 -c 'import base64,uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+  # A Kafka cluster id: URL-safe base64 of a random UUID. Not starting with '-', which the
+  # storage tool's argument parser would read as an option (Kafka's own random-uuid avoids it).
+  cluster="$(python3 -c 'import base64,uuid
+while True:
+    c = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not c.startswith("-"):
+        print(c)
+        break')"
   java -cp "$libs/*" -Dlog4j2.configurationFile="$home/log4j2.yaml" kafka.tools.StorageTool \
     format -t "$cluster" -c "$home/server.properties" --standalone > "$home/format.log" 2>&1 \
     || { cat "$home/format.log" >&2; exit 1; }

@@ -843,7 +843,10 @@ fn join_group_v4_and_later_without_a_member_id_is_member_id_required_then_the_re
             first.member_id.starts_with(&format!("{CLIENT_ID}-")),
             "a dynamic member id is clientId-UUID: {first:?}"
         );
-        // The group exists, Empty: a pending member is not a member yet.
+        // The group exists, Empty: a pending member is not a member yet. Kafka 4.4 shows the
+        // new group only once its creation is committed to its log (until then DescribeGroups
+        // says Dead), so wait for it; koord shows it at once.
+        await_state(&mut c, &group, "Empty");
         let (now, _, members) = described_members(&mut c, &group);
         assert_eq!((now.as_str(), members.len()), ("Empty", 0));
         let id = first.member_id.to_string();
