@@ -228,6 +228,22 @@ fn topics(v: &Value) -> Result<Vec<TopicSpec>, String> {
     Ok(out)
 }
 
+/// A key holding an integer field of [`Config`], accepted within `min..=max`.
+macro_rules! int_key {
+    ($name:literal, $kafka:expr, $doc:literal, $field:ident: $ty:ty, $min:expr, $max:expr) => {
+        Key {
+            name: $name,
+            kafka: $kafka,
+            doc: $doc,
+            apply: |c, v| {
+                c.$field = int(v, $min, $max)? as $ty;
+                Ok(())
+            },
+            show: |c| Value::Integer(c.$field as i64),
+        }
+    };
+}
+
 /// Every configuration key. Order is the order `check-config` prints.
 pub static KEYS: &[Key] = &[
     Key {
@@ -261,16 +277,7 @@ pub static KEYS: &[Key] = &[
         },
         show: |c| Value::String(c.advertised_listener.clone().unwrap_or_default()),
     },
-    Key {
-        name: "node.id",
-        kafka: Some("node.id"),
-        doc: "this node's broker id",
-        apply: |c, v| {
-            c.node_id = int(v, 0, i32::MAX as i64)? as i32;
-            Ok(())
-        },
-        show: |c| Value::Integer(c.node_id.into()),
-    },
+    int_key!("node.id", Some("node.id"), "this node's broker id", node_id: i32, 0, i32::MAX as i64),
     Key {
         name: "data.dir",
         kafka: Some("log.dirs"),
@@ -295,36 +302,9 @@ pub static KEYS: &[Key] = &[
         },
         show: |c| Value::String(c.cluster_id.clone()),
     },
-    Key {
-        name: "max.connections",
-        kafka: Some("max.connections"),
-        doc: "connections served at once; more are closed on accept",
-        apply: |c, v| {
-            c.max_connections = int(v, 1, 1 << 30)? as usize;
-            Ok(())
-        },
-        show: |c| Value::Integer(c.max_connections as i64),
-    },
-    Key {
-        name: "connections.max.idle.ms",
-        kafka: Some("connections.max.idle.ms"),
-        doc: "a connection that sends no request for this long is closed",
-        apply: |c, v| {
-            c.connections_max_idle_ms = int(v, 1, i64::MAX)? as u64;
-            Ok(())
-        },
-        show: |c| Value::Integer(c.connections_max_idle_ms as i64),
-    },
-    Key {
-        name: "socket.request.max.bytes",
-        kafka: Some("socket.request.max.bytes"),
-        doc: "largest request frame accepted; a larger one closes the connection",
-        apply: |c, v| {
-            c.socket_request_max_bytes = int(v, 64, i32::MAX as i64)? as usize;
-            Ok(())
-        },
-        show: |c| Value::Integer(c.socket_request_max_bytes as i64),
-    },
+    int_key!("max.connections", Some("max.connections"), "connections served at once; more are closed on accept", max_connections: usize, 1, 1 << 30),
+    int_key!("connections.max.idle.ms", Some("connections.max.idle.ms"), "a connection that sends no request for this long is closed", connections_max_idle_ms: u64, 1, i64::MAX),
+    int_key!("socket.request.max.bytes", Some("socket.request.max.bytes"), "largest request frame accepted; a larger one closes the connection", socket_request_max_bytes: usize, 64, i32::MAX as i64),
     Key {
         name: "auto.create.topics.enable",
         kafka: Some("auto.create.topics.enable"),
@@ -335,16 +315,7 @@ pub static KEYS: &[Key] = &[
         },
         show: |c| Value::Boolean(c.auto_create_topics_enable),
     },
-    Key {
-        name: "num.partitions",
-        kafka: Some("num.partitions"),
-        doc: "partitions of auto-created topics and of CreateTopics without a count",
-        apply: |c, v| {
-            c.num_partitions = int(v, 1, 1_000_000)? as i32;
-            Ok(())
-        },
-        show: |c| Value::Integer(c.num_partitions.into()),
-    },
+    int_key!("num.partitions", Some("num.partitions"), "partitions of auto-created topics and of CreateTopics without a count", num_partitions: i32, 1, 1_000_000),
     Key {
         name: "log.retention.bytes",
         kafka: Some("log.retention.bytes"),
@@ -376,76 +347,13 @@ pub static KEYS: &[Key] = &[
             )
         },
     },
-    Key {
-        name: "group.min.session.timeout.ms",
-        kafka: Some("group.min.session.timeout.ms"),
-        doc: "smallest session timeout a JoinGroup may ask for (else INVALID_SESSION_TIMEOUT)",
-        apply: |c, v| {
-            c.group_min_session_timeout_ms = int(v, 0, i32::MAX as i64)? as u64;
-            Ok(())
-        },
-        show: |c| Value::Integer(c.group_min_session_timeout_ms as i64),
-    },
-    Key {
-        name: "group.max.session.timeout.ms",
-        kafka: Some("group.max.session.timeout.ms"),
-        doc: "largest session timeout a JoinGroup may ask for (else INVALID_SESSION_TIMEOUT)",
-        apply: |c, v| {
-            c.group_max_session_timeout_ms = int(v, 0, i32::MAX as i64)? as u64;
-            Ok(())
-        },
-        show: |c| Value::Integer(c.group_max_session_timeout_ms as i64),
-    },
-    Key {
-        name: "group.initial.rebalance.delay.ms",
-        kafka: Some("group.initial.rebalance.delay.ms"),
-        doc: "how long a rebalance out of Empty waits for more members to join",
-        apply: |c, v| {
-            c.group_initial_rebalance_delay_ms = int(v, 0, i32::MAX as i64)? as u64;
-            Ok(())
-        },
-        show: |c| Value::Integer(c.group_initial_rebalance_delay_ms as i64),
-    },
-    Key {
-        name: "group.max.size",
-        kafka: Some("group.max.size"),
-        doc: "members a classic group may have (else GROUP_MAX_SIZE_REACHED)",
-        apply: |c, v| {
-            c.group_max_size = int(v, 1, i32::MAX as i64)? as usize;
-            Ok(())
-        },
-        show: |c| Value::Integer(c.group_max_size as i64),
-    },
-    Key {
-        name: "offsets.retention.minutes",
-        kafka: Some("offsets.retention.minutes"),
-        doc: "how long committed offsets are kept once retention applies to them",
-        apply: |c, v| {
-            c.offsets_retention_minutes = int(v, 1, i32::MAX as i64)? as u64;
-            Ok(())
-        },
-        show: |c| Value::Integer(c.offsets_retention_minutes as i64),
-    },
-    Key {
-        name: "offsets.retention.check.interval.ms",
-        kafka: Some("offsets.retention.check.interval.ms"),
-        doc: "how often committed offsets are checked for expiry",
-        apply: |c, v| {
-            c.offsets_retention_check_interval_ms = int(v, 1, i64::MAX)? as u64;
-            Ok(())
-        },
-        show: |c| Value::Integer(c.offsets_retention_check_interval_ms as i64),
-    },
-    Key {
-        name: "offset.metadata.max.bytes",
-        kafka: Some("offset.metadata.max.bytes"),
-        doc: "longest commit metadata (Java string length); longer gets OFFSET_METADATA_TOO_LARGE",
-        apply: |c, v| {
-            c.offset_metadata_max_bytes = int(v, 0, i32::MAX as i64)? as usize;
-            Ok(())
-        },
-        show: |c| Value::Integer(c.offset_metadata_max_bytes as i64),
-    },
+    int_key!("group.min.session.timeout.ms", Some("group.min.session.timeout.ms"), "smallest session timeout a JoinGroup may ask for (else INVALID_SESSION_TIMEOUT)", group_min_session_timeout_ms: u64, 0, i32::MAX as i64),
+    int_key!("group.max.session.timeout.ms", Some("group.max.session.timeout.ms"), "largest session timeout a JoinGroup may ask for (else INVALID_SESSION_TIMEOUT)", group_max_session_timeout_ms: u64, 0, i32::MAX as i64),
+    int_key!("group.initial.rebalance.delay.ms", Some("group.initial.rebalance.delay.ms"), "how long a rebalance out of Empty waits for more members to join", group_initial_rebalance_delay_ms: u64, 0, i32::MAX as i64),
+    int_key!("group.max.size", Some("group.max.size"), "members a classic group may have (else GROUP_MAX_SIZE_REACHED)", group_max_size: usize, 1, i32::MAX as i64),
+    int_key!("offsets.retention.minutes", Some("offsets.retention.minutes"), "how long committed offsets are kept once retention applies to them", offsets_retention_minutes: u64, 1, i32::MAX as i64),
+    int_key!("offsets.retention.check.interval.ms", Some("offsets.retention.check.interval.ms"), "how often committed offsets are checked for expiry", offsets_retention_check_interval_ms: u64, 1, i64::MAX),
+    int_key!("offset.metadata.max.bytes", Some("offset.metadata.max.bytes"), "longest commit metadata (Java string length); longer gets OFFSET_METADATA_TOO_LARGE", offset_metadata_max_bytes: usize, 0, i32::MAX as i64),
 ];
 
 fn key(name: &str) -> Result<&'static Key, ConfigError> {
