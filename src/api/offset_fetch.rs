@@ -3,6 +3,8 @@
 //! for every partition with no error, as Kafka does; there are no transactions, so RequireStable
 //! never finds a pending offset.
 
+use std::collections::HashMap;
+
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -35,17 +37,22 @@ async fn fetch_group(
             .collect::<Vec<_>>()
     });
     let fetched = broker.coordinator.fetch_offsets(group, partitions).await;
+    // Group by topic in first-seen order; an index keeps this linear for a fetch of every
+    // offset of a group with many topics.
     let mut by_topic: Vec<(String, Vec<FetchedOffset>)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
     for f in fetched {
-        match by_topic.iter_mut().find(|(t, _)| *t == f.tp.topic) {
-            Some((_, v)) => v.push(f),
-            None => by_topic.push((f.tp.topic.clone(), vec![f])),
-        }
+        let i = *index.entry(f.tp.topic.clone()).or_insert_with(|| {
+            by_topic.push((f.tp.topic.clone(), Vec::new()));
+            by_topic.len() - 1
+        });
+        by_topic[i].1.push(f);
     }
     if let Some(order) = order {
         // Topics named in the request with no partitions still get an (empty) entry.
         for t in order {
-            if !by_topic.iter().any(|(name, _)| *name == t) {
+            if !index.contains_key(&t) {
+                index.insert(t.clone(), by_topic.len());
                 by_topic.push((t, Vec::new()));
             }
         }

@@ -120,7 +120,7 @@ pub fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Outcome {
 mod tests {
     use super::*;
     use crate::api::testing::broker;
-    use crate::log::batch::tests::{batch, simple, Spec};
+    use crate::log::batch::tests::{batch, simple, transactional, Spec};
     use bytes::{Bytes, BytesMut};
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::{ResponseKind, TopicName};
@@ -260,13 +260,7 @@ mod tests {
     #[test]
     fn transactional_records_fail_the_whole_request() {
         let b = broker();
-        let t = batch(Spec {
-            producer_id: 1,
-            producer_epoch: 0,
-            base_sequence: 0,
-            transactional: true,
-            ..Spec::default()
-        });
+        let t = transactional();
         let r = answer(
             &b,
             request("t", &[(0, Some(simple(1))), (1, Some(t))], 1, 9),

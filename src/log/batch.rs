@@ -493,6 +493,17 @@ pub(crate) mod tests {
         buf.freeze()
     }
 
+    /// One record from a transactional producer (id 1, epoch 0, sequence 0).
+    pub(crate) fn transactional() -> Bytes {
+        batch(Spec {
+            producer_id: 1,
+            producer_epoch: 0,
+            base_sequence: 0,
+            transactional: true,
+            ..Spec::default()
+        })
+    }
+
     pub(crate) fn simple(records: usize) -> Bytes {
         batch(Spec {
             records,
@@ -678,13 +689,7 @@ pub(crate) mod tests {
 
     #[test]
     fn transactional_detection() {
-        let t = batch(Spec {
-            producer_id: 1,
-            producer_epoch: 0,
-            base_sequence: 0,
-            transactional: true,
-            ..Spec::default()
-        });
+        let t = transactional();
         assert!(any_transactional(&t));
         assert!(!any_transactional(&simple(2)));
         let mut both = simple(1).to_vec();

@@ -208,7 +208,7 @@ impl PartitionLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::batch::tests::{batch, simple, Spec};
+    use crate::log::batch::tests::{batch, simple, transactional, Spec};
     use crate::log::batch::{validate_produce, BatchHeader};
 
     fn append(log: &mut PartitionLog, b: &Bytes) -> Result<Appended, AppendError> {
@@ -338,13 +338,7 @@ mod tests {
     #[test]
     fn transactional_batches_are_refused() {
         let mut log = PartitionLog::new(-1);
-        let t = batch(Spec {
-            producer_id: 1,
-            producer_epoch: 0,
-            base_sequence: 0,
-            transactional: true,
-            ..Spec::default()
-        });
+        let t = transactional();
         assert_eq!(append(&mut log, &t), Err(AppendError::Transactional));
         assert_eq!(log.log_end_offset(), 0);
     }
