@@ -32,6 +32,7 @@
 //!   append wake-ups that end Fetch long-polls. Memory-only by design.
 
 pub mod api;
+pub mod assignor;
 pub mod broker;
 pub mod config;
 pub mod coordinator;

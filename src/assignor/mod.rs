@@ -1,0 +1,215 @@
+//! Server-side partition assignment: pure, synchronous assignors over a read-only group spec.
+//!
+//! In Apache Kafka a classic group's leader assigns partitions in the client. koord assigns them
+//! on the server (design.md, "Assignment"): when a group's join phase completes, the group core
+//! asks its [`crate::group::ServerAssignor`]; for `consumer` groups that is a
+//! [`consumer::ConsumerAssignor`], which decodes every member's `ConsumerProtocolSubscription`,
+//! builds a [`GroupSpec`], runs an [`Assignor`] from the [`Registry`], holds back partitions that
+//! a cooperative member must revoke first, and encodes each member's `ConsumerProtocolAssignment`.
+//!
+//! An assignor sees topics and partitions as dense indices ([`Partition`]), not names: the spec
+//! interns every subscribed topic once, so assignors compare and hash small integers and a
+//! subscription shared by many members is one `Arc`.
+//!
+//! Built in:
+//! - [`range`]: Kafka's `RangeAssignor` (per topic, members in order, co-partitioned ranges).
+//! - [`roundrobin`]: Kafka's `RoundRobinAssignor`.
+//! - [`uniform`]: balanced and sticky, as Kafka's server-side `UniformAssignor`.
+
+pub mod range;
+pub mod roundrobin;
+pub mod uniform;
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::group::{InstanceId, MemberId};
+
+/// Index of a topic in [`GroupSpec::topics`].
+pub type TopicIndex = u32;
+
+/// One partition of a spec's topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Partition {
+    pub topic: TopicIndex,
+    pub partition: u32,
+}
+
+impl Partition {
+    pub fn new(topic: TopicIndex, partition: u32) -> Partition {
+        Partition { topic, partition }
+    }
+}
+
+/// A topic some member subscribes to, and how many partitions it has now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSpec {
+    pub name: Arc<str>,
+    pub partitions: u32,
+}
+
+/// A member as an assignor sees it.
+#[derive(Debug, Clone)]
+pub struct MemberSpec {
+    pub member_id: MemberId,
+    pub instance_id: Option<InstanceId>,
+    pub rack: Option<String>,
+    /// Subscribed topics that exist: sorted, without duplicates. Members with the same
+    /// subscription may share one allocation.
+    pub subscription: Arc<[TopicIndex]>,
+    /// Partitions the member owns now, sorted, each owned by one member only. What sticky
+    /// assignors keep in place.
+    pub owned: Vec<Partition>,
+    /// The member's subscription user data, as sent.
+    pub user_data: Option<Bytes>,
+}
+
+/// The read-only input of an assignor.
+#[derive(Debug, Clone, Default)]
+pub struct GroupSpec {
+    pub topics: Vec<TopicSpec>,
+    /// In no particular order; [`GroupSpec::member_order`] gives Kafka's.
+    pub members: Vec<MemberSpec>,
+}
+
+impl GroupSpec {
+    /// Member indices in Kafka's `MemberInfo` order: static members first by instance id, then
+    /// dynamic members by member id. The order range and round-robin assign in.
+    pub fn member_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.members.len()).collect();
+        order.sort_by(|&a, &b| member_info_cmp(&self.members[a], &self.members[b]));
+        order
+    }
+
+    /// Whether every member subscribes to the same topics.
+    pub fn is_homogeneous(&self) -> bool {
+        let Some(first) = self.members.first() else {
+            return true;
+        };
+        self.members.iter().all(|m| {
+            Arc::ptr_eq(&m.subscription, &first.subscription) || m.subscription == first.subscription
+        })
+    }
+
+    /// The members subscribed to each topic, by topic index, each list in member-index order.
+    pub fn subscribers(&self) -> Vec<Vec<usize>> {
+        let mut out = vec![Vec::new(); self.topics.len()];
+        for (i, m) in self.members.iter().enumerate() {
+            for &t in m.subscription.iter() {
+                out[t as usize].push(i);
+            }
+        }
+        out
+    }
+
+    /// Number of partitions across all topics.
+    pub fn partition_count(&self) -> usize {
+        self.topics.iter().map(|t| t.partitions as usize).sum()
+    }
+}
+
+/// Kafka `MemberInfo.compareTo`.
+fn member_info_cmp(a: &MemberSpec, b: &MemberSpec) -> Ordering {
+    match (&a.instance_id, &b.instance_id) {
+        (Some(x), Some(y)) => x.cmp(y).then_with(|| a.member_id.cmp(&b.member_id)),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => a.member_id.cmp(&b.member_id),
+    }
+}
+
+/// A target assignment: the partitions of each member, by member index of the spec. Each
+/// member's list is sorted.
+pub type Assignment = Vec<Vec<Partition>>;
+
+/// A partition assignor. Pure and deterministic: the same spec gives the same assignment.
+pub trait Assignor: Send + Sync + fmt::Debug {
+    /// The name groups are configured with (`group.assignor`) and DescribeGroups shows.
+    fn name(&self) -> &'static str;
+
+    /// Every partition of every subscribed topic goes to exactly one of its subscribers (a
+    /// topic nobody subscribes to is not in the spec).
+    fn assign(&self, spec: &GroupSpec) -> Assignment;
+}
+
+/// Assignors by name. [`Registry::builtin`] has `range`, `roundrobin` and `uniform`; more can be
+/// registered before the server starts.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    by_name: HashMap<&'static str, Arc<dyn Assignor>>,
+}
+
+impl Registry {
+    pub fn builtin() -> Registry {
+        let mut r = Registry {
+            by_name: HashMap::new(),
+        };
+        r.register(Arc::new(range::RangeAssignor));
+        r.register(Arc::new(roundrobin::RoundRobinAssignor));
+        r.register(Arc::new(uniform::UniformAssignor));
+        r
+    }
+
+    pub fn register(&mut self, assignor: Arc<dyn Assignor>) {
+        self.by_name.insert(assignor.name(), assignor);
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Assignor>> {
+        self.by_name.get(name).cloned()
+    }
+
+    /// Registered names, sorted.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self.by_name.keys().copied().collect();
+        names.sort_unstable();
+        names
+    }
+}
+
+/// The names [`Registry::builtin`] knows, for configuration checks.
+pub const BUILTIN: &[&str] = &["range", "roundrobin", "uniform"];
+
+/// Test and benchmark support: specs built from plain data.
+pub mod testing {
+    use std::sync::Arc;
+
+    use super::{GroupSpec, MemberSpec, Partition, TopicSpec};
+    use crate::group::MemberId;
+
+    /// A spec with topics `t0..` of the given partition counts and one member per
+    /// subscription (`m000..`), owning `owned[i]` (or nothing).
+    pub fn spec(partitions: &[u32], subscriptions: &[Vec<u32>], owned: &[Vec<Partition>]) -> GroupSpec {
+        let topics = partitions
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| TopicSpec {
+                name: Arc::from(format!("t{i}")),
+                partitions: p,
+            })
+            .collect();
+        let members = subscriptions
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut s = s.clone();
+                s.sort_unstable();
+                s.dedup();
+                let mut owned = owned.get(i).cloned().unwrap_or_default();
+                owned.sort_unstable();
+                MemberSpec {
+                    member_id: MemberId::new(format!("m{i:06}")),
+                    instance_id: None,
+                    rack: None,
+                    subscription: Arc::from(s),
+                    owned,
+                    user_data: None,
+                }
+            })
+            .collect();
+        GroupSpec { topics, members }
+    }
+}
