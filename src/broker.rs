@@ -22,7 +22,7 @@ pub struct Broker {
     pub config: Config,
     /// Reported by Metadata (v2+) and DescribeCluster.
     pub cluster_id: String,
-    pub topics: Topics,
+    pub topics: Arc<Topics>,
     /// `host`, `port` clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: i32,
@@ -84,7 +84,7 @@ impl Broker {
         } else {
             config.cluster_id.clone()
         };
-        let topics = Topics::default();
+        let topics = Arc::new(Topics::default());
         for t in &config.topics {
             topics
                 .create(&t.name, t.partitions)
@@ -92,7 +92,10 @@ impl Broker {
         }
         let (advertised_host, advertised_port) = config.advertised();
         let logs = Logs::new(config.log_retention_bytes);
-        let coordinator = Coordinator::new(Settings::from_config(&config), Clock::system());
+        let coordinator = Coordinator::new(
+            Settings::from_config(&config, topics.clone()),
+            Clock::system(),
+        );
         Ok(Broker {
             config,
             cluster_id,

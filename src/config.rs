@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 use toml::Value;
 
+use crate::assignor::policy::{check_choice, Override};
+use crate::assignor::BUILTIN;
+
 /// A configuration error. Each variant names the key (or file) it is about.
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -86,6 +89,11 @@ pub struct Config {
     pub offsets_retention_check_interval_ms: u64,
     /// Longest commit metadata accepted (in Java string length, UTF-16 units).
     pub offset_metadata_max_bytes: usize,
+    /// Who assigns `consumer` groups by default: `client` (the leader, as in Kafka) or a
+    /// server assignor's name.
+    pub group_assignor: String,
+    /// Per-group exceptions to `group_assignor`, first match wins.
+    pub group_assignment_overrides: Vec<Override>,
 }
 
 impl Default for Config {
@@ -110,6 +118,8 @@ impl Default for Config {
             offsets_retention_minutes: 10_080,
             offsets_retention_check_interval_ms: 600_000,
             offset_metadata_max_bytes: 4096,
+            group_assignor: "uniform".to_owned(),
+            group_assignment_overrides: Vec::new(),
         }
     }
 }
@@ -145,6 +155,32 @@ fn string(v: &Value) -> Result<String, String> {
         Value::Integer(i) => Ok(i.to_string()),
         other => Err(format!("expected a string, got {}", other.type_str())),
     }
+}
+
+/// `PATTERN=ASSIGNOR` overrides: an array of strings, or one comma-separated string.
+fn overrides(v: &Value) -> Result<Vec<Override>, String> {
+    let items: Vec<String> = match v {
+        Value::String(s) => s
+            .split(',')
+            .filter(|p| !p.trim().is_empty())
+            .map(str::to_owned)
+            .collect(),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| {
+                i.as_str().map(str::to_owned).ok_or_else(|| {
+                    format!("expected PATTERN=ASSIGNOR strings, got {}", i.type_str())
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        other => {
+            return Err(format!(
+                "expected an array of strings, got {}",
+                other.type_str()
+            ))
+        }
+    };
+    items.iter().map(|s| Override::parse(s, BUILTIN)).collect()
 }
 
 fn topic_spec(s: &str) -> Result<TopicSpec, String> {
@@ -353,6 +389,35 @@ pub static KEYS: &[Key] = &[
     int_key!("group.max.size", Some("group.max.size"), "members a classic group may have (else GROUP_MAX_SIZE_REACHED)", group_max_size: usize, 1, i32::MAX as i64),
     int_key!("offsets.retention.minutes", Some("offsets.retention.minutes"), "how long committed offsets are kept once retention applies to them", offsets_retention_minutes: u64, 1, i32::MAX as i64),
     int_key!("offsets.retention.check.interval.ms", Some("offsets.retention.check.interval.ms"), "how often committed offsets are checked for expiry", offsets_retention_check_interval_ms: u64, 1, i64::MAX),
+    Key {
+        name: "group.assignor",
+        kafka: None,
+        doc: "who assigns consumer groups: client (the leader, as in Kafka), or range, roundrobin, uniform",
+        apply: |c, v| {
+            let s = string(v)?;
+            check_choice(&s, BUILTIN)?;
+            c.group_assignor = s;
+            Ok(())
+        },
+        show: |c| Value::String(c.group_assignor.clone()),
+    },
+    Key {
+        name: "group.assignment.overrides",
+        kafka: None,
+        doc: "per-group exceptions to group.assignor: [\"PATTERN=ASSIGNOR\", ...], glob patterns, first match wins",
+        apply: |c, v| {
+            c.group_assignment_overrides = overrides(v)?;
+            Ok(())
+        },
+        show: |c| {
+            Value::Array(
+                c.group_assignment_overrides
+                    .iter()
+                    .map(|o| Value::String(format!("{}={}", o.pattern, o.assignor)))
+                    .collect(),
+            )
+        },
+    },
     int_key!("offset.metadata.max.bytes", Some("offset.metadata.max.bytes"), "longest commit metadata (Java string length); longer gets OFFSET_METADATA_TOO_LARGE", offset_metadata_max_bytes: usize, 0, i32::MAX as i64),
 ];
 

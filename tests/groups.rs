@@ -19,7 +19,7 @@ use std::io::Write;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use common::{frame, unique, Client, Koord, DEADLINE};
 use kafka_protocol::error::ParseResponseErrorCode;
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedPartitions;
@@ -55,10 +55,13 @@ use kafka_protocol::ResponseError;
 // ---------------------------------------------------------------------------------------------
 
 /// The settings `scripts/kafka.sh` gives the reference broker, so koord answers under the same
-/// configuration: a 1 s minimum session timeout and no initial rebalance delay.
+/// configuration: a 1 s minimum session timeout and no initial rebalance delay; and the leader
+/// assigns, as in Kafka (these tests send opaque member metadata and check that the leader's
+/// assignment comes back; koord's server assignment is tested in tests/assignment.rs).
 const KAFKA_LIKE: &[&str] = &[
     "group.min.session.timeout.ms=1000",
     "group.initial.rebalance.delay.ms=0",
+    "group.assignor=client",
 ];
 
 /// The server under test: koord started with [`KAFKA_LIKE`], or the `KOORD_BOOTSTRAP` server.
@@ -2201,4 +2204,123 @@ fn every_group_api_at_its_highest_version() {
         leave: 5,
         delete: 2,
     });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server assignment (koord only: Kafka's classic groups are assigned by their leader)
+// ---------------------------------------------------------------------------------------------
+
+/// A decoded ConsumerProtocolAssignment: `(topic, partition)` pairs.
+fn assigned_partitions(bytes: &Bytes) -> Vec<(String, i32)> {
+    let mut b = bytes.clone();
+    let version = b.get_i16();
+    let a = ConsumerProtocolAssignment::decode(&mut b, version).expect("an assignment");
+    a.assigned_partitions
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p)))
+        .collect()
+}
+
+#[test]
+fn server_assigned_group_skips_the_leader_and_answers_every_sync_with_the_server_assignment() {
+    let test =
+        "server_assigned_group_skips_the_leader_and_answers_every_sync_with_the_server_assignment";
+    let Some(koord) = Koord::start_owned(
+        test,
+        &[
+            "group.initial.rebalance.delay.ms=0",
+            "group.assignor=uniform",
+            "topics=sa-t:6",
+        ],
+    ) else {
+        return;
+    };
+    let mut c = koord.connect();
+    let group = unique("g-server");
+    let a = member_id_required(&mut c, &group, &["sa-t"]);
+    let first = c.call(9, &join_request(&group, &a, &["sa-t"]));
+    assert_eq!(err(first.error_code), None, "{first:?}");
+    assert!(
+        first.skip_assignment,
+        "a v9 leader is told to skip: {first:?}"
+    );
+    assert_eq!(first.members.len(), 1, "the leader still gets the members");
+
+    // A second member: both rejoin into generation 2.
+    let b = member_id_required(&mut c, &group, &["sa-t"]);
+    let newcomer = Pending::send(&koord, 9, &join_request(&group, &b, &["sa-t"]));
+    await_state(&mut c, &group, "PreparingRebalance");
+    let rejoin = c.call(9, &join_request(&group, &a, &["sa-t"]));
+    let newcomer = newcomer.wait();
+    assert_eq!(err(rejoin.error_code), None, "{rejoin:?}");
+    assert_eq!(rejoin.generation_id, newcomer.generation_id);
+    let generation = rejoin.generation_id;
+    let leader_join = if rejoin.member_id == rejoin.leader {
+        &rejoin
+    } else {
+        &newcomer
+    };
+    assert!(leader_join.skip_assignment);
+    assert_eq!(leader_join.members.len(), 2);
+
+    // Whatever the leader sends is ignored; every member gets the server's assignment.
+    let garbage = vec![(b.clone(), assignment("sa-t", &[0, 1, 2, 3, 4, 5]))];
+    let mut got = Vec::new();
+    for (id, sent) in [(&a, garbage.clone()), (&b, garbage)] {
+        let resp = c.call(5, &sync_request(5, &group, generation, id, sent));
+        assert_eq!(err(resp.error_code), None, "{resp:?}");
+        assert_eq!(resp.protocol_name.as_deref(), Some(PROTOCOL));
+        got.push(assigned_partitions(&resp.assignment));
+    }
+    assert_eq!(got[0].len(), 3, "{got:?}");
+    assert_eq!(got[1].len(), 3, "{got:?}");
+    let mut all: Vec<_> = got.concat();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 6, "every partition exactly once: {got:?}");
+
+    // DescribeGroups shows the assignor that assigned, and the assignments sent.
+    let resp = describe(&mut c, 5, &[&group]);
+    let g = &resp.groups[0];
+    assert_eq!(g.group_state.as_str(), "Stable");
+    assert_eq!(g.protocol_data.as_str(), "uniform");
+    for m in &g.members {
+        let want = if m.member_id.as_str() == a {
+            &got[0]
+        } else {
+            &got[1]
+        };
+        assert_eq!(&assigned_partitions(&m.member_assignment), want);
+    }
+}
+
+#[test]
+fn server_assigned_group_refuses_a_subscription_it_cannot_decode() {
+    let test = "server_assigned_group_refuses_a_subscription_it_cannot_decode";
+    let Some(koord) = Koord::start_owned(test, &["group.initial.rebalance.delay.ms=0"]) else {
+        return;
+    };
+    let mut c = koord.connect();
+    let group = unique("g-server-bad");
+    for metadata in [
+        &b""[..],
+        b"\x00",
+        b"\xff\xff\x00\x00\x00\x00",
+        b"\x00\x00\x7f\xff\xff\xff",
+    ] {
+        let req =
+            join_request(&group, "", &[]).with_protocols(vec![JoinGroupRequestProtocol::default()
+                .with_name(s(PROTOCOL))
+                .with_metadata(Bytes::copy_from_slice(metadata))]);
+        let resp = c.call(9, &req);
+        assert_eq!(
+            err(resp.error_code),
+            Some(ResponseError::InconsistentGroupProtocol),
+            "{metadata:?}: {resp:?}"
+        );
+    }
+    // The refused joins left nothing behind; a well-formed member still joins.
+    let id = member_id_required(&mut c, &group, &["x"]);
+    let resp = c.call(9, &join_request(&group, &id, &["x"]));
+    assert_eq!(err(resp.error_code), None, "{resp:?}");
 }

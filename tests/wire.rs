@@ -508,8 +508,12 @@ fn init_producer_id(c: &mut Client, version: i16) -> (i64, i16) {
 // --- Group helpers (the full group semantics are tested in tests/groups.rs) --------------------
 
 /// koord settings for group exchanges that complete at once, as `scripts/kafka.sh` configures
-/// the reference Kafka: no initial rebalance delay.
-const NO_REBALANCE_DELAY: &[&str] = &["group.initial.rebalance.delay.ms=0"];
+/// the reference Kafka: no initial rebalance delay, and the leader assigns (as in Kafka; the
+/// probes check that the leader's assignment comes back).
+const NO_REBALANCE_DELAY: &[&str] = &[
+    "group.initial.rebalance.delay.ms=0",
+    "group.assignor=client",
+];
 
 fn group_id(v: &str) -> GroupId {
     GroupId(s(v))

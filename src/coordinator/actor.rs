@@ -245,10 +245,15 @@ impl GroupActor {
                 assignment: m.assignment.clone(),
             })
             .collect();
+        // A server-assigned group shows the assignor that really assigned it, so that
+        // `kafka-consumer-groups --describe` tells the truth.
+        let protocol = stable_protocol
+            .map(|p| self.group.server_assignor_name().unwrap_or(p))
+            .unwrap_or_default();
         Some(GroupDescription {
             state,
             protocol_type: self.group.protocol_type().unwrap_or_default().to_string(),
-            protocol: stable_protocol.unwrap_or_default().to_string(),
+            protocol: protocol.to_string(),
             members,
         })
     }
@@ -361,5 +366,12 @@ fn log_event(event: &GroupEvent) {
         GroupEvent::AssignmentInstalled { generation } => {
             debug!(generation = generation.0, "assignment installed")
         }
+        GroupEvent::LeaderAssignmentIgnored {
+            generation,
+            entries,
+        } => debug!(
+            generation = generation.0,
+            entries, "leader's assignment ignored: the server assigns this group"
+        ),
     }
 }

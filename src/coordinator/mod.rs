@@ -32,6 +32,9 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use clock::Clock;
 
+use crate::assignor::consumer::TopicCatalog;
+use crate::assignor::policy::AssignmentPolicy;
+use crate::assignor::Registry;
 use crate::config::Config;
 use crate::group::{
     missing, ClassicGroup, GroupConfig, GroupError, GroupId, GroupState, Heartbeat, InstanceId,
@@ -45,13 +48,23 @@ use actor::{Command, GroupActor};
 /// What every group actor is configured with.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// The group settings; `assignment` is set per group from `assignment`.
     pub group: GroupConfig,
     pub offsets: OffsetConfig,
+    /// Who assigns each group (`group.assignor`, `group.assignment.overrides`).
+    pub assignment: AssignmentPolicy,
 }
 
 impl Settings {
-    pub fn from_config(c: &Config) -> Settings {
+    /// `topics` gives server assignors the partition counts of subscribed topics.
+    pub fn from_config(c: &Config, topics: Arc<dyn TopicCatalog>) -> Settings {
         Settings {
+            assignment: AssignmentPolicy::new(
+                &c.group_assignor,
+                &c.group_assignment_overrides,
+                Registry::builtin(),
+                topics,
+            ),
             group: GroupConfig {
                 max_size: c.group_max_size,
                 initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,
@@ -62,6 +75,16 @@ impl Settings {
                 retention_ms: c.offsets_retention_minutes.saturating_mul(60_000),
                 retention_check_interval_ms: c.offsets_retention_check_interval_ms,
             },
+        }
+    }
+}
+
+impl Settings {
+    /// The core's settings for one group, with its assignment mode.
+    pub fn group_config(&self, id: &GroupId) -> GroupConfig {
+        GroupConfig {
+            assignment: self.assignment.mode_for(id),
+            ..self.group.clone()
         }
     }
 }
@@ -179,11 +202,10 @@ impl Coordinator {
 
     fn spawn(&self, id: &GroupId, create: Create) -> Handle {
         let now = self.clock.now();
+        let config = self.settings.group_config(id);
         let group = match create {
-            Create::Classic => ClassicGroup::new(id.clone(), self.settings.group.clone(), now),
-            Create::Simple => {
-                ClassicGroup::new_simple(id.clone(), self.settings.group.clone(), now)
-            }
+            Create::Classic => ClassicGroup::new(id.clone(), config, now),
+            Create::Simple => ClassicGroup::new_simple(id.clone(), config, now),
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let listing = Arc::new(Mutex::new(GroupListing {

@@ -20,6 +20,13 @@ fn coordinator() -> Arc<Coordinator> {
             retention_ms: 60_000,
             ..OffsetConfig::default()
         },
+        // These tests drive the group protocol with opaque metadata: the leader assigns.
+        assignment: AssignmentPolicy::new(
+            crate::assignor::policy::CLIENT,
+            &[],
+            Registry::builtin(),
+            Arc::new(std::collections::BTreeMap::<String, u32>::new()),
+        ),
     };
     Coordinator::new(settings, Clock::starting_at(1_000_000))
 }

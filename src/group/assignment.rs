@@ -4,9 +4,10 @@
 //! SyncGroup carries every member's assignment) or by koord. The core asks a
 //! [`ServerAssignor`] at the one moment a server assignment can be computed: when the join phase
 //! completes and the generation's members and protocol are known. The result is held for that
-//! generation and installed when the leader's SyncGroup arrives (whatever the leader sent is
-//! ignored), so clients keep the Kafka protocol unchanged. The assignor module (next milestone)
-//! implements the trait; the core only defines when it is called and with what.
+//! generation's write and installed as soon as it is durable, without waiting for the leader's
+//! SyncGroup (whatever the leader sends is ignored), so clients keep the Kafka protocol
+//! unchanged. [`crate::assignor`] implements the trait; the core only defines when it is called
+//! and with what.
 
 use std::fmt;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::errors::GroupError;
-use super::types::{Generation, GroupId, InstanceId, MemberId};
+use super::types::{Generation, GroupId, InstanceId, MemberId, Protocol};
 
 /// A member as the server assignor sees it.
 #[derive(Debug, Clone)]
@@ -41,6 +42,20 @@ pub struct AssignmentInput<'a> {
 
 /// Computes every member's assignment bytes for a generation. Pure and synchronous.
 pub trait ServerAssignor: Send + Sync + fmt::Debug {
+    /// The assignor's name, which DescribeGroups shows as the group's protocol.
+    fn name(&self) -> &str;
+
+    /// Whether groups of this protocol type are assigned by the server (others are assigned by
+    /// their leader, as in Kafka).
+    fn serves(&self, protocol_type: &str) -> bool;
+
+    /// Checks a joining member's metadata for every protocol it offers.
+    ///
+    /// # Errors
+    /// INCONSISTENT_GROUP_PROTOCOL for metadata the assignor cannot read: the member's
+    /// JoinGroup fails and the group is untouched.
+    fn validate(&self, protocols: &[Protocol]) -> Result<(), GroupError>;
+
     /// Returns `(member, assignment)` pairs; members left out get an empty assignment.
     ///
     /// # Errors

@@ -222,6 +222,11 @@ pub enum GroupEvent {
     AssignmentInstalled {
         generation: Generation,
     },
+    /// The leader of a server-assigned generation sent an assignment; it was ignored.
+    LeaderAssignmentIgnored {
+        generation: Generation,
+        entries: usize,
+    },
 }
 
 impl fmt::Display for RemoveReason {

@@ -66,6 +66,10 @@ impl ClassicGroup {
                 JoinReply::error(GroupError::InconsistentGroupProtocol, MemberId::unknown());
             return self.reply_join(req.token, reply);
         }
+        if let Err(error) = self.validate_server_metadata(&req) {
+            let reply = JoinReply::error(error, MemberId::unknown());
+            return self.reply_join(req.token, reply);
+        }
         let prefix = match &req.instance_id {
             Some(instance) => instance.as_str(),
             None => req.client_id.as_str(),
@@ -109,6 +113,9 @@ impl ClassicGroup {
         if !self.supports_protocols(&req.protocol_type, &req.protocols) {
             let reply = JoinReply::error(GroupError::InconsistentGroupProtocol, id);
             return self.reply_join(req.token, reply);
+        }
+        if let Err(error) = self.validate_server_metadata(&req) {
+            return self.reply_join(req.token, JoinReply::error(error, id));
         }
         if self.pending_members.contains(&id) && req.instance_id.is_none() {
             // The KIP-394 rejoin with the id we handed out. (Pending ids are only ever given
@@ -189,10 +196,18 @@ impl ClassicGroup {
     }
 
     /// Whether koord computed this generation's assignment (the leader need not).
-    fn has_server_assignment(&self) -> bool {
-        self.server_assignment
-            .as_ref()
-            .is_some_and(|(generation, _)| *generation == self.generation)
+    pub(super) fn has_server_assignment(&self) -> bool {
+        self.server_assigned == Some(self.generation)
+    }
+
+    /// For a server-assigned group, the server's assignor must be able to read what the member
+    /// offers (a consumer subscription that does not decode gets INCONSISTENT_GROUP_PROTOCOL;
+    /// the group is untouched).
+    fn validate_server_metadata(&self, req: &JoinGroup) -> Result<(), GroupError> {
+        match self.server_assignor(&req.protocol_type) {
+            Some(assignor) => assignor.validate(&req.protocols),
+            None => Ok(()),
+        }
     }
 
     /// Kafka `addMemberThenRebalanceOrCompleteJoin`. A new member's session timer is the

@@ -103,8 +103,9 @@ pub struct ClassicGroup {
     /// A member joined during the initial delay, which extends it.
     new_member_added: bool,
     initial_delay: Option<InitialDelay>,
-    /// A server-computed assignment for a generation, installed at the leader's SyncGroup.
-    server_assignment: Option<(Generation, HashMap<MemberId, Bytes>)>,
+    /// The generation whose assignment koord computed (being written, or installed): its
+    /// leader is told to skip assigning and what it sends in SyncGroup is ignored.
+    server_assigned: Option<Generation>,
     timers: TimerTable,
     outputs: VecDeque<Output>,
     next_write: u64,
@@ -134,7 +135,7 @@ impl ClassicGroup {
             pending_sync_generation: Generation(0),
             new_member_added: false,
             initial_delay: None,
-            server_assignment: None,
+            server_assigned: None,
             timers: TimerTable::default(),
             outputs: VecDeque::new(),
             next_write: 0,

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use super::{ClassicGroup, InitialDelay, StaticReplacement, WriteContinuation};
-use crate::group::assignment::{AssignmentInput, AssignmentMember, AssignmentMode};
+use crate::group::assignment::{AssignmentInput, AssignmentMember, AssignmentMode, ServerAssignor};
 use crate::group::errors::GroupError;
 use crate::group::output::{
     GroupEvent, GroupRecord, JoinMember, JoinReply, Output, RebalanceReason, RemoveReason,
@@ -228,7 +228,7 @@ impl ClassicGroup {
         }
         self.pending_sync.clear();
         self.cancel_timer(TimerKey::PendingSync);
-        self.server_assignment = None;
+        self.server_assigned = None;
 
         let initial = self.state == GroupState::Empty;
         if initial {
@@ -315,7 +315,8 @@ impl ClassicGroup {
         self.transition_to(GroupState::CompletingRebalance, now);
         self.log_generation();
 
-        let skip_assignment = self.compute_server_assignment();
+        let server_assignment = self.compute_server_assignment();
+        let skip_assignment = server_assignment.is_some();
         let members = self.join_members();
         let ids: Vec<MemberId> = self.members.keys().cloned().collect();
         for id in ids {
@@ -356,6 +357,14 @@ impl ClassicGroup {
         self.pending_sync_generation = self.generation;
         let deadline = now.plus_ms(self.rebalance_timeout_ms());
         self.set_timer(TimerKey::PendingSync, deadline);
+        if let Some(assignment) = server_assignment {
+            // Written now, installed once durable: the members' SyncGroups wait for the write,
+            // not for the leader.
+            self.persist(WriteContinuation::Assignment {
+                generation: self.generation,
+                assignment,
+            });
+        }
     }
 
     /// Kafka `maybeElectNewJoinedLeader`: keep the leader if it rejoined, else hand leadership
@@ -411,17 +420,31 @@ impl ClassicGroup {
             .collect()
     }
 
-    /// The server-assignment seam at the end of the join phase. Returns whether the leader can
-    /// be told to skip assignment (a server assignment exists for this generation).
-    fn compute_server_assignment(&mut self) -> bool {
-        self.server_assignment = None;
-        let AssignmentMode::Server(assignor) = &self.config.assignment else {
-            return false;
-        };
+    /// The server assignor of a group of this protocol type, if the server assigns it.
+    pub(super) fn server_assignor(&self, protocol_type: &str) -> Option<&dyn ServerAssignor> {
+        match &self.config.assignment {
+            AssignmentMode::Server(assignor) if assignor.serves(protocol_type) => {
+                Some(assignor.as_ref())
+            }
+            _ => None,
+        }
+    }
+
+    /// The name of the assignor that assigns this group, if the server does.
+    pub fn server_assignor_name(&self) -> Option<&str> {
+        self.server_assignor(self.protocol_type.as_deref()?)
+            .map(|a| a.name())
+    }
+
+    /// The server-assignment seam at the end of the join phase: this generation's assignment
+    /// of every member, if the server computes it (the leader is then told to skip assigning).
+    fn compute_server_assignment(&mut self) -> Option<HashMap<MemberId, Bytes>> {
+        self.server_assigned = None;
         let (Some(protocol_type), Some(protocol_name)) = (&self.protocol_type, &self.protocol_name)
         else {
-            return false;
+            return None;
         };
+        let assignor = self.server_assignor(protocol_type)?;
         let input = AssignmentInput {
             group_id: &self.id,
             generation: self.generation,
@@ -443,14 +466,16 @@ impl ClassicGroup {
                 })
                 .collect(),
         };
-        match assignor.assign(&input) {
-            Ok(pairs) => {
-                let map: HashMap<MemberId, Bytes> = pairs.into_iter().collect();
-                self.server_assignment = Some((self.generation, map));
-                true
-            }
-            Err(_) => false,
-        }
+        let pairs = assignor.assign(&input).ok()?;
+        let mut map: HashMap<MemberId, Bytes> = pairs.into_iter().collect();
+        // Every member gets an entry; entries for non-members are dropped.
+        let assignment = self
+            .members
+            .keys()
+            .map(|id| (id.clone(), map.remove(id).unwrap_or_default()))
+            .collect();
+        self.server_assigned = Some(self.generation);
+        Some(assignment)
     }
 
     /// Clears every assignment and fails every parked SyncGroup with `error` (Kafka

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use super::{ClassicGroup, WriteContinuation};
 use crate::group::commands::SyncGroup;
 use crate::group::errors::GroupError;
-use crate::group::output::SyncReply;
+use crate::group::output::{GroupEvent, SyncReply};
 use crate::group::timers::TimerKey;
 use crate::group::types::{GroupState, MemberId, Timestamp};
 
@@ -40,7 +40,13 @@ impl ClassicGroup {
                     self.reply_sync(old, SyncReply::error(GroupError::RebalanceInProgress));
                 }
                 self.remove_pending_sync_member(&id);
-                if self.is_leader(&id) {
+                if self.is_leader(&id) && self.has_server_assignment() {
+                    // The server's assignment is already being written.
+                    self.event(GroupEvent::LeaderAssignmentIgnored {
+                        generation: self.generation,
+                        entries: req.assignments.len(),
+                    });
+                } else if self.is_leader(&id) {
                     let assignment = self.leader_assignment(req.assignments);
                     self.persist(WriteContinuation::Assignment {
                         generation: self.generation,
@@ -91,14 +97,10 @@ impl ClassicGroup {
         Ok(())
     }
 
-    /// The assignment to store for this generation: the server's if it computed one (the
-    /// leader's is then ignored), else the leader's, with an empty assignment for every member
-    /// the leader left out and entries for non-members dropped.
+    /// The leader's assignment to store for this generation, with an empty assignment for every
+    /// member the leader left out and entries for non-members dropped.
     fn leader_assignment(&self, from_leader: Vec<(MemberId, Bytes)>) -> HashMap<MemberId, Bytes> {
-        let source: HashMap<MemberId, Bytes> = match &self.server_assignment {
-            Some((generation, assignment)) if *generation == self.generation => assignment.clone(),
-            _ => from_leader.into_iter().collect(),
-        };
+        let source: HashMap<MemberId, Bytes> = from_leader.into_iter().collect();
         self.members
             .keys()
             .map(|id| (id.clone(), source.get(id).cloned().unwrap_or_default()))

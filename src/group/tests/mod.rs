@@ -7,6 +7,7 @@ mod heartbeat_leave;
 mod join;
 mod model;
 mod offsets;
+mod server_assignment;
 mod sync;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -18,6 +18,18 @@ use super::*;
 struct FixedAssignor;
 
 impl ServerAssignor for FixedAssignor {
+    fn name(&self) -> &str {
+        "fixed"
+    }
+
+    fn serves(&self, protocol_type: &str) -> bool {
+        protocol_type == "consumer"
+    }
+
+    fn validate(&self, _protocols: &[crate::group::Protocol]) -> Result<(), GroupError> {
+        Ok(())
+    }
+
     fn assign(&self, input: &AssignmentInput<'_>) -> Result<Vec<(MemberId, Bytes)>, GroupError> {
         Ok(input
             .members

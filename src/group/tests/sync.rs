@@ -277,6 +277,18 @@ struct MockAssignor {
 }
 
 impl ServerAssignor for MockAssignor {
+    fn name(&self) -> &str {
+        "mock"
+    }
+
+    fn serves(&self, protocol_type: &str) -> bool {
+        protocol_type == "consumer"
+    }
+
+    fn validate(&self, _protocols: &[crate::group::Protocol]) -> Result<(), GroupError> {
+        Ok(())
+    }
+
     fn assign(&self, input: &AssignmentInput<'_>) -> Result<Vec<(MemberId, Bytes)>, GroupError> {
         let members: Vec<MemberId> = input.members.iter().map(|m| m.member_id.clone()).collect();
         *self.current.lock().unwrap() = input
@@ -300,16 +312,19 @@ impl ServerAssignor for MockAssignor {
 }
 
 #[test]
-fn server_assignment_is_computed_at_join_completion_and_installed_at_the_leader_sync() {
+fn server_assignment_is_computed_at_join_completion_and_installed_once_written() {
     let assignor = Arc::new(MockAssignor::default());
     let mut ctx = Ctx::with_config(GroupConfig {
         initial_rebalance_delay_ms: DELAY,
         assignment: AssignmentMode::Server(assignor.clone()),
         ..GroupConfig::default()
     });
+    ctx.hold_writes = true;
     let l = ctx.join(J::new().v9().member(&MemberId::unknown()).instance("i-l"));
     let f = ctx.join(J::new().instance("i-f"));
     ctx.sleep(3 * DELAY);
+    // The group record (creation) and the generation's assignment are being written.
+    assert_eq!(ctx.group.state(), GroupState::CompletingRebalance);
     let calls = assignor.calls.lock().unwrap().clone();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].0, Generation(1));
@@ -325,24 +340,35 @@ fn server_assignment_is_computed_at_join_completion_and_installed_at_the_leader_
         "the leader still gets the member list"
     );
     assert!(!follower.skip_assignment);
+    // The follower's SyncGroup waits for the write, not for the leader.
+    let fs = ctx.sync(&follower.member_id, Generation(1), &[]);
+    assert!(!ctx.sync_replies.contains_key(&fs));
+    ctx.complete_held_writes(Ok(()));
+    assert_eq!(ctx.group.state(), GroupState::Stable);
+    assert_eq!(
+        ctx.sync_reply(fs).assignment,
+        Bytes::from(format!("server:{}", follower.member_id))
+    );
     // Whatever the leader sends is ignored.
     let s = ctx.sync(
         &leader.member_id,
         Generation(1),
         &[(&follower.member_id, b"leader-made")],
     );
-    let fs = ctx.sync(&follower.member_id, Generation(1), &[]);
     assert_eq!(
-        ctx.sync_reply(fs).assignment,
-        Bytes::from(format!("server:{}", follower.member_id))
+        ctx.sync_reply(s).assignment,
+        Bytes::from(format!("server:{}", leader.member_id))
     );
-    assert!(ctx.sync_reply(s).error.is_none());
-    assert_eq!(ctx.group.state(), GroupState::Stable);
+    assert!(
+        ctx.held_writes.is_empty(),
+        "the leader's sync writes nothing"
+    );
+    ctx.hold_writes = false;
 
     // The next generation's assignor sees what each member holds, so it can be sticky.
     ctx.join(J::new().v9().member(&leader.member_id).instance("i-l"));
     ctx.join(J::new().member(&follower.member_id).instance("i-f"));
-    assert_eq!(ctx.group.state(), GroupState::CompletingRebalance);
+    assert_eq!(ctx.group.state(), GroupState::Stable);
     let current = assignor.current.lock().unwrap().clone();
     assert_eq!(
         current.get(&follower.member_id),
