@@ -16,6 +16,8 @@
 //! - [`roundrobin`]: Kafka's `RoundRobinAssignor`.
 //! - [`uniform`]: balanced and sticky, as Kafka's server-side `UniformAssignor`.
 
+#[cfg(test)]
+mod properties;
 pub mod range;
 pub mod roundrobin;
 pub mod uniform;
@@ -91,7 +93,8 @@ impl GroupSpec {
             return true;
         };
         self.members.iter().all(|m| {
-            Arc::ptr_eq(&m.subscription, &first.subscription) || m.subscription == first.subscription
+            Arc::ptr_eq(&m.subscription, &first.subscription)
+                || m.subscription == first.subscription
         })
     }
 
@@ -182,7 +185,11 @@ pub mod testing {
 
     /// A spec with topics `t0..` of the given partition counts and one member per
     /// subscription (`m000..`), owning `owned[i]` (or nothing).
-    pub fn spec(partitions: &[u32], subscriptions: &[Vec<u32>], owned: &[Vec<Partition>]) -> GroupSpec {
+    pub fn spec(
+        partitions: &[u32],
+        subscriptions: &[Vec<u32>],
+        owned: &[Vec<Partition>],
+    ) -> GroupSpec {
         let topics = partitions
             .iter()
             .enumerate()
