@@ -30,9 +30,7 @@ impl Assignor for RangeAssignor {
             for (k, &m) in members.iter().enumerate() {
                 let start = k * per + k.min(extra);
                 let len = per + usize::from(k < extra);
-                out[m].extend(
-                    (start..start + len).map(|p| Partition::new(topic as u32, p as u32)),
-                );
+                out[m].extend((start..start + len).map(|p| Partition::new(topic as u32, p as u32)));
             }
         }
         for list in &mut out {
