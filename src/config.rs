@@ -86,6 +86,8 @@ pub struct Config {
     pub offsets_retention_check_interval_ms: u64,
     /// Longest commit metadata accepted (in Java string length, UTF-16 units).
     pub offset_metadata_max_bytes: usize,
+    /// Whether each group commit of the store syncs to disk before writes are acknowledged.
+    pub offsets_commit_sync: crate::storage::SyncPolicy,
 }
 
 impl Default for Config {
@@ -110,6 +112,7 @@ impl Default for Config {
             offsets_retention_minutes: 10_080,
             offsets_retention_check_interval_ms: 600_000,
             offset_metadata_max_bytes: 4096,
+            offsets_commit_sync: crate::storage::SyncPolicy::Always,
         }
     }
 }
@@ -354,6 +357,18 @@ pub static KEYS: &[Key] = &[
     int_key!("offsets.retention.minutes", Some("offsets.retention.minutes"), "how long committed offsets are kept once retention applies to them", offsets_retention_minutes: u64, 1, i32::MAX as i64),
     int_key!("offsets.retention.check.interval.ms", Some("offsets.retention.check.interval.ms"), "how often committed offsets are checked for expiry", offsets_retention_check_interval_ms: u64, 1, i64::MAX),
     int_key!("offset.metadata.max.bytes", Some("offset.metadata.max.bytes"), "longest commit metadata (Java string length); longer gets OFFSET_METADATA_TOO_LARGE", offset_metadata_max_bytes: usize, 0, i32::MAX as i64),
+    Key {
+        name: "offsets.commit.sync",
+        kafka: None,
+        doc: "always: a write is synced to disk before it is acknowledged (one sync per group commit); never: left to the OS and to shutdown (tests that do not care about crashes)",
+        apply: |c, v| {
+            let s = string(v)?;
+            c.offsets_commit_sync = crate::storage::SyncPolicy::parse(&s)
+                .ok_or_else(|| format!("expected always or never, got `{s}`"))?;
+            Ok(())
+        },
+        show: |c| Value::String(c.offsets_commit_sync.name().to_string()),
+    },
 ];
 
 fn key(name: &str) -> Result<&'static Key, ConfigError> {

@@ -164,8 +164,17 @@ const MAX_BATCH: usize = 100_000;
 /// The handle to the storage task. Cheap to clone; every clone submits to the same task.
 #[derive(Clone)]
 pub struct Storage {
-    tx: mpsc::UnboundedSender<Request>,
+    target: Target,
     stats: Arc<StorageStats>,
+}
+
+#[derive(Clone)]
+enum Target {
+    /// The storage thread.
+    Task(mpsc::UnboundedSender<Request>),
+    /// Applied on the caller's thread, completion included (tests: with tokio's paused clock a
+    /// write never leaves the runtime idle, which would let it jump to the next timer).
+    Inline(Arc<dyn Store>),
 }
 
 impl fmt::Debug for Storage {
@@ -187,21 +196,41 @@ impl Storage {
             // Without the thread every write fails with Closed (rx was dropped with it).
             tracing::error!("cannot start the storage thread: {e}");
         }
-        Storage { tx, stats }
+        Storage {
+            target: Target::Task(tx),
+            stats,
+        }
     }
 
-    /// A storage task over a fresh [`MemoryStore`] (tests, and the coordinator's default).
+    /// Writes applied to `store` on the caller's thread, each at once (tests).
+    pub fn inline(store: Arc<dyn Store>) -> Storage {
+        Storage {
+            target: Target::Inline(store),
+            stats: Arc::default(),
+        }
+    }
+
+    /// Inline writes to a fresh [`MemoryStore`] (tests, and the coordinator's default).
     pub fn memory() -> Storage {
-        Storage::start(Arc::new(MemoryStore::default()), SyncPolicy::Always)
+        Storage::inline(Arc::new(MemoryStore::default()))
     }
 
     /// Queues `batch`; `done` runs on the storage thread once it is applied (durable under
     /// `always`) or failed. Batches are applied in submission order.
     pub fn submit(&self, batch: Vec<Mutation>, done: Done) {
-        if let Err(mpsc::error::SendError(Request::Write(_, done))) =
-            self.tx.send(Request::Write(batch, done))
-        {
-            done(Err(StoreError::Closed));
+        match &self.target {
+            Target::Task(tx) => {
+                if let Err(mpsc::error::SendError(Request::Write(_, done))) =
+                    tx.send(Request::Write(batch, done))
+                {
+                    done(Err(StoreError::Closed));
+                }
+            }
+            Target::Inline(store) => {
+                self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                self.stats.writes.fetch_add(1, Ordering::Relaxed);
+                done(store.apply(&batch, true));
+            }
         }
     }
 
@@ -223,8 +252,11 @@ impl Storage {
     /// Applies and syncs everything submitted so far, then stops the task; later writes fail
     /// with [`StoreError::Closed`].
     pub async fn shutdown(&self) {
+        let Target::Task(task) = &self.target else {
+            return;
+        };
         let (tx, rx) = oneshot::channel();
-        if self.tx.send(Request::Shutdown(tx)).is_ok() {
+        if task.send(Request::Shutdown(tx)).is_ok() {
             let _ = rx.await;
         }
     }
