@@ -45,3 +45,4 @@ pub mod log;
 pub mod metadata;
 pub mod offsets;
 pub mod server;
+pub mod storage;
