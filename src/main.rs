@@ -9,6 +9,10 @@ use koord::broker::Broker;
 use koord::config::Config;
 use tracing::{error, info};
 
+/// See Cargo.toml: glibc's per-thread arenas grow one mprotect at a time.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "koord",

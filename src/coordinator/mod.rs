@@ -45,7 +45,7 @@ use crate::group::{
     SyncReply,
 };
 use crate::offsets::{
-    self, FetchedOffset, MemoryOffsetStore, OffsetConfig, OffsetStore, PartitionCommit,
+    self, FetchedOffset, MemoryOffsetStore, OffsetConfig, PartitionCommit,
     TopicPartition,
 };
 use crate::storage::{LoadedGroup, Storage};
@@ -206,11 +206,8 @@ impl Coordinator {
                 // Offsets whose group record was never written: a simple group.
                 None => ClassicGroup::new_simple(loaded.id.clone(), config, now),
             };
-            let mut store = MemoryOffsetStore::default();
             offsets += loaded.offsets.len();
-            for (tp, offset) in loaded.offsets {
-                store.put(&loaded.id, tp, offset);
-            }
+            let store = MemoryOffsetStore::from_group(&loaded.id, loaded.offsets);
             let handle = self.spawn_actor(group, store);
             self.groups.insert(loaded.id, handle);
             count += 1;

@@ -105,9 +105,11 @@ impl<'a> Reader<'a> {
         self.take(n)
     }
     fn str(&mut self) -> Result<String, DecodeError> {
+        self.str_ref().map(str::to_owned)
+    }
+    fn str_ref(&mut self) -> Result<&'a str, DecodeError> {
         let b = self.bytes()?;
-        String::from_utf8(b.to_vec())
-            .map_err(|_| err(format!("{}: a string is not UTF-8", self.what)))
+        std::str::from_utf8(b).map_err(|_| err(format!("{}: a string is not UTF-8", self.what)))
     }
     fn opt_str(&mut self) -> Result<Option<String>, DecodeError> {
         match self.u8()? {
@@ -152,9 +154,11 @@ pub fn offset_key(group: &str, tp: &TopicPartition) -> Vec<u8> {
     w.0
 }
 
-pub fn decode_offset_key(key: &[u8]) -> Result<(String, TopicPartition), DecodeError> {
+/// The group id (borrowed from the key: start-up compares it with the previous key's before
+/// allocating anything) and the partition of an offset key.
+pub fn decode_offset_key(key: &[u8]) -> Result<(&str, TopicPartition), DecodeError> {
     let mut r = Reader::new(key, "offset key");
-    let group = r.str()?;
+    let group = r.str_ref()?;
     let topic = r.str()?;
     let partition = (r.u32()? ^ 0x8000_0000) as i32;
     r.end()?;
@@ -334,7 +338,7 @@ mod tests {
         assert!(!offset_key("gg", &tp("a", 0)).starts_with(&group_prefix("g")));
         assert_eq!(
             decode_offset_key(&keys[2]).unwrap(),
-            ("g".to_string(), tp("a", 10))
+            ("g", tp("a", 10))
         );
     }
 

@@ -192,28 +192,37 @@ impl Store for EmbeddedStore {
             });
         }
         // Both tables are ordered by group id (offsets by its length-prefixed form, so compare
-        // ids, not keys): merge them with one index.
+        // ids, not keys): merge them with one index. A group's offsets are contiguous, so the
+        // index is consulted once per group, not once per offset.
         let mut index: std::collections::HashMap<String, usize> = out
             .iter()
             .enumerate()
             .map(|(i, g)| (g.id.as_str().to_string(), i))
             .collect();
+        let mut current: Option<usize> = None;
         for entry in offsets.iter().map_err(|e| self.corrupt(e))? {
             let (k, v) = entry.map_err(|e| self.corrupt(e))?;
             let (group, tp) = codec::decode_offset_key(k.value()).map_err(|e| self.corrupt(e))?;
             let offset = codec::decode_offset(v.value()).map_err(|e| {
                 self.corrupt(format!("group {group} {}-{}: {e}", tp.topic, tp.partition))
             })?;
-            let i = match index.get(&group) {
-                Some(i) => *i,
+            let i = match current.filter(|&i| out[i].id.as_str() == group) {
+                Some(i) => i,
                 None => {
-                    out.push(LoadedGroup {
-                        id: GroupId::new(group.clone()),
-                        metadata: None,
-                        offsets: Vec::new(),
-                    });
-                    index.insert(group, out.len() - 1);
-                    out.len() - 1
+                    let i = match index.get(group) {
+                        Some(&i) => i,
+                        None => {
+                            out.push(LoadedGroup {
+                                id: GroupId::new(group),
+                                metadata: None,
+                                offsets: Vec::new(),
+                            });
+                            index.insert(group.to_owned(), out.len() - 1);
+                            out.len() - 1
+                        }
+                    };
+                    current = Some(i);
+                    i
                 }
             };
             out[i].offsets.push((tp, offset));
