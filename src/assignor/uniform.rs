@@ -45,7 +45,7 @@ impl Assignor for UniformAssignor {
 
     fn assign(&self, spec: &GroupSpec) -> Assignment {
         if spec.members.is_empty() {
-            return Vec::new();
+            return Assignment::default();
         }
         let order = spec.member_order();
         if spec.is_homogeneous() {
@@ -88,20 +88,28 @@ impl Layout {
             .then(|| off as usize + p.partition as usize)
     }
 
-    /// Each member's sorted list from the owner of every flat index (all assigned).
+    /// Each member's sorted list from the owner of every flat index (all assigned), placed by
+    /// counting: member `i`'s span starts after the loads of members `0..i`.
     fn emit(&self, spec: &GroupSpec, owner: &[u32], loads: &[u32]) -> Assignment {
-        let mut out: Assignment = loads
-            .iter()
-            .map(|&l| Vec::with_capacity(l as usize))
-            .collect();
+        let mut spans = Vec::with_capacity(loads.len());
+        let mut cursor = Vec::with_capacity(loads.len());
+        let mut at = 0u32;
+        for &l in loads {
+            spans.push((at, at + l));
+            cursor.push(at);
+            at += l;
+        }
+        let mut partitions = vec![Partition::new(0, 0); at as usize];
         for &t in &self.topics {
             let off = self.offset[t as usize] as usize;
             let count = spec.topics[t as usize].partitions as usize;
             for (p, &o) in owner[off..off + count].iter().enumerate() {
-                out[o as usize].push(Partition::new(t, p as u32));
+                let c = &mut cursor[o as usize];
+                partitions[*c as usize] = Partition::new(t, p as u32);
+                *c += 1;
             }
         }
-        out
+        Assignment::from_spans(partitions, spans)
     }
 }
 
@@ -118,35 +126,27 @@ fn homogeneous(spec: &GroupSpec, order: &[usize]) -> Assignment {
         .iter()
         .map(|&t| spec.topics[t as usize].partitions as usize)
         .sum();
-    let mut out: Assignment = vec![Vec::new(); n];
     if total == 0 {
-        return out;
+        return Assignment::from_spans(Vec::new(), vec![(0, 0); n]);
     }
     let q = total / n;
     let r = total % n;
 
     if spec.members.iter().all(|m| m.owned.is_empty()) {
         // From nothing: member k in order takes the next `q (+1)` partitions in topic order.
-        let mut topic = 0usize;
-        let mut next = 0u32;
-        for (k, &m) in order.iter().enumerate() {
-            let mut need = q + usize::from(k < r);
-            let mut list = Vec::with_capacity(need);
-            while need > 0 {
-                let t = topics[topic];
-                let count = spec.topics[t as usize].partitions;
-                let take = (need as u32).min(count - next);
-                list.extend((next..next + take).map(|p| Partition::new(t, p)));
-                next += take;
-                need -= take as usize;
-                if next == count {
-                    topic += 1;
-                    next = 0;
-                }
-            }
-            out[m] = list;
+        let mut partitions = Vec::with_capacity(total);
+        for &t in &topics {
+            partitions
+                .extend((0..spec.topics[t as usize].partitions).map(|p| Partition::new(t, p)));
         }
-        return out;
+        let mut spans = vec![(0, 0); n];
+        let mut at = 0u32;
+        for (k, &m) in order.iter().enumerate() {
+            let quota = (q + usize::from(k < r)) as u32;
+            spans[m] = (at, at + quota);
+            at += quota;
+        }
+        return Assignment::from_spans(partitions, spans);
     }
 
     let layout = Layout::new(spec, topics);
@@ -769,7 +769,7 @@ mod tests {
         let s = spec(&[3, 3, 3], &[vec![0, 1], vec![1, 2], vec![2, 0]], &[]);
         let a = UniformAssignor.assign(&s);
         assert!(a.iter().all(|l| l.len() == 3), "{a:?}");
-        assert_eq!(a.iter().map(Vec::len).sum::<usize>(), 9);
+        assert_eq!(a.iter().map(<[Partition]>::len).sum::<usize>(), 9);
     }
 
     #[test]
@@ -817,7 +817,7 @@ mod tests {
         let a = UniformAssignor.assign(&s);
         let mut r = s.clone();
         r.members.reverse();
-        let mut b = UniformAssignor.assign(&r);
+        let mut b = UniformAssignor.assign(&r).to_lists();
         b.reverse();
         assert_eq!(a, b);
     }
