@@ -18,7 +18,7 @@ impl Assignor for RangeAssignor {
         for (r, &m) in spec.member_order().iter().enumerate() {
             rank[m] = r;
         }
-        let mut out: Assignment = vec![Vec::new(); spec.members.len()];
+        let mut out: Vec<Vec<Partition>> = vec![Vec::new(); spec.members.len()];
         for (topic, mut members) in spec.subscribers().into_iter().enumerate() {
             if members.is_empty() {
                 continue;
@@ -36,7 +36,7 @@ impl Assignor for RangeAssignor {
         for list in &mut out {
             list.sort_unstable();
         }
-        out
+        Assignment::from_lists(out)
     }
 }
 
