@@ -72,6 +72,9 @@ enum Pending {
     Expired(Vec<TopicPartition>),
 }
 
+/// Commands served back to back from the queue before timers are looked at again.
+const BATCH: usize = 64;
+
 pub(super) struct GroupActor {
     group: ClassicGroup,
     offsets: MemoryOffsetStore,
@@ -216,22 +219,37 @@ impl GroupActor {
         let span = tracing::info_span!("group", group = %self.group.id());
         async move {
             self.drain();
+            // One sleep, moved only when the core's next deadline moves (most commands, such
+            // as a heartbeat, push one member's deadline out and leave the earliest in place).
+            let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
+            tokio::pin!(sleep);
+            let mut armed: Option<tokio::time::Instant> = None;
             loop {
                 let deadline = self.group.next_deadline().map(|d| self.clock.instant_at(d));
-                let sleep = async {
-                    match deadline {
-                        Some(at) => tokio::time::sleep_until(at).await,
-                        None => std::future::pending().await,
+                if deadline != armed {
+                    if let Some(at) = deadline {
+                        sleep.as_mut().reset(at);
                     }
-                };
+                    armed = deadline;
+                }
                 tokio::select! {
                     cmd = self.rx.recv() => match cmd {
-                        Some(cmd) => self.handle(cmd),
+                        Some(cmd) => {
+                            self.handle(cmd);
+                            // Whatever else is queued is served before the deadline is
+                            // looked at again (bounded, so timers are never starved).
+                            for _ in 0..BATCH {
+                                let Ok(cmd) = self.rx.try_recv() else { break };
+                                self.drain();
+                                self.handle(cmd);
+                            }
+                        }
                         // Every sender is gone: the directory dropped us (shutdown).
                         None => break,
                     },
                     Some((id, result)) = self.done_rx.recv() => self.complete(id, result),
-                    _ = sleep => {
+                    _ = &mut sleep, if armed.is_some() => {
+                        armed = None;
                         let now = self.clock.now();
                         self.group.handle_timeout(now);
                     }

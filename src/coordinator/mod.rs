@@ -45,8 +45,7 @@ use crate::group::{
     SyncReply,
 };
 use crate::offsets::{
-    self, FetchedOffset, MemoryOffsetStore, OffsetConfig, PartitionCommit,
-    TopicPartition,
+    self, FetchedOffset, MemoryOffsetStore, OffsetConfig, PartitionCommit, TopicPartition,
 };
 use crate::storage::{LoadedGroup, Storage};
 

@@ -46,6 +46,17 @@ impl TimerTable {
         self.deadlines.insert(key, deadline);
     }
 
+    /// Moves an armed key's deadline without rebuilding the key; false if it is not armed.
+    pub fn reset(&mut self, key: &TimerKey, deadline: Timestamp) -> bool {
+        match self.deadlines.get_mut(key) {
+            Some(d) => {
+                *d = deadline;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Disarms `key`; returns whether it was armed.
     pub fn cancel(&mut self, key: &TimerKey) -> bool {
         self.deadlines.remove(key).is_some()
@@ -53,6 +64,11 @@ impl TimerTable {
 
     pub fn deadline(&self, key: &TimerKey) -> Option<Timestamp> {
         self.deadlines.get(key).copied()
+    }
+
+    /// The earliest deadline (no key: nothing cloned).
+    pub fn next_deadline(&self) -> Option<Timestamp> {
+        self.deadlines.values().min().copied()
     }
 
     /// The earliest deadline, ties broken by key order so that firing order is deterministic.

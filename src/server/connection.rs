@@ -3,9 +3,10 @@
 //! The 4-byte length is checked against `socket.request.max.bytes` before anything is
 //! allocated for the frame, and the frame buffer grows only as bytes actually arrive, so a
 //! client that announces a large frame and sends nothing costs nothing. Kafka serves one request
-//! per connection at a time and answers in order; so does this loop, which reads the next frame
-//! only once the previous response is written. A framing or decoding failure closes only this
-//! connection.
+//! per connection at a time and answers in order; so does this loop. Requests a client
+//! pipelines arrive in one read and their answers leave in one write: a response is flushed
+//! when no further complete request is buffered, or when the next one may wait (JoinGroup,
+//! SyncGroup, Fetch). A framing or decoding failure closes only this connection.
 
 use std::sync::Arc;
 
@@ -32,26 +33,18 @@ pub enum FrameError {
     Io(#[from] std::io::Error),
 }
 
-/// Reads one frame. `Ok(None)` is a clean close between frames.
-async fn read_frame<R: AsyncReadExt + Unpin>(
-    rd: &mut R,
-    buf: &mut BytesMut,
-    max: usize,
-) -> Result<Option<Bytes>, FrameError> {
-    let mut len_bytes = [0u8; 4];
-    let mut got = 0;
-    while got < 4 {
-        let n = rd.read(&mut len_bytes[got..]).await?;
-        if n == 0 {
-            return if got == 0 {
-                Ok(None)
-            } else {
-                Err(FrameError::EofMidFrame)
-            };
-        }
-        got += n;
-    }
-    let len = i32::from_be_bytes(len_bytes);
+/// Bytes read at once when the buffer holds no partial frame: a few pipelined requests.
+const READ_CHUNK: usize = 4096;
+
+/// The length of the complete frame at the start of `buf`, if one is there.
+///
+/// # Errors
+/// [`FrameError::TooLarge`] for a length prefix outside `0..=max`.
+fn complete_frame(buf: &[u8], max: usize) -> Result<Option<usize>, FrameError> {
+    let Some(prefix) = buf.get(..4) else {
+        return Ok(None);
+    };
+    let len = i32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
     if len < 0 || len as usize > max {
         return Err(FrameError::TooLarge {
             len: len as i64,
@@ -59,19 +52,52 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
         });
     }
     let len = len as usize;
-    buf.clear();
-    buf.reserve(len.min(64 * 1024));
-    while buf.len() < len {
-        if buf.capacity() == buf.len() {
-            buf.reserve((len - buf.len()).min(buf.len().max(64 * 1024)));
+    Ok((buf.len() >= 4 + len).then_some(len))
+}
+
+/// Reads one frame into `buf`, which keeps whatever arrived after it (pipelined requests), so
+/// a burst of requests costs one read. `Ok(None)` is a clean close between frames.
+///
+/// The length prefix is checked before anything is reserved for the frame, and the buffer
+/// grows only as bytes actually arrive (at most 64 KiB beyond them at a time), so a client that
+/// announces a large frame and sends nothing costs nothing.
+async fn read_frame<R: AsyncReadExt + Unpin>(
+    rd: &mut R,
+    buf: &mut BytesMut,
+    max: usize,
+) -> Result<Option<Bytes>, FrameError> {
+    loop {
+        if let Some(len) = complete_frame(buf, max)? {
+            let _ = buf.split_to(4);
+            return Ok(Some(buf.split_to(len).freeze()));
         }
-        let want = len - buf.len();
-        let n = (&mut *rd).take(want as u64).read_buf(buf).await?;
-        if n == 0 {
-            return Err(FrameError::EofMidFrame);
+        let missing = match buf.get(..4) {
+            // The prefix was checked by complete_frame.
+            Some(p) => 4 + i32::from_be_bytes([p[0], p[1], p[2], p[3]]) as usize - buf.len(),
+            None => READ_CHUNK,
+        };
+        buf.reserve(missing.clamp(READ_CHUNK, 64 * 1024));
+        if rd.read_buf(buf).await? == 0 {
+            return if buf.is_empty() {
+                Ok(None)
+            } else {
+                Err(FrameError::EofMidFrame)
+            };
         }
     }
-    Ok(Some(buf.split().freeze()))
+}
+
+/// Whether the next buffered request is complete and answered without waiting, so the
+/// responses so far may wait for it and leave in one write. A request that may wait (a
+/// JoinGroup or SyncGroup parked by its group, a long-poll Fetch) never holds answers back.
+fn next_is_quick(buf: &[u8], max: usize) -> bool {
+    const WAITING: [i16; 3] = [
+        ApiKey::Fetch as i16,
+        ApiKey::JoinGroup as i16,
+        ApiKey::SyncGroup as i16,
+    ];
+    matches!(complete_frame(buf, max), Ok(Some(len)) if len >= 2
+        && !WAITING.contains(&i16::from_be_bytes([buf[4], buf[5]])))
 }
 
 /// Serves one connection until the peer closes it, it misbehaves, or shutdown is signalled
@@ -158,6 +184,10 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, mut stop: watch::Rece
                     Outcome::Respond(resp) => codec::encode_response(key, version, corr, &resp),
                     Outcome::Silent => {
                         trace!(corr, "no response");
+                        // Answers held back for this request leave now.
+                        if !next_is_quick(&buf, max) && wr.flush().await.is_err() {
+                            break;
+                        }
                         continue;
                     }
                     Outcome::Close => break,
@@ -177,7 +207,11 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, mut stop: watch::Rece
         };
         if let Err(e) = async {
             wr.write_all(&bytes).await?;
-            wr.flush().await
+            if next_is_quick(&buf, max) {
+                Ok(())
+            } else {
+                wr.flush().await
+            }
         }
         .await
         {
@@ -220,6 +254,45 @@ mod tests {
             read(b"\xff\xff\xff\xff", 100).await,
             Err(FrameError::TooLarge { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn pipelined_frames_come_out_one_by_one_from_one_read() {
+        let mut rd: &[u8] = b"\x00\x00\x00\x02ab\x00\x00\x00\x01c\x00\x00";
+        let mut buf = BytesMut::new();
+        let first = read_frame(&mut rd, &mut buf, 100).await.unwrap().unwrap();
+        assert_eq!(&first[..], b"ab");
+        assert!(rd.is_empty(), "everything was read at once");
+        let second = read_frame(&mut rd, &mut buf, 100).await.unwrap().unwrap();
+        assert_eq!(&second[..], b"c");
+        assert!(matches!(
+            read_frame(&mut rd, &mut buf, 100).await,
+            Err(FrameError::EofMidFrame)
+        ));
+    }
+
+    #[test]
+    fn answers_wait_only_for_a_complete_quick_request() {
+        let frame = |key: ApiKey| {
+            let mut f = 8i32.to_be_bytes().to_vec();
+            f.extend_from_slice(&(key as i16).to_be_bytes());
+            f.extend_from_slice(&[0; 6]);
+            f
+        };
+        assert!(next_is_quick(&frame(ApiKey::Heartbeat), 100));
+        assert!(next_is_quick(&frame(ApiKey::OffsetCommit), 100));
+        assert!(!next_is_quick(&frame(ApiKey::JoinGroup), 100));
+        assert!(!next_is_quick(&frame(ApiKey::SyncGroup), 100));
+        assert!(!next_is_quick(&frame(ApiKey::Fetch), 100));
+        assert!(
+            !next_is_quick(&frame(ApiKey::Heartbeat)[..9], 100),
+            "incomplete"
+        );
+        assert!(!next_is_quick(b"", 100));
+        assert!(
+            !next_is_quick(b"\xff\xff\xff\xff", 100),
+            "a bad length flushes"
+        );
     }
 
     #[tokio::test]

@@ -336,10 +336,7 @@ mod tests {
         assert!(keys.windows(2).all(|w| w[0] < w[1]));
         assert!(keys.iter().all(|k| k.starts_with(&group_prefix("g"))));
         assert!(!offset_key("gg", &tp("a", 0)).starts_with(&group_prefix("g")));
-        assert_eq!(
-            decode_offset_key(&keys[2]).unwrap(),
-            ("g", tp("a", 10))
-        );
+        assert_eq!(decode_offset_key(&keys[2]).unwrap(), ("g", tp("a", 10)));
     }
 
     #[test]

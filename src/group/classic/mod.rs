@@ -281,7 +281,7 @@ impl ClassicGroup {
     /// The earliest armed deadline: a single-sleep shell sleeps until then and calls
     /// [`ClassicGroup::handle_timeout`].
     pub fn next_deadline(&self) -> Option<Timestamp> {
-        self.timers.next().map(|(_, d)| d)
+        self.timers.next_deadline()
     }
 
     /// Every armed timer key.
@@ -319,7 +319,9 @@ impl ClassicGroup {
     }
 
     fn set_timer(&mut self, key: TimerKey, deadline: Timestamp) {
-        self.timers.set(key.clone(), deadline);
+        if !self.timers.reset(&key, deadline) {
+            self.timers.set(key.clone(), deadline);
+        }
         self.outputs
             .push_back(Output::Timer(TimerChange::Set { key, deadline }));
     }
