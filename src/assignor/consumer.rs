@@ -6,15 +6,19 @@
 //! [`TopicCatalog`]), work out who holds what, run the assignor, and encode each member's
 //! `ConsumerProtocolAssignment` at the version its subscription was written in.
 //!
-//! Who holds a partition: the member koord last assigned it to, and any member whose
-//! subscription says it owns it (v1+ `owned_partitions`). The first is what sticky assignors
-//! keep in place (a partition claimed by two members is kept by koord's record, else by the
-//! first claimant). Both count for the cooperative rule: when the members follow the
-//! cooperative protocol, a partition is never handed to a member while another member still
-//! holds it. It is left out of both assignments; the holder sees it gone, revokes it and rejoins
-//! (cooperative clients rejoin after a revocation), and the next generation, in which nobody
-//! holds it, grants it. Eager members revoke everything before they rejoin, so they get the
-//! target directly.
+//! Who holds a partition: a member whose subscription says it owns it (v1+
+//! `owned_partitions`), as in Kafka. koord's record of what it last assigned is not proof: a
+//! member whose SyncGroup was answered REBALANCE_IN_PROGRESS never received it, and counting it
+//! would withhold partitions nobody will ever revoke. The cooperative rule: when the members
+//! follow the cooperative protocol, a partition is never handed to a member while another
+//! member still holds it. It is left out of both assignments; the holder sees it gone, revokes
+//! it and rejoins (cooperative clients rejoin after a revocation), and the next generation, in
+//! which nobody holds it, grants it. Eager members revoke everything before they rejoin, so
+//! they get the target directly.
+//!
+//! What sticky assignors keep in place: what a member declares, or for a member that declares
+//! nothing (eager clients), what koord last assigned it; a partition claimed twice stays with
+//! the first claimant.
 //!
 //! The members follow the cooperative protocol when the protocol they chose is a cooperative
 //! assignor's (`cooperative-sticky`), or when any of them declares owned partitions: an eager
@@ -197,21 +201,30 @@ pub fn build_spec(members: &[Decoded], catalog: &dyn TopicCatalog) -> Built {
         out
     };
 
-    // Ownership: koord's record first, then the members' own claims.
-    let recorded: Vec<Vec<Partition>> = members.iter().map(|m| resolve(&m.current)).collect();
+    // Holders: the members' own claims. Stickiness: the claims, else koord's record.
     let claimed: Vec<Vec<Partition>> = members
         .iter()
         .map(|m| resolve(&m.subscription.owned_partitions))
         .collect();
     let mut holders: HashMap<Partition, Vec<usize>> = HashMap::new();
+    for (i, list) in claimed.iter().enumerate() {
+        for &p in list {
+            let h = holders.entry(p).or_default();
+            if !h.contains(&i) {
+                h.push(i);
+            }
+        }
+    }
+    // Every claim before any record: a member's word beats koord's memory of another member.
     let mut owner: HashMap<Partition, usize> = HashMap::new();
-    for source in [&recorded, &claimed] {
-        for (i, list) in source.iter().enumerate() {
-            for &p in list {
-                let h = holders.entry(p).or_default();
-                if !h.contains(&i) {
-                    h.push(i);
-                }
+    for (i, claims) in claimed.iter().enumerate() {
+        for &p in claims {
+            owner.entry(p).or_insert(i);
+        }
+    }
+    for (i, (m, claims)) in members.iter().zip(&claimed).enumerate() {
+        if claims.is_empty() {
+            for p in resolve(&m.current) {
                 owner.entry(p).or_insert(i);
             }
         }

@@ -287,3 +287,32 @@ fn other_protocol_types_stay_client_assigned() {
     assert_eq!(&ctx.sync_reply(s).assignment[..], b"leader-made");
     assert_eq!(ctx.group.server_assignor_name(), None);
 }
+
+#[test]
+fn an_assignment_the_member_never_received_is_not_held_back() {
+    // m1 is alone in generation 1 and koord installs "m1 has everything", but m2 joins before
+    // m1's SyncGroup, which gets REBALANCE_IN_PROGRESS: m1 never held anything and says so.
+    // Withholding m1's recorded partitions from the others would leave them unowned for good
+    // (nobody revokes them, so nobody rejoins).
+    let mut ctx = ctx_with("uniform", &[("t", 6)]);
+    let t = ctx.join(join_req(None, "cooperative-sticky", &["t"]));
+    ctx.sleep(3 * DELAY);
+    let m1 = Client {
+        id: ctx.join_reply(t).member_id.clone(),
+        cooperative: true,
+        owned: BTreeSet::new(),
+        rejoins: false,
+    };
+    assert_eq!(
+        ctx.group.state(),
+        GroupState::Stable,
+        "generation 1 installed"
+    );
+    let mut clients = vec![m1, newcomer(&mut ctx, true, "cooperative-sticky", &["t"])];
+    let assigned = round(&mut ctx, &mut clients, "cooperative-sticky", &["t"]);
+    assert_eq!(
+        assigned.iter().map(BTreeSet::len).collect::<Vec<_>>(),
+        vec![3, 3],
+        "every partition granted at once: {assigned:?}"
+    );
+}
