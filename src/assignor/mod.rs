@@ -18,6 +18,8 @@
 
 pub mod consumer;
 pub mod policy;
+#[cfg(test)]
+mod properties;
 pub mod protocol;
 pub mod range;
 pub mod roundrobin;
