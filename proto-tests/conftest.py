@@ -80,7 +80,11 @@ class Koord:
                 return False
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return True
+                # Until the stored groups are loaded, group requests get
+                # COORDINATOR_LOAD_IN_PROGRESS; raw-protocol tests expect a loaded koord.
+                if "groups loaded" in self.log_path.read_text(errors="replace"):
+                    return True
+                time.sleep(0.02)  # poll interval, not a wait for an outcome
             except OSError:
                 time.sleep(0.02)  # poll interval, not a wait for an outcome
         return False

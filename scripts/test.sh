@@ -6,8 +6,11 @@
 # runs every tier against that build:
 #   rust    cargo test --release (unit tests and the wire tests under tests/)
 #   python  pytest proto-tests/ with real clients against target/release/koord
+#   load    koord-load (load/) at a small size against a fresh koord: every group Stable, no
+#           request failed
 #   kafka   the raw conformance tier (tests/wire.rs, tests/groups.rs) again, against Apache
-#           Kafka 4.4 (scripts/kafka.sh), proving its expectations are Kafka's own answers
+#           Kafka 4.4 (scripts/kafka.sh), proving its expectations are Kafka's own answers;
+#           and the same koord-load smoke run against Kafka
 # Exits non-zero if any step fails, after printing a summary of all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -179,13 +182,35 @@ summary() {
 }
 
 cargo_build() {
-    say "cargo build --release"
-    cargo build --release
+    say "cargo build --release --workspace"
+    cargo build --release --workspace
 }
 
 rust_tests() {
-    say "rust tier: cargo test --release"
-    cargo test --release
+    say "rust tier: cargo test --release --workspace"
+    cargo test --release --workspace
+}
+
+# The koord-load smoke run: small, but every step of a member's life (join with
+# MEMBER_ID_REQUIRED, sync, heartbeats, commits) against BOOTSTRAP; fails unless every group is
+# Stable and no request failed.
+load_smoke_run() {
+    "${CARGO_TARGET_DIR:-$root/target}/release/koord-load" --bootstrap "$1" --check \
+        --groups 20 --members 5 --heartbeat-ms 100 --commit-ms 200 --partitions 100 \
+        --topic load-smoke --duration 3 --join-timeout 60
+}
+
+load_smoke() {
+    say "load tier: koord-load smoke run against koord"
+    local port data pid
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    data=$(mktemp -d)
+    "$koord_bin" --listen "127.0.0.1:$port" --data-dir "$data" \
+        --set group.initial.rebalance.delay.ms=0 >"$logs/load-koord.log" 2>&1 &
+    pid=$!
+    trap 'kill "$pid" 2>/dev/null; rm -rf "$data"' EXIT
+    for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+    load_smoke_run "127.0.0.1:$port"
 }
 
 python_tests() {
@@ -203,6 +228,8 @@ kafka_conformance() {
     trap 'scripts/kafka.sh stop' EXIT
     echo "Kafka 4.4 at $bootstrap"
     KOORD_BOOTSTRAP="$bootstrap" cargo test --release --test wire --test groups
+    say "koord-load smoke run against Kafka 4.4"
+    load_smoke_run "$bootstrap"
 }
 
 step install-tools install_tools
@@ -215,14 +242,17 @@ if [ "$last_rc" -eq 0 ]; then
     step rust-tests rust_tests
     if [ "$setup_failed" -eq 0 ]; then
         step python-tests python_tests
+        step load-smoke load_smoke
         step kafka-conformance kafka_conformance
     else
         skip python-tests
+        skip load-smoke
         skip kafka-conformance
     fi
 else
     skip rust-tests
     skip python-tests
+    skip load-smoke
     skip kafka-conformance
 fi
 

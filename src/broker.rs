@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::coordinator::{Clock, Coordinator, Settings};
 use crate::log::Logs;
 use crate::metadata::{CreateError, Topic, Topics};
+use crate::storage::{EmbeddedStore, Mutation, Storage, Store, StoreError};
 
 /// File under the data dir that keeps the generated cluster id.
 const CLUSTER_ID_FILE: &str = "cluster.id";
@@ -32,6 +33,10 @@ pub struct Broker {
     pub producer_ids: ProducerIds,
     /// The group directory: every consumer group and its offsets.
     pub coordinator: Arc<Coordinator>,
+    /// The durable store under the data dir (read at start-up; written through `storage`).
+    store: Arc<EmbeddedStore>,
+    /// The node's storage task: every durable write goes through it.
+    pub storage: Storage,
 }
 
 /// Allocates producer ids: a counter, never reusing an id within a run.
@@ -67,12 +72,27 @@ impl ProducerIds {
 }
 
 impl Broker {
-    /// Builds the node's state: creates the data dir if needed, settles the cluster id and
-    /// creates the configured topics.
+    /// [`Broker::open`], then [`Broker::load_groups_blocking`]: every stored group is served at
+    /// once. Spawns the groups' actors, so it must run in a tokio runtime unless the store has
+    /// no groups.
     ///
     /// # Errors
-    /// The data dir cannot be created, or its cluster id file cannot be read or written.
+    /// As [`Broker::open`] and [`Broker::load_groups_blocking`].
     pub fn new(config: Config) -> io::Result<Broker> {
+        let broker = Broker::open(config)?;
+        broker.load_groups_blocking().map_err(io::Error::other)?;
+        Ok(broker)
+    }
+
+    /// Builds the node's state: creates the data dir if needed, settles the cluster id, opens
+    /// the store, creates the stored and the configured topics, and starts the storage task.
+    /// Groups are not loaded yet: group requests get COORDINATOR_LOAD_IN_PROGRESS until
+    /// [`Broker::load_groups`].
+    ///
+    /// # Errors
+    /// The data dir cannot be created, its cluster id file cannot be read or written, or the
+    /// store is damaged (the message names the file and what is wrong).
+    pub fn open(config: Config) -> io::Result<Broker> {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -84,17 +104,30 @@ impl Broker {
         } else {
             config.cluster_id.clone()
         };
+        let store = Arc::new(EmbeddedStore::open(&config.data_dir).map_err(io::Error::other)?);
         let topics = Arc::new(Topics::default());
+        for (name, partitions) in store.load_topics().map_err(io::Error::other)? {
+            topics
+                .create(&name, partitions)
+                .map_err(|e| io::Error::other(format!("stored topic {name}: {e:?}")))?;
+        }
         for t in &config.topics {
+            // A configured topic that is also stored keeps its stored partition count.
+            if topics.get(&t.name).is_some() {
+                continue;
+            }
             topics
                 .create(&t.name, t.partitions)
                 .map_err(|e| io::Error::other(format!("topic {}: {e:?}", t.name)))?;
         }
         let (advertised_host, advertised_port) = config.advertised();
         let logs = Logs::new(config.log_retention_bytes);
-        let coordinator = Coordinator::new(
+        let storage = Storage::start(store.clone(), config.offsets_commit_sync);
+        let coordinator = Coordinator::with_storage(
             Settings::from_config(&config, topics.clone()),
             Clock::system(),
+            storage.clone(),
+            true,
         );
         Ok(Broker {
             config,
@@ -105,7 +138,65 @@ impl Broker {
             logs,
             producer_ids: ProducerIds::from_clock(),
             coordinator,
+            store,
+            storage,
         })
+    }
+
+    /// Reads every stored group and its offsets (on a blocking thread) and hands them to the
+    /// coordinator, which then serves group requests.
+    ///
+    /// # Errors
+    /// The store is damaged ([`StoreError::Corrupt`] names the file and what is wrong).
+    pub async fn load_groups(&self) -> Result<(), StoreError> {
+        let store = self.store.clone();
+        let started = std::time::Instant::now();
+        let groups = tokio::task::spawn_blocking(move || store.load_groups())
+            .await
+            .map_err(|e| StoreError::Io(format!("loading groups: {e}")))??;
+        self.coordinator.load(groups);
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "store loaded"
+        );
+        Ok(())
+    }
+
+    /// [`Broker::load_groups`] on the calling thread.
+    ///
+    /// # Errors
+    /// As [`Broker::load_groups`].
+    pub fn load_groups_blocking(&self) -> Result<(), StoreError> {
+        let groups = self.store.load_groups()?;
+        self.coordinator.load(groups);
+        Ok(())
+    }
+
+    /// Makes a topic created at run time durable (with the next group commit), so Metadata
+    /// is the same after a restart.
+    fn persist_topic(&self, topic: &Topic) {
+        let name = topic.name.clone();
+        self.storage.submit(
+            vec![Mutation::PutTopic {
+                name: topic.name.clone(),
+                partitions: topic.partitions,
+            }],
+            Box::new(move |r| {
+                if let Err(e) = r {
+                    tracing::error!(topic = %name, "topic not stored: {e}");
+                }
+            }),
+        );
+    }
+
+    /// Creates a topic (CreateTopics) and stores it.
+    ///
+    /// # Errors
+    /// As [`Topics::create`].
+    pub fn create_topic(&self, name: &str, partitions: i32) -> Result<Topic, CreateError> {
+        let topic = self.topics.create(name, partitions)?;
+        self.persist_topic(&topic);
+        Ok(topic)
     }
 
     pub fn node_id(&self) -> i32 {
@@ -125,9 +216,18 @@ impl Broker {
         if !(auto_create && self.config.auto_create_topics_enable) {
             return Ok(None);
         }
-        let topic = self
-            .topics
-            .get_or_create(name, self.config.num_partitions)?;
+        let topic = match self.topics.create(name, self.config.num_partitions) {
+            Ok(topic) => {
+                self.persist_topic(&topic);
+                topic
+            }
+            // A racing creator made it first (and stores it).
+            Err(CreateError::AlreadyExists) => match self.topics.get(name) {
+                Some(t) => t,
+                None => return Err(CreateError::AlreadyExists),
+            },
+            Err(e) => return Err(e),
+        };
         tracing::info!(
             topic = name,
             partitions = topic.partitions,

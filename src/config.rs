@@ -94,6 +94,8 @@ pub struct Config {
     pub group_assignor: String,
     /// Per-group exceptions to `group_assignor`, first match wins.
     pub group_assignment_overrides: Vec<Override>,
+    /// Whether each group commit of the store syncs to disk before writes are acknowledged.
+    pub offsets_commit_sync: crate::storage::SyncPolicy,
 }
 
 impl Default for Config {
@@ -120,6 +122,7 @@ impl Default for Config {
             offset_metadata_max_bytes: 4096,
             group_assignor: "uniform".to_owned(),
             group_assignment_overrides: Vec::new(),
+            offsets_commit_sync: crate::storage::SyncPolicy::Always,
         }
     }
 }
@@ -419,6 +422,18 @@ pub static KEYS: &[Key] = &[
         },
     },
     int_key!("offset.metadata.max.bytes", Some("offset.metadata.max.bytes"), "longest commit metadata (Java string length); longer gets OFFSET_METADATA_TOO_LARGE", offset_metadata_max_bytes: usize, 0, i32::MAX as i64),
+    Key {
+        name: "offsets.commit.sync",
+        kafka: None,
+        doc: "always: a write is synced to disk before it is acknowledged (one sync per group commit); never: left to the OS and to shutdown (tests that do not care about crashes)",
+        apply: |c, v| {
+            let s = string(v)?;
+            c.offsets_commit_sync = crate::storage::SyncPolicy::parse(&s)
+                .ok_or_else(|| format!("expected always or never, got `{s}`"))?;
+            Ok(())
+        },
+        show: |c| Value::String(c.offsets_commit_sync.name().to_string()),
+    },
 ];
 
 fn key(name: &str) -> Result<&'static Key, ConfigError> {

@@ -24,6 +24,10 @@
 //!   consumer-group protocol ([`group::ClassicGroup`]: JoinGroup, SyncGroup, Heartbeat,
 //!   LeaveGroup, the group checks of OffsetCommit), driven by `handle_*` inputs that take `now`
 //!   and drained through `poll_output` (replies to parked requests, keyed timers, records).
+//! - [`assignor`]: server-side assignment, PURE: the [`assignor::Assignor`] trait over an
+//!   interned group spec, the built-in `range`, `roundrobin` and `uniform`, the consumer
+//!   protocol codec, the bridge the group core calls when a join phase ends (with the cooperative
+//!   two-step rule), and which assignor serves which group.
 //! - [`offsets`]: committed offsets, pure: the per-partition OffsetCommit rules (metadata size,
 //!   v2-4 retention), OffsetFetch, retention, and the [`offsets::OffsetStore`] trait.
 //! - [`log`]: the in-memory partition logs behind Produce, Fetch, ListOffsets and
@@ -41,3 +45,4 @@ pub mod log;
 pub mod metadata;
 pub mod offsets;
 pub mod server;
+pub mod storage;

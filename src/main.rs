@@ -9,6 +9,10 @@ use koord::broker::Broker;
 use koord::config::Config;
 use tracing::{error, info};
 
+/// See Cargo.toml: glibc's per-thread arenas grow one mprotect at a time.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "koord",
@@ -131,7 +135,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let broker = match Broker::new(config) {
+        let broker = match Broker::open(config) {
             Ok(b) => Arc::new(b),
             Err(e) => {
                 error!("{e}");
@@ -162,9 +166,33 @@ fn serve(args: ServeArgs) -> ExitCode {
                 broker.config.listen
             );
         }
+        // Groups load while the listener already answers: group requests get
+        // COORDINATOR_LOAD_IN_PROGRESS meanwhile, as in Kafka. A damaged store stops koord.
+        let (load_failed_tx, load_failed_rx) = tokio::sync::oneshot::channel::<()>();
+        let loader = broker.clone();
+        tokio::spawn(async move {
+            if let Err(e) = loader.load_groups().await {
+                error!("cannot load the store: {e}");
+                let _ = load_failed_tx.send(());
+            }
+        });
         broker.coordinator.spawn_retention();
-        koord::server::run(listener, broker, shutdown_signal()).await;
-        ExitCode::SUCCESS
+        let mut load_failed = false;
+        let stop = async {
+            tokio::select! {
+                _ = shutdown_signal() => {}
+                // A dropped sender (the load succeeded) disables this branch.
+                Ok(()) = load_failed_rx => load_failed = true,
+            }
+        };
+        koord::server::run(listener, broker.clone(), stop).await;
+        // Every write accepted before this point reaches the disk before we exit.
+        broker.storage.shutdown().await;
+        if load_failed {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        }
     })
 }
 

@@ -98,7 +98,7 @@ fn create(
     if validate_only {
         return Ok((crate::metadata::topic_id(name), n));
     }
-    match broker.topics.create(name, n) {
+    match broker.create_topic(name, n) {
         Ok(topic) => {
             tracing::info!(topic = name, partitions = n, "created topic");
             Ok((topic.id, n))

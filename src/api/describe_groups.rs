@@ -25,6 +25,11 @@ async fn describe(broker: &Broker, id: GroupId, version: i16, with_ops: bool) ->
                 .with_group_state(str_bytes(""))
         }
     };
+    if broker.coordinator.is_loading() {
+        return base
+            .with_error_code(GroupError::CoordinatorLoadInProgress.code())
+            .with_group_state(str_bytes(""));
+    }
     match broker.coordinator.describe(group).await {
         Some(d) => base
             .with_group_state(str_bytes(d.state.as_str()))

@@ -24,6 +24,10 @@ pub fn handle(broker: &Broker, req: ListGroupsRequest, version: i16) -> ListGrou
     if !types.is_empty() && !types.iter().any(|t| t == CLASSIC) {
         return ListGroupsResponse::default();
     }
+    if broker.coordinator.is_loading() {
+        return ListGroupsResponse::default()
+            .with_error_code(crate::group::GroupError::CoordinatorLoadInProgress.code());
+    }
     let groups = broker
         .coordinator
         .list()

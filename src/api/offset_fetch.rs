@@ -25,6 +25,9 @@ async fn fetch_group(
     wanted: Option<Vec<(String, Vec<i32>)>>,
 ) -> GroupAnswer {
     let group = check_group_id(group_id)?;
+    if broker.coordinator.is_loading() {
+        return Err(GroupError::CoordinatorLoadInProgress);
+    }
     let order: Option<Vec<String>> = wanted
         .as_ref()
         .map(|w| w.iter().map(|(t, _)| t.clone()).collect());

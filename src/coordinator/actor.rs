@@ -1,6 +1,13 @@
 //! One group's actor: owns the group core and its offsets, serves its queue one command at a
 //! time, sleeps until the core's next deadline, and turns the core's outputs into replies, log
-//! lines and (for now, immediately acknowledged) writes.
+//! lines and writes.
+//!
+//! Every write goes to the storage task with a completion that comes back through the actor's
+//! own completion queue. A reply that depends on a write (OffsetCommit, OffsetDelete,
+//! DeleteGroups, and through the core the SyncGroup that completes a generation) is sent only
+//! in that completion, and in-memory offsets change only then, so a failed write changes nothing
+//! and the reply carries the mapped error. The actor keeps serving its queue meanwhile, so
+//! commits pipeline; completions arrive in submission order (one FIFO storage task).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,10 +21,13 @@ use super::{
     PartitionResults, Settings,
 };
 use crate::group::{
-    ClassicGroup, GroupError, GroupEvent, GroupId, GroupState, Heartbeat, JoinGroup, JoinReply,
-    LeaveGroup, LeaveOutcome, Output, RequestToken, SyncGroup, SyncReply,
+    ClassicGroup, GroupError, GroupEvent, GroupId, GroupRecord, GroupState, Heartbeat, JoinGroup,
+    JoinReply, LeaveGroup, LeaveOutcome, Output, RequestToken, SyncGroup, SyncReply, WriteId,
 };
-use crate::offsets::{self, FetchedOffset, MemoryOffsetStore, OffsetStore, TopicPartition};
+use crate::offsets::{
+    self, FetchedOffset, MemoryOffsetStore, OffsetAndMetadata, OffsetStore, TopicPartition,
+};
+use crate::storage::{Mutation, Storage, StoreError};
 
 /// A request for the actor, with where its answer goes.
 pub(super) enum Command {
@@ -42,6 +52,26 @@ pub(super) enum Command {
     ExpireOffsets,
 }
 
+/// A submitted write and what to do once it is durable (or failed).
+enum Pending {
+    /// A record of the core; `delete_reply` for the tombstone of a DeleteGroups.
+    Group {
+        write: WriteId,
+        delete_reply: Option<oneshot::Sender<Result<(), GroupError>>>,
+    },
+    Commit {
+        reply: oneshot::Sender<Result<PartitionResults, GroupError>>,
+        results: PartitionResults,
+        writes: Vec<(TopicPartition, OffsetAndMetadata)>,
+    },
+    DeleteOffsets {
+        reply: oneshot::Sender<Result<PartitionResults, GroupError>>,
+        results: PartitionResults,
+        removed: Vec<TopicPartition>,
+    },
+    Expired(Vec<TopicPartition>),
+}
+
 pub(super) struct GroupActor {
     group: ClassicGroup,
     offsets: MemoryOffsetStore,
@@ -55,36 +85,137 @@ pub(super) struct GroupActor {
     parked_joins: HashMap<RequestToken, oneshot::Sender<JoinReply>>,
     parked_syncs: HashMap<RequestToken, oneshot::Sender<SyncReply>>,
     next_token: u64,
+    storage: Storage,
+    /// Completions of submitted writes, by submission id.
+    done_tx: mpsc::UnboundedSender<(u64, Result<(), StoreError>)>,
+    done_rx: mpsc::UnboundedReceiver<(u64, Result<(), StoreError>)>,
+    pending: HashMap<u64, Pending>,
+    next_submission: u64,
+    /// The reply of a DeleteGroups whose tombstone the core is about to emit.
+    delete_reply: Option<oneshot::Sender<Result<(), GroupError>>>,
+}
+
+/// Everything a new actor starts with besides its queue.
+pub(super) struct ActorParts {
+    pub group: ClassicGroup,
+    pub offsets: MemoryOffsetStore,
+    pub settings: Settings,
+    pub clock: Clock,
+    pub storage: Storage,
+    pub listing: Arc<Mutex<GroupListing>>,
+    pub directory: Arc<DashMap<GroupId, Handle>>,
 }
 
 impl GroupActor {
     pub(super) fn new(
-        group: ClassicGroup,
-        settings: Settings,
-        clock: Clock,
+        parts: ActorParts,
         rx: mpsc::UnboundedReceiver<Command>,
         tx: mpsc::UnboundedSender<Command>,
-        listing: Arc<Mutex<GroupListing>>,
-        directory: Arc<DashMap<GroupId, Handle>>,
     ) -> GroupActor {
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
         GroupActor {
-            group,
-            offsets: MemoryOffsetStore::default(),
-            settings,
-            clock,
+            group: parts.group,
+            offsets: parts.offsets,
+            settings: parts.settings,
+            clock: parts.clock,
             rx,
             tx,
-            listing,
-            directory,
+            listing: parts.listing,
+            directory: parts.directory,
             parked_joins: HashMap::new(),
             parked_syncs: HashMap::new(),
             next_token: 0,
+            storage: parts.storage,
+            done_tx,
+            done_rx,
+            pending: HashMap::new(),
+            next_submission: 0,
+            delete_reply: None,
+        }
+    }
+
+    /// Sends `batch` to the storage task; `then` runs in [`GroupActor::complete`].
+    fn submit(&mut self, batch: Vec<Mutation>, then: Pending) {
+        let id = self.next_submission;
+        self.next_submission += 1;
+        self.pending.insert(id, then);
+        let done = self.done_tx.clone();
+        self.storage.submit(
+            batch,
+            Box::new(move |result| {
+                let _ = done.send((id, result));
+            }),
+        );
+    }
+
+    /// A submitted write is durable (or failed): apply it to memory and answer.
+    fn complete(&mut self, id: u64, result: Result<(), StoreError>) {
+        let Some(pending) = self.pending.remove(&id) else {
+            return;
+        };
+        let error = result.as_ref().err().map(StoreError::group_error);
+        match pending {
+            Pending::Group {
+                write,
+                delete_reply,
+            } => {
+                let now = self.clock.now();
+                self.group
+                    .handle_write_complete(write, error.map_or(Ok(()), Err), now);
+                if let Some(reply) = delete_reply {
+                    if error.is_none() {
+                        let removed = self.offsets.remove_group(self.group.id());
+                        info!(offsets = removed, "group deleted");
+                    }
+                    let _ = reply.send(error.map_or(Ok(()), Err));
+                }
+            }
+            Pending::Commit {
+                reply,
+                results,
+                writes,
+            } => {
+                if let Some(e) = error {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                let id = self.group.id().clone();
+                for (tp, offset) in writes {
+                    self.offsets.put(&id, tp, offset);
+                }
+                let _ = reply.send(Ok(results));
+            }
+            Pending::DeleteOffsets {
+                reply,
+                results,
+                removed,
+            } => {
+                if let Some(e) = error {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                let id = self.group.id().clone();
+                for tp in &removed {
+                    self.offsets.remove(&id, tp);
+                }
+                let _ = reply.send(Ok(results));
+            }
+            Pending::Expired(expired) => {
+                if error.is_none() {
+                    let id = self.group.id().clone();
+                    for tp in &expired {
+                        self.offsets.remove(&id, tp);
+                    }
+                    info!(count = expired.len(), "expired offsets removed");
+                }
+            }
         }
     }
 
     pub(super) async fn run(mut self) {
         let span = tracing::info_span!("group", group = %self.group.id());
         async move {
+            self.drain();
             loop {
                 let deadline = self.group.next_deadline().map(|d| self.clock.instant_at(d));
                 let sleep = async {
@@ -99,13 +230,17 @@ impl GroupActor {
                         // Every sender is gone: the directory dropped us (shutdown).
                         None => break,
                     },
+                    Some((id, result)) = self.done_rx.recv() => self.complete(id, result),
                     _ = sleep => {
                         let now = self.clock.now();
                         self.group.handle_timeout(now);
                     }
                 }
                 self.drain();
-                if self.group.state() == GroupState::Dead {
+                // A Dead group waits for its tombstone (and any other write) to be durable
+                // before it leaves the directory, so a group created after it under the same
+                // id writes after it.
+                if self.group.state() == GroupState::Dead && self.pending.is_empty() {
                     self.retire();
                     break;
                 }
@@ -154,9 +289,7 @@ impl GroupActor {
             Command::Leave(req, reply) => {
                 let _ = reply.send(self.group.handle_leave(&req, now));
             }
-            Command::Commit(commit, reply) => {
-                let _ = reply.send(self.commit(commit));
-            }
+            Command::Commit(commit, reply) => self.commit(commit, reply),
             Command::Fetch(partitions, reply) => {
                 let readable = self.group.serves_offset_fetch();
                 let _ = reply.send(offsets::fetch(
@@ -166,9 +299,7 @@ impl GroupActor {
                     partitions.as_deref(),
                 ));
             }
-            Command::DeleteOffsets(partitions, reply) => {
-                let _ = reply.send(self.delete_offsets(partitions));
-            }
+            Command::DeleteOffsets(partitions, reply) => self.delete_offsets(partitions, reply),
             Command::Describe(reply) => {
                 let _ = reply.send(self.describe());
             }
@@ -178,49 +309,99 @@ impl GroupActor {
                 } else {
                     self.group.handle_delete(now)
                 };
-                if result.is_ok() {
-                    let removed = self.offsets.remove_group(self.group.id());
-                    info!(offsets = removed, "group deleted");
+                match result {
+                    // Answered once the tombstone the core just emitted is durable.
+                    Ok(()) => self.delete_reply = Some(reply),
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
                 }
-                let _ = reply.send(result);
             }
             Command::ExpireOffsets => self.expire_offsets(),
         }
     }
 
-    fn commit(&mut self, commit: OffsetCommit) -> Result<PartitionResults, GroupError> {
+    fn commit(
+        &mut self,
+        commit: OffsetCommit,
+        reply: oneshot::Sender<Result<PartitionResults, GroupError>>,
+    ) {
         let now = self.clock.now();
-        self.group.validate_offset_commit(&commit.auth, now)?;
+        if let Err(e) = self.group.validate_offset_commit(&commit.auth, now) {
+            let _ = reply.send(Err(e));
+            return;
+        }
         let prepared = offsets::prepare_commit(
             &self.settings.offsets,
             commit.partitions,
             commit.retention_time_ms,
             now,
         );
-        let id = self.group.id().clone();
-        for (tp, offset) in prepared.writes {
-            self.offsets.put(&id, tp, offset);
+        if prepared.writes.is_empty() {
+            let _ = reply.send(Ok(prepared.results));
+            return;
         }
-        Ok(prepared.results)
+        let group = self.group.id().clone();
+        let batch = prepared
+            .writes
+            .iter()
+            .map(|(tp, offset)| Mutation::PutOffset {
+                group: group.clone(),
+                tp: tp.clone(),
+                offset: offset.clone(),
+            })
+            .collect();
+        self.submit(
+            batch,
+            Pending::Commit {
+                reply,
+                results: prepared.results,
+                writes: prepared.writes,
+            },
+        );
     }
 
     fn delete_offsets(
         &mut self,
         partitions: Vec<TopicPartition>,
-    ) -> Result<PartitionResults, GroupError> {
-        self.group.validate_offset_delete()?;
-        let id = self.group.id().clone();
-        Ok(partitions
+        reply: oneshot::Sender<Result<PartitionResults, GroupError>>,
+    ) {
+        if let Err(e) = self.group.validate_offset_delete() {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        let mut removed = Vec::new();
+        let results: PartitionResults = partitions
             .into_iter()
             .map(|tp| {
                 if self.group.is_subscribed_to_topic(&tp.topic) {
                     (tp, Some(GroupError::GroupSubscribedToTopic))
                 } else {
-                    self.offsets.remove(&id, &tp);
+                    removed.push(tp.clone());
                     (tp, None)
                 }
             })
-            .collect())
+            .collect();
+        if removed.is_empty() {
+            let _ = reply.send(Ok(results));
+            return;
+        }
+        let group = self.group.id().clone();
+        let batch = removed
+            .iter()
+            .map(|tp| Mutation::DeleteOffset {
+                group: group.clone(),
+                tp: tp.clone(),
+            })
+            .collect();
+        self.submit(
+            batch,
+            Pending::DeleteOffsets {
+                reply,
+                results,
+                removed,
+            },
+        );
     }
 
     fn describe(&self) -> Option<GroupDescription> {
@@ -262,6 +443,20 @@ impl GroupActor {
         let now = self.clock.now();
         let id = self.group.id().clone();
         let current = self.offsets.group_offsets(&id);
+        // An offset with a commit still on its way to disk is not expired under it.
+        let in_flight: std::collections::HashSet<&TopicPartition> = self
+            .pending
+            .values()
+            .filter_map(|p| match p {
+                Pending::Commit { writes, .. } => Some(writes.iter().map(|(tp, _)| tp)),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        let current: Vec<_> = current
+            .into_iter()
+            .filter(|(tp, _)| !in_flight.contains(tp))
+            .collect();
         let expired = offsets::expired_offsets(
             &current,
             self.group.offset_expiration_base(),
@@ -270,11 +465,16 @@ impl GroupActor {
             now,
             self.settings.offsets.retention_ms,
         );
-        for tp in &expired.expired {
-            self.offsets.remove(&id, tp);
-        }
         if !expired.expired.is_empty() {
-            info!(count = expired.expired.len(), "expired offsets removed");
+            let batch = expired
+                .expired
+                .iter()
+                .map(|tp| Mutation::DeleteOffset {
+                    group: id.clone(),
+                    tp: tp.clone(),
+                })
+                .collect();
+            self.submit(batch, Pending::Expired(expired.expired));
         }
         if expired.all_expired
             && self.group.state() == GroupState::Empty
@@ -284,35 +484,42 @@ impl GroupActor {
         }
     }
 
-    /// Delivers every output of the core. Writes are acknowledged at once (no durable store
-    /// yet), which may produce further outputs, so this loops until the core is quiet.
+    /// Delivers every output of the core; records go to the storage task, and their
+    /// completions come back through [`GroupActor::complete`].
     fn drain(&mut self) {
-        loop {
-            let mut writes = Vec::new();
-            while let Some(out) = self.group.poll_output() {
-                match out {
-                    Output::JoinReply { token, reply } => {
-                        if let Some(tx) = self.parked_joins.remove(&token) {
-                            let _ = tx.send(reply);
-                        }
+        while let Some(out) = self.group.poll_output() {
+            match out {
+                Output::JoinReply { token, reply } => {
+                    if let Some(tx) = self.parked_joins.remove(&token) {
+                        let _ = tx.send(reply);
                     }
-                    Output::SyncReply { token, reply } => {
-                        if let Some(tx) = self.parked_syncs.remove(&token) {
-                            let _ = tx.send(reply);
-                        }
-                    }
-                    // This shell sleeps until `next_deadline`; keyed changes need no mirror.
-                    Output::Timer(_) => {}
-                    Output::Persist { write, .. } => writes.push(write),
-                    Output::Event(event) => log_event(&event),
                 }
-            }
-            if writes.is_empty() {
-                break;
-            }
-            let now = self.clock.now();
-            for write in writes {
-                self.group.handle_write_complete(write, Ok(()), now);
+                Output::SyncReply { token, reply } => {
+                    if let Some(tx) = self.parked_syncs.remove(&token) {
+                        let _ = tx.send(reply);
+                    }
+                }
+                // This shell sleeps until `next_deadline`; keyed changes need no mirror.
+                Output::Timer(_) => {}
+                Output::Persist { write, record } => {
+                    let group = self.group.id().clone();
+                    let (mutation, delete_reply) = match record {
+                        GroupRecord::Metadata(record) => {
+                            (Mutation::PutGroup { group, record }, None)
+                        }
+                        GroupRecord::Tombstone => {
+                            (Mutation::DeleteGroup { group }, self.delete_reply.take())
+                        }
+                    };
+                    self.submit(
+                        vec![mutation],
+                        Pending::Group {
+                            write,
+                            delete_reply,
+                        },
+                    );
+                }
+                Output::Event(event) => log_event(&event),
             }
         }
         let mut listing = self.listing.lock().unwrap_or_else(|p| p.into_inner());

@@ -15,14 +15,17 @@
 //! or Empty with every offset expired) leaves the directory; requests already queued for it get
 //! Kafka's answers for a Dead group, and the next request finds the group missing.
 //!
-//! Records to persist are acknowledged at once: offsets and group metadata live in memory until
-//! the durable store lands (the core already holds replies that depend on a write until the
-//! write completes).
+//! Offsets and group records are written through the node's [`Storage`] task; the actor answers
+//! what depends on a write only once it is durable (see `actor`). At start-up the directory is
+//! *loading* until [`Coordinator::load`] has rebuilt every stored group: meanwhile group
+//! requests get COORDINATOR_LOAD_IN_PROGRESS (Heartbeat gets NONE, as in Kafka), so no group
+//! is created over one that is still to be loaded.
 
 mod actor;
 mod clock;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,9 +44,13 @@ use crate::group::{
     JoinGroup, JoinReply, LeaveGroup, LeaveOutcome, MemberId, OffsetCommitAuth, SyncGroup,
     SyncReply,
 };
-use crate::offsets::{self, FetchedOffset, OffsetConfig, PartitionCommit, TopicPartition};
+use crate::offsets::{
+    self, FetchedOffset, MemoryOffsetStore, OffsetConfig, PartitionCommit,
+    TopicPartition,
+};
+use crate::storage::{LoadedGroup, Storage};
 
-use actor::{Command, GroupActor};
+use actor::{ActorParts, Command, GroupActor};
 
 /// What every group actor is configured with.
 #[derive(Debug, Clone)]
@@ -156,17 +163,67 @@ pub struct Coordinator {
     groups: Arc<DashMap<GroupId, Handle>>,
     settings: Settings,
     clock: Clock,
+    storage: Storage,
+    /// Set until [`Coordinator::load`] has rebuilt the stored groups.
+    loading: AtomicBool,
 }
 
 impl Coordinator {
     /// A directory with no groups. Must be called inside a tokio runtime if
     /// [`Coordinator::spawn_retention`] is to be used.
+    /// Writes go to an in-memory store (tests).
     pub fn new(settings: Settings, clock: Clock) -> Arc<Coordinator> {
+        Coordinator::with_storage(settings, clock, Storage::memory(), false)
+    }
+
+    /// A directory writing through `storage`; with `loading`, group requests are answered
+    /// COORDINATOR_LOAD_IN_PROGRESS until [`Coordinator::load`] ran.
+    pub fn with_storage(
+        settings: Settings,
+        clock: Clock,
+        storage: Storage,
+        loading: bool,
+    ) -> Arc<Coordinator> {
         Arc::new(Coordinator {
             groups: Arc::new(DashMap::new()),
             settings,
             clock,
+            storage,
+            loading: AtomicBool::new(loading),
         })
+    }
+
+    /// Rebuilds the stored groups (Kafka's coordinator load): a group with members comes back
+    /// Stable in its generation with every member's session starting now; offsets come back
+    /// with it. Then the directory serves requests. Must run inside a tokio runtime.
+    pub fn load(&self, groups: Vec<LoadedGroup>) {
+        let now = self.clock.now();
+        let (mut count, mut offsets) = (0usize, 0usize);
+        for loaded in groups {
+            let config = self.settings.group_config(&loaded.id);
+            let group = match &loaded.metadata {
+                Some(record) => ClassicGroup::from_record(loaded.id.clone(), config, record, now),
+                // Offsets whose group record was never written: a simple group.
+                None => ClassicGroup::new_simple(loaded.id.clone(), config, now),
+            };
+            offsets += loaded.offsets.len();
+            let store = MemoryOffsetStore::from_group(&loaded.id, loaded.offsets);
+            let handle = self.spawn_actor(group, store);
+            self.groups.insert(loaded.id, handle);
+            count += 1;
+        }
+        self.loading.store(false, Ordering::Release);
+        tracing::info!(groups = count, offsets, "groups loaded");
+    }
+
+    /// Whether the stored groups are still being loaded.
+    pub fn is_loading(&self) -> bool {
+        self.loading.load(Ordering::Acquire)
+    }
+
+    /// The storage task every actor writes through.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
     }
 
     /// Starts the periodic offset-retention pass (`offsets.retention.check.interval.ms`). The
@@ -207,9 +264,14 @@ impl Coordinator {
             Create::Classic => ClassicGroup::new(id.clone(), config, now),
             Create::Simple => ClassicGroup::new_simple(id.clone(), config, now),
         };
+        tracing::debug!(group = %id, ?create, "group created");
+        self.spawn_actor(group, MemoryOffsetStore::default())
+    }
+
+    fn spawn_actor(&self, group: ClassicGroup, offsets: MemoryOffsetStore) -> Handle {
         let (tx, rx) = mpsc::unbounded_channel();
         let listing = Arc::new(Mutex::new(GroupListing {
-            group_id: id.clone(),
+            group_id: group.id().clone(),
             state: group.state(),
             protocol_type: group.protocol_type().unwrap_or_default().to_string(),
         }));
@@ -218,16 +280,19 @@ impl Coordinator {
             listing: listing.clone(),
         };
         let actor = GroupActor::new(
-            group,
-            self.settings.clone(),
-            self.clock.clone(),
+            ActorParts {
+                group,
+                offsets,
+                settings: self.settings.clone(),
+                clock: self.clock.clone(),
+                storage: self.storage.clone(),
+                listing,
+                directory: self.groups.clone(),
+            },
             rx,
             tx,
-            listing,
-            self.groups.clone(),
         );
         tokio::spawn(actor.run());
-        tracing::debug!(group = %id, ?create, "group created");
         handle
     }
 
@@ -268,6 +333,9 @@ impl Coordinator {
 
     /// JoinGroup. Parks until the join phase completes.
     pub async fn join(&self, id: GroupId, req: JoinGroup) -> JoinReply {
+        if self.is_loading() {
+            return JoinReply::error(GroupError::CoordinatorLoadInProgress, req.member_id);
+        }
         let member = req.member_id.clone();
         let create = missing::join(&req).is_none().then_some(Create::Classic);
         let (tx, rx) = oneshot::channel();
@@ -286,6 +354,9 @@ impl Coordinator {
 
     /// SyncGroup. Parks until the leader's assignment is installed.
     pub async fn sync(&self, id: GroupId, req: SyncGroup) -> SyncReply {
+        if self.is_loading() {
+            return SyncReply::error(GroupError::CoordinatorLoadInProgress);
+        }
         let (tx, rx) = oneshot::channel();
         match self.send(&id, None, Command::Sync(req, tx)) {
             Ok(()) => {
@@ -296,6 +367,10 @@ impl Coordinator {
     }
 
     pub async fn heartbeat(&self, id: GroupId, req: Heartbeat) -> Result<(), GroupError> {
+        // Kafka answers NONE while loading (GroupCoordinatorService.heartbeat).
+        if self.is_loading() {
+            return Ok(());
+        }
         let (tx, rx) = oneshot::channel();
         match self.send(&id, None, Command::Heartbeat(req, tx)) {
             Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
@@ -304,6 +379,12 @@ impl Coordinator {
     }
 
     pub async fn leave(&self, id: GroupId, req: LeaveGroup) -> LeaveOutcome {
+        if self.is_loading() {
+            return LeaveOutcome {
+                error: Some(GroupError::CoordinatorLoadInProgress),
+                members: Vec::new(),
+            };
+        }
         let (tx, rx) = oneshot::channel();
         match self.send(&id, None, Command::Leave(req, tx)) {
             Ok(()) => {
@@ -327,6 +408,9 @@ impl Coordinator {
         id: GroupId,
         commit: OffsetCommit,
     ) -> Result<PartitionResults, GroupError> {
+        if self.is_loading() {
+            return Err(GroupError::CoordinatorLoadInProgress);
+        }
         let create = missing::offset_commit(&commit.auth, commit.group_id_not_found_supported)
             .is_ok()
             .then_some(Create::Simple);
@@ -370,6 +454,9 @@ impl Coordinator {
         id: GroupId,
         partitions: Vec<TopicPartition>,
     ) -> Result<PartitionResults, GroupError> {
+        if self.is_loading() {
+            return Err(GroupError::CoordinatorLoadInProgress);
+        }
         let (tx, rx) = oneshot::channel();
         match self.send(&id, None, Command::DeleteOffsets(partitions, tx)) {
             Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
@@ -387,6 +474,9 @@ impl Coordinator {
     /// DeleteGroups for one group: GROUP_ID_NOT_FOUND when missing or Dead, NON_EMPTY_GROUP
     /// unless Empty.
     pub async fn delete_group(&self, id: GroupId) -> Result<(), GroupError> {
+        if self.is_loading() {
+            return Err(GroupError::CoordinatorLoadInProgress);
+        }
         let (tx, rx) = oneshot::channel();
         match self.send(&id, None, Command::Delete(tx)) {
             Ok(()) => Self::answer(rx, || Err(GroupError::GroupIdNotFound)).await,

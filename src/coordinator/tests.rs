@@ -7,11 +7,28 @@ use bytes::Bytes;
 
 use super::*;
 use crate::group::{Generation, LeavingMember, Protocol, RequestToken};
+use crate::storage::{MemoryStore, Store};
 
 const SESSION: u64 = 10_000;
 
 fn coordinator() -> Arc<Coordinator> {
-    let settings = Settings {
+    Coordinator::new(settings(), Clock::starting_at(1_000_000))
+}
+
+/// A coordinator writing to `store`, as a restarted koord would after loading it.
+fn coordinator_on(store: &Arc<MemoryStore>) -> Arc<Coordinator> {
+    let c = Coordinator::with_storage(
+        settings(),
+        Clock::starting_at(1_000_000),
+        Storage::inline(store.clone()),
+        true,
+    );
+    c.load(store.load_groups().unwrap());
+    c
+}
+
+fn settings() -> Settings {
+    Settings {
         group: GroupConfig {
             initial_rebalance_delay_ms: 0,
             ..GroupConfig::default()
@@ -27,8 +44,7 @@ fn coordinator() -> Arc<Coordinator> {
             Registry::builtin(),
             Arc::new(std::collections::BTreeMap::<String, u32>::new()),
         ),
-    };
-    Coordinator::new(settings, Clock::starting_at(1_000_000))
+    }
 }
 
 fn gid(s: &str) -> GroupId {
@@ -321,4 +337,167 @@ async fn groups_are_independent() {
         assert_eq!(t.await.unwrap(), 19);
     }
     assert_eq!(c.list().len(), 50);
+}
+
+fn stored_offsets(store: &MemoryStore, group: &str) -> Vec<(TopicPartition, i64)> {
+    store
+        .load_groups()
+        .unwrap()
+        .into_iter()
+        .filter(|g| g.id.as_str() == group)
+        .flat_map(|g| g.offsets)
+        .map(|(tp, o)| (tp, o.offset))
+        .collect()
+}
+
+fn stored_group_ids(store: &MemoryStore) -> Vec<String> {
+    store
+        .load_groups()
+        .unwrap()
+        .into_iter()
+        .map(|g| g.id.0)
+        .collect()
+}
+
+/// A commit whose write fails is answered with Kafka's mapping of a storage error and changes
+/// nothing: the previous offset is still served and stored.
+#[tokio::test(start_paused = true)]
+async fn a_failed_commit_write_changes_nothing() {
+    let store = Arc::new(MemoryStore::default());
+    let c = coordinator_on(&store);
+    c.commit_offsets(gid("s"), anonymous_commit("t", 1))
+        .await
+        .unwrap();
+    store.fail_writes(true);
+    assert_eq!(
+        c.commit_offsets(gid("s"), anonymous_commit("t", 2)).await,
+        Err(GroupError::NotCoordinator)
+    );
+    store.fail_writes(false);
+    assert_eq!(c.fetch_offsets(gid("s"), None).await[0].offset, 1);
+    assert_eq!(
+        stored_offsets(&store, "s"),
+        vec![(TopicPartition::new("t", 0), 1)]
+    );
+}
+
+/// The leader's assignment cannot be stored: every member's SyncGroup gets the mapped error and
+/// the group does not become Stable with an assignment nobody can reload.
+#[tokio::test(start_paused = true)]
+async fn a_failed_assignment_write_fails_the_sync_and_rebalances() {
+    let store = Arc::new(MemoryStore::default());
+    let c = coordinator_on(&store);
+    let a = c
+        .join(gid("g"), join(&MemberId::unknown(), "a"))
+        .await
+        .member_id;
+    store.fail_writes(true);
+    let reply = c
+        .sync(
+            gid("g"),
+            sync(
+                &a,
+                Generation(1),
+                vec![(a.clone(), Bytes::from_static(b"A"))],
+            ),
+        )
+        .await;
+    assert_eq!(reply.error, Some(GroupError::NotCoordinator));
+    assert_ne!(c.list()[0].state, GroupState::Stable);
+}
+
+/// Retention with a manual clock removes expired offsets from the store, and the Empty group
+/// left with none; DeleteGroups removes a group and its offsets.
+#[tokio::test(start_paused = true)]
+async fn expiry_and_delete_groups_remove_data_from_the_store() {
+    let store = Arc::new(MemoryStore::default());
+    let c = coordinator_on(&store);
+    c.commit_offsets(gid("old"), anonymous_commit("t", 1))
+        .await
+        .unwrap();
+    c.commit_offsets(gid("gone"), anonymous_commit("t", 1))
+        .await
+        .unwrap();
+    assert_eq!(stored_group_ids(&store), ["gone", "old"]);
+    assert_eq!(c.delete_group(gid("gone")).await, Ok(()));
+    assert_eq!(stored_group_ids(&store), ["old"]);
+
+    tokio::time::advance(Duration::from_millis(60_001)).await;
+    c.expire_offsets();
+    // The fetch queues behind the expiry, whose writes complete first.
+    assert_eq!(c.fetch_offsets(gid("old"), None).await, vec![]);
+    assert!(stored_offsets(&store, "old").is_empty());
+    assert!(stored_group_ids(&store).is_empty());
+}
+
+/// A Stable group comes back Stable in the same generation after a restart, with its offsets,
+/// and members that keep heartbeating keep their assignment without a rebalance.
+#[tokio::test(start_paused = true)]
+async fn a_stable_group_survives_a_restart_in_its_generation() {
+    let store = Arc::new(MemoryStore::default());
+    let before = coordinator_on(&store);
+    let a = before
+        .join(gid("g"), join(&MemberId::unknown(), "a"))
+        .await
+        .member_id;
+    let reply = before
+        .sync(
+            gid("g"),
+            sync(
+                &a,
+                Generation(1),
+                vec![(a.clone(), Bytes::from_static(b"A"))],
+            ),
+        )
+        .await;
+    assert_eq!(reply.error, None);
+    let mut commit = anonymous_commit("t", 7);
+    commit.auth.member_id = a.clone();
+    commit.auth.generation = Generation(1);
+    before.commit_offsets(gid("g"), commit).await.unwrap();
+    drop(before);
+
+    let after = coordinator_on(&store);
+    assert_eq!(after.list()[0].state, GroupState::Stable);
+    for _ in 0..5 {
+        tokio::time::advance(Duration::from_millis(SESSION / 2)).await;
+        assert_eq!(
+            after.heartbeat(gid("g"), hb(&a, Generation(1))).await,
+            Ok(())
+        );
+    }
+    let again = after.sync(gid("g"), sync(&a, Generation(1), vec![])).await;
+    assert_eq!(
+        (again.error, again.assignment),
+        (None, Bytes::from_static(b"A"))
+    );
+    assert_eq!(after.fetch_offsets(gid("g"), None).await[0].offset, 7);
+    assert_eq!(after.list()[0].state, GroupState::Stable);
+}
+
+/// Until the stored groups are loaded, group requests get COORDINATOR_LOAD_IN_PROGRESS (a
+/// heartbeat gets NONE, as in Kafka) and nothing is created.
+#[tokio::test(start_paused = true)]
+async fn requests_while_loading_get_load_in_progress() {
+    let c = Coordinator::with_storage(settings(), Clock::starting_at(0), Storage::memory(), true);
+    assert_eq!(
+        c.join(gid("g"), join(&MemberId::unknown(), "a"))
+            .await
+            .error,
+        Some(GroupError::CoordinatorLoadInProgress)
+    );
+    assert_eq!(
+        c.commit_offsets(gid("g"), anonymous_commit("t", 1)).await,
+        Err(GroupError::CoordinatorLoadInProgress)
+    );
+    assert_eq!(
+        c.heartbeat(gid("g"), hb(&MemberId::new("m"), Generation(1)))
+            .await,
+        Ok(())
+    );
+    assert!(c.group_ids().is_empty());
+    c.load(Vec::new());
+    c.commit_offsets(gid("g"), anonymous_commit("t", 1))
+        .await
+        .unwrap();
 }

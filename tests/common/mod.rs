@@ -29,6 +29,10 @@ pub const DEADLINE: Duration = Duration::from_secs(10);
 /// What koord logs once its listener is bound (`src/main.rs`).
 const LISTENING: &str = "koord listening";
 
+/// What koord logs once the stored groups are loaded (`Coordinator::load`); before it, group
+/// requests get COORDINATOR_LOAD_IN_PROGRESS.
+pub const LOADED: &str = "groups loaded";
+
 /// The environment variable that points the tests at an external server.
 pub const BOOTSTRAP_ENV: &str = "KOORD_BOOTSTRAP";
 
@@ -59,6 +63,10 @@ pub struct Koord {
     addr: SocketAddr,
     child: Option<Child>,
     data_dir: Option<PathBuf>,
+    /// The `--set` overrides, kept for a restart.
+    sets: Vec<String>,
+    /// Where in the log the current process's lines start (the log is kept across restarts).
+    log_start: usize,
 }
 
 impl Koord {
@@ -70,6 +78,8 @@ impl Koord {
                 addr: resolve(&addr),
                 child: None,
                 data_dir: None,
+                sets: Vec::new(),
+                log_start: 0,
             },
             None => Koord::spawn(sets),
         }
@@ -107,25 +117,19 @@ impl Koord {
         for _ in 0..5 {
             let port = free_port();
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_koord"));
-            cmd.arg("--listen")
-                .arg(addr.to_string())
-                .arg("--data-dir")
-                .arg(data_dir.join("data"));
-            for s in sets {
-                cmd.arg("--set").arg(s);
-            }
-            let child = cmd
-                .env("KOORD_LOG", "debug")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(File::create(&log).expect("create the log file"))
-                .spawn()
-                .expect("start koord");
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            let child = launch(
+                addr,
+                &data_dir,
+                &sets,
+                File::create(&log).expect("create the log file"),
+            );
             let mut koord = Koord {
                 addr,
                 child: Some(child),
                 data_dir: Some(data_dir.clone()),
+                sets,
+                log_start: 0,
             };
             if koord.wait_ready() {
                 return koord;
@@ -149,7 +153,9 @@ impl Koord {
                     return false;
                 }
             }
-            if self.log().contains(LISTENING) && answers(self.addr) {
+            let log = self.log();
+            let current = log.get(self.log_start..).unwrap_or_default();
+            if current.contains(LISTENING) && current.contains(LOADED) && answers(self.addr) {
                 return true;
             }
             assert!(
@@ -213,6 +219,59 @@ impl Koord {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
+}
+
+impl Koord {
+    /// Kills the owned process with SIGKILL (no shutdown of any kind) and reaps it.
+    pub fn kill9(&mut self) {
+        let mut child = self.child.take().expect("an owned koord process");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Starts koord again on the same port and data dir (after [`Koord::kill9`] or
+    /// [`Koord::terminate`]) and waits until it has loaded its groups.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop koord before restarting it");
+        let data_dir = self.data_dir.clone().expect("an owned koord process");
+        let log_path = data_dir.join("koord.log");
+        self.log_start = self.log().len();
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log_path)
+            .expect("open the log file");
+        self.child = Some(launch(self.addr, &data_dir, &self.sets, log));
+        assert!(
+            self.wait_ready(),
+            "koord did not restart; log:\n{}",
+            self.log().get(self.log_start..).unwrap_or_default()
+        );
+    }
+
+    /// The data dir koord was started with (`--data-dir`).
+    pub fn store_dir(&self) -> PathBuf {
+        self.data_dir
+            .as_ref()
+            .expect("an owned koord process")
+            .join("data")
+    }
+}
+
+fn launch(addr: SocketAddr, data_dir: &std::path::Path, sets: &[String], log: File) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_koord"));
+    cmd.arg("--listen")
+        .arg(addr.to_string())
+        .arg("--data-dir")
+        .arg(data_dir.join("data"));
+    for s in sets {
+        cmd.arg("--set").arg(s);
+    }
+    cmd.env("KOORD_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start koord")
 }
 
 impl Drop for Koord {

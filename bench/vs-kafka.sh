@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# koord against Apache Kafka 4.4, same machine, same load, same run: starts a single-node KRaft
+# Kafka (scripts/kafka.sh: fetched from Maven Central, group.initial.rebalance.delay.ms=0,
+# offsets topic replication factor 1, default heap) and koord (release build, embedded store
+# syncing every commit batch), runs each scenario of koord-load against each server in turn and
+# prints one table with both figures and their ratio.
+#
+#   bench/vs-kafka.sh                 every scenario at full size
+#   bench/vs-kafka.sh join heartbeat  some of them (join, heartbeat, commit, footprint)
+#   SCALE=0.1 bench/vs-kafka.sh       every count scaled (a quick look; not for BENCHMARKS.md)
+#
+# Scenarios (koord-load parameters identical for both servers):
+#   join       1,000 groups x 10 members, cold, to Stable
+#   heartbeat  10,000 members heartbeating back to back for 30 s: server CPU per 1,000 heartbeats
+#   commit     1,000 members committing 10 partitions each, back to back, for 30 s
+#   footprint  100,000 idle members heartbeating every 3 s: server RSS per member
+# Results (one JSON per scenario and server) stay in .build/vs-kafka/.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+out="$root/.build/vs-kafka"
+mkdir -p "$out"
+scale="${SCALE:-1}"
+scenarios=("$@")
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(join heartbeat commit footprint)
+
+n() { python3 -c "import sys; print(max(1, round($1 * $scale)))"; }
+
+cargo build --release --quiet --workspace --manifest-path "$root/Cargo.toml"
+load="$root/target/release/koord-load"
+
+koord_pid=""
+cleanup() {
+  [ -n "$koord_pid" ] && kill "$koord_pid" 2>/dev/null || true
+  "$root/scripts/kafka.sh" stop || true
+}
+trap cleanup EXIT
+
+echo "vs-kafka: starting Apache Kafka 4.4 (default heap)" >&2
+kafka="$(KAFKA_HEAP_OPTS="" "$root/scripts/kafka.sh" start)"
+kafka_pid="$(cat "$root/.build/kafka/kafka.pid")"
+
+koord_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+rm -rf "$out/koord-data"
+"$root/target/release/koord" --listen "127.0.0.1:$koord_port" --data-dir "$out/koord-data" \
+  --set group.initial.rebalance.delay.ms=0 --set group.min.session.timeout.ms=1000 \
+  --set max.connections=100000 > "$out/koord.log" 2>&1 &
+koord_pid=$!
+for _ in $(seq 1 100); do (echo > "/dev/tcp/127.0.0.1/$koord_port") 2>/dev/null && break; sleep 0.05; done
+koord="127.0.0.1:$koord_port"
+
+# run NAME SERVER ADDR PID ARGS...: one koord-load run, its JSON in $out/NAME-SERVER.json.
+run() {
+  local name="$1" server="$2" addr="$3" pid="$4"
+  shift 4
+  echo "vs-kafka: $name against $server" >&2
+  "$load" --bootstrap "$addr" --server-pid "$pid" --json "$out/$name-$server.json" "$@" \
+    > "$out/$name-$server.txt" 2>&1 || { cat "$out/$name-$server.txt" >&2; return 1; }
+}
+
+for s in "${scenarios[@]}"; do
+  case "$s" in
+    join)
+      args=(--groups "$(n 1000)" --members 10 --heartbeat-ms 3000 --duration 1) ;;
+    heartbeat)
+      args=(--groups "$(n 1000)" --members 10 --heartbeat-ms 0 --duration 30 --connections 64) ;;
+    commit)
+      args=(--groups "$(n 100)" --members 10 --commit-ms 0 --commit-partitions 10
+            --partitions 100 --topic vs-kafka-commits --duration 30 --connections 64) ;;
+    footprint)
+      args=(--groups "$(n 10000)" --members 10 --heartbeat-ms 3000 --duration 30
+            --connections 256 --join-connections 8000 --join-timeout 600) ;;
+    *) echo "unknown scenario $s (join, heartbeat, commit, footprint)" >&2; exit 2 ;;
+  esac
+  run "$s" koord "$koord" "$koord_pid" "${args[@]}"
+  run "$s" kafka "$kafka" "$kafka_pid" "${args[@]}"
+done
+
+python3 - "$out" "${scenarios[@]}" <<'PY'
+import json, sys
+out, scenarios = sys.argv[1], sys.argv[2:]
+def load(name, server):
+    with open(f"{out}/{name}-{server}.json") as f:
+        return json.load(f)
+def cpu_per_k(r):
+    return 1000 * r["server_cpu_s"] / (r["heartbeats"] / 1000) if r.get("heartbeats") else None
+def per_member(r):
+    return (r["server_rss"] - r["server_rss_before"]) / r["members"]
+# (figure, how to read it, better when lower?)
+rows = {
+    "join": [("time to all Stable (s)", lambda r: r["stable_after_s"], True),
+             ("JoinGroup p99 (ms)", lambda r: r.get("JoinGroup_p99_ms"), True)],
+    "heartbeat": [("heartbeats/s", lambda r: r["heartbeats"] / r["window_s"], False),
+                  ("server CPU ms per 1000 heartbeats", cpu_per_k, True),
+                  ("Heartbeat p99 (ms)", lambda r: r.get("Heartbeat_p99_ms"), True)],
+    "commit": [("partition offsets committed/s", lambda r: r["offsets"] / r["window_s"], False),
+               ("OffsetCommit p50 (ms)", lambda r: r.get("OffsetCommit_p50_ms"), True),
+               ("OffsetCommit p99 (ms)", lambda r: r.get("OffsetCommit_p99_ms"), True)],
+    "footprint": [("server RSS per member (B)", per_member, True),
+                  ("server peak RSS (MiB)", lambda r: r["server_peak_rss"] / 2**20, True),
+                  ("time to all Stable (s)", lambda r: r["stable_after_s"], True)],
+}
+print(f"{'scenario':<10} {'figure':<36} {'koord':>12} {'kafka':>12} {'koord advantage':>16}")
+for s in scenarios:
+    k, a = load(s, "koord"), load(s, "kafka")
+    for label, f, lower in rows[s]:
+        kv, av = f(k), f(a)
+        if kv is None or av is None:
+            ratio = "n/a"
+        else:
+            adv = (av / kv if lower else kv / av) if (kv and av) else float("inf")
+            ratio = f"{adv:.1f}x"
+        fmt = lambda v: "n/a" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3f}")
+        print(f"{s:<10} {label:<36} {fmt(kv):>12} {fmt(av):>12} {ratio:>16}")
+    for r, server in ((k, "koord"), (a, "kafka")):
+        if r["failures"] or r["groups_stable"] < r["groups"]:
+            print(f"{'':<10} ! {server}: {r['failures']} failed requests, "
+                  f"{r['groups_stable']}/{r['groups']} groups Stable")
+PY

@@ -1,0 +1,358 @@
+//! The byte layout of stored keys and values. Every value starts with a format version byte;
+//! decoding checks every length against what is left, so a damaged value is an error that names
+//! what is wrong, never a panic or an unchecked allocation.
+
+use bytes::Bytes;
+
+use crate::group::{
+    Generation, GroupMetadataRecord, InstanceId, MemberId, MemberRecord, Timestamp,
+};
+use crate::offsets::{OffsetAndMetadata, TopicPartition};
+
+/// The version byte every value starts with.
+const V1: u8 = 1;
+
+/// Why a stored key or value could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+fn err(what: impl Into<String>) -> DecodeError {
+    DecodeError(what.into())
+}
+
+#[derive(Default)]
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn i32(&mut self, v: i32) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn i64(&mut self, v: i64) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        // Kafka strings and byte fields are far below 4 GiB (request frames are capped).
+        self.u32(b.len() as u32);
+        self.0.extend_from_slice(b);
+    }
+    fn str(&mut self, s: &str) {
+        self.bytes(s.as_bytes());
+    }
+    fn opt_str(&mut self, s: Option<&str>) {
+        match s {
+            None => self.u8(0),
+            Some(s) => {
+                self.u8(1);
+                self.str(s);
+            }
+        }
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8], what: &'static str) -> Reader<'a> {
+        Reader { buf, what }
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.buf.len() < n {
+            return Err(err(format!(
+                "{} is truncated (needs {n} more bytes, has {})",
+                self.what,
+                self.buf.len()
+            )));
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+    fn i32(&mut self) -> Result<i32, DecodeError> {
+        Ok(i32::from_be_bytes(self.array()?))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_be_bytes(self.array()?))
+    }
+    fn i64(&mut self) -> Result<i64, DecodeError> {
+        Ok(i64::from_be_bytes(self.array()?))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn str(&mut self) -> Result<String, DecodeError> {
+        self.str_ref().map(str::to_owned)
+    }
+    fn str_ref(&mut self) -> Result<&'a str, DecodeError> {
+        let b = self.bytes()?;
+        std::str::from_utf8(b).map_err(|_| err(format!("{}: a string is not UTF-8", self.what)))
+    }
+    fn opt_str(&mut self) -> Result<Option<String>, DecodeError> {
+        match self.u8()? {
+            0 => Ok(None),
+            1 => Ok(Some(self.str()?)),
+            t => Err(err(format!("{}: bad option tag {t}", self.what))),
+        }
+    }
+    fn version(&mut self) -> Result<(), DecodeError> {
+        match self.u8()? {
+            V1 => Ok(()),
+            v => Err(err(format!("{}: unknown format version {v}", self.what))),
+        }
+    }
+    fn end(&self) -> Result<(), DecodeError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(err(format!(
+                "{}: {} trailing bytes",
+                self.what,
+                self.buf.len()
+            )))
+        }
+    }
+}
+
+/// The key prefix of every offset of `group`.
+pub fn group_prefix(group: &str) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.str(group);
+    w.0
+}
+
+/// The key of one committed offset: group, topic, partition (ordered by all three).
+pub fn offset_key(group: &str, tp: &TopicPartition) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.str(group);
+    w.str(&tp.topic);
+    // Flipping the sign bit makes the big-endian bytes sort like the signed numbers.
+    w.u32((tp.partition as u32) ^ 0x8000_0000);
+    w.0
+}
+
+/// The group id (borrowed from the key: start-up compares it with the previous key's before
+/// allocating anything) and the partition of an offset key.
+pub fn decode_offset_key(key: &[u8]) -> Result<(&str, TopicPartition), DecodeError> {
+    let mut r = Reader::new(key, "offset key");
+    let group = r.str_ref()?;
+    let topic = r.str()?;
+    let partition = (r.u32()? ^ 0x8000_0000) as i32;
+    r.end()?;
+    Ok((group, TopicPartition { topic, partition }))
+}
+
+pub fn encode_offset(o: &OffsetAndMetadata) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(V1);
+    w.i64(o.offset);
+    w.i32(o.leader_epoch.unwrap_or(-1));
+    w.u64(o.commit_timestamp.as_millis());
+    match o.expire_timestamp {
+        None => w.u8(0),
+        Some(t) => {
+            w.u8(1);
+            w.u64(t.as_millis());
+        }
+    }
+    w.str(&o.metadata);
+    w.0
+}
+
+pub fn decode_offset(value: &[u8]) -> Result<OffsetAndMetadata, DecodeError> {
+    let mut r = Reader::new(value, "offset value");
+    r.version()?;
+    let offset = r.i64()?;
+    let epoch = r.i32()?;
+    let commit_timestamp = Timestamp(r.u64()?);
+    let expire_timestamp = match r.u8()? {
+        0 => None,
+        1 => Some(Timestamp(r.u64()?)),
+        t => return Err(err(format!("offset value: bad expiry tag {t}"))),
+    };
+    let metadata = r.str()?;
+    r.end()?;
+    Ok(OffsetAndMetadata {
+        offset,
+        leader_epoch: (epoch >= 0).then_some(epoch),
+        metadata,
+        commit_timestamp,
+        expire_timestamp,
+    })
+}
+
+pub fn encode_group(g: &GroupMetadataRecord) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(V1);
+    w.opt_str(g.protocol_type.as_deref());
+    w.i32(g.generation.0);
+    w.opt_str(g.protocol_name.as_deref());
+    w.opt_str(g.leader.as_ref().map(|l| l.as_str()));
+    w.u64(g.state_timestamp.as_millis());
+    w.u32(g.members.len() as u32);
+    for m in &g.members {
+        w.str(m.member_id.as_str());
+        w.opt_str(m.instance_id.as_ref().map(|i| i.as_str()));
+        w.str(&m.client_id);
+        w.str(&m.client_host);
+        w.u64(m.rebalance_timeout_ms);
+        w.u64(m.session_timeout_ms);
+        w.bytes(&m.subscription);
+        w.bytes(&m.assignment);
+    }
+    w.0
+}
+
+pub fn decode_group(value: &[u8]) -> Result<GroupMetadataRecord, DecodeError> {
+    let mut r = Reader::new(value, "group value");
+    r.version()?;
+    let protocol_type = r.opt_str()?;
+    let generation = Generation(r.i32()?);
+    let protocol_name = r.opt_str()?;
+    let leader = r.opt_str()?.map(MemberId::new);
+    let state_timestamp = Timestamp(r.u64()?);
+    let count = r.u32()? as usize;
+    // Each member takes at least 40 bytes: a count beyond that is damage, not a reason to
+    // reserve memory.
+    let mut members = Vec::with_capacity(count.min(r.buf.len() / 40));
+    for _ in 0..count {
+        members.push(MemberRecord {
+            member_id: MemberId::new(r.str()?),
+            instance_id: r.opt_str()?.map(InstanceId::new),
+            client_id: r.str()?,
+            client_host: r.str()?,
+            rebalance_timeout_ms: r.u64()?,
+            session_timeout_ms: r.u64()?,
+            subscription: Bytes::copy_from_slice(r.bytes()?),
+            assignment: Bytes::copy_from_slice(r.bytes()?),
+        });
+    }
+    r.end()?;
+    Ok(GroupMetadataRecord {
+        protocol_type,
+        generation,
+        protocol_name,
+        leader,
+        state_timestamp,
+        members,
+    })
+}
+
+pub fn encode_topic(partitions: i32) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(V1);
+    w.i32(partitions);
+    w.0
+}
+
+pub fn decode_topic(value: &[u8]) -> Result<i32, DecodeError> {
+    let mut r = Reader::new(value, "topic value");
+    r.version()?;
+    let n = r.i32()?;
+    r.end()?;
+    if n < 1 {
+        return Err(err(format!("topic value: partition count {n}")));
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group() -> GroupMetadataRecord {
+        GroupMetadataRecord {
+            protocol_type: Some("consumer".into()),
+            generation: Generation(7),
+            protocol_name: Some("range".into()),
+            leader: Some(MemberId::new("m1")),
+            state_timestamp: Timestamp(123),
+            members: vec![MemberRecord {
+                member_id: MemberId::new("m1"),
+                instance_id: Some(InstanceId::new("i1")),
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                rebalance_timeout_ms: 60_000,
+                session_timeout_ms: 10_000,
+                subscription: Bytes::from_static(b"sub"),
+                assignment: Bytes::from_static(b"asg"),
+            }],
+        }
+    }
+
+    #[test]
+    fn values_round_trip() {
+        let g = group();
+        assert_eq!(decode_group(&encode_group(&g)).unwrap(), g);
+        let o = OffsetAndMetadata {
+            offset: 42,
+            leader_epoch: Some(3),
+            metadata: "meta".into(),
+            commit_timestamp: Timestamp(9),
+            expire_timestamp: Some(Timestamp(10)),
+        };
+        assert_eq!(decode_offset(&encode_offset(&o)).unwrap(), o);
+        let o = OffsetAndMetadata {
+            leader_epoch: None,
+            expire_timestamp: None,
+            ..o
+        };
+        assert_eq!(decode_offset(&encode_offset(&o)).unwrap(), o);
+        assert_eq!(decode_topic(&encode_topic(12)).unwrap(), 12);
+    }
+
+    #[test]
+    fn offset_keys_sort_by_group_topic_partition_and_round_trip() {
+        let tp = |t: &str, p| TopicPartition::new(t, p);
+        let keys = [
+            offset_key("g", &tp("a", -1)),
+            offset_key("g", &tp("a", 0)),
+            offset_key("g", &tp("a", 10)),
+            offset_key("g", &tp("b", 0)),
+        ];
+        assert!(keys.windows(2).all(|w| w[0] < w[1]));
+        assert!(keys.iter().all(|k| k.starts_with(&group_prefix("g"))));
+        assert!(!offset_key("gg", &tp("a", 0)).starts_with(&group_prefix("g")));
+        assert_eq!(
+            decode_offset_key(&keys[2]).unwrap(),
+            ("g", tp("a", 10))
+        );
+    }
+
+    #[test]
+    fn every_truncation_and_garbage_is_an_error_not_a_panic() {
+        let value = encode_group(&group());
+        for n in 0..value.len() {
+            assert!(decode_group(&value[..n]).is_err(), "prefix of {n} bytes");
+        }
+        let mut huge = vec![V1, 0, 0, 0, 0, 0];
+        huge.extend_from_slice(&[0; 10]);
+        huge.extend_from_slice(&u32::MAX.to_be_bytes());
+        assert!(decode_group(&huge).is_err());
+        assert!(decode_offset(&[2]).is_err());
+        assert!(decode_offset_key(&[0, 0, 0, 9, 1]).is_err());
+    }
+}

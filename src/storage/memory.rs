@@ -1,0 +1,107 @@
+//! A [`Store`] in memory, for tests: same semantics as the embedded store, and writes can be
+//! made to fail.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use super::{LoadedGroup, Mutation, Store, StoreError};
+use crate::group::{GroupId, GroupMetadataRecord};
+use crate::offsets::{OffsetAndMetadata, TopicPartition};
+
+#[derive(Debug, Default)]
+struct Data {
+    topics: BTreeMap<String, i32>,
+    groups: BTreeMap<GroupId, GroupMetadataRecord>,
+    offsets: BTreeMap<(GroupId, TopicPartition), OffsetAndMetadata>,
+}
+
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    data: Mutex<Data>,
+    fail: AtomicBool,
+}
+
+impl MemoryStore {
+    /// From now on every write fails (or succeeds again) with [`StoreError::Io`].
+    pub fn fail_writes(&self, fail: bool) {
+        self.fail.store(fail, Ordering::SeqCst);
+    }
+
+    fn data(&self) -> std::sync::MutexGuard<'_, Data> {
+        self.data.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Store for MemoryStore {
+    fn apply(&self, batch: &[Mutation], _durable: bool) -> Result<(), StoreError> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(StoreError::Io("injected failure".into()));
+        }
+        let mut d = self.data();
+        for m in batch {
+            match m {
+                Mutation::PutOffset { group, tp, offset } => {
+                    d.offsets
+                        .insert((group.clone(), tp.clone()), offset.clone());
+                }
+                Mutation::DeleteOffset { group, tp } => {
+                    d.offsets.remove(&(group.clone(), tp.clone()));
+                }
+                Mutation::PutGroup { group, record } => {
+                    d.groups.insert(group.clone(), record.clone());
+                }
+                Mutation::DeleteGroup { group } => {
+                    d.groups.remove(group);
+                    d.offsets.retain(|(g, _), _| g != group);
+                }
+                Mutation::PutTopic { name, partitions } => {
+                    d.topics.insert(name.clone(), *partitions);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn load_topics(&self) -> Result<Vec<(String, i32)>, StoreError> {
+        Ok(self
+            .data()
+            .topics
+            .iter()
+            .map(|(n, p)| (n.clone(), *p))
+            .collect())
+    }
+
+    fn load_groups(&self) -> Result<Vec<LoadedGroup>, StoreError> {
+        let d = self.data();
+        let mut out: BTreeMap<GroupId, LoadedGroup> = d
+            .groups
+            .iter()
+            .map(|(id, r)| {
+                (
+                    id.clone(),
+                    LoadedGroup {
+                        id: id.clone(),
+                        metadata: Some(r.clone()),
+                        offsets: Vec::new(),
+                    },
+                )
+            })
+            .collect();
+        for ((g, tp), o) in &d.offsets {
+            out.entry(g.clone())
+                .or_insert_with(|| LoadedGroup {
+                    id: g.clone(),
+                    metadata: None,
+                    offsets: Vec::new(),
+                })
+                .offsets
+                .push((tp.clone(), o.clone()));
+        }
+        Ok(out.into_values().collect())
+    }
+}

@@ -1,0 +1,350 @@
+//! The durable store: committed offsets, classic group metadata and topics created at run time
+//! survive restarts and `kill -9`.
+//!
+//! - [`Store`] is the seam: a replicated store can replace the embedded one. [`EmbeddedStore`]
+//!   keeps everything in one redb file under the data dir; [`MemoryStore`] is for tests (and
+//!   can be told to fail writes).
+//! - [`Storage`] is the one storage task per node. Writers submit batches of [`Mutation`]s with a
+//!   completion callback; the task takes every batch that arrived while the previous sync ran and
+//!   applies them all in one transaction with one sync (group commit), then completes each.
+//!   Callers act on a write (reply to a client) only in its completion, so what a client is told
+//!   is durable (with `offsets.commit.sync = always`).
+//! - Values carry a format version and are decoded with checked lengths ([`codec`]): a damaged
+//!   store is an error naming the file, never a silent empty start.
+
+pub mod codec;
+mod embedded;
+mod memory;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+pub use embedded::EmbeddedStore;
+pub use memory::MemoryStore;
+
+use crate::group::{GroupError, GroupId, GroupMetadataRecord};
+use crate::offsets::{OffsetAndMetadata, TopicPartition};
+
+/// Why the store failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The store cannot be opened or read: damaged, truncated, locked by another process, or an
+    /// unknown format. koord refuses to start.
+    #[error("store {path}: {message}")]
+    Corrupt { path: PathBuf, message: String },
+    /// A write or sync failed.
+    #[error("store write failed: {0}")]
+    Io(String),
+    /// The storage task has stopped (shutdown).
+    #[error("store is closed")]
+    Closed,
+}
+
+impl StoreError {
+    /// The error a client gets for a failed write (Kafka's append-error remap, spec §0): a
+    /// storage error (KAFKA_STORAGE_ERROR) and an unloading coordinator both read as
+    /// NOT_COORDINATOR, which clients answer by finding the coordinator again and retrying.
+    pub fn group_error(&self) -> GroupError {
+        GroupError::NotCoordinator
+    }
+}
+
+/// One change to the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mutation {
+    PutOffset {
+        group: GroupId,
+        tp: TopicPartition,
+        offset: OffsetAndMetadata,
+    },
+    DeleteOffset {
+        group: GroupId,
+        tp: TopicPartition,
+    },
+    /// The group's metadata record (replaces the previous one).
+    PutGroup {
+        group: GroupId,
+        record: GroupMetadataRecord,
+    },
+    /// The group's metadata and every offset of it.
+    DeleteGroup {
+        group: GroupId,
+    },
+    /// A topic created at run time.
+    PutTopic {
+        name: String,
+        partitions: i32,
+    },
+}
+
+/// A group as stored: its metadata record (None for offsets written without one) and offsets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedGroup {
+    pub id: GroupId,
+    pub metadata: Option<GroupMetadataRecord>,
+    pub offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+}
+
+/// A durable key-value home for koord's state. Implementations are internally synchronised:
+/// the storage task writes while start-up reads.
+pub trait Store: Send + Sync + 'static {
+    /// Applies `batch` atomically, in order. When `durable`, it is on disk when this returns;
+    /// otherwise at the next durable apply or [`Store::sync`].
+    ///
+    /// # Errors
+    /// [`StoreError::Io`]: nothing of the batch was applied.
+    fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError>;
+    /// Makes every applied batch durable.
+    fn sync(&self) -> Result<(), StoreError>;
+    /// Every stored topic: name and partition count.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] naming what cannot be read.
+    fn load_topics(&self) -> Result<Vec<(String, i32)>, StoreError>;
+    /// Every stored group with its offsets, ordered by group id.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] naming what cannot be read.
+    fn load_groups(&self) -> Result<Vec<LoadedGroup>, StoreError>;
+}
+
+/// `offsets.commit.sync`: whether a write is on disk before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncPolicy {
+    /// Every group commit ends with a sync (Kafka's acks=all promise on one node).
+    #[default]
+    Always,
+    /// Writes reach the disk when the OS gets to them, and at shutdown: for tests that do not
+    /// care about crashes.
+    Never,
+}
+
+impl SyncPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncPolicy::Always => "always",
+            SyncPolicy::Never => "never",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SyncPolicy> {
+        match s {
+            "always" => Some(SyncPolicy::Always),
+            "never" => Some(SyncPolicy::Never),
+            _ => None,
+        }
+    }
+}
+
+/// What a writer is told once its batch is applied (and synced, per the policy).
+pub type Done = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
+enum Request {
+    Write(Vec<Mutation>, Done),
+    /// Apply everything queued before this, sync, answer, stop.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// Group-commit counters, for logs and benchmarks.
+#[derive(Debug, Default)]
+pub struct StorageStats {
+    /// Transactions applied (one sync each under `always`).
+    pub commits: AtomicU64,
+    /// Write requests covered by them.
+    pub writes: AtomicU64,
+}
+
+/// Most mutations applied in one transaction; a longer queue is taken in several.
+const MAX_BATCH: usize = 100_000;
+
+/// The handle to the storage task. Cheap to clone; every clone submits to the same task.
+#[derive(Clone)]
+pub struct Storage {
+    target: Target,
+    stats: Arc<StorageStats>,
+}
+
+#[derive(Clone)]
+enum Target {
+    /// The storage thread.
+    Task(mpsc::UnboundedSender<Request>),
+    /// Applied on the caller's thread, completion included (tests: with tokio's paused clock a
+    /// write never leaves the runtime idle, which would let it jump to the next timer).
+    Inline(Arc<dyn Store>),
+}
+
+impl fmt::Debug for Storage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Storage").finish_non_exhaustive()
+    }
+}
+
+impl Storage {
+    /// Starts the storage task (a thread of its own: the store's calls block) over `store`.
+    pub fn start(store: Arc<dyn Store>, policy: SyncPolicy) -> Storage {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let stats = Arc::new(StorageStats::default());
+        let task_stats = stats.clone();
+        let spawned = std::thread::Builder::new()
+            .name("koord-storage".into())
+            .spawn(move || run(store, policy, rx, &task_stats));
+        if let Err(e) = spawned {
+            // Without the thread every write fails with Closed (rx was dropped with it).
+            tracing::error!("cannot start the storage thread: {e}");
+        }
+        Storage {
+            target: Target::Task(tx),
+            stats,
+        }
+    }
+
+    /// Writes applied to `store` on the caller's thread, each at once (tests).
+    pub fn inline(store: Arc<dyn Store>) -> Storage {
+        Storage {
+            target: Target::Inline(store),
+            stats: Arc::default(),
+        }
+    }
+
+    /// Inline writes to a fresh [`MemoryStore`] (tests, and the coordinator's default).
+    pub fn memory() -> Storage {
+        Storage::inline(Arc::new(MemoryStore::default()))
+    }
+
+    /// Queues `batch`; `done` runs on the storage thread once it is applied (durable under
+    /// `always`) or failed. Batches are applied in submission order.
+    pub fn submit(&self, batch: Vec<Mutation>, done: Done) {
+        match &self.target {
+            Target::Task(tx) => {
+                if let Err(mpsc::error::SendError(Request::Write(_, done))) =
+                    tx.send(Request::Write(batch, done))
+                {
+                    done(Err(StoreError::Closed));
+                }
+            }
+            Target::Inline(store) => {
+                self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                self.stats.writes.fetch_add(1, Ordering::Relaxed);
+                done(store.apply(&batch, true));
+            }
+        }
+    }
+
+    /// Writes `batch` and waits until it is applied.
+    ///
+    /// # Errors
+    /// What the store reported, or [`StoreError::Closed`].
+    pub async fn write(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(
+            batch,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.await.unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Applies and syncs everything submitted so far, then stops the task; later writes fail
+    /// with [`StoreError::Closed`].
+    pub async fn shutdown(&self) {
+        let Target::Task(task) = &self.target else {
+            return;
+        };
+        let (tx, rx) = oneshot::channel();
+        if task.send(Request::Shutdown(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    pub fn stats(&self) -> &StorageStats {
+        &self.stats
+    }
+}
+
+fn run(
+    store: Arc<dyn Store>,
+    policy: SyncPolicy,
+    mut rx: mpsc::UnboundedReceiver<Request>,
+    stats: &StorageStats,
+) {
+    let durable = policy == SyncPolicy::Always;
+    let mut pending: Option<Request> = None;
+    loop {
+        let first = match pending.take() {
+            Some(r) => r,
+            None => match rx.blocking_recv() {
+                Some(r) => r,
+                None => break,
+            },
+        };
+        let mut batch = Vec::new();
+        let mut dones = Vec::new();
+        let mut stop = None;
+        let mut next = Some(first);
+        // Everything that queued up while the previous transaction ran joins this one.
+        while let Some(request) = next.take() {
+            match request {
+                Request::Write(mutations, done) => {
+                    batch.extend(mutations);
+                    dones.push(done);
+                }
+                Request::Shutdown(ack) => {
+                    stop = Some(ack);
+                    break;
+                }
+            }
+            if batch.len() >= MAX_BATCH {
+                break;
+            }
+            match rx.try_recv() {
+                Ok(r) => next = Some(r),
+                Err(_) => break,
+            }
+        }
+        if let Some(r) = next {
+            pending = Some(r);
+        }
+        let result = if batch.is_empty() {
+            Ok(())
+        } else {
+            store.apply(&batch, durable)
+        };
+        if let Err(e) = &result {
+            tracing::error!(writes = dones.len(), "{e}");
+        }
+        stats.commits.fetch_add(1, Ordering::Relaxed);
+        stats
+            .writes
+            .fetch_add(dones.len() as u64, Ordering::Relaxed);
+        for done in dones {
+            done(result.clone());
+        }
+        if let Some(ack) = stop {
+            if let Err(e) = store.sync() {
+                tracing::error!("final sync: {e}");
+            }
+            rx.close();
+            while let Ok(r) = rx.try_recv() {
+                match r {
+                    Request::Write(_, done) => done(Err(StoreError::Closed)),
+                    Request::Shutdown(ack) => {
+                        let _ = ack.send(());
+                    }
+                }
+            }
+            let _ = ack.send(());
+            tracing::info!("store flushed and closed");
+            return;
+        }
+    }
+    // Every handle is gone without a shutdown: still leave nothing unsynced.
+    let _ = store.sync();
+}
+
+#[cfg(test)]
+mod tests;

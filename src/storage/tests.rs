@@ -1,0 +1,215 @@
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::group::{Generation, MemberId, MemberRecord, Timestamp};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("koord-storage-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn offset(n: i64) -> OffsetAndMetadata {
+    OffsetAndMetadata {
+        offset: n,
+        leader_epoch: Some(1),
+        metadata: "m".into(),
+        commit_timestamp: Timestamp(5),
+        expire_timestamp: None,
+    }
+}
+
+fn record() -> GroupMetadataRecord {
+    GroupMetadataRecord {
+        protocol_type: Some("consumer".into()),
+        generation: Generation(4),
+        protocol_name: Some("range".into()),
+        leader: Some(MemberId::new("m1")),
+        state_timestamp: Timestamp(77),
+        members: vec![MemberRecord {
+            member_id: MemberId::new("m1"),
+            instance_id: None,
+            client_id: "c".into(),
+            client_host: "/h".into(),
+            rebalance_timeout_ms: 1,
+            session_timeout_ms: 2,
+            subscription: Bytes::from_static(b"s"),
+            assignment: Bytes::from_static(b"a"),
+        }],
+    }
+}
+
+fn put(group: &str, topic: &str, p: i32, n: i64) -> Mutation {
+    Mutation::PutOffset {
+        group: GroupId::new(group),
+        tp: TopicPartition::new(topic, p),
+        offset: offset(n),
+    }
+}
+
+fn fill(store: &dyn Store) {
+    store
+        .apply(
+            &[
+                Mutation::PutGroup {
+                    group: GroupId::new("g"),
+                    record: record(),
+                },
+                put("g", "t", 0, 10),
+                put("g", "t", 1, 11),
+                put("g", "t", 0, 12),
+                put("h", "t", 0, 20),
+                put("gg", "t", 0, 30),
+                Mutation::PutTopic {
+                    name: "t".into(),
+                    partitions: 3,
+                },
+            ],
+            true,
+        )
+        .unwrap();
+}
+
+fn check_filled(store: &dyn Store) {
+    let groups = store.load_groups().unwrap();
+    let ids: Vec<&str> = groups.iter().map(|g| g.id.as_str()).collect();
+    assert_eq!(ids, ["g", "gg", "h"]);
+    assert_eq!(groups[0].metadata, Some(record()));
+    assert_eq!(
+        groups[0].offsets,
+        vec![
+            (TopicPartition::new("t", 0), offset(12)),
+            (TopicPartition::new("t", 1), offset(11))
+        ]
+    );
+    assert_eq!(groups[1].metadata, None);
+    assert_eq!(store.load_topics().unwrap(), vec![("t".to_string(), 3)]);
+}
+
+#[test]
+fn embedded_store_round_trips_across_reopen_and_deletes() {
+    let dir = temp_dir("roundtrip");
+    {
+        let store = EmbeddedStore::open(&dir).unwrap();
+        fill(&store);
+        check_filled(&store);
+    }
+    let store = EmbeddedStore::open(&dir).unwrap();
+    check_filled(&store);
+    store
+        .apply(
+            &[
+                Mutation::DeleteGroup {
+                    group: GroupId::new("g"),
+                },
+                Mutation::DeleteOffset {
+                    group: GroupId::new("h"),
+                    tp: TopicPartition::new("t", 0),
+                },
+            ],
+            false,
+        )
+        .unwrap();
+    store.sync().unwrap();
+    drop(store);
+    let store = EmbeddedStore::open(&dir).unwrap();
+    let groups = store.load_groups().unwrap();
+    let ids: Vec<&str> = groups.iter().map(|g| g.id.as_str()).collect();
+    assert_eq!(ids, ["gg"], "deleting g keeps gg, whose id g prefixes");
+    drop(store);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn memory_store_matches_the_embedded_one() {
+    let store = MemoryStore::default();
+    fill(&store);
+    check_filled(&store);
+    store.fail_writes(true);
+    assert!(matches!(
+        store.apply(&[put("g", "t", 0, 1)], true),
+        Err(StoreError::Io(_))
+    ));
+    store.fail_writes(false);
+    check_filled(&store);
+}
+
+#[test]
+fn a_truncated_store_is_refused_naming_the_file() {
+    let dir = temp_dir("truncated");
+    {
+        let store = EmbeddedStore::open(&dir).unwrap();
+        for i in 0..200 {
+            fill(&store);
+            store.apply(&[put("g", "t", i, i as i64)], true).unwrap();
+        }
+    }
+    let path = dir.join(embedded::FILE_NAME);
+    let len = std::fs::metadata(&path).unwrap().len();
+    for keep in [len / 2, 4096, 100, 0] {
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(keep).unwrap();
+        drop(f);
+        let result = EmbeddedStore::open(&dir).and_then(|s| s.load_groups().map(|_| ()));
+        match result {
+            Err(e @ StoreError::Corrupt { .. }) => {
+                assert!(e.to_string().contains(embedded::FILE_NAME), "{e}")
+            }
+            other => panic!("truncated to {keep} of {len} bytes: {other:?}"),
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_fresh_directory_is_created() {
+    let dir = temp_dir("fresh").join("a/b");
+    let store = EmbeddedStore::open(&dir).unwrap();
+    assert!(store.load_groups().unwrap().is_empty());
+    drop(store);
+    std::fs::remove_dir_all(dir.parent().unwrap().parent().unwrap()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_that_queue_during_a_sync_share_the_next_one() {
+    let dir = temp_dir("groupcommit");
+    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&dir).unwrap());
+    let storage = Storage::start(store.clone(), SyncPolicy::Always);
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let s = storage.clone();
+        tasks.push(tokio::spawn(async move {
+            s.write(vec![put("g", "t", i, i as i64)]).await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let commits = storage.stats().commits.load(Ordering::Relaxed);
+    let writes = storage.stats().writes.load(Ordering::Relaxed);
+    assert_eq!(writes, 200);
+    assert!(commits < writes, "{commits} syncs for {writes} writes");
+    storage.shutdown().await;
+    assert_eq!(
+        storage.write(vec![put("g", "t", 0, 1)]).await,
+        Err(StoreError::Closed)
+    );
+    assert_eq!(store.load_groups().unwrap()[0].offsets.len(), 200);
+    drop(store);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_failed_write_reaches_its_writer() {
+    let store = Arc::new(MemoryStore::default());
+    let storage = Storage::start(store.clone(), SyncPolicy::Never);
+    store.fail_writes(true);
+    assert!(storage.write(vec![put("g", "t", 0, 1)]).await.is_err());
+    store.fail_writes(false);
+    storage.write(vec![put("g", "t", 0, 2)]).await.unwrap();
+    assert_eq!(store.load_groups().unwrap()[0].offsets[0].1.offset, 2);
+}

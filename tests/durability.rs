@@ -1,0 +1,264 @@
+//! Durability (issue 4): acknowledged offset commits and group metadata survive kill -9 and
+//! restarts; a damaged store stops koord instead of starting empty.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::TcpStream;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Client, Koord, DEADLINE};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::{
+    GroupId, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+const GROUPS: usize = 10;
+const PARTITIONS: i32 = 50;
+const TOPIC: &str = "t";
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn commit_request(group: &str, offset: i64) -> OffsetCommitRequest {
+    OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_member_id(s(""))
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partitions(
+                (0..PARTITIONS)
+                    .map(|p| {
+                        OffsetCommitRequestPartition::default()
+                            .with_partition_index(p)
+                            .with_committed_offset(offset)
+                    })
+                    .collect(),
+            )])
+}
+
+/// The committed offset of every partition of `group` (-1 for none).
+fn fetch(c: &mut Client, group: &str) -> Vec<i64> {
+    let resp = c.send(
+        7,
+        &OffsetFetchRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(TopicName(s(TOPIC)))
+                .with_partition_indexes((0..PARTITIONS).collect())])),
+    );
+    assert_eq!(resp.error_code, 0, "{resp:?}");
+    let mut out = vec![-1; PARTITIONS as usize];
+    for t in &resp.topics {
+        for p in &t.partitions {
+            assert_eq!(p.error_code, 0, "{p:?}");
+            out[p.partition_index as usize] = p.committed_offset;
+        }
+    }
+    out
+}
+
+/// Commits `offset` to every partition of `group`; `Ok(true)` when every partition was
+/// acknowledged without error.
+fn try_commit(c: &mut Client, group: &str, offset: i64) -> std::io::Result<bool> {
+    let resp = c.try_send(8, &commit_request(group, offset))?;
+    Ok(resp
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .all(|p| p.error_code == 0))
+}
+
+/// A small deterministic generator for the kill moments (seeded from the clock, printed).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// A committer commits continuously to 50 partitions of each of 10 groups (one thread per
+/// group, each commit raising the offset); koord is killed with -9 at random moments 20 times
+/// and restarted. Every commit whose response the committer received is there afterwards.
+#[test]
+fn acknowledged_commits_survive_kill_9() {
+    let Some(mut koord) = Koord::start_owned(
+        "acknowledged_commits_survive_kill_9",
+        &["topics=t:50", "offsets.commit.sync=always"],
+    ) else {
+        return;
+    };
+    let addr = koord.addr();
+    let acked: Arc<Mutex<HashMap<String, i64>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut committers = Vec::new();
+    for g in 0..GROUPS {
+        let (acked, stop) = (acked.clone(), stop.clone());
+        committers.push(std::thread::spawn(move || {
+            let group = format!("crash-{g}");
+            let mut offset = 0i64;
+            let mut client: Option<Client> = None;
+            let mut acks = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let c = match client.as_mut() {
+                    Some(c) => c,
+                    None => match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+                        Ok(stream) => client.insert(Client::from_stream(stream)),
+                        // koord is down: try again (bounded by the test's own rounds).
+                        Err(_) => {
+                            std::thread::sleep(Duration::from_millis(5));
+                            continue;
+                        }
+                    },
+                };
+                offset += 1;
+                match try_commit(c, &group, offset) {
+                    Ok(true) => {
+                        acked.lock().unwrap().insert(group.clone(), offset);
+                        acks += 1;
+                    }
+                    // COORDINATOR_LOAD_IN_PROGRESS right after a restart: retry.
+                    Ok(false) => {}
+                    Err(_) => client = None,
+                }
+            }
+            acks
+        }));
+    }
+    let mut rng = Rng(std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64 | 1)
+        .unwrap_or(88172645463325252));
+    eprintln!("kill moments seeded with {}", rng.0);
+    let mut checked = 0;
+    for round in 0..20 {
+        // Let the committers get some acknowledgements in, then kill at a random moment.
+        let before: i64 = acked.lock().unwrap().values().sum();
+        let deadline = Instant::now() + DEADLINE;
+        while acked.lock().unwrap().values().sum::<i64>() < before + GROUPS as i64 {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: no commits acknowledged"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(rng.below(150)));
+        koord.kill9();
+        // No response can arrive while koord is down: this is every acknowledged commit.
+        let promised = acked.lock().unwrap().clone();
+        koord.restart();
+        let mut c = koord.connect();
+        for (group, offset) in &promised {
+            let fetched = fetch(&mut c, group);
+            for (p, got) in fetched.iter().enumerate() {
+                assert!(
+                    got >= offset,
+                    "round {round}: {group} partition {p}: fetched {got}, acknowledged {offset}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let acks: u64 = committers.into_iter().map(|t| t.join().unwrap()).sum();
+    eprintln!("{acks} commits acknowledged, {checked} partition offsets checked after restarts");
+    assert!(checked > 0);
+}
+
+/// A graceful restart keeps offsets, groups and the topics created at run time.
+#[test]
+fn sigterm_restart_keeps_offsets_and_topics() {
+    let Some(mut koord) = Koord::start_owned(
+        "sigterm_restart_keeps_offsets_and_topics",
+        &[
+            "topics=t:50",
+            "num.partitions=3",
+            "offsets.commit.sync=never",
+        ],
+    ) else {
+        return;
+    };
+    let mut c = koord.connect();
+    assert!(try_commit(&mut c, "kept", 41).unwrap());
+    let created = c.send(
+        9,
+        &MetadataRequest::default()
+            .with_topics(Some(vec![
+                kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                    .with_name(Some(TopicName(s("auto-created")))),
+            ]))
+            .with_allow_auto_topic_creation(true),
+    );
+    assert_eq!(created.topics[0].partitions.len(), 3);
+    drop(c);
+    assert!(koord.terminate().success());
+    koord.restart();
+    let mut c = koord.connect();
+    assert_eq!(fetch(&mut c, "kept"), vec![41; PARTITIONS as usize]);
+    let after = c.send(9, &MetadataRequest::default().with_topics(None));
+    let mut names: Vec<(String, usize)> = after
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default(),
+                t.partitions.len(),
+            )
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![("auto-created".to_string(), 3), ("t".to_string(), 50)]
+    );
+}
+
+/// A truncated store file: `koord serve` exits non-zero and names the file.
+#[test]
+fn a_truncated_store_stops_koord_naming_the_file() {
+    let Some(mut koord) = Koord::start_owned(
+        "a_truncated_store_stops_koord_naming_the_file",
+        &["topics=t:50"],
+    ) else {
+        return;
+    };
+    let mut c = koord.connect();
+    for i in 0..20 {
+        assert!(try_commit(&mut c, &format!("g{i}"), i).unwrap());
+    }
+    drop(c);
+    assert!(koord.terminate().success());
+    let file = koord.store_dir().join("koord.redb");
+    let len = std::fs::metadata(&file).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    f.set_len(len / 2).unwrap();
+    drop(f);
+    let out = Command::new(env!("CARGO_BIN_EXE_koord"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(koord.store_dir())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "koord started on a truncated store:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(&file.display().to_string()),
+        "the message names {}:\n{stderr}",
+        file.display()
+    );
+}
