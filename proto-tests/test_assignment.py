@@ -249,9 +249,16 @@ class RawMember:
             group_id=self.group, generation_id=self.generation, member_id=self.member_id,
             group_instance_id=None)).error_code
 
-    def state(self):
+    def describe(self):
         return self.call(DescribeGroupsRequest[5](
-            groups=[self.group], include_authorized_operations=False)).groups[0].group_state
+            groups=[self.group], include_authorized_operations=False)).groups[0]
+
+    def recorded(self):
+        """What DescribeGroups says koord assigned this member (its installed record)."""
+        for m in self.describe().members:
+            if m.member_id == self.member_id and m.member_assignment:
+                return assigned(m.member_assignment)
+        return []
 
 
 def assigned(assignment):
@@ -294,8 +301,8 @@ def wait_until(what, probe, timeout=SETTLE_TIMEOUT):
 
 @pytest.mark.parametrize("protocol", ["range", "cooperative-sticky"])
 def test_assignment_the_leader_never_received_is_not_held(koord, protocol):
-    """a joins alone: generation 1, and koord assigns it all 12 partitions. b joins before a's
-    SyncGroup, which fails with REBALANCE_IN_PROGRESS: a never had them, and rejoins declaring
+    """a joins alone: generation 1, and koord assigns it all 12 partitions (DescribeGroups shows
+    the assignment installed). b joins before a's SyncGroup, which fails with REBALANCE_IN_PROGRESS: a never had them, and rejoins declaring
     no owned partitions. Every partition must reach a member without anyone doing more than
     the protocol asks: in generation 2 or, if koord withholds some from b under the cooperative
     rule (a partition is not given to a new owner while another holds it), in a rebalance
@@ -305,11 +312,14 @@ def test_assignment_the_leader_never_received_is_not_held(koord, protocol):
     try:
         first = a.join()
         assert (first.generation_id, first.leader) == (1, a.member_id), first
+        # koord installs the assignment once it is durable; b must join after that.
+        wait_until("koord's generation-1 assignment of every partition to a installed",
+                   lambda: True if a.recorded() == list(range(PARTITIONS)) else None)
         b.send_join()
         assert b.joined().error_code == MEMBER_ID_REQUIRED
         b.send_join()  # waits for a to rejoin; a's connection asks how the group is meanwhile
         wait_until("b's join starts a rebalance",
-                   lambda: True if a.state() == "PreparingRebalance" else None)
+                   lambda: True if a.describe().group_state == "PreparingRebalance" else None)
         a.send_sync()
         assert a.recv().error_code == REBALANCE_IN_PROGRESS
         a.send_join()
