@@ -113,7 +113,7 @@ impl ServerAssignor for ConsumerAssignor {
                     .any(|(_, ps)| !ps.is_empty())
             });
         let built = build_spec(&members, self.topics.as_ref());
-        let mut target = self.assignor.assign(&built.spec);
+        let mut target = self.assignor.assign(&built.spec).to_lists();
         if cooperative {
             for (i, list) in target.iter_mut().enumerate() {
                 list.retain(|p| {

@@ -85,6 +85,18 @@ impl GroupSpec {
     /// Member indices in Kafka's `MemberInfo` order: static members first by instance id, then
     /// dynamic members by member id. The order range and round-robin assign in.
     pub fn member_order(&self) -> Vec<usize> {
+        if self.members.iter().all(|m| m.instance_id.is_none()) {
+            // Dynamic members only: by member id, ties by index (as the stable sort below). The
+            // ids sit beside the indices, so comparisons do not chase each member's spec.
+            let mut keyed: Vec<(&str, usize)> = self
+                .members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.member_id.as_str(), i))
+                .collect();
+            keyed.sort();
+            return keyed.into_iter().map(|(_, i)| i).collect();
+        }
         let mut order: Vec<usize> = (0..self.members.len()).collect();
         order.sort_by(|&a, &b| member_info_cmp(&self.members[a], &self.members[b]));
         order
@@ -130,7 +142,94 @@ fn member_info_cmp(a: &MemberSpec, b: &MemberSpec) -> Ordering {
 
 /// A target assignment: the partitions of each member, by member index of the spec. Each
 /// member's list is sorted.
-pub type Assignment = Vec<Vec<Partition>>;
+///
+/// Stored flat, every member's list a span of one vector: an assignment of 100,000 partitions
+/// to 10,000 members is two allocations, not 10,001 (allocating and freeing the lists one by
+/// one cost more than the whole uniform assignment otherwise does).
+#[derive(Clone, Default)]
+pub struct Assignment {
+    partitions: Vec<Partition>,
+    /// Per member index: `partitions[start..end]`.
+    spans: Vec<(u32, u32)>,
+}
+
+impl Assignment {
+    /// From each member's list, by member index (lists sorted).
+    pub fn from_lists(lists: Vec<Vec<Partition>>) -> Assignment {
+        let mut partitions = Vec::with_capacity(lists.iter().map(Vec::len).sum());
+        let spans = lists
+            .into_iter()
+            .map(|l| {
+                let start = partitions.len() as u32;
+                partitions.extend(l);
+                (start, partitions.len() as u32)
+            })
+            .collect();
+        Assignment { partitions, spans }
+    }
+
+    /// From all partitions and each member's span of them (each span sorted).
+    pub fn from_spans(partitions: Vec<Partition>, spans: Vec<(u32, u32)>) -> Assignment {
+        debug_assert!(spans
+            .iter()
+            .all(|&(s, e)| s <= e && e as usize <= partitions.len()));
+        Assignment { partitions, spans }
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// The partitions of member `i` (by member index of the spec), sorted.
+    pub fn member(&self, i: usize) -> &[Partition] {
+        let (s, e) = self.spans[i];
+        &self.partitions[s as usize..e as usize]
+    }
+
+    /// Each member's partitions, by member index.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[Partition]> + '_ {
+        self.spans
+            .iter()
+            .map(|&(s, e)| &self.partitions[s as usize..e as usize])
+    }
+
+    pub fn to_lists(&self) -> Vec<Vec<Partition>> {
+        self.iter().map(<[Partition]>::to_vec).collect()
+    }
+}
+
+impl std::ops::Index<usize> for Assignment {
+    type Output = [Partition];
+
+    fn index(&self, i: usize) -> &[Partition] {
+        self.member(i)
+    }
+}
+
+impl PartialEq for Assignment {
+    fn eq(&self, other: &Assignment) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Assignment {}
+
+impl PartialEq<Vec<Vec<Partition>>> for Assignment {
+    fn eq(&self, other: &Vec<Vec<Partition>>) -> bool {
+        self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a == &b[..])
+    }
+}
+
+impl fmt::Debug for Assignment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
 
 /// A partition assignor. Pure and deterministic: the same spec gives the same assignment.
 pub trait Assignor: Send + Sync + fmt::Debug {

@@ -3,10 +3,49 @@
 //! same topics get the same partition numbers of each (co-partitioning). Not sticky, so every
 //! rebalance is a full reassignment.
 
-use super::{Assignment, Assignor, GroupSpec, Partition};
+use std::collections::HashMap;
+
+use super::{Assignment, Assignor, GroupSpec, Partition, TopicIndex};
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RangeAssignor;
+
+impl RangeAssignor {
+    /// Calls `f(topic, member, range)` for every member's range of every topic, topics in
+    /// index order. `buckets` are members with one subscription, each in member order;
+    /// `topic_buckets` the buckets subscribed to each topic.
+    fn for_each_range(
+        &self,
+        spec: &GroupSpec,
+        buckets: &[Vec<usize>],
+        topic_buckets: &[Vec<usize>],
+        rank: &[usize],
+        mut f: impl FnMut(usize, usize, std::ops::Range<usize>),
+    ) {
+        let mut merged: Vec<usize> = Vec::new();
+        for (topic, in_buckets) in topic_buckets.iter().enumerate() {
+            let members: &[usize] = match in_buckets.as_slice() {
+                [] => continue,
+                [b] => &buckets[*b],
+                several => {
+                    merged.clear();
+                    merged.extend(several.iter().flat_map(|&b| buckets[b].iter().copied()));
+                    merged.sort_unstable_by_key(|&m| rank[m]);
+                    &merged
+                }
+            };
+            let partitions = spec.topics[topic].partitions as usize;
+            let per = partitions / members.len();
+            let extra = partitions % members.len();
+            // With fewer partitions than members, only the first `extra` get any.
+            let takers = if per == 0 { extra } else { members.len() };
+            for (k, &m) in members[..takers].iter().enumerate() {
+                let start = k * per + k.min(extra);
+                f(topic, m, start..start + per + usize::from(k < extra));
+            }
+        }
+    }
+}
 
 impl Assignor for RangeAssignor {
     fn name(&self) -> &'static str {
@@ -14,29 +53,60 @@ impl Assignor for RangeAssignor {
     }
 
     fn assign(&self, spec: &GroupSpec) -> Assignment {
+        // Members with the same subscription form a bucket, each in member order. A topic's
+        // subscribers are the buckets that include it: one bucket's list as it is (every topic
+        // of a homogeneous group), several merged by member order. No per-topic sort.
+        let order = spec.member_order();
         let mut rank = vec![0usize; spec.members.len()];
-        for (r, &m) in spec.member_order().iter().enumerate() {
+        for (r, &m) in order.iter().enumerate() {
             rank[m] = r;
         }
-        let mut out: Assignment = vec![Vec::new(); spec.members.len()];
-        for (topic, mut members) in spec.subscribers().into_iter().enumerate() {
-            if members.is_empty() {
-                continue;
-            }
-            members.sort_unstable_by_key(|&m| rank[m]);
-            let partitions = spec.topics[topic].partitions as usize;
-            let per = partitions / members.len();
-            let extra = partitions % members.len();
-            for (k, &m) in members.iter().enumerate() {
-                let start = k * per + k.min(extra);
-                let len = per + usize::from(k < extra);
-                out[m].extend((start..start + len).map(|p| Partition::new(topic as u32, p as u32)));
-            }
+        let mut bucket_of: HashMap<&[TopicIndex], usize> = HashMap::new();
+        // Members sharing one subscription allocation skip hashing its contents.
+        let mut bucket_of_ptr: HashMap<*const TopicIndex, usize> = HashMap::new();
+        let mut buckets: Vec<Vec<usize>> = Vec::new();
+        let mut topic_buckets: Vec<Vec<usize>> = vec![Vec::new(); spec.topics.len()];
+        for &m in &order {
+            let subscription = &spec.members[m].subscription[..];
+            let b = match bucket_of_ptr.get(&subscription.as_ptr()) {
+                Some(&b) => b,
+                None => {
+                    let b = *bucket_of.entry(subscription).or_insert_with(|| {
+                        for &t in subscription {
+                            topic_buckets[t as usize].push(buckets.len());
+                        }
+                        buckets.push(Vec::new());
+                        buckets.len() - 1
+                    });
+                    bucket_of_ptr.insert(subscription.as_ptr(), b);
+                    b
+                }
+            };
+            buckets[b].push(m);
         }
-        for list in &mut out {
-            list.sort_unstable();
+        // Two passes over the same ranges: count each member's partitions, then write them into
+        // one flat list at each member's offset (no per-member vectors to grow).
+        let mut counts = vec![0u32; spec.members.len()];
+        self.for_each_range(spec, &buckets, &topic_buckets, &rank, |_, m, range| {
+            counts[m] += range.len() as u32;
+        });
+        let mut spans = Vec::with_capacity(counts.len());
+        let mut cursor = Vec::with_capacity(counts.len());
+        let mut total = 0u32;
+        for &n in &counts {
+            spans.push((total, total + n));
+            cursor.push(total as usize);
+            total += n;
         }
-        out
+        let mut partitions = vec![Partition::new(0, 0); total as usize];
+        // Topics in index order and partitions ascending: every member's span comes out sorted.
+        self.for_each_range(spec, &buckets, &topic_buckets, &rank, |topic, m, range| {
+            for p in range {
+                partitions[cursor[m]] = Partition::new(topic as u32, p as u32);
+                cursor[m] += 1;
+            }
+        });
+        Assignment::from_spans(partitions, spans)
     }
 }
 

@@ -13,10 +13,10 @@ impl Assignor for RoundRobinAssignor {
     }
 
     fn assign(&self, spec: &GroupSpec) -> Assignment {
-        let mut out: Assignment = vec![Vec::new(); spec.members.len()];
+        let mut out: Vec<Vec<Partition>> = vec![Vec::new(); spec.members.len()];
         let order = spec.member_order();
         if order.is_empty() {
-            return out;
+            return Assignment::from_lists(out);
         }
         let subscribers = spec.subscribers();
         let mut topics: Vec<usize> = (0..spec.topics.len())
@@ -43,7 +43,7 @@ impl Assignor for RoundRobinAssignor {
         for list in &mut out {
             list.sort_unstable();
         }
-        out
+        Assignment::from_lists(out)
     }
 }
 

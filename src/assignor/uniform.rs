@@ -45,7 +45,7 @@ impl Assignor for UniformAssignor {
 
     fn assign(&self, spec: &GroupSpec) -> Assignment {
         if spec.members.is_empty() {
-            return Vec::new();
+            return Assignment::default();
         }
         let order = spec.member_order();
         if spec.is_homogeneous() {
@@ -88,20 +88,37 @@ impl Layout {
             .then(|| off as usize + p.partition as usize)
     }
 
-    /// Each member's sorted list from the owner of every flat index (all assigned).
-    fn emit(&self, spec: &GroupSpec, owner: &[u32], loads: &[u32]) -> Assignment {
-        let mut out: Assignment = loads
-            .iter()
-            .map(|&l| Vec::with_capacity(l as usize))
-            .collect();
+    /// Each member's sorted list from the owner of every flat index (all assigned), placed by
+    /// counting. Spans are laid out in member order, the order partitions were handed out in,
+    /// so that writing them in topic order mostly walks forward through memory.
+    fn emit(&self, spec: &GroupSpec, order: &[usize], owner: &[u32], loads: &[u32]) -> Assignment {
+        let mut spans = vec![(0, 0); loads.len()];
+        let mut cursor = vec![0u32; loads.len()];
+        let mut at = 0u32;
+        for &m in order {
+            spans[m] = (at, at + loads[m]);
+            cursor[m] = at;
+            at += loads[m];
+        }
+        let mut partitions = vec![Partition::new(0, 0); at as usize];
+        // The current owner's cursor stays in a register through a run of its partitions.
+        let (mut run, mut at) = (NONE, 0u32);
         for &t in &self.topics {
             let off = self.offset[t as usize] as usize;
             let count = spec.topics[t as usize].partitions as usize;
             for (p, &o) in owner[off..off + count].iter().enumerate() {
-                out[o as usize].push(Partition::new(t, p as u32));
+                if o != run {
+                    if run != NONE {
+                        cursor[run as usize] = at;
+                    }
+                    run = o;
+                    at = cursor[o as usize];
+                }
+                partitions[at as usize] = Partition::new(t, p as u32);
+                at += 1;
             }
         }
-        out
+        Assignment::from_spans(partitions, spans)
     }
 }
 
@@ -118,47 +135,37 @@ fn homogeneous(spec: &GroupSpec, order: &[usize]) -> Assignment {
         .iter()
         .map(|&t| spec.topics[t as usize].partitions as usize)
         .sum();
-    let mut out: Assignment = vec![Vec::new(); n];
     if total == 0 {
-        return out;
+        return Assignment::from_spans(Vec::new(), vec![(0, 0); n]);
     }
     let q = total / n;
     let r = total % n;
 
     if spec.members.iter().all(|m| m.owned.is_empty()) {
         // From nothing: member k in order takes the next `q (+1)` partitions in topic order.
-        let mut topic = 0usize;
-        let mut next = 0u32;
-        for (k, &m) in order.iter().enumerate() {
-            let mut need = q + usize::from(k < r);
-            let mut list = Vec::with_capacity(need);
-            while need > 0 {
-                let t = topics[topic];
-                let count = spec.topics[t as usize].partitions;
-                let take = (need as u32).min(count - next);
-                list.extend((next..next + take).map(|p| Partition::new(t, p)));
-                next += take;
-                need -= take as usize;
-                if next == count {
-                    topic += 1;
-                    next = 0;
-                }
-            }
-            out[m] = list;
+        let mut partitions = Vec::with_capacity(total);
+        for &t in &topics {
+            partitions
+                .extend((0..spec.topics[t as usize].partitions).map(|p| Partition::new(t, p)));
         }
-        return out;
+        let mut spans = vec![(0, 0); n];
+        let mut at = 0u32;
+        for (k, &m) in order.iter().enumerate() {
+            let quota = (q + usize::from(k < r)) as u32;
+            spans[m] = (at, at + quota);
+            at += quota;
+        }
+        return Assignment::from_spans(partitions, spans);
     }
 
     let layout = Layout::new(spec, topics);
     let mut owner = vec![NONE; layout.total];
     let mut kept = vec![0u32; n];
-    for &m in order {
-        for &p in &spec.members[m].owned {
+    let rank = ranks(order);
+    for (m, member) in spec.members.iter().enumerate() {
+        for &p in &member.owned {
             if let Some(f) = layout.flat(spec, p) {
-                if owner[f] == NONE {
-                    owner[f] = m as u32;
-                    kept[m] += 1;
-                }
+                claim(&mut owner, &mut kept, &rank, f, m);
             }
         }
     }
@@ -187,11 +194,11 @@ fn homogeneous(spec: &GroupSpec, order: &[usize]) -> Assignment {
     }
 
     // Revoke beyond the quota, highest partitions first.
-    for &m in order {
+    for (m, member) in spec.members.iter().enumerate() {
         if kept[m] <= quota[m] {
             continue;
         }
-        for &p in spec.members[m].owned.iter().rev() {
+        for &p in member.owned.iter().rev() {
             if kept[m] == quota[m] {
                 break;
             }
@@ -215,7 +222,31 @@ fn homogeneous(spec: &GroupSpec, order: &[usize]) -> Assignment {
             kept[m] += 1;
         }
     }
-    layout.emit(spec, &owner, &quota)
+    layout.emit(spec, order, &owner, &quota)
+}
+
+/// Position of each member in member order.
+fn ranks(order: &[usize]) -> Vec<u32> {
+    let mut rank = vec![0u32; order.len()];
+    for (k, &m) in order.iter().enumerate() {
+        rank[m] = k as u32;
+    }
+    rank
+}
+
+/// Member `m` claims flat partition `f`: a partition claimed twice goes to the member first in
+/// member order, whatever order the claims come in (members are visited in listing order,
+/// which is also their order in memory).
+fn claim(owner: &mut [u32], kept: &mut [u32], rank: &[u32], f: usize, m: usize) {
+    let o = owner[f];
+    if o == NONE {
+        owner[f] = m as u32;
+        kept[m] += 1;
+    } else if rank[m] < rank[o as usize] {
+        kept[o as usize] -= 1;
+        owner[f] = m as u32;
+        kept[m] += 1;
+    }
 }
 
 /// The members with one subscription.
@@ -304,19 +335,18 @@ impl<'a> Heterogeneous<'a> {
     fn new(spec: &'a GroupSpec, order: &'a [usize]) -> Heterogeneous<'a> {
         let n = spec.members.len();
         let t_count = spec.topics.len();
-        let mut rank = vec![0u32; n];
-        for (k, &m) in order.iter().enumerate() {
-            rank[m] = k as u32;
-        }
+        let rank = ranks(order);
 
-        // Classes numbered in member order: by allocation first, then by content.
+        // Classes by allocation first, then by content; members visited in listing order (in
+        // memory order, and members sharing a subscription tend to be listed together). Class
+        // numbers never decide anything: ties are broken by member order.
         let mut class_of = vec![0u32; n];
         let mut classes: Vec<Class> = Vec::new();
         let mut by_ptr: HashMap<*const TopicIndex, u32> = HashMap::new();
         let mut by_content: HashMap<&'a [TopicIndex], u32> = HashMap::new();
         let mut last: Option<(*const TopicIndex, u32)> = None;
-        for &m in order {
-            let sub = &spec.members[m].subscription;
+        for (m, member) in spec.members.iter().enumerate() {
+            let sub = &member.subscription;
             let ptr = sub.as_ptr();
             let c = match last {
                 Some((p, c)) if p == ptr => c,
@@ -343,7 +373,9 @@ impl<'a> Heterogeneous<'a> {
             };
             last = Some((ptr, c));
             class_of[m] = c;
-            classes[c as usize].members.push(m as u32);
+        }
+        for &m in order {
+            classes[class_of[m] as usize].members.push(m as u32);
         }
 
         let mut topic_classes = vec![Vec::new(); t_count];
@@ -377,7 +409,8 @@ impl<'a> Heterogeneous<'a> {
         self.keep_owned();
         self.assign_free();
         self.balance();
-        self.layout.emit(self.spec, &self.owner, &self.loads)
+        self.layout
+            .emit(self.spec, self.order, &self.owner, &self.loads)
     }
 
     /// Kafka's topic order: partitions per subscriber descending, then subscribers ascending,
@@ -395,17 +428,14 @@ impl<'a> Heterogeneous<'a> {
 
     /// Keeps every owned partition of a topic the member still subscribes to.
     fn keep_owned(&mut self) {
-        for &m in self.order {
+        for (m, member) in self.spec.members.iter().enumerate() {
             let topics = &self.classes[self.class_of[m] as usize].topics;
-            for &p in &self.spec.members[m].owned {
+            for &p in &member.owned {
                 if topics.binary_search(&p.topic).is_err() {
                     continue;
                 }
                 if let Some(f) = self.layout.flat(self.spec, p) {
-                    if self.owner[f] == NONE {
-                        self.owner[f] = m as u32;
-                        self.loads[m] += 1;
-                    }
+                    claim(&mut self.owner, &mut self.loads, &self.rank, f, m);
                 }
             }
         }
@@ -769,7 +799,7 @@ mod tests {
         let s = spec(&[3, 3, 3], &[vec![0, 1], vec![1, 2], vec![2, 0]], &[]);
         let a = UniformAssignor.assign(&s);
         assert!(a.iter().all(|l| l.len() == 3), "{a:?}");
-        assert_eq!(a.iter().map(Vec::len).sum::<usize>(), 9);
+        assert_eq!(a.iter().map(<[Partition]>::len).sum::<usize>(), 9);
     }
 
     #[test]
@@ -817,7 +847,7 @@ mod tests {
         let a = UniformAssignor.assign(&s);
         let mut r = s.clone();
         r.members.reverse();
-        let mut b = UniformAssignor.assign(&r);
+        let mut b = UniformAssignor.assign(&r).to_lists();
         b.reverse();
         assert_eq!(a, b);
     }

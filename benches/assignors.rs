@@ -1,0 +1,142 @@
+//! The assignors on a subset of Kafka's `ServerSideAssignorBenchmark` grid (jmh-benchmarks,
+//! `org.apache.kafka.jmh.assignor`): members {100, 1000, 10000} x 10 partitions per member x
+//! topics {10, 1000}, homogeneous and heterogeneous subscriptions, FULL (no owned partitions)
+//! and INCREMENTAL (one member joins a group holding the FULL assignment), range and uniform.
+//!
+//! As in Kafka's benchmark: every topic has `members * 10 / topics` partitions; member ids are
+//! `member{i}` (so member order is not listing order and the assignor's sort is timed);
+//! heterogeneous groups are 5 buckets of members, each subscribed to its own fifth of the
+//! topics; the INCREMENTAL joiner `newMember` subscribes like `member{count - 2}` (the same
+//! subscription object) when heterogeneous and to every topic (an equal, separate one) when
+//! homogeneous. Building the spec is not timed; the assignment, including dropping it, is.
+//!
+//! One case beyond that grid: homogeneous FULL with 1000 topics and 5000 members, the other
+//! figure Kafka publishes.
+//!
+//! Run: `cargo bench --bench assignors` (a filter after `--` selects cases, e.g. `uniform/`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+
+use koord::assignor::range::RangeAssignor;
+use koord::assignor::uniform::UniformAssignor;
+use koord::assignor::{Assignor, GroupSpec, MemberSpec, TopicIndex, TopicSpec};
+use koord::group::MemberId;
+
+const PARTITIONS_PER_MEMBER: usize = 10;
+const MAX_BUCKETS: usize = 5;
+
+fn member(id: String, subscription: Arc<[TopicIndex]>) -> MemberSpec {
+    MemberSpec {
+        member_id: MemberId::new(id),
+        instance_id: None,
+        rack: None,
+        subscription,
+        owned: Vec::new(),
+        user_data: None,
+    }
+}
+
+/// Kafka's `createAssignmentSpec`, with `count` members.
+fn group(count: usize, topics: usize, heterogeneous: bool) -> GroupSpec {
+    let partitions = (count * PARTITIONS_PER_MEMBER / topics) as u32;
+    let topics_spec = (0..topics)
+        .map(|i| TopicSpec {
+            name: Arc::from(format!("topic{i}")),
+            partitions,
+        })
+        .collect();
+    let mut members = Vec::with_capacity(count + 1);
+    if !heterogeneous {
+        let all: Arc<[TopicIndex]> = (0..topics as u32).collect();
+        members.extend((0..count).map(|i| member(format!("member{i}"), all.clone())));
+    } else {
+        let buckets = MAX_BUCKETS.min(count);
+        let topics_per = topics.div_ceil(buckets);
+        let members_per = count.div_ceil(buckets);
+        for b in 0..buckets {
+            let t = (b * topics_per)..((b + 1) * topics_per).min(topics);
+            let sub: Arc<[TopicIndex]> = t.map(|t| t as u32).collect();
+            let m = (b * members_per)..((b + 1) * members_per).min(count);
+            members.extend(m.map(|i| member(format!("member{i}"), sub.clone())));
+        }
+    }
+    GroupSpec {
+        topics: topics_spec,
+        members,
+    }
+}
+
+/// Kafka's `simulateIncrementalRebalance`: `count - 1` members hold the FULL assignment of
+/// `assignor`, and `newMember` joins.
+fn incremental(
+    assignor: &dyn Assignor,
+    count: usize,
+    topics: usize,
+    heterogeneous: bool,
+) -> GroupSpec {
+    let mut spec = group(count - 1, topics, heterogeneous);
+    let full = assignor.assign(&spec);
+    for (m, owned) in spec.members.iter_mut().zip(full.iter()) {
+        m.owned = owned.to_vec();
+    }
+    let subscription = if heterogeneous {
+        let like = format!("member{}", count - 2);
+        let like = spec
+            .members
+            .iter()
+            .find(|m| m.member_id.to_string() == like)
+            .expect("member count - 2 exists");
+        like.subscription.clone()
+    } else {
+        (0..topics as u32).collect()
+    };
+    spec.members.push(member("newMember".into(), subscription));
+    spec
+}
+
+fn assignors(c: &mut Criterion) {
+    let all: [(&str, &dyn Assignor); 2] =
+        [("range", &RangeAssignor), ("uniform", &UniformAssignor)];
+    for (name, assignor) in all {
+        let mut g = c.benchmark_group(name);
+        g.sample_size(10)
+            .warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_millis(1500));
+        for heterogeneous in [false, true] {
+            for full in [true, false] {
+                for topics in [10, 1000] {
+                    // 5000 only where Kafka publishes a figure (homogeneous FULL, 1000 topics).
+                    let extra = (!heterogeneous && full && topics == 1000).then_some(5000);
+                    let counts = [100, 1000].into_iter().chain(extra).chain([10000]);
+                    for count in counts {
+                        let spec = if full {
+                            group(count, topics, heterogeneous)
+                        } else {
+                            incremental(assignor, count, topics, heterogeneous)
+                        };
+                        let id = format!(
+                            "{}/{}/{}t",
+                            if heterogeneous {
+                                "heterogeneous"
+                            } else {
+                                "homogeneous"
+                            },
+                            if full { "full" } else { "incremental" },
+                            topics
+                        );
+                        g.bench_with_input(BenchmarkId::new(id, count), &spec, |b, spec| {
+                            b.iter(|| assignor.assign(spec))
+                        });
+                    }
+                }
+            }
+        }
+        g.finish();
+    }
+}
+
+criterion_group!(benches, assignors);
+criterion_main!(benches);
