@@ -602,6 +602,12 @@ class KafkaPythonMember(PythonMember):
         # expires. Having the metadata before subscribing avoids the rejoin.
         self.consumer.partitions_for_topic(self.group.topic)
         self.consumer.subscribe([self.group.topic], listener=Listener())
+        # The coordinator's metadata snapshot, though, is only taken on the next metadata update:
+        # a leader that assigns before that records an empty snapshot and rejoins as soon as the
+        # update comes (the same race, seen with members joining while the leader rejoins). Take
+        # it now from the metadata just fetched.
+        coordinator = self.consumer._coordinator
+        coordinator._handle_metadata_update(coordinator._cluster)
         return self.consumer
 
     def poll(self, consumer):
