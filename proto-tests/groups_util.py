@@ -213,6 +213,53 @@ def generation_overlaps(log):
     return overlaps
 
 
+def owners_at_once(log):
+    """Partitions two members held at the same moment, replaying every ownership event in log
+    order (a member holds what its latest event's "assignment" says; closing or being killed
+    frees everything): (index of the event, partition, member, the other holder).
+
+    The log order is a happens-before order only for members whose events share one stream,
+    i.e. the threads of this process (confluent-kafka, kafka-python) or the members of one JVM:
+    a member's callback reports before the client goes on to rejoin."""
+    held = {}
+    overlaps = []
+    for i, e in enumerate(log):
+        if e["event"] in OWNERSHIP_EVENTS:
+            held[e["member"]] = set(e["assignment"])
+        elif e["event"] in ("closed", "killed"):
+            held[e["member"]] = set()
+        else:
+            continue
+        if e["event"] == "assigned":
+            for other, parts in held.items():
+                if other != e["member"]:
+                    overlaps += [(i, p, e["member"], other)
+                                 for p in sorted(parts & held[e["member"]])]
+    return overlaps
+
+
+def revoked_in(log, member):
+    return {p for e in log if e["member"] == member and e["event"] == "revoked"
+            for p in e["partitions"]}
+
+
+def check_cooperative(group, *settles):
+    """With a cooperative assignor, between each two consecutive settled states every member saw
+    revoked exactly the partitions it gave up, none that it kept; and no revocation anywhere
+    listed a partition of the member's next assignment."""
+    log = group.events.snapshot()
+    for before, after in zip(settles, settles[1:]):
+        step = log[before.index:after.index]
+        for m, owned in after.owned.items():
+            lost = before.owned.get(m, frozenset()) - owned
+            assert revoked_in(step, m) == lost, (
+                f"{m} owned {sorted(before.owned.get(m, ()))}, then {sorted(owned)}, "
+                f"but saw revoked {sorted(revoked_in(step, m))}\n{group.events.summary()}")
+    for m in {e["member"] for e in log}:
+        kept = revoked_kept(log, m)
+        assert not kept, f"{m} saw revoked partitions it kept: {kept}"
+
+
 # --- the group under test ---------------------------------------------------------------------
 
 class Group:
@@ -303,6 +350,11 @@ class Group:
                                  sorted(tp.partition for tp in m.assignment.topic_partitions))
                    for m in d.members}
         return d.state, members
+
+    def protocol(self):
+        """The group's protocol as DescribeGroups reports it (the assignor's name)."""
+        d = self.admin.describe_consumer_groups([self.id], request_timeout=10)[self.id].result()
+        return d.partition_assignor
 
     def wait_described(self, settled, what):
         want = {settled.member_ids[m]: sorted(settled.owned[m]) for m in settled.owned}
@@ -550,6 +602,12 @@ class KafkaPythonMember(PythonMember):
         # expires. Having the metadata before subscribing avoids the rejoin.
         self.consumer.partitions_for_topic(self.group.topic)
         self.consumer.subscribe([self.group.topic], listener=Listener())
+        # The coordinator's metadata snapshot, though, is only taken on the next metadata update:
+        # a leader that assigns before that records an empty snapshot and rejoins as soon as the
+        # update comes (the same race, seen with members joining while the leader rejoins). Take
+        # it now from the metadata just fetched.
+        coordinator = self.consumer._coordinator
+        coordinator._handle_metadata_update(coordinator._cluster)
         return self.consumer
 
     def poll(self, consumer):

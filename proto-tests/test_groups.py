@@ -21,7 +21,8 @@ import time
 import pytest
 from confluent_kafka import ConsumerGroupState
 
-from groups_util import OWNERSHIP_EVENTS, SESSION_TIMEOUT_MS, Group, java_command, revoked_kept
+from groups_util import (OWNERSHIP_EVENTS, SESSION_TIMEOUT_MS, Group, check_cooperative,
+                         java_command)
 
 GROUP_SETTINGS = ("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
 EXTERNAL_BOOTSTRAP = os.environ.get("KOORD_BOOTSTRAP")
@@ -40,28 +41,6 @@ def group(bootstrap, tmp_path, request):
     g = Group(bootstrap, tmp_path, name=name)
     yield g
     g.shutdown()
-
-
-def revoked_in(log, member):
-    return {p for e in log if e["member"] == member and e["event"] == "revoked"
-            for p in e["partitions"]}
-
-
-def check_cooperative(group, *settles):
-    """With a cooperative assignor, between each two consecutive settled states every member saw
-    revoked exactly the partitions it gave up, none that it kept; and no revocation anywhere
-    listed a partition of the member's next assignment."""
-    log = group.events.snapshot()
-    for before, after in zip(settles, settles[1:]):
-        step = log[before.index:after.index]
-        for m, owned in after.owned.items():
-            lost = before.owned.get(m, frozenset()) - owned
-            assert revoked_in(step, m) == lost, (
-                f"{m} owned {sorted(before.owned.get(m, ()))}, then {sorted(owned)}, "
-                f"but saw revoked {sorted(revoked_in(step, m))}\n{group.events.summary()}")
-    for m in {e["member"] for e in log}:
-        kept = revoked_kept(log, m)
-        assert not kept, f"{m} saw revoked partitions it kept: {kept}"
 
 
 # --- membership changes -----------------------------------------------------------------------
