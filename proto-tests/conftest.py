@@ -48,23 +48,25 @@ class Koord:
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
 
-    def start(self):
+    def start(self, port=None):
+        """Starts koord on a free port, or on `port` (a restart: no retry on another port)."""
         if not KOORD_BIN.exists():
             pytest.fail(f"{KOORD_BIN} not found: build it (scripts/test.sh) or set KOORD_BIN")
         self.workdir.mkdir(parents=True, exist_ok=True)
         # A port picked free can be taken before koord binds it: then koord exits and we retry.
-        for _ in range(3):
-            self.port = free_port()
+        for _ in range(1 if port else 3):
+            self.port = port or free_port()
             cmd = [str(KOORD_BIN), "--listen", self.bootstrap,
                    "--data-dir", str(self.workdir / "data")]
             for kv in self.sets:
                 cmd += ["--set", kv]
             with open(self.log_path, "ab") as log:
+                log_start = log.tell()  # this run's log begins here (a restart appends)
                 log.write(f"$ {' '.join(cmd)}\n".encode())
                 log.flush()
                 self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL)
-            if self._wait_accepting():
+            if self._wait_accepting(log_start):
                 _running.append(self)
                 return self
             if "cannot listen" not in self.log_tail():
@@ -73,7 +75,13 @@ class Koord:
         self.proc.wait()
         pytest.fail(f"koord did not start accepting on {self.bootstrap}\n{self.log_tail()}")
 
-    def _wait_accepting(self):
+    def restart(self):
+        """SIGTERM (koord must exit 0), then the same binary on the same port with the same data
+        dir and settings, waited for until it has loaded the stored groups."""
+        self.stop()
+        return self.start(port=self.port)
+
+    def _wait_accepting(self, log_start=0):
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -82,8 +90,10 @@ class Koord:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 # Until the stored groups are loaded, group requests get
                 # COORDINATOR_LOAD_IN_PROGRESS; raw-protocol tests expect a loaded koord.
-                if "groups loaded" in self.log_path.read_text(errors="replace"):
-                    return True
+                with open(self.log_path, "rb") as log:
+                    log.seek(log_start)
+                    if b"groups loaded" in log.read():
+                        return True
                 time.sleep(0.02)  # poll interval, not a wait for an outcome
             except OSError:
                 time.sleep(0.02)  # poll interval, not a wait for an outcome
