@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 
+use bytes::Bytes;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 
@@ -97,7 +98,9 @@ pub async fn handle(
         protocols: req
             .protocols
             .into_iter()
-            .map(|p| Protocol::new(p.name.as_str(), p.metadata))
+            // Copied out: the group keeps the metadata for the member's lifetime, and a slice
+            // of the request would pin the whole read buffer it arrived in.
+            .map(|p| Protocol::new(p.name.as_str(), Bytes::copy_from_slice(&p.metadata)))
             .collect(),
         require_known_member_id: version >= 4,
         supports_skip_assignment: version >= 9,

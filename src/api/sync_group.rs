@@ -42,7 +42,14 @@ pub async fn handle(broker: &Broker, req: SyncGroupRequest, version: i16) -> Syn
         assignments: req
             .assignments
             .into_iter()
-            .map(|a| (MemberId::new(a.member_id.as_str()), a.assignment))
+            // Copied out, as JoinGroup metadata: kept for the generation, it must not pin the
+            // request's read buffer.
+            .map(|a| {
+                (
+                    MemberId::new(a.member_id.as_str()),
+                    bytes::Bytes::copy_from_slice(&a.assignment),
+                )
+            })
             .collect(),
     };
     response(broker.coordinator.sync(group, sync).await, version)

@@ -30,13 +30,16 @@ use crate::offsets::{
 use crate::storage::{Mutation, Storage, StoreError};
 
 /// A request for the actor, with where its answer goes.
+///
+/// Large requests are boxed: a group's queue allocates its slots in blocks, so the size of a
+/// command is paid per slot of every group whether used or not.
 pub(super) enum Command {
-    Join(JoinGroup, oneshot::Sender<JoinReply>),
-    Sync(SyncGroup, oneshot::Sender<SyncReply>),
+    Join(Box<JoinGroup>, oneshot::Sender<JoinReply>),
+    Sync(Box<SyncGroup>, oneshot::Sender<SyncReply>),
     Heartbeat(Heartbeat, oneshot::Sender<Result<(), GroupError>>),
     Leave(LeaveGroup, oneshot::Sender<LeaveOutcome>),
     Commit(
-        OffsetCommit,
+        Box<OffsetCommit>,
         oneshot::Sender<Result<PartitionResults, GroupError>>,
     ),
     Fetch(
@@ -293,13 +296,13 @@ impl GroupActor {
                 let token = self.token();
                 req.token = token;
                 self.parked_joins.insert(token, reply);
-                self.group.handle_join(req, now);
+                self.group.handle_join(*req, now);
             }
             Command::Sync(mut req, reply) => {
                 let token = self.token();
                 req.token = token;
                 self.parked_syncs.insert(token, reply);
-                self.group.handle_sync(req, now);
+                self.group.handle_sync(*req, now);
             }
             Command::Heartbeat(req, reply) => {
                 let _ = reply.send(self.group.handle_heartbeat(&req, now));
@@ -307,7 +310,7 @@ impl GroupActor {
             Command::Leave(req, reply) => {
                 let _ = reply.send(self.group.handle_leave(&req, now));
             }
-            Command::Commit(commit, reply) => self.commit(commit, reply),
+            Command::Commit(commit, reply) => self.commit(*commit, reply),
             Command::Fetch(partitions, reply) => {
                 let readable = self.group.serves_offset_fetch();
                 let _ = reply.send(offsets::fetch(

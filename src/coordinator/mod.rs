@@ -338,7 +338,7 @@ impl Coordinator {
         let member = req.member_id.clone();
         let create = missing::join(&req).is_none().then_some(Create::Classic);
         let (tx, rx) = oneshot::channel();
-        match self.send(&id, create, Command::Join(req, tx)) {
+        match self.send(&id, create, Command::Join(Box::new(req), tx)) {
             Ok(()) => {
                 Self::answer(rx, || {
                     JoinReply::error(GroupError::CoordinatorNotAvailable, member)
@@ -357,7 +357,7 @@ impl Coordinator {
             return SyncReply::error(GroupError::CoordinatorLoadInProgress);
         }
         let (tx, rx) = oneshot::channel();
-        match self.send(&id, None, Command::Sync(req, tx)) {
+        match self.send(&id, None, Command::Sync(Box::new(req), tx)) {
             Ok(()) => {
                 Self::answer(rx, || SyncReply::error(GroupError::CoordinatorNotAvailable)).await
             }
@@ -414,7 +414,7 @@ impl Coordinator {
             .is_ok()
             .then_some(Create::Simple);
         let (tx, rx) = oneshot::channel();
-        match self.send(&id, create, Command::Commit(commit, tx)) {
+        match self.send(&id, create, Command::Commit(Box::new(commit), tx)) {
             Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
             Err(Command::Commit(c, _)) => {
                 missing::offset_commit(&c.auth, c.group_id_not_found_supported)?;

@@ -29,6 +29,9 @@ const FORMAT: u32 = 1;
 /// The store file's name under the data dir.
 pub const FILE_NAME: &str = "koord.redb";
 
+/// redb's page cache (see [`EmbeddedStore::open`]).
+const CACHE_BYTES: usize = 16 << 20;
+
 pub struct EmbeddedStore {
     db: Database,
     path: PathBuf,
@@ -54,7 +57,13 @@ impl EmbeddedStore {
                 "the file is empty (truncated?); move it away to start with an empty store".into(),
             ));
         }
-        let db = Database::create(&path).map_err(|e| corrupt(e.to_string()))?;
+        // redb's page cache defaults to 1 GiB, filled by every page a transaction touches.
+        // Everything koord reads is read once, at start-up (the live state is in the group
+        // actors), so a small cache costs nothing and keeps memory proportional to the groups.
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(&path)
+            .map_err(|e| corrupt(e.to_string()))?;
         let store = EmbeddedStore {
             db,
             path: path.clone(),
