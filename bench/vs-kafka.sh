@@ -29,24 +29,32 @@ cargo build --release --quiet --workspace --manifest-path "$root/Cargo.toml"
 load="$root/target/release/koord-load"
 
 koord_pid=""
-cleanup() {
-  [ -n "$koord_pid" ] && kill "$koord_pid" 2>/dev/null || true
+stop_servers() {
+  [ -n "$koord_pid" ] && { kill "$koord_pid" 2>/dev/null; wait "$koord_pid" 2>/dev/null; } || true
+  koord_pid=""
   "$root/scripts/kafka.sh" stop || true
 }
-trap cleanup EXIT
+trap stop_servers EXIT
 
-echo "vs-kafka: starting Apache Kafka 4.4 (default heap)" >&2
-kafka="$(KAFKA_HEAP_OPTS="" "$root/scripts/kafka.sh" start)"
-kafka_pid="$(cat "$root/.build/kafka/kafka.pid")"
-
-koord_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-rm -rf "$out/koord-data"
-"$root/target/release/koord" --listen "127.0.0.1:$koord_port" --data-dir "$out/koord-data" \
-  --set group.initial.rebalance.delay.ms=0 --set group.min.session.timeout.ms=1000 \
-  --set max.connections=100000 > "$out/koord.log" 2>&1 &
-koord_pid=$!
-for _ in $(seq 1 100); do (echo > "/dev/tcp/127.0.0.1/$koord_port") 2>/dev/null && break; sleep 0.05; done
-koord="127.0.0.1:$koord_port"
+# Each scenario gets fresh servers, so that memory and CPU figures are the scenario's own (a JVM
+# heap grown by an earlier scenario would hide the next one's growth).
+start_servers() {
+  echo "vs-kafka: starting Apache Kafka 4.4 (default heap) and koord" >&2
+  kafka="$(KAFKA_HEAP_OPTS="" "$root/scripts/kafka.sh" start)"
+  kafka_pid="$(cat "$root/.build/kafka/kafka.pid")"
+  local port
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  rm -rf "$out/koord-data"
+  "$root/target/release/koord" --listen "127.0.0.1:$port" --data-dir "$out/koord-data" \
+    --set group.initial.rebalance.delay.ms=0 --set group.min.session.timeout.ms=1000 \
+    --set max.connections=100000 > "$out/koord.log" 2>&1 &
+  koord_pid=$!
+  until grep -q "groups loaded" "$out/koord.log" 2>/dev/null; do
+    kill -0 "$koord_pid" || { cat "$out/koord.log" >&2; exit 1; }
+    sleep 0.05
+  done
+  koord="127.0.0.1:$port"
+}
 
 # run NAME SERVER ADDR PID ARGS...: one koord-load run, its JSON in $out/NAME-SERVER.json.
 run() {
@@ -64,15 +72,19 @@ for s in "${scenarios[@]}"; do
     heartbeat)
       args=(--groups "$(n 1000)" --members 10 --heartbeat-ms 0 --duration 30 --connections 64) ;;
     commit)
+      # One connection per member, as real consumers have: a commit waits for its write, and
+      # members sharing a connection would wait for each other's.
       args=(--groups "$(n 100)" --members 10 --commit-ms 0 --commit-partitions 10
-            --partitions 100 --topic vs-kafka-commits --duration 30 --connections 64) ;;
+            --partitions 100 --topic vs-kafka-commits --duration 30 --connections "$(n 1000)") ;;
     footprint)
       args=(--groups "$(n 10000)" --members 10 --heartbeat-ms 3000 --duration 30
             --connections 256 --join-connections 8000 --join-timeout 600) ;;
     *) echo "unknown scenario $s (join, heartbeat, commit, footprint)" >&2; exit 2 ;;
   esac
+  start_servers
   run "$s" koord "$koord" "$koord_pid" "${args[@]}"
   run "$s" kafka "$kafka" "$kafka_pid" "${args[@]}"
+  stop_servers
 done
 
 python3 - "$out" "${scenarios[@]}" <<'PY'
