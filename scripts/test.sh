@@ -208,7 +208,9 @@ load_smoke() {
     "$koord_bin" --listen "127.0.0.1:$port" --data-dir "$data" \
         --set group.initial.rebalance.delay.ms=0 >"$logs/load-koord.log" 2>&1 &
     pid=$!
-    trap 'kill "$pid" 2>/dev/null; rm -rf "$data"' EXIT
+    # Expanded now: the trap runs after this function's locals are gone.
+    # shellcheck disable=SC2064
+    trap "kill $pid 2>/dev/null; rm -rf '$data'" EXIT
     for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
     load_smoke_run "127.0.0.1:$port"
 }
