@@ -51,6 +51,9 @@ pub(super) enum Command {
         oneshot::Sender<Result<PartitionResults, GroupError>>,
     ),
     Describe(oneshot::Sender<Option<GroupDescription>>),
+    /// A write this actor submitted is durable (or failed). Completions come through the same
+    /// queue as requests: one queue per group, not two.
+    WriteDone(u64, Result<(), StoreError>),
     Delete(oneshot::Sender<Result<(), GroupError>>),
     ExpireOffsets,
 }
@@ -81,7 +84,7 @@ const BATCH: usize = 64;
 pub(super) struct GroupActor {
     group: ClassicGroup,
     offsets: MemoryOffsetStore,
-    settings: Settings,
+    settings: Arc<Settings>,
     clock: Clock,
     rx: mpsc::UnboundedReceiver<Command>,
     /// Our own sender, to recognise our entry in the directory when removing it.
@@ -92,9 +95,7 @@ pub(super) struct GroupActor {
     parked_syncs: HashMap<RequestToken, oneshot::Sender<SyncReply>>,
     next_token: u64,
     storage: Storage,
-    /// Completions of submitted writes, by submission id.
-    done_tx: mpsc::UnboundedSender<(u64, Result<(), StoreError>)>,
-    done_rx: mpsc::UnboundedReceiver<(u64, Result<(), StoreError>)>,
+    /// Submitted writes, by submission id, until their [`Command::WriteDone`].
     pending: HashMap<u64, Pending>,
     next_submission: u64,
     /// The reply of a DeleteGroups whose tombstone the core is about to emit.
@@ -105,7 +106,7 @@ pub(super) struct GroupActor {
 pub(super) struct ActorParts {
     pub group: ClassicGroup,
     pub offsets: MemoryOffsetStore,
-    pub settings: Settings,
+    pub settings: Arc<Settings>,
     pub clock: Clock,
     pub storage: Storage,
     pub listing: Arc<Mutex<GroupListing>>,
@@ -118,7 +119,6 @@ impl GroupActor {
         rx: mpsc::UnboundedReceiver<Command>,
         tx: mpsc::UnboundedSender<Command>,
     ) -> GroupActor {
-        let (done_tx, done_rx) = mpsc::unbounded_channel();
         GroupActor {
             group: parts.group,
             offsets: parts.offsets,
@@ -132,8 +132,6 @@ impl GroupActor {
             parked_syncs: HashMap::new(),
             next_token: 0,
             storage: parts.storage,
-            done_tx,
-            done_rx,
             pending: HashMap::new(),
             next_submission: 0,
             delete_reply: None,
@@ -145,11 +143,11 @@ impl GroupActor {
         let id = self.next_submission;
         self.next_submission += 1;
         self.pending.insert(id, then);
-        let done = self.done_tx.clone();
+        let done = self.tx.clone();
         self.storage.submit(
             batch,
             Box::new(move |result| {
-                let _ = done.send((id, result));
+                let _ = done.send(Command::WriteDone(id, result));
             }),
         );
     }
@@ -250,7 +248,6 @@ impl GroupActor {
                         // Every sender is gone: the directory dropped us (shutdown).
                         None => break,
                     },
-                    Some((id, result)) = self.done_rx.recv() => self.complete(id, result),
                     _ = &mut sleep, if armed.is_some() => {
                         armed = None;
                         let now = self.clock.now();
@@ -311,6 +308,7 @@ impl GroupActor {
                 let _ = reply.send(self.group.handle_leave(&req, now));
             }
             Command::Commit(commit, reply) => self.commit(*commit, reply),
+            Command::WriteDone(id, result) => self.complete(id, result),
             Command::Fetch(partitions, reply) => {
                 let readable = self.group.serves_offset_fetch();
                 let _ = reply.send(offsets::fetch(

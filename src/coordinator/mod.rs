@@ -160,7 +160,7 @@ enum Create {
 /// The group directory. Cheap to share (`Arc`); every method can be called from any task.
 pub struct Coordinator {
     groups: Arc<DashMap<GroupId, Handle>>,
-    settings: Settings,
+    settings: Arc<Settings>,
     clock: Clock,
     storage: Storage,
     /// Set until [`Coordinator::load`] has rebuilt the stored groups.
@@ -185,7 +185,7 @@ impl Coordinator {
     ) -> Arc<Coordinator> {
         Arc::new(Coordinator {
             groups: Arc::new(DashMap::new()),
-            settings,
+            settings: Arc::new(settings),
             clock,
             storage,
             loading: AtomicBool::new(loading),
