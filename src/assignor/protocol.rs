@@ -72,14 +72,18 @@ fn version_of(bytes: &mut Bytes) -> Result<(i16, i16), ProtocolError> {
     Ok((version, version.min(HIGHEST_VERSION)))
 }
 
-fn partitions_of(topic: &str, partitions: Vec<i32>) -> Result<Vec<i32>, ProtocolError> {
-    if let Some(&partition) = partitions.iter().find(|&&p| p < 0) {
-        return Err(ProtocolError::NegativePartition {
-            topic: topic.to_owned(),
-            partition,
-        });
-    }
-    Ok(partitions)
+/// Decoded `(topic, partitions)` lists, every partition number checked.
+fn topic_partitions(
+    list: impl Iterator<Item = (TopicName, Vec<i32>)>,
+) -> Result<TopicPartitions, ProtocolError> {
+    list.map(|(topic, partitions)| {
+        let topic = topic.0.to_string();
+        if let Some(&partition) = partitions.iter().find(|&&p| p < 0) {
+            return Err(ProtocolError::NegativePartition { topic, partition });
+        }
+        Ok((topic, partitions))
+    })
+    .collect()
 }
 
 /// Decodes a member's subscription.
@@ -91,15 +95,11 @@ pub fn decode_subscription(bytes: &Bytes) -> Result<Subscription, ProtocolError>
     let (version, read_as) = version_of(&mut buf)?;
     let s = ConsumerProtocolSubscription::decode(&mut buf, read_as)
         .map_err(|e| ProtocolError::Malformed(e.to_string()))?;
-    let owned_partitions = s
-        .owned_partitions
-        .into_iter()
-        .map(|tp| {
-            let topic = tp.topic.0.to_string();
-            let partitions = partitions_of(&topic, tp.partitions)?;
-            Ok((topic, partitions))
-        })
-        .collect::<Result<_, ProtocolError>>()?;
+    let owned_partitions = topic_partitions(
+        s.owned_partitions
+            .into_iter()
+            .map(|tp| (tp.topic, tp.partitions)),
+    )?;
     Ok(Subscription {
         version,
         topics: s.topics.into_iter().map(|t| t.to_string()).collect(),
@@ -144,15 +144,11 @@ pub fn decode_assignment(bytes: &Bytes) -> Result<(TopicPartitions, Option<Bytes
     let (_, read_as) = version_of(&mut buf)?;
     let a = ConsumerProtocolAssignment::decode(&mut buf, read_as)
         .map_err(|e| ProtocolError::Malformed(e.to_string()))?;
-    let partitions = a
-        .assigned_partitions
-        .into_iter()
-        .map(|tp| {
-            let topic = tp.topic.0.to_string();
-            let partitions = partitions_of(&topic, tp.partitions)?;
-            Ok((topic, partitions))
-        })
-        .collect::<Result<_, ProtocolError>>()?;
+    let partitions = topic_partitions(
+        a.assigned_partitions
+            .into_iter()
+            .map(|tp| (tp.topic, tp.partitions)),
+    )?;
     Ok((partitions, a.user_data))
 }
 
