@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
-use tracing::{debug, info, Instrument};
+use tracing::{debug, info};
 
 use super::{
     Clock, GroupDescription, GroupListing, Handle, MemberDescription, OffsetCommit,
@@ -169,6 +169,7 @@ impl GroupActor {
                 if let Some(reply) = delete_reply {
                     if error.is_none() {
                         let removed = self.offsets.remove_group(self.group.id());
+                        let _span = self.log_span();
                         info!(offsets = removed, "group deleted");
                     }
                     let _ = reply.send(error.map_or(Ok(()), Err));
@@ -210,15 +211,23 @@ impl GroupActor {
                     for tp in &expired {
                         self.offsets.remove(&id, tp);
                     }
+                    let _span = self.log_span();
                     info!(count = expired.len(), "expired offsets removed");
                 }
             }
         }
     }
 
+    /// The `group` span a log line of this actor is written in. Entered around each line
+    /// rather than held for the actor's life: a live span costs every group its registry entry
+    /// and formatted fields, and the lines are rare (generations, membership, expiry), never
+    /// per heartbeat.
+    fn log_span(&self) -> tracing::span::EnteredSpan {
+        tracing::info_span!("group", group = %self.group.id()).entered()
+    }
+
     pub(super) async fn run(mut self) {
-        let span = tracing::info_span!("group", group = %self.group.id());
-        async move {
+        {
             self.drain();
             // One sleep, moved only when the core's next deadline moves (most commands, such
             // as a heartbeat, push one member's deadline out and leave the earliest in place).
@@ -264,8 +273,6 @@ impl GroupActor {
                 }
             }
         }
-        .instrument(span)
-        .await
     }
 
     /// Leaves the directory, then answers what was already queued as a Dead group does.
@@ -278,6 +285,7 @@ impl GroupActor {
             self.handle(cmd);
             self.drain();
         }
+        let _span = self.log_span();
         debug!("group retired");
     }
 
@@ -499,6 +507,7 @@ impl GroupActor {
             && self.group.state() == GroupState::Empty
             && self.group.handle_delete(now).is_ok()
         {
+            let _span = self.log_span();
             info!("empty group with no offsets left deleted");
         }
     }
@@ -538,12 +547,26 @@ impl GroupActor {
                         },
                     );
                 }
-                Output::Event(event) => log_event(&event),
+                Output::Event(event) => {
+                    let _span = self.log_span();
+                    log_event(&event);
+                }
             }
         }
+        // Parked requests come in bursts (a rebalance) and then nothing for a long time: an
+        // idle group gives the room back.
+        shrink_if_empty(&mut self.parked_joins);
+        shrink_if_empty(&mut self.parked_syncs);
+        shrink_if_empty(&mut self.pending);
         let mut listing = self.listing.lock().unwrap_or_else(|p| p.into_inner());
         listing.state = self.group.state();
         listing.protocol_type = self.group.protocol_type().unwrap_or_default().to_string();
+    }
+}
+
+fn shrink_if_empty<K, V>(map: &mut HashMap<K, V>) {
+    if map.is_empty() && map.capacity() > 0 {
+        *map = HashMap::new();
     }
 }
 
