@@ -143,18 +143,23 @@ impl Broker {
         })
     }
 
-    /// Reads every stored group and its offsets (on a blocking thread) and hands them to the
-    /// coordinator, which then serves group requests.
+    /// Reads every stored group and its offsets and hands them to the coordinator, which then
+    /// serves group requests. Both run on a blocking thread: rebuilding a million offsets takes
+    /// the better part of a second, which must not hold a runtime worker (the listener already
+    /// answers). The actors are spawned from there onto the runtime.
     ///
     /// # Errors
     /// The store is damaged ([`StoreError::Corrupt`] names the file and what is wrong).
     pub async fn load_groups(&self) -> Result<(), StoreError> {
         let store = self.store.clone();
+        let coordinator = self.coordinator.clone();
         let started = std::time::Instant::now();
-        let groups = tokio::task::spawn_blocking(move || store.load_groups())
-            .await
-            .map_err(|e| StoreError::Io(format!("loading groups: {e}")))??;
-        self.coordinator.load(groups);
+        tokio::task::spawn_blocking(move || -> Result<(), StoreError> {
+            coordinator.load(store.load_groups()?);
+            Ok(())
+        })
+        .await
+        .map_err(|e| StoreError::Io(format!("loading groups: {e}")))??;
         tracing::info!(
             elapsed_ms = started.elapsed().as_millis() as u64,
             "store loaded"

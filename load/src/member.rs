@@ -430,22 +430,36 @@ impl Member {
         }
     }
 
+    /// A steady-state request on the member's shared connection, timed: the response and
+    /// whether the measured window is open. A failed connection counts as a failure and
+    /// yields `None` after a short pause (the caller tries again later).
+    async fn call_shared<R: kafka_protocol::protocol::Request>(
+        &mut self,
+        api: Api,
+        version: i16,
+        req: &R,
+    ) -> Option<(R::Response, bool)> {
+        let t = Instant::now();
+        match self.shared().call(version, req).await {
+            Ok(resp) => {
+                let window = self.in_window();
+                self.stats.record(api, t.elapsed(), window);
+                Some((resp, window))
+            }
+            Err(_) => {
+                self.stats.code(api, "io", true);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                None
+            }
+        }
+    }
+
     async fn heartbeat(&mut self) -> Option<Rejoin> {
         let req = HeartbeatRequest::default()
             .with_group_id(GroupId(str_bytes(&self.group.id)))
             .with_generation_id(self.generation)
             .with_member_id(str_bytes(&self.member_id));
-        let t = Instant::now();
-        let resp = match self.shared().call(HEARTBEAT_V, &req).await {
-            Ok(r) => r,
-            Err(_) => {
-                self.stats.code(Api::Heartbeat, "io", true);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                return None;
-            }
-        };
-        let window = self.in_window();
-        self.stats.record(Api::Heartbeat, t.elapsed(), window);
+        let (resp, window) = self.call_shared(Api::Heartbeat, HEARTBEAT_V, &req).await?;
         match resp.error_code.err() {
             None => {
                 self.stats.code(Api::Heartbeat, "NONE", false);
@@ -477,17 +491,9 @@ impl Member {
             .with_topics(vec![OffsetCommitRequestTopic::default()
                 .with_name(TopicName(str_bytes(&self.run.plan.topic)))
                 .with_partitions(partitions)]);
-        let t = Instant::now();
-        let resp = match self.shared().call(OFFSET_COMMIT_V, &req).await {
-            Ok(r) => r,
-            Err(_) => {
-                self.stats.code(Api::OffsetCommit, "io", true);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                return None;
-            }
-        };
-        let window = self.in_window();
-        self.stats.record(Api::OffsetCommit, t.elapsed(), window);
+        let (resp, window) = self
+            .call_shared(Api::OffsetCommit, OFFSET_COMMIT_V, &req)
+            .await?;
         let mut worst = None;
         let mut ok = 0u64;
         for p in resp.topics.iter().flat_map(|t| t.partitions.iter()) {
