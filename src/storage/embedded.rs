@@ -60,10 +60,22 @@ impl EmbeddedStore {
         // redb's page cache defaults to 1 GiB, filled by every page a transaction touches.
         // Everything koord reads is read once, at start-up (the live state is in the group
         // actors), so a small cache costs nothing and keeps memory proportional to the groups.
-        let db = Database::builder()
-            .set_cache_size(CACHE_BYTES)
-            .create(&path)
-            .map_err(|e| corrupt(e.to_string()))?;
+        // Some damaged files trip an assertion inside redb instead of an error (seen with a
+        // store truncated to half its length): that is still a damaged store, reported with its
+        // path, never a crash that names nothing.
+        let opened = std::panic::catch_unwind(|| {
+            Database::builder()
+                .set_cache_size(CACHE_BYTES)
+                .create(&path)
+        });
+        let db = match opened {
+            Ok(db) => db.map_err(|e| corrupt(e.to_string()))?,
+            Err(_) => {
+                return Err(corrupt(
+                    "the store's page allocator state is damaged".into(),
+                ))
+            }
+        };
         let store = EmbeddedStore {
             db,
             path: path.clone(),
