@@ -17,6 +17,7 @@
 //! - [`uniform`]: balanced and sticky, as Kafka's server-side `UniformAssignor`.
 
 pub mod consumer;
+pub mod learner;
 pub mod policy;
 #[cfg(test)]
 mod properties;

@@ -1,0 +1,488 @@
+//! learner-spec.md section 7, rebalance by rebalance: the seed trace (R1..R4), the scale-down
+//! and the crash examples, and the modes' differences.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::assignor::{GroupSpec, MemberSpec, TopicSpec};
+use crate::group::{MemberId, Timestamp};
+
+/// T1..T5 are partitions 0..4 of topic `T`.
+fn t(i: u32) -> Partition {
+    Partition::new(0, i - 1)
+}
+
+fn ts(list: &[u32]) -> Vec<Partition> {
+    list.iter().map(|&i| t(i)).collect()
+}
+
+fn spec(ids: &[&str]) -> GroupSpec {
+    let sub: Arc<[u32]> = Arc::from(vec![0u32]);
+    GroupSpec {
+        topics: vec![TopicSpec {
+            name: Arc::from("T"),
+            partitions: 5,
+        }],
+        members: ids
+            .iter()
+            .map(|id| MemberSpec {
+                member_id: MemberId::new(*id),
+                instance_id: None,
+                rack: None,
+                subscription: sub.clone(),
+                owned: Vec::new(),
+                user_data: None,
+            })
+            .collect(),
+    }
+}
+
+/// A learner-capable member's join: declared (owned), revoked, learning-ready.
+fn capable(declared: &[u32], revoked: &[u32], ready: &[u32]) -> LearnerInput {
+    LearnerInput {
+        capable: true,
+        declared: ts(declared),
+        revoked: ts(revoked),
+        ready: ts(ready),
+        ..Default::default()
+    }
+}
+
+/// What a member was told: (assigned, revoked, learning, marks).
+type Told = (
+    Vec<Partition>,
+    Vec<Partition>,
+    Vec<Partition>,
+    Vec<Partition>,
+);
+
+fn told(plan: &Plan, i: usize) -> Told {
+    (
+        plan.assigned[i].clone(),
+        plan.revoked[i].clone(),
+        plan.learning[i].clone(),
+        plan.marks[i].clone(),
+    )
+}
+
+fn expect(a: &[u32], r: &[u32], l: &[u32], m: &[u32]) -> Told {
+    (ts(a), ts(r), ts(l), ts(m))
+}
+
+const NOW: Timestamp = Timestamp(1_000_000);
+
+fn run(ids: &[&str], inputs: &[LearnerInput], prev: &State) -> Plan {
+    plan(&spec(ids), inputs, prev, &Settings::default(), NOW)
+}
+
+/// R0..R4 of section 7, returning every plan.
+fn seed_trace() -> Vec<Plan> {
+    let mut plans = Vec::new();
+    // R0: S1, S2, S3 start together: the orphans fill the first members up to Q = 2.
+    let r0 = run(
+        &["S1", "S2", "S3"],
+        &[
+            capable(&[], &[], &[]),
+            capable(&[], &[], &[]),
+            capable(&[], &[], &[]),
+        ],
+        &State::default(),
+    );
+    // R1: S4 joins.
+    let r1 = run(
+        &["S1", "S2", "S3", "S4"],
+        &[
+            capable(&[1, 2], &[], &[]),
+            capable(&[3, 4], &[], &[]),
+            capable(&[5], &[], &[]),
+            capable(&[], &[], &[]),
+        ],
+        &r0.state,
+    );
+    // R2: S5 joins; S1 gave T1 up at its join (marked); S4 is not ready.
+    let r2 = run(
+        &["S1", "S2", "S3", "S4", "S5"],
+        &[
+            capable(&[2], &[1], &[]),
+            capable(&[3, 4], &[], &[]),
+            capable(&[5], &[], &[]),
+            capable(&[], &[], &[]),
+            capable(&[], &[], &[]),
+        ],
+        &r1.state,
+    );
+    // R3: S4 ready, S5 not; S1 and S2 gave their marked tasks up.
+    let r3 = run(
+        &["S1", "S2", "S3", "S4", "S5"],
+        &[
+            capable(&[2], &[1], &[]),
+            capable(&[4], &[3], &[]),
+            capable(&[5], &[], &[]),
+            capable(&[], &[], &[1]),
+            capable(&[], &[], &[]),
+        ],
+        &r2.state,
+    );
+    // R4: S5 ready.
+    let r4 = run(
+        &["S1", "S2", "S3", "S4", "S5"],
+        &[
+            capable(&[2], &[], &[]),
+            capable(&[4], &[3], &[]),
+            capable(&[5], &[], &[]),
+            capable(&[1], &[], &[]),
+            capable(&[], &[], &[3]),
+        ],
+        &r3.state,
+    );
+    plans.extend([r0, r1, r2, r3, r4]);
+    plans
+}
+
+#[test]
+fn seed_trace_r0_starts_as_the_seed() {
+    let p = &seed_trace()[0];
+    assert_eq!(told(p, 0), expect(&[1, 2], &[], &[], &[]));
+    assert_eq!(told(p, 1), expect(&[3, 4], &[], &[], &[]));
+    assert_eq!(told(p, 2), expect(&[5], &[], &[], &[]));
+    assert_eq!(p.follow_up, None);
+}
+
+#[test]
+fn seed_trace_r1_s4_joins_and_learns_t1_from_s1() {
+    let p = &seed_trace()[1];
+    assert_eq!(told(p, 0), expect(&[1, 2], &[], &[], &[1]));
+    assert_eq!(told(p, 1), expect(&[3, 4], &[], &[], &[]));
+    assert_eq!(told(p, 2), expect(&[5], &[], &[], &[]));
+    assert_eq!(told(p, 3), expect(&[], &[], &[1], &[]));
+    assert_eq!(p.state.learners(), 1);
+    assert!(p.probe.is_some(), "learners remain: the probe is armed");
+}
+
+#[test]
+fn seed_trace_r2_s5_joins_and_learns_t3_from_s2() {
+    let p = &seed_trace()[2];
+    assert_eq!(told(p, 0), expect(&[1, 2], &[], &[], &[1]));
+    assert_eq!(told(p, 1), expect(&[3, 4], &[], &[], &[3]));
+    assert_eq!(told(p, 2), expect(&[5], &[], &[], &[]));
+    assert_eq!(told(p, 3), expect(&[], &[], &[1], &[]));
+    assert_eq!(told(p, 4), expect(&[], &[], &[3], &[]));
+    assert_eq!(p.state.learners(), 2, "two learners: the budget");
+}
+
+#[test]
+fn seed_trace_r3_t1_moves_to_s4() {
+    let p = &seed_trace()[3];
+    assert_eq!(told(p, 0), expect(&[2], &[1], &[], &[]));
+    assert_eq!(told(p, 1), expect(&[3, 4], &[], &[], &[3]));
+    assert_eq!(told(p, 2), expect(&[5], &[], &[], &[]));
+    assert_eq!(told(p, 3), expect(&[1], &[], &[], &[]));
+    assert_eq!(told(p, 4), expect(&[], &[], &[3], &[]));
+}
+
+#[test]
+fn seed_trace_r4_t3_moves_to_s5_and_the_group_is_balanced() {
+    let p = &seed_trace()[4];
+    assert_eq!(told(p, 0), expect(&[2], &[], &[], &[]));
+    assert_eq!(told(p, 1), expect(&[4], &[3], &[], &[]));
+    assert_eq!(told(p, 2), expect(&[5], &[], &[], &[]));
+    assert_eq!(told(p, 3), expect(&[1], &[], &[], &[]));
+    assert_eq!(told(p, 4), expect(&[3], &[], &[], &[]));
+    assert_eq!(p.state.learners(), 0);
+    assert_eq!(p.follow_up, None, "balanced, no learners: no follow-up");
+}
+
+#[test]
+fn the_seed_trace_logs_why() {
+    let plans = seed_trace();
+    let topics = spec(&["S1"]).topics;
+    let line = |p: &Plan| {
+        Summary {
+            topics: &topics,
+            plan: p,
+        }
+        .to_string()
+    };
+    assert_eq!(
+        line(&plans[1]).split("; ").next(),
+        Some("learner added: S4 learns T-0 from S1 (fill)")
+    );
+    assert!(line(&plans[3]).starts_with("moved T-0 S1 -> S4 (learner ready)"));
+    assert_eq!(line(&plans[4]), "moved T-2 S2 -> S5 (learner ready)");
+}
+
+/// The wiki's scale-down: S2 leaves; the drain sends T3 to S1 and T4 to S3; three rounds.
+#[test]
+fn scale_down_drains_through_learners() {
+    let ids = ["S1", "S2", "S3"];
+    let r0 = run(
+        &ids,
+        &[
+            capable(&[], &[], &[]),
+            capable(&[], &[], &[]),
+            capable(&[], &[], &[]),
+        ],
+        &State::default(),
+    );
+    let mut leaving = capable(&[3, 4], &[], &[]);
+    leaving.leaving = true;
+    let r1 = run(
+        &ids,
+        &[capable(&[1, 2], &[], &[]), leaving, capable(&[5], &[], &[])],
+        &r0.state,
+    );
+    assert_eq!(told(&r1, 0), expect(&[1, 2], &[], &[3], &[]));
+    assert_eq!(told(&r1, 1), expect(&[3, 4], &[], &[], &[3, 4]));
+    assert_eq!(told(&r1, 2), expect(&[5], &[], &[4], &[]));
+    // R2: S3 is ready; S2 gave T3 and T4 up at its join. T3 goes back, T4 moves.
+    let mut leaving = capable(&[], &[3, 4], &[]);
+    leaving.leaving = true;
+    let r2 = run(
+        &ids,
+        &[
+            capable(&[1, 2], &[], &[]),
+            leaving,
+            capable(&[5], &[], &[4]),
+        ],
+        &r1.state,
+    );
+    assert_eq!(told(&r2, 0), expect(&[1, 2], &[], &[3], &[]));
+    assert_eq!(told(&r2, 1), expect(&[3], &[4], &[], &[3]));
+    assert_eq!(told(&r2, 2), expect(&[4, 5], &[], &[], &[]));
+    // R3: S1 is ready and takes T3; S2 is empty and may shut down.
+    let mut leaving = capable(&[], &[3], &[]);
+    leaving.leaving = true;
+    let r3 = run(
+        &ids,
+        &[
+            capable(&[1, 2], &[], &[3]),
+            leaving,
+            capable(&[4, 5], &[], &[]),
+        ],
+        &r2.state,
+    );
+    assert_eq!(told(&r3, 0), expect(&[1, 2, 3], &[], &[], &[]));
+    assert_eq!(told(&r3, 1), expect(&[], &[3], &[], &[]));
+    assert_eq!(told(&r3, 2), expect(&[4, 5], &[], &[], &[]));
+    assert_eq!(r3.state.learners(), 0);
+}
+
+/// The wiki's crash: S1 dies before S4 is ready; T1 goes straight to S4, the orphan T2 to S3.
+#[test]
+fn crash_promotes_the_learner_and_places_the_orphan() {
+    let plans = seed_trace();
+    let p = run(
+        &["S2", "S3", "S4"],
+        &[
+            capable(&[3, 4], &[], &[]),
+            capable(&[5], &[], &[]),
+            capable(&[], &[], &[]),
+        ],
+        &plans[1].state,
+    );
+    assert_eq!(told(&p, 0), expect(&[3, 4], &[], &[], &[]));
+    assert_eq!(told(&p, 1), expect(&[2, 5], &[], &[], &[]));
+    assert_eq!(told(&p, 2), expect(&[1], &[], &[], &[]));
+}
+
+/// A leaver past `learner.scale.down.timeout.ms` counts as departed: its learners are promoted
+/// whether ready or not (the task it still holds is revoked first).
+#[test]
+fn scale_down_deadline_promotes_unready_learners() {
+    let ids = ["S1", "S2", "S3"];
+    let settings = Settings {
+        scale_down_timeout_ms: Some(30_000),
+        ..Settings::default()
+    };
+    let r0 = plan(
+        &spec(&ids),
+        &[
+            capable(&[], &[], &[]),
+            capable(&[], &[], &[]),
+            capable(&[], &[], &[]),
+        ],
+        &State::default(),
+        &settings,
+        NOW,
+    );
+    let mut leaving = capable(&[3, 4], &[], &[]);
+    leaving.leaving = true;
+    let inputs = [
+        capable(&[1, 2], &[], &[]),
+        leaving.clone(),
+        capable(&[5], &[], &[]),
+    ];
+    let r1 = plan(&spec(&ids), &inputs, &r0.state, &settings, NOW);
+    assert_eq!(
+        r1.follow_up,
+        Some(NOW.plus_ms(30_000)),
+        "the deadline is the follow-up"
+    );
+    // Before the deadline, nothing moves.
+    let r2 = plan(
+        &spec(&ids),
+        &inputs,
+        &r1.state,
+        &settings,
+        NOW.plus_ms(29_999),
+    );
+    assert_eq!(told(&r2, 1).0, ts(&[3, 4]));
+    // At the deadline: S2 still holds T3 and T4, so they are revoked first...
+    let r3 = plan(
+        &spec(&ids),
+        &inputs,
+        &r2.state,
+        &settings,
+        NOW.plus_ms(30_000),
+    );
+    assert_eq!(told(&r3, 0).0, ts(&[1, 2]));
+    assert_eq!(told(&r3, 1).0, ts(&[]));
+    assert_eq!(told(&r3, 2).0, ts(&[5]));
+    // ... and granted once S2 gave them up, ready or not.
+    leaving.declared.clear();
+    let inputs = [capable(&[1, 2], &[], &[]), leaving, capable(&[5], &[], &[])];
+    let r4 = plan(
+        &spec(&ids),
+        &inputs,
+        &r3.state,
+        &settings,
+        NOW.plus_ms(31_000),
+    );
+    assert_eq!(told(&r4, 0).0, ts(&[1, 2, 3]));
+    assert_eq!(told(&r4, 1).0, ts(&[]));
+    assert_eq!(told(&r4, 2).0, ts(&[4, 5]));
+    assert_eq!(r4.state.learners(), 0);
+}
+
+/// Ready-gated: the owner keeps the marked task at its join; once the learner is ready the
+/// owner's assignment drops it (revoke), and the next generation grants it.
+#[test]
+fn ready_gated_revokes_then_grants() {
+    let plans = seed_trace();
+    // R2 as in ready-gated mode: S1 kept T1 (no marks on the wire).
+    let r2 = run(
+        &["S1", "S2", "S3", "S4"],
+        &[
+            capable(&[1, 2], &[], &[]),
+            capable(&[3, 4], &[], &[]),
+            capable(&[5], &[], &[]),
+            capable(&[], &[], &[1]),
+        ],
+        &plans[1].state,
+    );
+    assert_eq!(
+        told(&r2, 0),
+        expect(&[2], &[], &[], &[]),
+        "T1 revoked from S1"
+    );
+    assert_eq!(
+        told(&r2, 3),
+        expect(&[], &[], &[1], &[]),
+        "S4 keeps learning T1"
+    );
+    let r3 = run(
+        &["S1", "S2", "S3", "S4"],
+        &[
+            capable(&[2], &[], &[]),
+            capable(&[3, 4], &[], &[]),
+            capable(&[5], &[], &[]),
+            capable(&[], &[], &[1]),
+        ],
+        &r2.state,
+    );
+    assert_eq!(told(&r3, 0), expect(&[2], &[], &[], &[]));
+    assert_eq!(told(&r3, 3), expect(&[1], &[], &[], &[]));
+}
+
+/// Unmodified clients: their learners are ready `warmup_ms` after planning, and that moment is
+/// the follow-up that makes koord start a rebalance.
+#[test]
+fn unmodified_learners_are_ready_after_the_warm_up() {
+    let settings = Settings {
+        warmup_ms: 2_000,
+        ..Settings::default()
+    };
+    let plain = |declared: &[u32]| LearnerInput {
+        declared: ts(declared),
+        ..Default::default()
+    };
+    let ids = ["S1", "S2", "S3", "S4"];
+    let r0 = plan(
+        &spec(&ids[..3]),
+        &[plain(&[]), plain(&[]), plain(&[])],
+        &State::default(),
+        &settings,
+        NOW,
+    );
+    let r1 = plan(
+        &spec(&ids),
+        &[plain(&[1, 2]), plain(&[3, 4]), plain(&[5]), plain(&[])],
+        &r0.state,
+        &settings,
+        NOW,
+    );
+    assert_eq!(r1.learning[3], ts(&[1]));
+    assert_eq!(r1.assigned[3], ts(&[]));
+    assert_eq!(r1.follow_up, Some(NOW.plus_ms(2_000)));
+    // Too early: nothing moves.
+    let r2 = plan(
+        &spec(&ids),
+        &[plain(&[1, 2]), plain(&[3, 4]), plain(&[5]), plain(&[])],
+        &r1.state,
+        &settings,
+        NOW.plus_ms(1_999),
+    );
+    assert_eq!(r2.assigned, r1.assigned);
+    // Ready: S1 (cooperative, still holding T1) gives it up first, then S4 gets it.
+    let r3 = plan(
+        &spec(&ids),
+        &[plain(&[1, 2]), plain(&[3, 4]), plain(&[5]), plain(&[])],
+        &r2.state,
+        &settings,
+        NOW.plus_ms(2_000),
+    );
+    assert_eq!(r3.assigned[0], ts(&[2]));
+    assert_eq!(r3.assigned[3], ts(&[]));
+    let r4 = plan(
+        &spec(&ids),
+        &[plain(&[2]), plain(&[3, 4]), plain(&[5]), plain(&[])],
+        &r3.state,
+        &settings,
+        NOW.plus_ms(2_100),
+    );
+    assert_eq!(r4.assigned[3], ts(&[1]));
+    assert_eq!(r4.follow_up, None);
+    // An eager owner gave everything up at its join: the move is immediate.
+    let r3_eager = plan(
+        &spec(&ids),
+        &[plain(&[]), plain(&[]), plain(&[]), plain(&[])],
+        &r2.state,
+        &settings,
+        NOW.plus_ms(2_000),
+    );
+    assert_eq!(
+        r3_eager.assigned,
+        vec![ts(&[2]), ts(&[3, 4]), ts(&[5]), ts(&[1])]
+    );
+}
+
+#[test]
+fn the_budget_limits_learners() {
+    let ids = ["S1", "S2", "S3", "S4", "S5"];
+    let r0 = run(&ids[..1], &[capable(&[], &[], &[])], &State::default());
+    assert_eq!(r0.assigned[0], ts(&[1, 2, 3, 4, 5]));
+    let r1 = run(
+        &ids,
+        &[
+            capable(&[1, 2, 3, 4, 5], &[], &[]),
+            capable(&[], &[], &[]),
+            capable(&[], &[], &[]),
+            capable(&[], &[], &[]),
+            capable(&[], &[], &[]),
+        ],
+        &r0.state,
+    );
+    assert_eq!(r1.state.learners(), 2);
+    assert_eq!(r1.learning[1], ts(&[1]));
+    assert_eq!(r1.learning[2], ts(&[2]));
+}
