@@ -395,11 +395,11 @@ def test_restart_keeps_learners_and_marks(learners, tmp_path):
 
     before = len(group.events)
     server.restart()
-    restarted = len(group.events)
-    # Every member's connection broke; each is back once one of its heartbeats is answered.
+    # Every member's connection broke; each is back once one of its heartbeats is answered
+    # (possibly before restart() returned: it waits for koord to load its groups).
     group.events.wait_for(
         "every member heartbeating the restarted koord",
-        lambda log: True if {e["client"] for e in log[restarted:]
+        lambda log: True if {e["client"] for e in log[before:]
                              if e["event"] == "reconnected"} >= set(R1) else None)
 
     group.ready("S4")
