@@ -154,6 +154,11 @@ class Learners:
         self.procs[name].stdin.write(b"ready\n")
         self.procs[name].stdin.flush()
 
+    def leave(self, name):
+        """Tells `name` to leave: it joins with leaving=true and exits once it holds nothing."""
+        self.procs[name].stdin.write(b"leave\n")
+        self.procs[name].stdin.flush()
+
     def stderr_tails(self, lines=25):
         out = []
         for name in self.procs:
@@ -417,4 +422,53 @@ def test_restart_keeps_learners_and_marks(learners, tmp_path):
     assert {n: e["member_id"] for n, e in r2.items()} == ids
     early = [e for e in group.syncs(after) if e["generation"] != g2]
     assert not early, f"generations completed between the restart and S4's readiness: {early}"
+    check_one_owner_at_a_time(group)
+
+
+def test_scale_down_drains_through_learners(learners):
+    """learner-spec.md 7, scale-down: S2 leaves (leaving=true) and keeps processing T3 and T4
+    while they are learned, T3 by S1 and T4 by S3 (the drain, step 4a: the first member below
+    Q); once both learners are ready the tasks move, S2 holds nothing and exits, and no task was
+    ever on two members."""
+    _, group = learners("seed")
+    group.start("S1", restore_ms=500, gated=True)
+    group.start("S2")
+    group.start("S3", restore_ms=500, gated=True)
+    names = ["S1", "S2", "S3"]
+
+    def latest_of(log, who):
+        latest = {}
+        for e in log:
+            if e["event"] == "sync" and e["client"] in who:
+                latest[e["client"]] = e
+        return latest if set(latest) == set(who) else None
+
+    def layout(who, want, **extra):
+        def check(log):
+            latest = latest_of(log, who)
+            if latest is None or len({e["generation"] for e in latest.values()}) != 1:
+                return None
+            ok = all(latest[n]["assigned"] == want[n] and all(
+                latest[n][k] == v.get(n, []) for k, v in extra.items()) for n in who)
+            return latest if ok else None
+        return check
+
+    group.events.wait_for("S1[T1,T2], S2[T3,T4], S3[T5]",
+                          layout(names, {"S1": [0, 1], "S2": [2, 3], "S3": [4]}))
+    group.leave("S2")
+    drain = group.events.wait_for(
+        "S2 leaving: T3 learned by S1, T4 by S3, S2 still holding both (marked)",
+        layout(names, {"S1": [0, 1], "S2": [2, 3], "S3": [4]},
+               learning={"S1": [2], "S3": [3]}, marks={"S2": [2, 3]}))
+    assert any(e["event"] == "join" and e["client"] == "S2" and e["leaving"]
+               for e in group.events.snapshot())
+    group.ready("S1")
+    group.ready("S3")
+    group.events.wait_for("S2 gone; S1[T1,T2,T3], S3[T4,T5]",
+                          lambda log: layout(["S1", "S3"], {"S1": [0, 1, 2], "S3": [3, 4]},
+                                             learning={})(log)
+                          if any(e["event"] == "exit" and e["client"] == "S2" for e in log)
+                          else None)
+    s2 = [e for e in group.syncs() if e["client"] == "S2"]
+    assert s2[-1]["assigned"] == [] and s2[-1]["generation"] > drain["S2"]["generation"]
     check_one_owner_at_a_time(group)
