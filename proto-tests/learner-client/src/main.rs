@@ -239,7 +239,8 @@ impl Member {
                 _ = shutdown.wait_for(|s| *s) => return Err(Stop::Shutdown),
             }
         };
-        let api = format!("{:?}", kafka_protocol::messages::ApiKey::try_from(R::KEY));
+        let api = kafka_protocol::messages::ApiKey::try_from(R::KEY)
+            .map_or_else(|()| format!("api {}", R::KEY), |k| format!("{k:?}"));
         match &result {
             Ok(_) => {
                 self.conn = slot;
