@@ -88,8 +88,8 @@ string_id!(
 pub struct MemberId(pub Arc<str>);
 
 impl MemberId {
-    pub fn new(s: impl AsRef<str>) -> Self {
-        Self(Arc::from(s.as_ref()))
+    pub fn new(s: impl Into<Arc<str>>) -> Self {
+        Self(s.into())
     }
 
     pub fn as_str(&self) -> &str {
@@ -117,7 +117,7 @@ impl From<&str> for MemberId {
 
 impl From<String> for MemberId {
     fn from(s: String) -> Self {
-        Self(Arc::from(s))
+        MemberId::new(s)
     }
 }
 

@@ -34,7 +34,12 @@ impl ServerAssignor for FixedAssignor {
         Ok(input
             .members
             .iter()
-            .map(|m| (m.member_id.clone(), Bytes::from(m.member_id.as_str().to_owned())))
+            .map(|m| {
+                (
+                    m.member_id.clone(),
+                    Bytes::from(m.member_id.as_str().to_owned()),
+                )
+            })
             .collect())
     }
 }
