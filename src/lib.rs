@@ -18,8 +18,9 @@
 //! - [`broker`]: the state every API shares: configuration, topics, partition logs, producer ids.
 //! - [`metadata`]: the topics this node knows (configured or created at run time), their ids and
 //!   partition counts, and Kafka's topic-name rules.
-//! - [`coordinator`]: the group directory (`DashMap`) and one actor task per group that owns
-//!   its group core and offsets, parks JoinGroup/SyncGroup replies and drives the core's timers.
+//! - [`coordinator`]: the group directory (`DashMap`) and the shard tasks that own the groups
+//!   (each group has one owner, the shard its id hashes to): a group's core and offsets, its
+//!   parked JoinGroup/SyncGroup replies, and the core's timers.
 //! - [`group`]: the PURE group state machines (no tokio, no clock, no I/O): the classic
 //!   consumer-group protocol ([`group::ClassicGroup`]: JoinGroup, SyncGroup, Heartbeat,
 //!   LeaveGroup, the group checks of OffsetCommit), driven by `handle_*` inputs that take `now`

@@ -40,7 +40,7 @@ async fn describe(broker: &Broker, id: GroupId, version: i16, with_ops: bool) ->
                     .into_iter()
                     .map(|m| {
                         let member = DescribedGroupMember::default()
-                            .with_member_id(str_bytes(m.member_id.0))
+                            .with_member_id(str_bytes(m.member_id.as_str()))
                             .with_client_id(str_bytes(m.client_id))
                             .with_client_host(str_bytes(m.client_host))
                             .with_member_metadata(m.metadata)

@@ -23,15 +23,15 @@ fn response(reply: JoinReply, version: i16) -> JoinGroupResponse {
     let mut resp = JoinGroupResponse::default()
         .with_error_code(code(reply.error))
         .with_generation_id(reply.generation.0)
-        .with_leader(str_bytes(reply.leader.0))
-        .with_member_id(str_bytes(reply.member_id.0))
+        .with_leader(str_bytes(reply.leader.as_str()))
+        .with_member_id(str_bytes(reply.member_id.as_str()))
         .with_members(
             reply
                 .members
                 .into_iter()
                 .map(|m| {
                     JoinGroupResponseMember::default()
-                        .with_member_id(str_bytes(m.member_id.0))
+                        .with_member_id(str_bytes(m.member_id.as_str()))
                         // v0-4 cannot carry it; a static member in a group with an older
                         // leader is still described by its member id.
                         .with_group_instance_id(

@@ -21,7 +21,7 @@ fn response(outcome: LeaveOutcome, version: i16) -> LeaveGroupResponse {
                 .into_iter()
                 .map(|m| {
                     MemberResponse::default()
-                        .with_member_id(str_bytes(m.member_id.0))
+                        .with_member_id(str_bytes(m.member_id.as_str()))
                         .with_group_instance_id(m.instance_id.map(|i| str_bytes(i.0)))
                         .with_error_code(code(m.error))
                 })

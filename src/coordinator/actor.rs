@@ -1,15 +1,21 @@
-//! One group's actor: owns the group core and its offsets, serves its queue one command at a
-//! time, sleeps until the core's next deadline, and turns the core's outputs into replies, log
-//! lines and writes.
+//! The group actors: each group's state has one owner, a *shard* task, which serves the queue
+//! shared by its groups one command at a time, sleeps until the earliest deadline of any of
+//! them, and turns each core's outputs into replies, log lines and writes.
 //!
-//! Every write goes to the storage task with a completion that comes back through the actor's
-//! own completion queue. A reply that depends on a write (OffsetCommit, OffsetDelete,
-//! DeleteGroups, and through the core the SyncGroup that completes a generation) is sent only
-//! in that completion, and in-memory offsets change only then, so a failed write changes nothing
-//! and the reply carries the mapped error. The actor keeps serving its queue meanwhile, so
-//! commits pipeline; completions arrive in submission order (one FIFO storage task).
+//! A group belongs to the shard its id hashes to, for its whole life, so its commands are
+//! served in the order they were sent and no lock guards group state. Sharing a task and a
+//! queue among many groups is what keeps an idle group small: a task of its own and a channel
+//! of its own cost several KB per group (their futures, timer entries and queue blocks), more
+//! than a group of ten members holds.
+//!
+//! Every write goes to the storage task with a completion that comes back through the shard's
+//! queue. A reply that depends on a write (OffsetCommit, OffsetDelete, DeleteGroups, and through
+//! the core the SyncGroup that completes a generation) is sent only in that completion, and
+//! in-memory offsets change only then, so a failed write changes nothing and the reply carries
+//! the mapped error. The group keeps serving its commands meanwhile, so commits pipeline;
+//! completions arrive in submission order (one FIFO storage task).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
@@ -22,18 +28,30 @@ use super::{
 };
 use crate::group::{
     ClassicGroup, GroupError, GroupEvent, GroupId, GroupRecord, GroupState, Heartbeat, JoinGroup,
-    JoinReply, LeaveGroup, LeaveOutcome, Output, RequestToken, SyncGroup, SyncReply, WriteId,
+    JoinReply, LeaveGroup, LeaveOutcome, Output, RequestToken, SyncGroup, SyncReply, Timestamp,
+    WriteId,
 };
 use crate::offsets::{
     self, FetchedOffset, MemoryOffsetStore, OffsetAndMetadata, OffsetStore, TopicPartition,
 };
 use crate::storage::{Mutation, Storage, StoreError};
 
-/// A request for the actor, with where its answer goes.
+/// A command for one group, as its shard's queue carries it.
+pub(super) struct Envelope {
+    pub group: GroupId,
+    pub cmd: Command,
+}
+
+/// A request for a group, with where its answer goes.
 ///
-/// Large requests are boxed: a group's queue allocates its slots in blocks, so the size of a
-/// command is paid per slot of every group whether used or not.
+/// Large requests are boxed: queues allocate their slots in blocks of 32 commands.
 pub(super) enum Command {
+    /// A new group (created, or loaded at start-up). Sent while the directory entry is being
+    /// inserted, so it precedes every other command for the group.
+    Create(Box<NewGroup>),
+    /// The group retired as number `.0` of its shard no longer answers: every command sent
+    /// while it was in the directory is ahead of this one in the queue.
+    Forget(u64),
     Join(Box<JoinGroup>, oneshot::Sender<JoinReply>),
     Sync(Box<SyncGroup>, oneshot::Sender<SyncReply>),
     Heartbeat(Heartbeat, oneshot::Sender<Result<(), GroupError>>),
@@ -51,8 +69,8 @@ pub(super) enum Command {
         oneshot::Sender<Result<PartitionResults, GroupError>>,
     ),
     Describe(oneshot::Sender<Option<GroupDescription>>),
-    /// A write this actor submitted is durable (or failed). Completions come through the same
-    /// queue as requests: one queue per group, not two.
+    /// A write this group submitted is durable (or failed). Completions come through the same
+    /// queue as requests.
     WriteDone(u64, Result<(), StoreError>),
     Delete(oneshot::Sender<Result<(), GroupError>>),
     ExpireOffsets,
@@ -81,79 +99,264 @@ enum Pending {
 /// Commands served back to back from the queue before timers are looked at again.
 const BATCH: usize = 64;
 
+/// What every group of a shard shares.
+pub(super) struct Ctx {
+    pub settings: Arc<Settings>,
+    pub clock: Clock,
+    pub storage: Storage,
+    pub directory: Arc<DashMap<GroupId, Handle>>,
+    /// The shard's own queue, for write completions. Weak, so that the shard ends once the
+    /// directory is dropped (shutdown).
+    pub tx: mpsc::WeakUnboundedSender<Envelope>,
+}
+
+/// A group a shard is to own from now on.
+pub(super) struct NewGroup {
+    pub group: ClassicGroup,
+    pub offsets: MemoryOffsetStore,
+    pub listing: Arc<Mutex<GroupListing>>,
+}
+
+/// One group's state in its shard: the core, its offsets and the replies it has parked.
 pub(super) struct GroupActor {
     group: ClassicGroup,
     offsets: MemoryOffsetStore,
-    settings: Arc<Settings>,
-    clock: Clock,
-    rx: mpsc::UnboundedReceiver<Command>,
-    /// Our own sender, to recognise our entry in the directory when removing it.
-    tx: mpsc::UnboundedSender<Command>,
     listing: Arc<Mutex<GroupListing>>,
-    directory: Arc<DashMap<GroupId, Handle>>,
     parked_joins: HashMap<RequestToken, oneshot::Sender<JoinReply>>,
     parked_syncs: HashMap<RequestToken, oneshot::Sender<SyncReply>>,
     next_token: u64,
-    storage: Storage,
     /// Submitted writes, by submission id, until their [`Command::WriteDone`].
     pending: HashMap<u64, Pending>,
     next_submission: u64,
     /// The reply of a DeleteGroups whose tombstone the core is about to emit.
     delete_reply: Option<oneshot::Sender<Result<(), GroupError>>>,
+    /// The deadline this group has in its shard's timer set.
+    armed: Option<Timestamp>,
 }
 
-/// Everything a new actor starts with besides its queue.
-pub(super) struct ActorParts {
-    pub group: ClassicGroup,
-    pub offsets: MemoryOffsetStore,
-    pub settings: Arc<Settings>,
-    pub clock: Clock,
-    pub storage: Storage,
-    pub listing: Arc<Mutex<GroupListing>>,
-    pub directory: Arc<DashMap<GroupId, Handle>>,
+/// A task that owns many groups (see the module docs).
+pub(super) struct Shard {
+    rx: mpsc::UnboundedReceiver<Envelope>,
+    ctx: Ctx,
+    /// Where each live group of this shard is in `slots`.
+    index: HashMap<GroupId, u32>,
+    slots: Vec<Option<Box<GroupActor>>>,
+    free: Vec<u32>,
+    /// Each live group's earliest deadline, by slot.
+    timers: BTreeSet<(Timestamp, u32)>,
+    /// Groups that left the directory, until their [`Command::Forget`]: commands already queued
+    /// for them get a Dead group's answers.
+    retired: HashMap<GroupId, (u64, Box<GroupActor>)>,
+    retirements: u64,
+}
+
+impl Shard {
+    pub(super) fn new(rx: mpsc::UnboundedReceiver<Envelope>, ctx: Ctx) -> Shard {
+        Shard {
+            rx,
+            ctx,
+            index: HashMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            timers: BTreeSet::new(),
+            retired: HashMap::new(),
+            retirements: 0,
+        }
+    }
+
+    pub(super) async fn run(mut self) {
+        // One sleep for the whole shard, moved only when the earliest deadline moves (most
+        // commands, such as a heartbeat, push one member's deadline out and leave the
+        // earliest in place).
+        let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
+        tokio::pin!(sleep);
+        let mut armed: Option<Timestamp> = None;
+        loop {
+            let next = self.timers.first().map(|&(at, _)| at);
+            if next != armed {
+                if let Some(at) = next {
+                    sleep.as_mut().reset(self.ctx.clock.instant_at(at));
+                }
+                armed = next;
+            }
+            tokio::select! {
+                env = self.rx.recv() => match env {
+                    Some(env) => {
+                        self.dispatch(env);
+                        // Whatever else is queued is served before the deadlines are looked
+                        // at again (bounded, so timers are never starved).
+                        for _ in 0..BATCH {
+                            let Ok(env) = self.rx.try_recv() else { break };
+                            self.dispatch(env);
+                        }
+                    }
+                    // Every sender is gone: the directory was dropped (shutdown).
+                    None => break,
+                },
+                _ = &mut sleep, if armed.is_some() => {
+                    armed = None;
+                    self.fire_timers();
+                }
+            }
+        }
+    }
+
+    fn dispatch(&mut self, Envelope { group, cmd }: Envelope) {
+        match cmd {
+            Command::Create(new) => self.insert(group, *new),
+            Command::Forget(n) => {
+                if self.retired.get(&group).is_some_and(|(m, _)| *m == n) {
+                    self.retired.remove(&group);
+                }
+            }
+            cmd => {
+                if let Some(&slot) = self.index.get(&group) {
+                    if let Some(actor) = self.slots[slot as usize].as_mut() {
+                        actor.handle(&self.ctx, cmd);
+                    }
+                    self.after(slot);
+                } else if let Some((_, actor)) = self.retired.get_mut(&group) {
+                    actor.handle(&self.ctx, cmd);
+                    actor.drain(&self.ctx);
+                }
+                // Otherwise nothing owns the group (cannot happen: a command is sent only while
+                // the group is in the directory); dropping the command drops its reply sender,
+                // which the caller answers as COORDINATOR_NOT_AVAILABLE.
+            }
+        }
+    }
+
+    fn insert(&mut self, id: GroupId, new: NewGroup) {
+        let actor = Box::new(GroupActor::new(new));
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Some(actor);
+                slot
+            }
+            None => {
+                self.slots.push(Some(actor));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        if let Some(old) = self.index.insert(id, slot) {
+            // Cannot happen (a group is created only when missing from the directory); the
+            // newer group wins, as the directory says.
+            self.retire_slot(old);
+        }
+        self.after(slot);
+    }
+
+    /// Every group whose deadline has come gets its timeout input.
+    fn fire_timers(&mut self) {
+        let now = self.ctx.clock.now();
+        let due: Vec<u32> = self
+            .timers
+            .range(..=(now, u32::MAX))
+            .map(|&(_, slot)| slot)
+            .collect();
+        for slot in due {
+            if let Some(actor) = self.slots[slot as usize].as_mut() {
+                actor.group.handle_timeout(now);
+                self.after(slot);
+            }
+        }
+    }
+
+    /// After any input to the group in `slot`: deliver its outputs, move its deadline, and
+    /// retire it once it is Dead.
+    fn after(&mut self, slot: u32) {
+        let Some(actor) = self.slots[slot as usize].as_mut() else {
+            return;
+        };
+        actor.drain(&self.ctx);
+        let next = actor.group.next_deadline();
+        if next != actor.armed {
+            if let Some(at) = actor.armed {
+                self.timers.remove(&(at, slot));
+            }
+            if let Some(at) = next {
+                self.timers.insert((at, slot));
+            }
+            actor.armed = next;
+        }
+        // A Dead group waits for its tombstone (and any other write) to be durable before it
+        // leaves the directory, so a group created after it under the same id writes after it.
+        if actor.group.state() == GroupState::Dead && actor.pending.is_empty() {
+            self.retire_slot(slot);
+        }
+    }
+
+    /// Takes the group in `slot` out of the directory and of the live groups; what is already
+    /// queued for it is answered as a Dead group does, until its [`Command::Forget`].
+    fn retire_slot(&mut self, slot: u32) {
+        let Some(actor) = self.slots[slot as usize].take() else {
+            return;
+        };
+        self.free.push(slot);
+        if let Some(at) = actor.armed {
+            self.timers.remove(&(at, slot));
+        }
+        let id = actor.group.id().clone();
+        if self.index.get(&id) == Some(&slot) {
+            self.index.remove(&id);
+        }
+        self.ctx
+            .directory
+            .remove_if(&id, |_, h| Arc::ptr_eq(&h.listing, &actor.listing));
+        {
+            let _span = actor.log_span();
+            debug!("group retired");
+        }
+        self.retirements += 1;
+        let n = self.retirements;
+        if let Some(tx) = self.ctx.tx.upgrade() {
+            let _ = tx.send(Envelope {
+                group: id.clone(),
+                cmd: Command::Forget(n),
+            });
+        }
+        self.retired.insert(id, (n, actor));
+    }
 }
 
 impl GroupActor {
-    pub(super) fn new(
-        parts: ActorParts,
-        rx: mpsc::UnboundedReceiver<Command>,
-        tx: mpsc::UnboundedSender<Command>,
-    ) -> GroupActor {
+    fn new(new: NewGroup) -> GroupActor {
         GroupActor {
-            group: parts.group,
-            offsets: parts.offsets,
-            settings: parts.settings,
-            clock: parts.clock,
-            rx,
-            tx,
-            listing: parts.listing,
-            directory: parts.directory,
+            group: new.group,
+            offsets: new.offsets,
+            listing: new.listing,
             parked_joins: HashMap::new(),
             parked_syncs: HashMap::new(),
             next_token: 0,
-            storage: parts.storage,
             pending: HashMap::new(),
             next_submission: 0,
             delete_reply: None,
+            armed: None,
         }
     }
 
     /// Sends `batch` to the storage task; `then` runs in [`GroupActor::complete`].
-    fn submit(&mut self, batch: Vec<Mutation>, then: Pending) {
+    fn submit(&mut self, ctx: &Ctx, batch: Vec<Mutation>, then: Pending) {
         let id = self.next_submission;
         self.next_submission += 1;
         self.pending.insert(id, then);
-        let done = self.tx.clone();
-        self.storage.submit(
+        let done = ctx.tx.clone();
+        let group = self.group.id().clone();
+        ctx.storage.submit(
             batch,
             Box::new(move |result| {
-                let _ = done.send(Command::WriteDone(id, result));
+                if let Some(tx) = done.upgrade() {
+                    let _ = tx.send(Envelope {
+                        group,
+                        cmd: Command::WriteDone(id, result),
+                    });
+                }
             }),
         );
     }
 
     /// A submitted write is durable (or failed): apply it to memory and answer.
-    fn complete(&mut self, id: u64, result: Result<(), StoreError>) {
+    fn complete(&mut self, ctx: &Ctx, id: u64, result: Result<(), StoreError>) {
         let Some(pending) = self.pending.remove(&id) else {
             return;
         };
@@ -163,7 +366,7 @@ impl GroupActor {
                 write,
                 delete_reply,
             } => {
-                let now = self.clock.now();
+                let now = ctx.clock.now();
                 self.group
                     .handle_write_complete(write, error.map_or(Ok(()), Err), now);
                 if let Some(reply) = delete_reply {
@@ -218,7 +421,7 @@ impl GroupActor {
         }
     }
 
-    /// The `group` span a log line of this actor is written in. Entered around each line
+    /// The `group` span a log line of this group is written in. Entered around each line
     /// rather than held for the actor's life: a live span costs every group its registry entry
     /// and formatted fields, and the lines are rare (generations, membership, expiry), never
     /// per heartbeat.
@@ -226,76 +429,13 @@ impl GroupActor {
         tracing::info_span!("group", group = %self.group.id()).entered()
     }
 
-    pub(super) async fn run(mut self) {
-        {
-            self.drain();
-            // One sleep, moved only when the core's next deadline moves (most commands, such
-            // as a heartbeat, push one member's deadline out and leave the earliest in place).
-            let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
-            tokio::pin!(sleep);
-            let mut armed: Option<tokio::time::Instant> = None;
-            loop {
-                let deadline = self.group.next_deadline().map(|d| self.clock.instant_at(d));
-                if deadline != armed {
-                    if let Some(at) = deadline {
-                        sleep.as_mut().reset(at);
-                    }
-                    armed = deadline;
-                }
-                tokio::select! {
-                    cmd = self.rx.recv() => match cmd {
-                        Some(cmd) => {
-                            self.handle(cmd);
-                            // Whatever else is queued is served before the deadline is
-                            // looked at again (bounded, so timers are never starved).
-                            for _ in 0..BATCH {
-                                let Ok(cmd) = self.rx.try_recv() else { break };
-                                self.drain();
-                                self.handle(cmd);
-                            }
-                        }
-                        // Every sender is gone: the directory dropped us (shutdown).
-                        None => break,
-                    },
-                    _ = &mut sleep, if armed.is_some() => {
-                        armed = None;
-                        let now = self.clock.now();
-                        self.group.handle_timeout(now);
-                    }
-                }
-                self.drain();
-                // A Dead group waits for its tombstone (and any other write) to be durable
-                // before it leaves the directory, so a group created after it under the same
-                // id writes after it.
-                if self.group.state() == GroupState::Dead && self.pending.is_empty() {
-                    self.retire();
-                    break;
-                }
-            }
-        }
-    }
-
-    /// Leaves the directory, then answers what was already queued as a Dead group does.
-    fn retire(&mut self) {
-        let id = self.group.id().clone();
-        self.directory
-            .remove_if(&id, |_, h| h.tx.same_channel(&self.tx));
-        self.rx.close();
-        while let Ok(cmd) = self.rx.try_recv() {
-            self.handle(cmd);
-            self.drain();
-        }
-        let _span = self.log_span();
-        debug!("group retired");
-    }
-
     fn token(&mut self) -> RequestToken {
         self.next_token += 1;
         RequestToken(self.next_token)
     }
 
-    fn handle(&mut self, cmd: Command) {
-        let now = self.clock.now();
+    fn handle(&mut self, ctx: &Ctx, cmd: Command) {
+        let now = ctx.clock.now();
         match cmd {
             Command::Join(mut req, reply) => {
                 let token = self.token();
@@ -315,8 +455,8 @@ impl GroupActor {
             Command::Leave(req, reply) => {
                 let _ = reply.send(self.group.handle_leave(&req, now));
             }
-            Command::Commit(commit, reply) => self.commit(*commit, reply),
-            Command::WriteDone(id, result) => self.complete(id, result),
+            Command::Commit(commit, reply) => self.commit(ctx, *commit, reply),
+            Command::WriteDone(id, result) => self.complete(ctx, id, result),
             Command::Fetch(partitions, reply) => {
                 let readable = self.group.serves_offset_fetch();
                 let _ = reply.send(offsets::fetch(
@@ -326,7 +466,9 @@ impl GroupActor {
                     partitions.as_deref(),
                 ));
             }
-            Command::DeleteOffsets(partitions, reply) => self.delete_offsets(partitions, reply),
+            Command::DeleteOffsets(partitions, reply) => {
+                self.delete_offsets(ctx, partitions, reply)
+            }
             Command::Describe(reply) => {
                 let _ = reply.send(self.describe());
             }
@@ -344,22 +486,25 @@ impl GroupActor {
                     }
                 }
             }
-            Command::ExpireOffsets => self.expire_offsets(),
+            Command::ExpireOffsets => self.expire_offsets(ctx),
+            // Served by the shard.
+            Command::Create(_) | Command::Forget(_) => {}
         }
     }
 
     fn commit(
         &mut self,
+        ctx: &Ctx,
         commit: OffsetCommit,
         reply: oneshot::Sender<Result<PartitionResults, GroupError>>,
     ) {
-        let now = self.clock.now();
+        let now = ctx.clock.now();
         if let Err(e) = self.group.validate_offset_commit(&commit.auth, now) {
             let _ = reply.send(Err(e));
             return;
         }
         let prepared = offsets::prepare_commit(
-            &self.settings.offsets,
+            &ctx.settings.offsets,
             commit.partitions,
             commit.retention_time_ms,
             now,
@@ -379,6 +524,7 @@ impl GroupActor {
             })
             .collect();
         self.submit(
+            ctx,
             batch,
             Pending::Commit {
                 reply,
@@ -390,6 +536,7 @@ impl GroupActor {
 
     fn delete_offsets(
         &mut self,
+        ctx: &Ctx,
         partitions: Vec<TopicPartition>,
         reply: oneshot::Sender<Result<PartitionResults, GroupError>>,
     ) {
@@ -422,6 +569,7 @@ impl GroupActor {
             })
             .collect();
         self.submit(
+            ctx,
             batch,
             Pending::DeleteOffsets {
                 reply,
@@ -466,8 +614,8 @@ impl GroupActor {
         })
     }
 
-    fn expire_offsets(&mut self) {
-        let now = self.clock.now();
+    fn expire_offsets(&mut self, ctx: &Ctx) {
+        let now = ctx.clock.now();
         let id = self.group.id().clone();
         let current = self.offsets.group_offsets(&id);
         // An offset with a commit still on its way to disk is not expired under it.
@@ -490,7 +638,7 @@ impl GroupActor {
             |topic| self.group.is_subscribed_to_topic(topic),
             |_| false,
             now,
-            self.settings.offsets.retention_ms,
+            ctx.settings.offsets.retention_ms,
         );
         if !expired.expired.is_empty() {
             let batch = expired
@@ -501,7 +649,7 @@ impl GroupActor {
                     tp: tp.clone(),
                 })
                 .collect();
-            self.submit(batch, Pending::Expired(expired.expired));
+            self.submit(ctx, batch, Pending::Expired(expired.expired));
         }
         if expired.all_expired
             && self.group.state() == GroupState::Empty
@@ -514,7 +662,7 @@ impl GroupActor {
 
     /// Delivers every output of the core; records go to the storage task, and their
     /// completions come back through [`GroupActor::complete`].
-    fn drain(&mut self) {
+    fn drain(&mut self, ctx: &Ctx) {
         while let Some(out) = self.group.poll_output() {
             match out {
                 Output::JoinReply { token, reply } => {
@@ -540,6 +688,7 @@ impl GroupActor {
                         }
                     };
                     self.submit(
+                        ctx,
                         vec![mutation],
                         Pending::Group {
                             write,
@@ -560,7 +709,10 @@ impl GroupActor {
         shrink_if_empty(&mut self.pending);
         let mut listing = self.listing.lock().unwrap_or_else(|p| p.into_inner());
         listing.state = self.group.state();
-        listing.protocol_type = self.group.protocol_type().unwrap_or_default().to_string();
+        let protocol_type = self.group.protocol_type().unwrap_or_default();
+        if listing.protocol_type != protocol_type {
+            listing.protocol_type = protocol_type.to_string();
+        }
     }
 }
 

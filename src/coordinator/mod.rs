@@ -1,13 +1,15 @@
-//! The group directory and one actor task per group.
+//! The group directory and the shard tasks that own the groups.
 //!
-//! [`Coordinator`] maps group ids to their actors (a `DashMap`). Each actor owns its group's
-//! [`ClassicGroup`] and committed offsets and is the only code that touches them, so group state
-//! needs no locks; requests reach it through its queue and are handled one at a time.
+//! [`Coordinator`] maps group ids to their groups (a `DashMap`). Each group's [`ClassicGroup`]
+//! and committed offsets are owned by one shard task (the one its id hashes to), which is the
+//! only code that touches them, so group state needs no locks; requests reach it through the
+//! shard's queue and are handled one at a time, in the order they were sent.
 //! JoinGroup and SyncGroup replies are parked as oneshot senders keyed by [`RequestToken`] and
 //! completed when the pure core emits a reply for that token, often while handling another
 //! member's request or a timer. Timers are not tasks: the actor sleeps until the core's
-//! [`ClassicGroup::next_deadline`] and calls [`ClassicGroup::handle_timeout`], which re-checks
-//! every deadline, so a stale wake-up does nothing.
+//! [`ClassicGroup::next_deadline`] (the earliest over the shard's groups) and calls
+//! [`ClassicGroup::handle_timeout`], which re-checks every deadline, so a stale wake-up does
+//! nothing.
 //!
 //! A request for a group that does not exist is answered from [`crate::group::missing`] without
 //! spawning anything, except those that create a group: a JoinGroup without a member id, and an
@@ -25,8 +27,9 @@ mod actor;
 mod clock;
 
 use std::collections::BTreeSet;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -49,7 +52,7 @@ use crate::offsets::{
 };
 use crate::storage::{LoadedGroup, Storage};
 
-use actor::{ActorParts, Command, GroupActor};
+use actor::{Command, Ctx, Envelope, NewGroup, Shard};
 
 /// What every group actor is configured with.
 #[derive(Debug, Clone)]
@@ -143,9 +146,8 @@ pub struct OffsetCommit {
 /// Per-partition results of a commit or an offset delete, in request order.
 pub type PartitionResults = Vec<(TopicPartition, Option<GroupError>)>;
 
-#[derive(Clone)]
+/// A group's directory entry. Its commands go to the shard its id hashes to.
 struct Handle {
-    tx: mpsc::UnboundedSender<Command>,
     listing: Arc<Mutex<GroupListing>>,
 }
 
@@ -166,6 +168,20 @@ pub struct Coordinator {
     storage: Storage,
     /// Set until [`Coordinator::load`] has rebuilt the stored groups.
     loading: AtomicBool,
+    /// The shards' queues; a group's shard is `shard_hasher(id) % shards.len()`.
+    shards: Vec<mpsc::UnboundedSender<Envelope>>,
+    shard_hasher: RandomState,
+    /// The shard tasks, until the first command spawns them (a directory may be built
+    /// outside the runtime).
+    unstarted: Mutex<Vec<Shard>>,
+    started: Once,
+}
+
+/// How many shard tasks own the groups: a few per CPU, so that groups on different shards
+/// are served in parallel and a busy group delays few others.
+fn shard_count() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
+    (cpus * 8).clamp(8, 256)
 }
 
 impl Coordinator {
@@ -184,12 +200,31 @@ impl Coordinator {
         storage: Storage,
         loading: bool,
     ) -> Arc<Coordinator> {
+        let groups = Arc::new(DashMap::new());
+        let settings = Arc::new(settings);
+        let (shards, unstarted) = (0..shard_count())
+            .map(|_| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let ctx = Ctx {
+                    settings: settings.clone(),
+                    clock: clock.clone(),
+                    storage: storage.clone(),
+                    directory: groups.clone(),
+                    tx: tx.downgrade(),
+                };
+                (tx, Shard::new(rx, ctx))
+            })
+            .unzip();
         Arc::new(Coordinator {
-            groups: Arc::new(DashMap::new()),
-            settings: Arc::new(settings),
+            groups,
+            settings,
             clock,
             storage,
             loading: AtomicBool::new(loading),
+            shards,
+            shard_hasher: RandomState::new(),
+            unstarted: Mutex::new(unstarted),
+            started: Once::new(),
         })
     }
 
@@ -249,7 +284,10 @@ impl Coordinator {
     /// with no offsets left).
     pub fn expire_offsets(&self) {
         for entry in self.groups.iter() {
-            let _ = entry.value().tx.send(Command::ExpireOffsets);
+            let _ = self.shard(entry.key()).send(Envelope {
+                group: entry.key().clone(),
+                cmd: Command::ExpireOffsets,
+            });
         }
     }
 
@@ -268,61 +306,65 @@ impl Coordinator {
         self.spawn_actor(group, MemoryOffsetStore::default())
     }
 
+    /// Hands a new group to its shard. The caller inserts the returned entry in the directory
+    /// (the group's first command can only follow that).
     fn spawn_actor(&self, group: ClassicGroup, offsets: MemoryOffsetStore) -> Handle {
-        let (tx, rx) = mpsc::unbounded_channel();
         let listing = Arc::new(Mutex::new(GroupListing {
             group_id: group.id().clone(),
             state: group.state(),
             protocol_type: group.protocol_type().unwrap_or_default().to_string(),
         }));
-        let handle = Handle {
-            tx: tx.clone(),
-            listing: listing.clone(),
-        };
-        let actor = GroupActor::new(
-            ActorParts {
+        let id = group.id().clone();
+        let _ = self.shard(&id).send(Envelope {
+            group: id,
+            cmd: Command::Create(Box::new(NewGroup {
                 group,
                 offsets,
-                settings: self.settings.clone(),
-                clock: self.clock.clone(),
-                storage: self.storage.clone(),
-                listing,
-                directory: self.groups.clone(),
-            },
-            rx,
-            tx,
-        );
-        tokio::spawn(actor.run());
-        handle
+                listing: listing.clone(),
+            })),
+        });
+        Handle { listing }
     }
 
-    /// Sends a command to the group's actor, creating the group when `create` says how and it
+    /// The queue of the shard that owns `id` (spawning the shards on first use).
+    fn shard(&self, id: &GroupId) -> &mpsc::UnboundedSender<Envelope> {
+        self.started.call_once(|| {
+            let shards =
+                std::mem::take(&mut *self.unstarted.lock().unwrap_or_else(|p| p.into_inner()));
+            for shard in shards {
+                tokio::spawn(shard.run());
+            }
+        });
+        let n = self.shard_hasher.hash_one(id) as usize % self.shards.len();
+        &self.shards[n]
+    }
+
+    /// Sends a command to the group's shard, creating the group when `create` says how and it
     /// does not exist. Returns the command back when the group does not exist (and was not
     /// created), so the caller can answer from what it carried.
+    ///
+    /// The command is queued while the directory entry is held, so a group that retires
+    /// (leaving the directory first) has every command sent to it ahead of its retirement in
+    /// the shard's queue, and answers them as a Dead group.
     #[allow(clippy::result_large_err)]
-    fn send(&self, id: &GroupId, create: Option<Create>, mut cmd: Command) -> Result<(), Command> {
-        // A send fails only when the actor has just gone Dead and closed its queue; it removes
-        // itself from the directory first, so the retry sees the group as missing.
-        for _ in 0..3 {
-            let handle = match (self.groups.get(id), create) {
-                (Some(h), _) => h.clone(),
-                (None, None) => return Err(cmd),
-                (None, Some(how)) => self
-                    .groups
-                    .entry(id.clone())
-                    .or_insert_with(|| self.spawn(id, how))
-                    .clone(),
-            };
-            match handle.tx.send(cmd) {
-                Ok(()) => return Ok(()),
-                Err(mpsc::error::SendError(back)) => {
-                    cmd = back;
-                    self.groups
-                        .remove_if(id, |_, h| h.tx.same_channel(&handle.tx));
-                }
-            }
+    fn send(&self, id: GroupId, create: Option<Create>, cmd: Command) -> Result<(), Command> {
+        let shard = self.shard(&id);
+        let queue = |id: GroupId, cmd: Command| {
+            shard
+                .send(Envelope { group: id, cmd })
+                .map_err(|mpsc::error::SendError(env)| env.cmd)
+        };
+        if let Some(_entry) = self.groups.get(&id) {
+            return queue(id, cmd);
         }
-        Err(cmd)
+        let Some(how) = create else {
+            return Err(cmd);
+        };
+        let _entry = self
+            .groups
+            .entry(id.clone())
+            .or_insert_with(|| self.spawn(&id, how));
+        queue(id, cmd)
     }
 
     /// Awaits an actor's answer. An actor that is gone without answering (it cannot panic on
@@ -339,7 +381,7 @@ impl Coordinator {
         let member = req.member_id.clone();
         let create = missing::join(&req).is_none().then_some(Create::Classic);
         let (tx, rx) = oneshot::channel();
-        match self.send(&id, create, Command::Join(Box::new(req), tx)) {
+        match self.send(id, create, Command::Join(Box::new(req), tx)) {
             Ok(()) => {
                 Self::answer(rx, || {
                     JoinReply::error(GroupError::CoordinatorNotAvailable, member)
@@ -358,7 +400,7 @@ impl Coordinator {
             return SyncReply::error(GroupError::CoordinatorLoadInProgress);
         }
         let (tx, rx) = oneshot::channel();
-        match self.send(&id, None, Command::Sync(Box::new(req), tx)) {
+        match self.send(id, None, Command::Sync(Box::new(req), tx)) {
             Ok(()) => {
                 Self::answer(rx, || SyncReply::error(GroupError::CoordinatorNotAvailable)).await
             }
@@ -372,7 +414,7 @@ impl Coordinator {
             return Ok(());
         }
         let (tx, rx) = oneshot::channel();
-        match self.send(&id, None, Command::Heartbeat(req, tx)) {
+        match self.send(id, None, Command::Heartbeat(req, tx)) {
             Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
             Err(_) => Err(missing::sync_or_heartbeat()),
         }
@@ -386,7 +428,7 @@ impl Coordinator {
             };
         }
         let (tx, rx) = oneshot::channel();
-        match self.send(&id, None, Command::Leave(req, tx)) {
+        match self.send(id, None, Command::Leave(req, tx)) {
             Ok(()) => {
                 Self::answer(rx, || LeaveOutcome {
                     error: Some(GroupError::CoordinatorNotAvailable),
@@ -415,7 +457,7 @@ impl Coordinator {
             .is_ok()
             .then_some(Create::Simple);
         let (tx, rx) = oneshot::channel();
-        match self.send(&id, create, Command::Commit(Box::new(commit), tx)) {
+        match self.send(id, create, Command::Commit(Box::new(commit), tx)) {
             Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
             Err(Command::Commit(c, _)) => {
                 missing::offset_commit(&c.auth, c.group_id_not_found_supported)?;
@@ -441,7 +483,7 @@ impl Coordinator {
                 partitions.as_deref(),
             )
         };
-        match self.send(&id, None, Command::Fetch(partitions, tx)) {
+        match self.send(id, None, Command::Fetch(partitions, tx)) {
             Ok(()) => Self::answer(rx, Vec::new).await,
             Err(Command::Fetch(partitions, _)) => missing_answer(partitions),
             Err(_) => Vec::new(),
@@ -458,7 +500,7 @@ impl Coordinator {
             return Err(GroupError::CoordinatorLoadInProgress);
         }
         let (tx, rx) = oneshot::channel();
-        match self.send(&id, None, Command::DeleteOffsets(partitions, tx)) {
+        match self.send(id, None, Command::DeleteOffsets(partitions, tx)) {
             Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
             Err(_) => Err(GroupError::GroupIdNotFound),
         }
@@ -467,7 +509,7 @@ impl Coordinator {
     /// DescribeGroups for one group; `None` when it does not exist.
     pub async fn describe(&self, id: GroupId) -> Option<GroupDescription> {
         let (tx, rx) = oneshot::channel();
-        self.send(&id, None, Command::Describe(tx)).ok()?;
+        self.send(id, None, Command::Describe(tx)).ok()?;
         rx.await.ok().flatten()
     }
 
@@ -478,7 +520,7 @@ impl Coordinator {
             return Err(GroupError::CoordinatorLoadInProgress);
         }
         let (tx, rx) = oneshot::channel();
-        match self.send(&id, None, Command::Delete(tx)) {
+        match self.send(id, None, Command::Delete(tx)) {
             Ok(()) => Self::answer(rx, || Err(GroupError::GroupIdNotFound)).await,
             Err(_) => Err(GroupError::GroupIdNotFound),
         }

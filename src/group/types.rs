@@ -5,6 +5,7 @@
 //! tests without the codec.
 
 use std::fmt;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -77,11 +78,48 @@ string_id!(
     GroupId
 );
 
-string_id!(
-    /// A member id as Kafka spells it: `{client_id or instance_id}-{uuid}`. The empty id is
-    /// Kafka's `UNKNOWN_MEMBER_ID` ("I have no id yet"), see [`MemberId::is_unknown`].
-    MemberId
-);
+/// A member id as Kafka spells it: `{client_id or instance_id}-{uuid}`. The empty id is
+/// Kafka's `UNKNOWN_MEMBER_ID` ("I have no id yet"), see [`MemberId::is_unknown`].
+///
+/// Shared, not owned: a member's id is held by the member, the group's member map, its session
+/// timer, the leader field and many outputs, and every clone shares one allocation (the memory
+/// per idle member is a goal of the project). Compares, orders and hashes as its string.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemberId(pub Arc<str>);
+
+impl MemberId {
+    pub fn new(s: impl Into<Arc<str>>) -> Self {
+        Self(s.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for MemberId {
+    fn default() -> Self {
+        MemberId::new("")
+    }
+}
+
+impl fmt::Display for MemberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for MemberId {
+    fn from(s: &str) -> Self {
+        MemberId::new(s)
+    }
+}
+
+impl From<String> for MemberId {
+    fn from(s: String) -> Self {
+        MemberId::new(s)
+    }
+}
 
 string_id!(
     /// A static member's `group.instance.id` (KIP-345).
@@ -91,7 +129,7 @@ string_id!(
 impl MemberId {
     /// Kafka's `UNKNOWN_MEMBER_ID`: the empty string.
     pub fn unknown() -> MemberId {
-        MemberId(String::new())
+        MemberId::new("")
     }
 
     /// True for the empty id a new member joins with.

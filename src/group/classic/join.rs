@@ -74,7 +74,7 @@ impl ClassicGroup {
             Some(instance) => instance.as_str(),
             None => req.client_id.as_str(),
         };
-        let new_id = MemberId(format!("{prefix}-{}", req.member_id_nonce));
+        let new_id = MemberId::from(format!("{prefix}-{}", req.member_id_nonce));
         debug_assert!(
             !self.members.contains_key(&new_id) && !self.pending_members.contains(&new_id),
             "member id nonce reused"

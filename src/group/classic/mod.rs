@@ -321,8 +321,41 @@ impl ClassicGroup {
     }
 
     /// The next output, in order. Drain until `None` after every input.
+    ///
+    /// Once drained, the group gives back room it no longer uses (see
+    /// [`ClassicGroup::release_spare_capacity`]).
     pub fn poll_output(&mut self) -> Option<Output> {
-        self.outputs.pop_front()
+        let out = self.outputs.pop_front();
+        if out.is_none() {
+            self.release_spare_capacity();
+        }
+        out
+    }
+
+    /// Frees what the last burst left allocated but unused: a join phase queues a reply and a
+    /// timer change per member, a write continuation per record and a pending-sync entry per
+    /// member, and then the group idles for hours. Idle groups are the common case (the memory
+    /// per idle member is a goal of the project), so their queues and maps hold nothing. Cheap
+    /// when there is nothing to give back: a few capacity checks per input. Members are
+    /// trimmed only outside a join phase, which would grow them again member by member.
+    fn release_spare_capacity(&mut self) {
+        if self.outputs.capacity() > 0 {
+            self.outputs = VecDeque::new();
+        }
+        if self.pending_writes.is_empty() && self.pending_writes.capacity() > 0 {
+            self.pending_writes = HashMap::new();
+        }
+        if self.pending_sync.is_empty() && self.pending_sync.capacity() > 0 {
+            self.pending_sync = IndexSet::new();
+        }
+        if self.pending_members.is_empty() && self.pending_members.capacity() > 0 {
+            self.pending_members = IndexSet::new();
+        }
+        if matches!(self.state, GroupState::Stable | GroupState::Empty)
+            && self.members.capacity() > self.members.len()
+        {
+            self.members.shrink_to_fit();
+        }
     }
 
     /// Every pending output, in order.

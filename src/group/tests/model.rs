@@ -35,7 +35,12 @@ impl ServerAssignor for FixedAssignor {
             assignments: input
                 .members
                 .iter()
-                .map(|m| (m.member_id.clone(), Bytes::from(m.member_id.0.clone())))
+                .map(|m| {
+                    (
+                        m.member_id.clone(),
+                        Bytes::from(m.member_id.as_str().to_owned()),
+                    )
+                })
                 .collect(),
             ..AssignOutcome::default()
         })
@@ -166,7 +171,7 @@ fn run(seed: u64, steps: usize) -> Vec<GroupEvent> {
                     let instance = client.instance.clone();
                     ctx.leave(&[("", instance.as_deref())]);
                 } else {
-                    let id = client.member_id.0.clone();
+                    let id = client.member_id.as_str().to_owned();
                     ctx.leave(&[(id.as_str(), client.instance.as_deref())]);
                     client.member_id = MemberId::unknown();
                 }
