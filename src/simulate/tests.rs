@@ -1,6 +1,8 @@
+//! The simulator's own tests: determinism, and the costs each protocol is known to pay.
+
 use super::*;
 
-fn scenario(strategy: Strategy, restore_ms: u64) -> Scenario {
+fn small(strategy: Strategy, restore_ms: u64) -> Scenario {
     Scenario {
         tasks: 12,
         before: 2,
@@ -12,10 +14,136 @@ fn scenario(strategy: Strategy, restore_ms: u64) -> Scenario {
     }
 }
 
+fn clean(r: &Report) {
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    assert!(r.balanced_after_ms.is_some(), "never balanced");
+}
+
 #[test]
-fn smoke() {
-    for s in [Strategy::Range, Strategy::Uniform] {
-        let r = run(&scenario(s, 5_000)).unwrap();
-        eprintln!("{}", table(&[r]));
+fn same_flags_same_output() {
+    for strategy in [Strategy::Range, Strategy::Uniform] {
+        let s = small(strategy, 5_000);
+        let (a, b) = (run(&s).unwrap(), run(&s).unwrap());
+        assert_eq!(table(&[a.clone()]), table(&[b.clone()]));
+        assert_eq!(json(&s, &[a.clone()]), json(&s, &[b.clone()]));
+        assert_eq!(svg::render(&s, &a), svg::render(&s, &b));
     }
+    // The figures of one small scenario, pinned.
+    let r = run(&small(Strategy::Range, 5_000)).unwrap();
+    let line = table(&[r]);
+    let row = line.lines().nth(1).unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        ["range", "eager", "5", "s", "1", "42", "s", "6", "s", "6", "s", "12", "6", "s"],
+        "{line}"
+    );
+}
+
+/// Range re-deals the ranges: every task is down for the barrier (eager members give up
+/// everything at the join), and a task that changed owner also for its restore.
+#[test]
+fn eager_pays_the_barrier_everywhere_and_the_restore_on_moved_tasks() {
+    let restore = 7_000;
+    let r = run(&small(Strategy::Range, restore)).unwrap();
+    clean(&r);
+    assert_eq!(r.rebalances, 1);
+    let down = r.recorder.downtimes();
+    let moved = moved_tasks(&r);
+    assert_eq!(
+        moved.len(),
+        6,
+        "2 -> 3 members: [0-5][6-11] -> [0-3][4-7][8-11]"
+    );
+    for (t, d) in down.iter().enumerate() {
+        let expected = if moved.contains(&(t as u32)) {
+            1_000 + restore
+        } else {
+            1_000
+        };
+        assert_eq!(*d, expected, "task {t}");
+    }
+}
+
+/// Cooperative members keep what stays through the join; a moved task is revoked in one
+/// generation and granted in the next, then restored: two rebalances, and the moved task is
+/// down for one barrier plus its restore.
+#[test]
+fn cooperative_moves_cost_two_rebalances() {
+    let restore = 7_000;
+    let r = run(&small(Strategy::Uniform, restore)).unwrap();
+    clean(&r);
+    assert_eq!(r.rebalances, 2);
+    let down = r.recorder.downtimes();
+    let moved = moved_tasks(&r);
+    assert_eq!(moved.len(), 4, "uniform moves only what balance needs");
+    for (t, d) in down.iter().enumerate() {
+        let expected = if moved.contains(&(t as u32)) {
+            1_000 + restore
+        } else {
+            0
+        };
+        assert_eq!(*d, expected, "task {t}");
+    }
+    assert_eq!(r.balanced_after_ms, Some(2 * 1_000 + restore));
+}
+
+#[test]
+fn scale_in_with_classic_clients_restores_the_leavers_tasks() {
+    for strategy in [Strategy::Range, Strategy::Uniform] {
+        let s = Scenario {
+            before: 3,
+            after: 2,
+            ..small(strategy, 4_000)
+        };
+        let r = run(&s).unwrap();
+        clean(&r);
+        assert_eq!(r.rebalances, 1, "{strategy:?}");
+        // The leaver's tasks have no owner from the leave to the next assignment, then restore.
+        assert_eq!(r.downtime.max_ms, 1_000 + 4_000, "{strategy:?}");
+    }
+}
+
+#[test]
+fn an_explicit_schedule_spaces_the_changes() {
+    let s = Scenario {
+        schedule: Some(vec![(0, 1), (30_000, 1)]),
+        ..small(Strategy::Uniform, 2_000)
+    };
+    let r = run(&s).unwrap();
+    clean(&r);
+    assert_eq!(r.rebalances, 4, "two joins, two rebalances each");
+    assert!(r.balanced_after_ms.unwrap() >= 30_000);
+    assert_eq!(r.member_names.len(), 4);
+}
+
+#[test]
+fn bad_scenarios_are_refused() {
+    let s = Scenario {
+        schedule: Some(vec![(0, -3)]),
+        ..small(Strategy::Range, 0)
+    };
+    assert!(run(&s).is_err());
+    assert!(Strategy::parse("sticky", None).is_err());
+    assert!(Strategy::parse("learner", Some("lazy")).is_err());
+}
+
+/// Tasks whose first owner after the change differs from their owner before it.
+fn moved_tasks(r: &Report) -> Vec<u32> {
+    let change = r.recorder.change;
+    r.recorder
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, timeline)| {
+            let before = timeline
+                .iter()
+                .take_while(|(at, _)| *at < change)
+                .last()
+                .and_then(|(_, v)| v.owner);
+            let last = timeline.last().and_then(|(_, v)| v.owner);
+            before != last
+        })
+        .map(|(t, _)| t as u32)
+        .collect()
 }

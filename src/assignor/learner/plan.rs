@@ -357,7 +357,11 @@ pub fn plan(
     let receivers = plane.order.iter().filter(|&&m| plane.in_n[m]).count();
     // q and Q; with nobody to receive, no member can be below or above them.
     let q = n.checked_div(receivers).unwrap_or(0) as i64;
-    let big_q = if receivers == 0 { 0 } else { n.div_ceil(receivers) as i64 };
+    let big_q = if receivers == 0 {
+        0
+    } else {
+        n.div_ceil(receivers) as i64
+    };
 
     // Step 2: orphans, to the first member of N with P < Q (cold restore).
     orphans(&mut plane, big_q);
