@@ -24,8 +24,8 @@ fn same_flags_same_output() {
     for strategy in [Strategy::Range, Strategy::Uniform] {
         let s = small(strategy, 5_000);
         let (a, b) = (run(&s).unwrap(), run(&s).unwrap());
-        assert_eq!(table(&[a.clone()]), table(&[b.clone()]));
-        assert_eq!(json(&s, &[a.clone()]), json(&s, &[b.clone()]));
+        assert_eq!(table(std::slice::from_ref(&a)), table(std::slice::from_ref(&b)));
+        assert_eq!(json(&s, std::slice::from_ref(&a)), json(&s, std::slice::from_ref(&b)));
         assert_eq!(svg::render(&s, &a), svg::render(&s, &b));
     }
     // The figures of one small scenario, pinned.
