@@ -96,6 +96,8 @@ pub struct Config {
     pub group_assignment_overrides: Vec<Override>,
     /// Whether each group commit of the store syncs to disk before writes are acknowledged.
     pub offsets_commit_sync: crate::storage::SyncPolicy,
+    /// The `learner.*` settings of the learner assignor.
+    pub learner: crate::assignor::learner::Settings,
 }
 
 impl Default for Config {
@@ -123,6 +125,7 @@ impl Default for Config {
             group_assignor: "uniform".to_owned(),
             group_assignment_overrides: Vec::new(),
             offsets_commit_sync: crate::storage::SyncPolicy::Always,
+            learner: crate::assignor::learner::Settings::default(),
         }
     }
 }
@@ -268,6 +271,22 @@ fn topics(v: &Value) -> Result<Vec<TopicSpec>, String> {
 }
 
 /// A key holding an integer field of [`Config`], accepted within `min..=max`.
+/// A `learner.*` integer key: a field of [`crate::assignor::learner::Settings`].
+macro_rules! learner_int_key {
+    ($name:literal, $doc:literal, $field:ident: $ty:ty, $min:expr, $max:expr) => {
+        Key {
+            name: $name,
+            kafka: None,
+            doc: $doc,
+            apply: |c, v| {
+                c.learner.$field = int(v, $min, $max)? as $ty;
+                Ok(())
+            },
+            show: |c| Value::Integer(c.learner.$field as i64),
+        }
+    };
+}
+
 macro_rules! int_key {
     ($name:literal, $kafka:expr, $doc:literal, $field:ident: $ty:ty, $min:expr, $max:expr) => {
         Key {
@@ -395,7 +414,7 @@ pub static KEYS: &[Key] = &[
     Key {
         name: "group.assignor",
         kafka: None,
-        doc: "who assigns consumer groups: client (the leader, as in Kafka), or range, roundrobin, uniform",
+        doc: "who assigns consumer groups: client (the leader, as in Kafka), or range, roundrobin, uniform, learner (members that choose the protocol learner always get it)",
         apply: |c, v| {
             let s = string(v)?;
             check_choice(&s, BUILTIN)?;
@@ -434,6 +453,33 @@ pub static KEYS: &[Key] = &[
         },
         show: |c| Value::String(c.offsets_commit_sync.name().to_string()),
     },
+    Key {
+        name: "learner.mode",
+        kafka: None,
+        doc: "seed: owners give up tasks being learned at every join; ready-gated: koord revokes a task only once its learner is ready",
+        apply: |c, v| {
+            let s = string(v)?;
+            c.learner.mode = crate::assignor::learner::Mode::parse(&s)
+                .ok_or_else(|| format!("expected seed or ready-gated, got `{s}`"))?;
+            Ok(())
+        },
+        show: |c| Value::String(c.learner.mode.as_str().to_owned()),
+    },
+    learner_int_key!("learner.max.learners", "learners a group may have at once (the group-wide budget)", max_learners: usize, 1, i32::MAX as i64),
+    learner_int_key!("learner.acceptable.recovery.lag", "a learner that reports a lag at most this is ready", acceptable_recovery_lag: i64, 0, i64::MAX),
+    learner_int_key!("learner.warmup.ms", "unmodified clients: a learner is ready this long after it was planned (0: at the next rebalance)", warmup_ms: u64, 0, i64::MAX),
+    Key {
+        name: "learner.scale.down.timeout.ms",
+        kafka: None,
+        doc: "how long a leaving member is drained through learners before its learners are promoted ready or not; -1 is forever",
+        apply: |c, v| {
+            let ms = int(v, -1, i64::MAX)?;
+            c.learner.scale_down_timeout_ms = u64::try_from(ms).ok();
+            Ok(())
+        },
+        show: |c| Value::Integer(c.learner.scale_down_timeout_ms.map_or(-1, |ms| ms as i64)),
+    },
+    learner_int_key!("learner.probe.interval.ms", "while learners remain, koord re-evaluates at least this often", probe_interval_ms: u64, 1, i64::MAX),
 ];
 
 fn key(name: &str) -> Result<&'static Key, ConfigError> {

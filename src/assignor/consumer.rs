@@ -23,6 +23,13 @@
 //! The members follow the cooperative protocol when the protocol they chose is a cooperative
 //! assignor's (`cooperative-sticky`), or when any of them declares owned partitions: an eager
 //! client gives up everything before rejoining and declares none.
+//!
+//! The learner assignor ([`super::learner`]) is stateful: its state S comes in with the
+//! [`AssignmentInput`] and goes back in the [`AssignOutcome`], with the moment koord must start
+//! the next rebalance itself. Members that chose the protocol `learner` are learner-capable:
+//! their subscription's user data is a `LearnerSubscription` and their assignment's a
+//! `LearnerAssignment`. Any group whose members chose `learner` is assigned by it, whatever the
+//! configured choice, as a protocol name names its assignor in Kafka.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -30,9 +37,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::learner::wire::{LearnerAssignment, LearnerSubscription};
+use super::learner::{self, LearnerInput};
 use super::protocol::{decode_assignment, decode_subscription, encode_assignment, TopicPartitions};
 use super::{Assignor, GroupSpec, MemberSpec, Partition, TopicIndex, TopicSpec};
-use crate::group::{AssignmentInput, GroupError, MemberId, Protocol, ServerAssignor};
+use crate::group::{
+    AssignOutcome, AssignmentInput, GroupError, MemberId, Protocol, ServerAssignor,
+};
 
 /// The protocol type of Kafka consumer groups, the only one koord assigns.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
@@ -59,36 +70,91 @@ impl TopicCatalog for BTreeMap<String, u32> {
     }
 }
 
-/// Assigns `consumer` groups with an [`Assignor`].
+/// Who assigns a `consumer` group whose members did not choose `learner`.
+#[derive(Debug, Clone)]
+pub enum Choice {
+    /// Its leader, as in Apache Kafka.
+    Client,
+    /// A stateless assignor.
+    Plain(Arc<dyn Assignor>),
+    /// The learner assignor.
+    Learner,
+}
+
+/// Assigns `consumer` groups: with the configured [`Choice`], and with the learner assignor
+/// whenever the members chose `learner`.
 #[derive(Debug, Clone)]
 pub struct ConsumerAssignor {
-    assignor: Arc<dyn Assignor>,
+    choice: Choice,
     topics: Arc<dyn TopicCatalog>,
+    learner: Arc<learner::Settings>,
 }
 
 impl ConsumerAssignor {
     pub fn new(assignor: Arc<dyn Assignor>, topics: Arc<dyn TopicCatalog>) -> ConsumerAssignor {
-        ConsumerAssignor { assignor, topics }
+        ConsumerAssignor::with_choice(
+            Choice::Plain(assignor),
+            topics,
+            Arc::new(learner::Settings::default()),
+        )
+    }
+
+    pub fn with_choice(
+        choice: Choice,
+        topics: Arc<dyn TopicCatalog>,
+        learner: Arc<learner::Settings>,
+    ) -> ConsumerAssignor {
+        ConsumerAssignor {
+            choice,
+            topics,
+            learner,
+        }
+    }
+}
+
+/// The user data of a learner-capable member's subscription; none is nothing to report.
+fn learner_subscription(user_data: Option<&Bytes>) -> Result<LearnerSubscription, GroupError> {
+    match user_data {
+        Some(b) if !b.is_empty() => {
+            LearnerSubscription::decode(b).map_err(|_| GroupError::InconsistentGroupProtocol)
+        }
+        _ => Ok(LearnerSubscription::default()),
     }
 }
 
 impl ServerAssignor for ConsumerAssignor {
-    fn name(&self) -> &str {
-        self.assignor.name()
-    }
-
     fn serves(&self, protocol_type: &str) -> bool {
         protocol_type == CONSUMER_PROTOCOL_TYPE
     }
 
+    fn assignor_for(&self, protocol_name: &str) -> Option<&str> {
+        if protocol_name == learner::NAME {
+            return Some(learner::NAME);
+        }
+        match &self.choice {
+            Choice::Client => None,
+            Choice::Plain(a) => Some(a.name()),
+            Choice::Learner => Some(learner::NAME),
+        }
+    }
+
     fn validate(&self, protocols: &[Protocol]) -> Result<(), GroupError> {
         for p in protocols {
-            decode_subscription(&p.metadata).map_err(|_| GroupError::InconsistentGroupProtocol)?;
+            let is_learner = p.name == learner::NAME;
+            if matches!(self.choice, Choice::Client) && !is_learner {
+                // The leader reads it, as in Kafka.
+                continue;
+            }
+            let s = decode_subscription(&p.metadata)
+                .map_err(|_| GroupError::InconsistentGroupProtocol)?;
+            if is_learner {
+                learner_subscription(s.user_data.as_ref())?;
+            }
         }
         Ok(())
     }
 
-    fn assign(&self, input: &AssignmentInput<'_>) -> Result<Vec<(MemberId, Bytes)>, GroupError> {
+    fn assign(&self, input: &AssignmentInput<'_>) -> Result<AssignOutcome, GroupError> {
         let mut members = Vec::with_capacity(input.members.len());
         for m in &input.members {
             let subscription = decode_subscription(m.metadata)
@@ -109,6 +175,14 @@ impl ServerAssignor for ConsumerAssignor {
                 current,
             });
         }
+        let plain = match self.assignor_for(input.protocol_name) {
+            Some(learner::NAME) => return self.assign_learner(input, &members),
+            Some(_) => match &self.choice {
+                Choice::Plain(a) => a,
+                _ => return Err(GroupError::InconsistentGroupProtocol),
+            },
+            None => return Err(GroupError::InconsistentGroupProtocol),
+        };
         let cooperative = COOPERATIVE_PROTOCOLS.contains(&input.protocol_name)
             || members.iter().any(|m| {
                 m.subscription
@@ -117,7 +191,7 @@ impl ServerAssignor for ConsumerAssignor {
                     .any(|(_, ps)| !ps.is_empty())
             });
         let built = build_spec(&members, self.topics.as_ref());
-        let mut target = self.assignor.assign(&built.spec).to_lists();
+        let mut target = plain.assign(&built.spec).to_lists();
         if cooperative {
             for (i, list) in target.iter_mut().enumerate() {
                 list.retain(|p| {
@@ -128,7 +202,7 @@ impl ServerAssignor for ConsumerAssignor {
                 });
             }
         }
-        Ok(members
+        let assignments = members
             .iter()
             .zip(target)
             .map(|(m, mut partitions)| {
@@ -140,8 +214,113 @@ impl ServerAssignor for ConsumerAssignor {
                 );
                 (m.member_id.clone(), bytes)
             })
-            .collect())
+            .collect();
+        // A stateless assignor keeps no state: a learner state from an earlier choice is gone.
+        Ok(AssignOutcome {
+            assignments,
+            ..AssignOutcome::default()
+        })
     }
+}
+
+impl ConsumerAssignor {
+    /// The learner assignor: S in, plan, S and the follow-up out.
+    fn assign_learner(
+        &self,
+        input: &AssignmentInput<'_>,
+        members: &[Decoded],
+    ) -> Result<AssignOutcome, GroupError> {
+        let capable = input.protocol_name == learner::NAME;
+        let built = build_spec(members, self.topics.as_ref());
+        let spec = &built.spec;
+        let mut inputs = Vec::with_capacity(members.len());
+        for (m, declared) in members.iter().zip(&built.claimed) {
+            let sub = if capable {
+                learner_subscription(m.subscription.user_data.as_ref())?
+            } else {
+                LearnerSubscription::default()
+            };
+            inputs.push(LearnerInput {
+                capable,
+                declared: declared.clone(),
+                revoked: resolve(spec, &sub.revoked),
+                ready: resolve(spec, &sub.ready),
+                lags: sub
+                    .lags
+                    .iter()
+                    .filter_map(|l| {
+                        let p = u32::try_from(l.partition).ok()?;
+                        Some((partition_of(spec, &l.topic, p)?, l.lag))
+                    })
+                    .collect(),
+                leaving: sub.leaving,
+            });
+        }
+        // S is koord's own bytes; unreadable (a damaged record) starts afresh.
+        let prev = learner::State::decode(input.state).unwrap_or_default();
+        let plan = learner::plan(spec, &inputs, &prev, &self.learner, input.now);
+        let probe_ms = plan.probe.map_or(-1, |t| t.as_millis() as i64);
+        let seed = self.learner.mode == learner::Mode::Seed;
+        let assignments = members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let user_data = capable.then(|| {
+                    LearnerAssignment {
+                        learning: by_topic(spec, &plan.learning[i]),
+                        // Ready-gated: marks stay inside koord; owners keep processing.
+                        marks: if seed {
+                            by_topic(spec, &plan.marks[i])
+                        } else {
+                            Vec::new()
+                        },
+                        probe_ms,
+                    }
+                    .encode()
+                });
+                let bytes = encode_assignment(
+                    &by_topic(spec, &plan.assigned[i]),
+                    user_data,
+                    m.subscription.assignment_version(),
+                );
+                (m.member_id.clone(), bytes)
+            })
+            .collect();
+        let summary = learner::Summary {
+            topics: &spec.topics,
+            plan: &plan,
+        }
+        .to_string();
+        Ok(AssignOutcome {
+            assignments,
+            state: plan.state.encode(),
+            follow_up: plan.follow_up,
+            summary: Some(summary),
+        })
+    }
+}
+
+/// A partition of a spec's topic by name (the spec's topics are in name order).
+fn partition_of(spec: &GroupSpec, topic: &str, partition: u32) -> Option<Partition> {
+    let t = spec
+        .topics
+        .binary_search_by(|s| (*s.name).cmp(topic))
+        .ok()?;
+    (partition < spec.topics[t].partitions).then(|| Partition::new(t as TopicIndex, partition))
+}
+
+/// A topic-partition list by name, as the spec's partitions (unknown ones dropped), sorted.
+fn resolve(spec: &GroupSpec, list: &TopicPartitions) -> Vec<Partition> {
+    let mut out: Vec<Partition> = list
+        .iter()
+        .flat_map(|(topic, ps)| {
+            ps.iter()
+                .filter_map(move |&p| partition_of(spec, topic, u32::try_from(p).ok()?))
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// A member with its decoded subscription and koord's record of its assignment.
@@ -158,6 +337,8 @@ pub struct Decoded {
 pub struct Built {
     pub spec: GroupSpec,
     pub holders: HashMap<Partition, Vec<usize>>,
+    /// What each member says it owns (its `owned_partitions` that exist), by member index.
+    pub claimed: Vec<Vec<Partition>>,
 }
 
 /// Builds the assignor's input (members in the given order) and the holders of each partition.
@@ -270,6 +451,7 @@ pub fn build_spec(members: &[Decoded], catalog: &dyn TopicCatalog) -> Built {
             members: specs,
         },
         holders,
+        claimed,
     }
 }
 

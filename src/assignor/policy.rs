@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use super::consumer::{ConsumerAssignor, TopicCatalog};
-use super::Registry;
+use super::consumer::{Choice, ConsumerAssignor, TopicCatalog};
+use super::{learner, Registry};
 use crate::group::{AssignmentMode, GroupId};
 
 /// The assignment choice for a group: `client`, or a registered assignor's name.
@@ -47,11 +47,12 @@ impl Override {
 /// # Errors
 /// A message listing the valid choices.
 pub fn check_choice(name: &str, known: &[&str]) -> Result<(), String> {
-    if name == CLIENT || known.contains(&name) {
+    if name == CLIENT || name == learner::NAME || known.contains(&name) {
         Ok(())
     } else {
         Err(format!(
-            "unknown assignor `{name}` (expected {CLIENT} or one of: {})",
+            "unknown assignor `{name}` (expected {CLIENT}, {} or one of: {})",
+            learner::NAME,
             known.join(", ")
         ))
     }
@@ -93,6 +94,7 @@ pub struct AssignmentPolicy {
     overrides: Vec<Override>,
     registry: Registry,
     topics: Arc<dyn TopicCatalog>,
+    learner: Arc<learner::Settings>,
 }
 
 impl AssignmentPolicy {
@@ -107,7 +109,14 @@ impl AssignmentPolicy {
             overrides: overrides.to_vec(),
             registry,
             topics,
+            learner: Arc::new(learner::Settings::default()),
         }
+    }
+
+    /// With these `learner.*` settings for the learner assignor.
+    pub fn with_learner(mut self, settings: learner::Settings) -> AssignmentPolicy {
+        self.learner = Arc::new(settings);
+        self
     }
 
     /// The choice for `group`: the first matching override, else the default.
@@ -118,16 +127,24 @@ impl AssignmentPolicy {
             .map_or(self.default.as_str(), |o| o.assignor.as_str())
     }
 
-    /// How `group` is assigned. Server assignment applies to `consumer` groups only; the core
-    /// asks [`crate::group::ServerAssignor::serves`].
+    /// How `group` is assigned. Server assignment applies to `consumer` groups only (the core
+    /// asks [`crate::group::ServerAssignor::serves`]); with `client`, only generations whose
+    /// members chose `learner` are assigned by koord.
     pub fn mode_for(&self, group: &GroupId) -> AssignmentMode {
-        match self.registry.get(self.choice_for(group)) {
-            Some(assignor) => AssignmentMode::Server(Arc::new(ConsumerAssignor::new(
-                assignor,
-                self.topics.clone(),
-            ))),
-            None => AssignmentMode::Client,
-        }
+        let name = self.choice_for(group);
+        let choice = if name == learner::NAME {
+            Choice::Learner
+        } else {
+            match self.registry.get(name) {
+                Some(assignor) => Choice::Plain(assignor),
+                None => Choice::Client,
+            }
+        };
+        AssignmentMode::Server(Arc::new(ConsumerAssignor::with_choice(
+            choice,
+            self.topics.clone(),
+            self.learner.clone(),
+        )))
     }
 }
 
@@ -176,13 +193,24 @@ mod tests {
         assert_eq!(policy.choice_for(&GroupId::new("orders-legacy")), "client");
         assert_eq!(policy.choice_for(&GroupId::new("orders-eu")), "range");
         assert_eq!(policy.choice_for(&GroupId::new("billing")), "uniform");
-        assert!(matches!(
-            policy.mode_for(&GroupId::new("orders-legacy")),
-            AssignmentMode::Client
-        ));
-        match policy.mode_for(&GroupId::new("orders-eu")) {
-            AssignmentMode::Server(a) => assert_eq!(a.name(), "range"),
-            AssignmentMode::Client => panic!("range expected"),
-        }
+        let assignor_for = |group: &str, protocol: &str| match policy.mode_for(&GroupId::new(group))
+        {
+            AssignmentMode::Server(a) => a.assignor_for(protocol).map(str::to_owned),
+            AssignmentMode::Client => panic!("consumer groups are served"),
+        };
+        assert_eq!(
+            assignor_for("orders-legacy", "range"),
+            None,
+            "the leader assigns"
+        );
+        assert_eq!(
+            assignor_for("orders-legacy", "learner").as_deref(),
+            Some("learner"),
+            "a protocol named learner is always the learner assignor's"
+        );
+        assert_eq!(
+            assignor_for("orders-eu", "cooperative-sticky").as_deref(),
+            Some("range")
+        );
     }
 }

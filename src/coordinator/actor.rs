@@ -622,5 +622,14 @@ fn log_event(event: &GroupEvent) {
             generation = generation.0,
             entries, "leader's assignment ignored: the server assigns this group"
         ),
+        GroupEvent::AssignmentPlanned {
+            generation,
+            assignor,
+            summary,
+        } => info!(
+            generation = generation.0,
+            assignor = %assignor,
+            "assignment: {summary}"
+        ),
     }
 }

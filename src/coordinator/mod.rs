@@ -70,7 +70,8 @@ impl Settings {
                 &c.group_assignment_overrides,
                 Registry::builtin(),
                 topics,
-            ),
+            )
+            .with_learner(c.learner.clone()),
             group: GroupConfig {
                 max_size: c.group_max_size,
                 initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::errors::GroupError;
-use super::types::{Generation, GroupId, InstanceId, MemberId, Protocol};
+use super::types::{Generation, GroupId, InstanceId, MemberId, Protocol, Timestamp};
 
 /// A member as the server assignor sees it.
 #[derive(Debug, Clone)]
@@ -38,16 +38,37 @@ pub struct AssignmentInput<'a> {
     /// The protocol (assignor name) the members voted for.
     pub protocol_name: &'a str,
     pub members: Vec<AssignmentMember<'a>>,
+    /// The time of the rebalance: stateful assignors time warm-ups and deadlines with it.
+    pub now: Timestamp,
+    /// What the assignor kept for this group at the last installed generation (empty at
+    /// first): opaque to the core, persisted with the group.
+    pub state: &'a Bytes,
+}
+
+/// A server assignment of one generation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AssignOutcome {
+    /// `(member, assignment)` pairs; members left out get an empty assignment.
+    pub assignments: Vec<(MemberId, Bytes)>,
+    /// The assignor's state for this group once the generation is installed.
+    pub state: Bytes,
+    /// When the coordinator must start a rebalance by itself (a learner's warm-up ends, a
+    /// leaver's deadline passes, a probe comes due), if ever.
+    pub follow_up: Option<Timestamp>,
+    /// What the assignor did and why, for the generation's log line.
+    pub summary: Option<String>,
 }
 
 /// Computes every member's assignment bytes for a generation. Pure and synchronous.
 pub trait ServerAssignor: Send + Sync + fmt::Debug {
-    /// The assignor's name, which DescribeGroups shows as the group's protocol.
-    fn name(&self) -> &str;
-
-    /// Whether groups of this protocol type are assigned by the server (others are assigned by
-    /// their leader, as in Kafka).
+    /// Whether groups of this protocol type may be assigned by the server (others are assigned
+    /// by their leader, as in Kafka).
     fn serves(&self, protocol_type: &str) -> bool;
+
+    /// The name of the assignor that assigns a generation whose members selected
+    /// `protocol_name` (DescribeGroups shows it as the group's protocol), or `None` if that
+    /// generation's leader assigns.
+    fn assignor_for(&self, protocol_name: &str) -> Option<&str>;
 
     /// Checks a joining member's metadata for every protocol it offers.
     ///
@@ -56,11 +77,11 @@ pub trait ServerAssignor: Send + Sync + fmt::Debug {
     /// JoinGroup fails and the group is untouched.
     fn validate(&self, protocols: &[Protocol]) -> Result<(), GroupError>;
 
-    /// Returns `(member, assignment)` pairs; members left out get an empty assignment.
+    /// Computes the generation's assignment.
     ///
     /// # Errors
     /// Any error makes this generation client-assigned (the leader is not told to skip).
-    fn assign(&self, input: &AssignmentInput<'_>) -> Result<Vec<(MemberId, Bytes)>, GroupError>;
+    fn assign(&self, input: &AssignmentInput<'_>) -> Result<AssignOutcome, GroupError>;
 }
 
 /// Who assigns a group's members.

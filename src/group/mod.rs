@@ -107,7 +107,9 @@ pub mod types;
 #[cfg(test)]
 mod tests;
 
-pub use assignment::{AssignmentInput, AssignmentMember, AssignmentMode, ServerAssignor};
+pub use assignment::{
+    AssignOutcome, AssignmentInput, AssignmentMember, AssignmentMode, ServerAssignor,
+};
 pub use classic::ClassicGroup;
 pub use commands::{Heartbeat, JoinGroup, LeaveGroup, LeavingMember, OffsetCommitAuth, SyncGroup};
 pub use errors::GroupError;

@@ -178,6 +178,9 @@ pub enum RebalanceReason {
     AssignmentWriteFailed(GroupError),
     /// A reloaded group is above `group.max.size`.
     LoadedOverCapacity,
+    /// The server assignor asked for it (a learner's warm-up ended, a leaver's deadline
+    /// passed, a probe came due).
+    AssignorFollowUp,
 }
 
 /// Log-worthy facts: every generation change and every member added or removed, with reasons.
@@ -226,6 +229,12 @@ pub enum GroupEvent {
     LeaderAssignmentIgnored {
         generation: Generation,
         entries: usize,
+    },
+    /// The server assignor computed `generation`: what it did and why.
+    AssignmentPlanned {
+        generation: Generation,
+        assignor: String,
+        summary: String,
     },
 }
 
@@ -283,6 +292,10 @@ pub struct GroupMetadataRecord {
     pub leader: Option<MemberId>,
     pub state_timestamp: Timestamp,
     pub members: Vec<MemberRecord>,
+    /// The server assignor's state for this group (the learner assignor's S), opaque here.
+    pub assignor_state: Bytes,
+    /// When the server assignor wants the next rebalance, if ever.
+    pub follow_up: Option<Timestamp>,
 }
 
 /// A record to persist for this group.

@@ -23,6 +23,9 @@ pub enum TimerKey {
     Join,
     /// Members of a new generation that have not sent SyncGroup within the rebalance timeout.
     PendingSync,
+    /// The server assignor's follow-up: koord starts a rebalance by itself (a learner of an
+    /// unmodified client is warm, a leaver's deadline passed, a probe came due).
+    FollowUp,
 }
 
 /// A timer change the shell may mirror.

@@ -11,6 +11,9 @@ use crate::offsets::{OffsetAndMetadata, TopicPartition};
 
 /// The version byte every value starts with.
 const V1: u8 = 1;
+/// Group values since the learner assignor: V1's fields, then the server assignor's state and
+/// follow-up. V1 group values are still read (no state, no follow-up).
+const GROUP_V2: u8 = 2;
 
 /// Why a stored key or value could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -206,7 +209,7 @@ pub fn decode_offset(value: &[u8]) -> Result<OffsetAndMetadata, DecodeError> {
 
 pub fn encode_group(g: &GroupMetadataRecord) -> Vec<u8> {
     let mut w = Writer::default();
-    w.u8(V1);
+    w.u8(GROUP_V2);
     w.opt_str(g.protocol_type.as_deref());
     w.i32(g.generation.0);
     w.opt_str(g.protocol_name.as_deref());
@@ -223,12 +226,25 @@ pub fn encode_group(g: &GroupMetadataRecord) -> Vec<u8> {
         w.bytes(&m.subscription);
         w.bytes(&m.assignment);
     }
+    w.bytes(&g.assignor_state);
+    match g.follow_up {
+        Some(at) => {
+            w.u8(1);
+            w.u64(at.as_millis());
+        }
+        None => w.u8(0),
+    }
     w.0
 }
 
 pub fn decode_group(value: &[u8]) -> Result<GroupMetadataRecord, DecodeError> {
     let mut r = Reader::new(value, "group value");
-    r.version()?;
+    let version = r.u8()?;
+    if version != V1 && version != GROUP_V2 {
+        return Err(err(format!(
+            "group value: unknown format version {version}"
+        )));
+    }
     let protocol_type = r.opt_str()?;
     let generation = Generation(r.i32()?);
     let protocol_name = r.opt_str()?;
@@ -250,6 +266,17 @@ pub fn decode_group(value: &[u8]) -> Result<GroupMetadataRecord, DecodeError> {
             assignment: Bytes::copy_from_slice(r.bytes()?),
         });
     }
+    let (assignor_state, follow_up) = if version == GROUP_V2 {
+        let state = Bytes::copy_from_slice(r.bytes()?);
+        let follow_up = match r.u8()? {
+            0 => None,
+            1 => Some(Timestamp(r.u64()?)),
+            t => return Err(err(format!("group value: bad option tag {t}"))),
+        };
+        (state, follow_up)
+    } else {
+        (Bytes::new(), None)
+    };
     r.end()?;
     Ok(GroupMetadataRecord {
         protocol_type,
@@ -258,6 +285,8 @@ pub fn decode_group(value: &[u8]) -> Result<GroupMetadataRecord, DecodeError> {
         leader,
         state_timestamp,
         members,
+        assignor_state,
+        follow_up,
     })
 }
 
@@ -300,6 +329,8 @@ mod tests {
                 subscription: Bytes::from_static(b"sub"),
                 assignment: Bytes::from_static(b"asg"),
             }],
+            assignor_state: Bytes::from_static(b"learner state"),
+            follow_up: Some(Timestamp(456)),
         }
     }
 

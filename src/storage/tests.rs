@@ -40,6 +40,8 @@ fn record() -> GroupMetadataRecord {
             subscription: Bytes::from_static(b"s"),
             assignment: Bytes::from_static(b"a"),
         }],
+        assignor_state: Bytes::new(),
+        follow_up: None,
     }
 }
 

@@ -44,13 +44,24 @@ struct InitialDelay {
 enum WriteContinuation {
     /// Nothing depends on it (group created, group became Empty).
     None,
-    /// The leader's assignment for `generation`: install and propagate it, or fail the syncs.
+    /// The assignment for `generation` (the leader's or the server's): install and propagate
+    /// it, or fail the syncs.
     Assignment {
         generation: Generation,
         assignment: HashMap<MemberId, Bytes>,
+        /// The server assignor's state and follow-up, installed with it.
+        assignor: Option<AssignorUpdate>,
     },
     /// A static member replaced while Stable: answer its JoinGroup, or revert on failure.
     StaticReplacement(Box<StaticReplacement>),
+}
+
+/// A server assignor's state for the group as of a generation, and when it wants the next
+/// rebalance.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct AssignorUpdate {
+    state: Bytes,
+    follow_up: Option<Timestamp>,
 }
 
 /// Everything needed to answer, or undo, a static member replacement while Stable.
@@ -106,6 +117,13 @@ pub struct ClassicGroup {
     /// The generation whose assignment koord computed (being written, or installed): its
     /// leader is told to skip assigning and what it sends in SyncGroup is ignored.
     server_assigned: Option<Generation>,
+    /// The server assignor's state as of the installed generation (persisted with the group).
+    assignor_state: Bytes,
+    /// When the server assignor wants the next rebalance (the FollowUp timer), persisted.
+    follow_up: Option<Timestamp>,
+    /// The FollowUp timer fired while members of the generation had not synced yet: the
+    /// rebalance starts once they have.
+    follow_up_due: bool,
     timers: TimerTable,
     outputs: VecDeque<Output>,
     next_write: u64,
@@ -136,6 +154,9 @@ impl ClassicGroup {
             new_member_added: false,
             initial_delay: None,
             server_assigned: None,
+            assignor_state: Bytes::new(),
+            follow_up: None,
+            follow_up_due: false,
             timers: TimerTable::default(),
             outputs: VecDeque::new(),
             next_write: 0,
@@ -167,6 +188,7 @@ impl ClassicGroup {
         group.protocol_type = record.protocol_type.clone().filter(|t| !t.is_empty());
         group.protocol_name = record.protocol_name.clone();
         group.state_timestamp = record.state_timestamp;
+        group.assignor_state = record.assignor_state.clone();
         for m in &record.members {
             let protocols = match &record.protocol_name {
                 Some(name) => vec![Protocol::new(name.clone(), m.subscription.clone())],
@@ -205,12 +227,21 @@ impl ClassicGroup {
             }
             if group.members.len() > group.config.max_size {
                 group.prepare_rebalance(super::output::RebalanceReason::LoadedOverCapacity, now);
+            } else if let Some(at) = record.follow_up {
+                // A warm-up or deadline that was running before the restart (possibly already
+                // past: then the rebalance starts at once).
+                group.set_follow_up(Some(at));
             }
         }
         group
     }
 
     // ----- getters -----
+
+    /// The group's settings.
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
 
     pub fn id(&self) -> &GroupId {
         &self.id
@@ -301,7 +332,7 @@ impl ClassicGroup {
 
     /// The group's current metadata as it would be persisted.
     pub fn metadata_record(&self) -> GroupMetadataRecord {
-        self.record_with(None)
+        self.record_with(None, None)
     }
 
     // ----- output helpers -----
@@ -347,11 +378,15 @@ impl ClassicGroup {
 
     /// Persists the group's current metadata with `continuation`.
     fn persist(&mut self, continuation: WriteContinuation) -> WriteId {
-        let assignment = match &continuation {
-            WriteContinuation::Assignment { assignment, .. } => Some(assignment.clone()),
-            _ => None,
+        let record = match &continuation {
+            WriteContinuation::Assignment {
+                assignment,
+                assignor,
+                ..
+            } => self.record_with(Some(assignment), assignor.as_ref()),
+            _ => self.record_with(None, None),
         };
-        let record = GroupRecord::Metadata(self.record_with(assignment.as_ref()));
+        let record = GroupRecord::Metadata(record);
         let write = WriteId(self.next_write);
         self.next_write += 1;
         self.pending_writes.insert(write, continuation);
@@ -359,9 +394,20 @@ impl ClassicGroup {
         write
     }
 
-    fn record_with(&self, assignment: Option<&HashMap<MemberId, Bytes>>) -> GroupMetadataRecord {
+    /// The record as it will be once `assignment` and `assignor` (if given) are installed.
+    fn record_with(
+        &self,
+        assignment: Option<&HashMap<MemberId, Bytes>>,
+        assignor: Option<&AssignorUpdate>,
+    ) -> GroupMetadataRecord {
         let protocol = self.protocol_name.as_deref().unwrap_or("");
+        let (assignor_state, follow_up) = match assignor {
+            Some(update) => (update.state.clone(), update.follow_up),
+            None => (self.assignor_state.clone(), self.follow_up),
+        };
         GroupMetadataRecord {
+            assignor_state,
+            follow_up,
             protocol_type: self.protocol_type.clone(),
             generation: self.generation,
             protocol_name: self.protocol_name.clone(),

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use super::{ClassicGroup, InitialDelay, StaticReplacement, WriteContinuation};
+use super::{AssignorUpdate, ClassicGroup, InitialDelay, StaticReplacement, WriteContinuation};
 use crate::group::assignment::{AssignmentInput, AssignmentMember, AssignmentMode, ServerAssignor};
 use crate::group::errors::GroupError;
 use crate::group::output::{
@@ -46,6 +46,37 @@ impl ClassicGroup {
             TimerKey::InitialDelay => self.on_initial_delay_timeout(now),
             TimerKey::Join => self.on_join_timeout(now),
             TimerKey::PendingSync => self.on_pending_sync_timeout(now),
+            TimerKey::FollowUp => {
+                if self.state == GroupState::Stable && self.pending_sync.is_empty() {
+                    self.prepare_rebalance(RebalanceReason::AssignorFollowUp, now);
+                } else if matches!(
+                    self.state,
+                    GroupState::Stable | GroupState::CompletingRebalance
+                ) {
+                    // Members of this generation still wait for their assignment: starting now
+                    // would fail their SyncGroups. The last SyncGroup re-arms it.
+                    self.follow_up_due = true;
+                }
+            }
+        }
+    }
+
+    /// Arms (or cancels) the server assignor's follow-up.
+    pub(super) fn set_follow_up(&mut self, at: Option<Timestamp>) {
+        self.follow_up = at;
+        self.follow_up_due = false;
+        match at {
+            Some(at) => self.set_timer(TimerKey::FollowUp, at),
+            None => self.cancel_timer(TimerKey::FollowUp),
+        }
+    }
+
+    /// A follow-up that came due while members were syncing fires once the last has synced,
+    /// as a timer of its own (after that member's reply).
+    pub(super) fn maybe_rearm_follow_up(&mut self, now: Timestamp) {
+        if self.follow_up_due && self.state == GroupState::Stable && self.pending_sync.is_empty() {
+            self.follow_up_due = false;
+            self.set_timer(TimerKey::FollowUp, now);
         }
     }
 
@@ -120,6 +151,7 @@ impl ClassicGroup {
             WriteContinuation::Assignment {
                 generation,
                 assignment,
+                assignor,
             } => {
                 // Another member may have joined while the write ran: only install an
                 // assignment for the generation that is still waiting for it.
@@ -141,6 +173,10 @@ impl ClassicGroup {
                         self.propagate_assignment(None, now);
                         self.transition_to(GroupState::Stable, now);
                         self.event(GroupEvent::AssignmentInstalled { generation });
+                        if let Some(update) = assignor {
+                            self.assignor_state = update.state;
+                            self.set_follow_up(update.follow_up);
+                        }
                     }
                 }
             }
@@ -229,6 +265,10 @@ impl ClassicGroup {
         self.pending_sync.clear();
         self.cancel_timer(TimerKey::PendingSync);
         self.server_assigned = None;
+        // The next assignment decides whether another follow-up is needed.
+        if self.follow_up.is_some() {
+            self.set_follow_up(None);
+        }
 
         let initial = self.state == GroupState::Empty;
         if initial {
@@ -315,7 +355,7 @@ impl ClassicGroup {
         self.transition_to(GroupState::CompletingRebalance, now);
         self.log_generation();
 
-        let server_assignment = self.compute_server_assignment();
+        let server_assignment = self.compute_server_assignment(now);
         let skip_assignment = server_assignment.is_some();
         let members = self.join_members();
         let ids: Vec<MemberId> = self.members.keys().cloned().collect();
@@ -357,12 +397,13 @@ impl ClassicGroup {
         self.pending_sync_generation = self.generation;
         let deadline = now.plus_ms(self.rebalance_timeout_ms());
         self.set_timer(TimerKey::PendingSync, deadline);
-        if let Some(assignment) = server_assignment {
+        if let Some((assignment, update)) = server_assignment {
             // Written now, installed once durable: the members' SyncGroups wait for the write,
             // not for the leader.
             self.persist(WriteContinuation::Assignment {
                 generation: self.generation,
                 assignment,
+                assignor: Some(update),
             });
         }
     }
@@ -430,22 +471,28 @@ impl ClassicGroup {
         }
     }
 
-    /// The name of the assignor that assigns this group, if the server does.
+    /// The name of the assignor that assigns this group's generation, if the server does.
     pub fn server_assignor_name(&self) -> Option<&str> {
-        self.server_assignor(self.protocol_type.as_deref()?)
-            .map(|a| a.name())
+        self.server_assignor(self.protocol_type.as_deref()?)?
+            .assignor_for(self.protocol_name.as_deref()?)
     }
 
     /// The server-assignment seam at the end of the join phase: this generation's assignment
     /// of every member, if the server computes it (the leader is then told to skip assigning).
-    fn compute_server_assignment(&mut self) -> Option<HashMap<MemberId, Bytes>> {
+    fn compute_server_assignment(
+        &mut self,
+        now: Timestamp,
+    ) -> Option<(HashMap<MemberId, Bytes>, AssignorUpdate)> {
         self.server_assigned = None;
         let (Some(protocol_type), Some(protocol_name)) = (&self.protocol_type, &self.protocol_name)
         else {
             return None;
         };
         let assignor = self.server_assignor(protocol_type)?;
+        let name = assignor.assignor_for(protocol_name)?.to_owned();
         let input = AssignmentInput {
+            now,
+            state: &self.assignor_state,
             group_id: &self.id,
             generation: self.generation,
             protocol_type,
@@ -466,8 +513,15 @@ impl ClassicGroup {
                 })
                 .collect(),
         };
-        let pairs = assignor.assign(&input).ok()?;
-        let mut map: HashMap<MemberId, Bytes> = pairs.into_iter().collect();
+        let outcome = assignor.assign(&input).ok()?;
+        if let Some(summary) = outcome.summary {
+            self.event(GroupEvent::AssignmentPlanned {
+                generation: self.generation,
+                assignor: name,
+                summary,
+            });
+        }
+        let mut map: HashMap<MemberId, Bytes> = outcome.assignments.into_iter().collect();
         // Every member gets an entry; entries for non-members are dropped.
         let assignment = self
             .members
@@ -475,7 +529,11 @@ impl ClassicGroup {
             .map(|id| (id.clone(), map.remove(id).unwrap_or_default()))
             .collect();
         self.server_assigned = Some(self.generation);
-        Some(assignment)
+        let update = AssignorUpdate {
+            state: outcome.state,
+            follow_up: outcome.follow_up,
+        };
+        Some((assignment, update))
     }
 
     /// Clears every assignment and fails every parked SyncGroup with `error` (Kafka

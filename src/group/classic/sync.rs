@@ -39,7 +39,7 @@ impl ClassicGroup {
                     // A retried SyncGroup; answer the abandoned one (Kafka drops it).
                     self.reply_sync(old, SyncReply::error(GroupError::RebalanceInProgress));
                 }
-                self.remove_pending_sync_member(&id);
+                self.remove_pending_sync_member(&id, now);
                 if self.is_leader(&id) && self.has_server_assignment() {
                     // The server's assignment is already being written.
                     self.event(GroupEvent::LeaderAssignmentIgnored {
@@ -51,11 +51,12 @@ impl ClassicGroup {
                     self.persist(WriteContinuation::Assignment {
                         generation: self.generation,
                         assignment,
+                        assignor: None,
                     });
                 }
             }
             GroupState::Stable => {
-                self.remove_pending_sync_member(&id);
+                self.remove_pending_sync_member(&id, now);
                 let assignment = self
                     .members
                     .get(&id)
@@ -108,7 +109,7 @@ impl ClassicGroup {
     }
 
     /// A member has synced: once all have, the PendingSync timer is no longer needed.
-    fn remove_pending_sync_member(&mut self, id: &MemberId) {
+    fn remove_pending_sync_member(&mut self, id: &MemberId, now: Timestamp) {
         self.pending_sync.shift_remove(id);
         let done = match self.state {
             GroupState::CompletingRebalance | GroupState::Stable => self.pending_sync.is_empty(),
@@ -117,6 +118,7 @@ impl ClassicGroup {
         if done {
             self.cancel_timer(TimerKey::PendingSync);
         }
+        self.maybe_rearm_follow_up(now);
     }
 }
 

@@ -18,8 +18,8 @@ use super::*;
 struct FixedAssignor;
 
 impl ServerAssignor for FixedAssignor {
-    fn name(&self) -> &str {
-        "fixed"
+    fn assignor_for(&self, _protocol_name: &str) -> Option<&str> {
+        Some("fixed")
     }
 
     fn serves(&self, protocol_type: &str) -> bool {
@@ -30,12 +30,15 @@ impl ServerAssignor for FixedAssignor {
         Ok(())
     }
 
-    fn assign(&self, input: &AssignmentInput<'_>) -> Result<Vec<(MemberId, Bytes)>, GroupError> {
-        Ok(input
-            .members
-            .iter()
-            .map(|m| (m.member_id.clone(), Bytes::from(m.member_id.0.clone())))
-            .collect())
+    fn assign(&self, input: &AssignmentInput<'_>) -> Result<AssignOutcome, GroupError> {
+        Ok(AssignOutcome {
+            assignments: input
+                .members
+                .iter()
+                .map(|m| (m.member_id.clone(), Bytes::from(m.member_id.0.clone())))
+                .collect(),
+            ..AssignOutcome::default()
+        })
     }
 }
 

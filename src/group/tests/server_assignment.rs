@@ -316,3 +316,136 @@ fn an_assignment_the_member_never_received_is_not_held_back() {
         "every partition granted at once: {assigned:?}"
     );
 }
+
+fn learner_ctx(topics: &[(&str, u32)], settings: crate::assignor::learner::Settings) -> Ctx {
+    let catalog: BTreeMap<String, u32> = topics.iter().map(|(t, p)| (t.to_string(), *p)).collect();
+    let assignor = ConsumerAssignor::with_choice(
+        crate::assignor::consumer::Choice::Learner,
+        Arc::new(catalog),
+        Arc::new(settings),
+    );
+    Ctx::with_config(GroupConfig {
+        initial_rebalance_delay_ms: DELAY,
+        assignment: AssignmentMode::Server(Arc::new(assignor)),
+        ..GroupConfig::default()
+    })
+}
+
+fn warmup(ms: u64) -> crate::assignor::learner::Settings {
+    crate::assignor::learner::Settings {
+        warmup_ms: ms,
+        ..Default::default()
+    }
+}
+
+/// Unmodified cooperative clients under `group.assignor=learner`: a newcomer gets nothing
+/// until its learner's warm-up has elapsed; then koord itself starts the rebalance, the owner
+/// gives the partition up, and the next generation grants it. Nobody else loses anything.
+#[test]
+fn learner_unmodified_members_wait_for_the_warm_up_then_koord_rebalances() {
+    let mut ctx = learner_ctx(&[("t", 6)], warmup(2_000));
+    let mut clients = start(&mut ctx, 3, true, "cooperative-sticky", &["t"]);
+    assert_eq!(ctx.group.server_assignor_name(), Some("learner"));
+    let before: Vec<_> = clients.iter().map(|c| c.owned.clone()).collect();
+    assert!(before.iter().all(|o| o.len() == 2));
+
+    clients.push(newcomer(&mut ctx, true, "cooperative-sticky", &["t"]));
+    let planned = round(&mut ctx, &mut clients, "cooperative-sticky", &["t"]);
+    assert!(planned[3].is_empty(), "learning first: {planned:?}");
+    assert_eq!(&planned[..3], &before[..], "nobody gives anything up yet");
+    let record = ctx.group.metadata_record();
+    assert!(!record.assignor_state.is_empty(), "S is persisted");
+    let due = record.follow_up.expect("the warm-up is the follow-up");
+    assert_eq!(ctx.group.timer_deadline(&TimerKey::FollowUp), Some(due));
+
+    // Until the warm-up ends, the group stays put.
+    let generation = ctx.group.generation();
+    ctx.sleep(due.as_millis() - ctx.now.as_millis() - 1);
+    assert_eq!(ctx.group.state(), GroupState::Stable);
+    for c in &clients {
+        assert_eq!(ctx.heartbeat(&c.id, generation), Ok(()));
+    }
+    ctx.sleep(1);
+    assert_eq!(
+        ctx.group.state(),
+        GroupState::PreparingRebalance,
+        "koord started it"
+    );
+    assert_eq!(
+        ctx.heartbeat(&clients[0].id, generation),
+        Err(GroupError::RebalanceInProgress)
+    );
+
+    // The owner still holds the partition: it is revoked in this generation...
+    let revoke = round(&mut ctx, &mut clients, "cooperative-sticky", &["t"]);
+    assert!(revoke[3].is_empty());
+    assert_eq!(revoke[0].len(), 1);
+    assert!(revoke[0].is_subset(&before[0]));
+    assert_eq!(&revoke[1..3], &before[1..3]);
+    // ... and granted in the next, which the owner's rejoin starts.
+    assert!(clients[0].rejoins);
+    let granted = round(&mut ctx, &mut clients, "cooperative-sticky", &["t"]);
+    assert_eq!(
+        granted.iter().map(BTreeSet::len).collect::<Vec<_>>(),
+        vec![1, 2, 2, 1]
+    );
+    assert!(granted[3].is_subset(&before[0]));
+    assert_eq!(
+        &granted[1..3],
+        &before[1..3],
+        "the others never lost a partition"
+    );
+    // Balanced, no learners: no follow-up, no further rebalance.
+    assert_eq!(ctx.group.metadata_record().follow_up, None);
+    assert_eq!(ctx.group.timer_deadline(&TimerKey::FollowUp), None);
+    let generation = ctx.group.generation();
+    for _ in 0..5 {
+        ctx.sleep(5_000);
+        for c in &clients {
+            assert_eq!(ctx.heartbeat(&c.id, generation), Ok(()));
+        }
+    }
+}
+
+/// A follow-up that comes due before every member has synced waits for the last SyncGroup, so
+/// that no member's sync is failed by it.
+#[test]
+fn learner_follow_up_waits_for_every_sync() {
+    let mut ctx = learner_ctx(&[("t", 4)], warmup(0));
+    let clients = start(&mut ctx, 1, false, "range", &["t"]);
+    let mut newcomer = newcomer(&mut ctx, false, "range", &["t"]);
+    let t1 = ctx.join(join_req(Some(&newcomer), "range", &["t"]));
+    let t0 = ctx.join(join_req(Some(&clients[0]), "range", &["t"]));
+    let generation = ctx.join_reply(t0).generation;
+    assert_eq!(ctx.join_reply(t1).generation, generation);
+    newcomer.rejoins = false;
+    // Ready at once (warm-up 0): the follow-up is due now, but the newcomer has not synced.
+    let s0 = ctx.sync(&clients[0].id, generation, &[]);
+    assert!(ctx.sync_reply(s0).error.is_none());
+    ctx.sleep(1);
+    assert_eq!(ctx.group.state(), GroupState::Stable);
+    let s1 = ctx.sync(&newcomer.id, generation, &[]);
+    assert!(ctx.sync_reply(s1).error.is_none(), "its sync is answered");
+    // The rebalance starts right after, on its own timer step.
+    ctx.sleep(0);
+    assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
+}
+
+/// After a restart the group comes back with S and its follow-up armed.
+#[test]
+fn learner_state_and_follow_up_come_back_from_the_record() {
+    let mut ctx = learner_ctx(&[("t", 6)], warmup(60_000));
+    let mut clients = start(&mut ctx, 2, true, "cooperative-sticky", &["t"]);
+    clients.push(newcomer(&mut ctx, true, "cooperative-sticky", &["t"]));
+    round(&mut ctx, &mut clients, "cooperative-sticky", &["t"]);
+    let record = ctx.group.metadata_record();
+    let due = record.follow_up.unwrap();
+    let config = ctx.group.config().clone();
+    let loaded = ClassicGroup::from_record(ctx.group.id().clone(), config, &record, ctx.now);
+    assert_eq!(loaded.state(), GroupState::Stable);
+    assert_eq!(loaded.timer_deadline(&TimerKey::FollowUp), Some(due));
+    assert_eq!(
+        loaded.metadata_record().assignor_state,
+        record.assignor_state
+    );
+}

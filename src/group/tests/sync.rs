@@ -277,8 +277,8 @@ struct MockAssignor {
 }
 
 impl ServerAssignor for MockAssignor {
-    fn name(&self) -> &str {
-        "mock"
+    fn assignor_for(&self, _protocol_name: &str) -> Option<&str> {
+        Some("mock")
     }
 
     fn serves(&self, protocol_type: &str) -> bool {
@@ -289,7 +289,7 @@ impl ServerAssignor for MockAssignor {
         Ok(())
     }
 
-    fn assign(&self, input: &AssignmentInput<'_>) -> Result<Vec<(MemberId, Bytes)>, GroupError> {
+    fn assign(&self, input: &AssignmentInput<'_>) -> Result<AssignOutcome, GroupError> {
         let members: Vec<MemberId> = input.members.iter().map(|m| m.member_id.clone()).collect();
         *self.current.lock().unwrap() = input
             .members
@@ -301,13 +301,16 @@ impl ServerAssignor for MockAssignor {
             input.protocol_name.to_owned(),
             members.clone(),
         ));
-        Ok(members
-            .into_iter()
-            .map(|m| {
-                let bytes = Bytes::from(format!("server:{m}"));
-                (m, bytes)
-            })
-            .collect())
+        Ok(AssignOutcome {
+            assignments: members
+                .into_iter()
+                .map(|m| {
+                    let bytes = Bytes::from(format!("server:{m}"));
+                    (m, bytes)
+                })
+                .collect(),
+            ..AssignOutcome::default()
+        })
     }
 }
 
