@@ -13,7 +13,15 @@
 //!   `uniform`) or learner-capable (`learner`, learner-spec.md 11). A member processes a task
 //!   once it holds it and its local state is restored; restoring takes `restore_ms`. A member
 //!   keeps the state of a task while it holds or learns it, so an eager member that gets back a
-//!   task it gave up at the join processes it at once.
+//!   task it gave up at the join processes it at once. A learner-capable member restores its
+//!   learning tasks in the background and rejoins as soon as one is ready (reporting it in its
+//!   `LearnerSubscription`); a task it is then granted is processed at once. It gives up at a
+//!   join the tasks koord marked (seed mode; ready-gated koord sends no marks, and revokes a task
+//!   by leaving it out of the owner's assignment once the learner is ready, the owner gives it
+//!   up and rejoins, and the next generation grants it). Scale-in: a learner-capable member
+//!   rejoins with `leaving`, keeps processing while koord drains it through learners, and sends
+//!   LeaveGroup once it holds nothing; eager and cooperative members send LeaveGroup at once.
+//!   The learner assignor runs with `learner.*` defaults except `mode` and `max.learners`.
 //! - **Rebalance barrier** (`barrier_ms`): the time from a rebalance starting to members
 //!   receiving their SyncGroup answers. Members learn of a rebalance the moment it starts (a
 //!   heartbeat answered REBALANCE_IN_PROGRESS) and rejoin at once, giving up at the join what
@@ -197,20 +205,20 @@ impl Scenario {
         let catalog: BTreeMap<String, u32> = [(client::TOPIC.to_owned(), self.tasks)]
             .into_iter()
             .collect();
-        match self.strategy {
-            Strategy::Range | Strategy::Uniform => {
-                let policy = AssignmentPolicy::new(
-                    self.strategy.assignor(),
-                    &[],
-                    Registry::builtin(),
-                    Arc::new(catalog),
-                );
-                Ok(policy.mode_for(&GroupId::new("sim")))
-            }
-            Strategy::Learner(_) => {
-                Err("the learner assignor is not wired into the group core yet".into())
-            }
+        let mut policy = AssignmentPolicy::new(
+            self.strategy.assignor(),
+            &[],
+            Registry::builtin(),
+            Arc::new(catalog),
+        );
+        if let Strategy::Learner(mode) = self.strategy {
+            policy = policy.with_learner(crate::assignor::learner::Settings {
+                mode,
+                max_learners: self.max_learners,
+                ..crate::assignor::learner::Settings::default()
+            });
         }
+        Ok(policy.mode_for(&GroupId::new("sim")))
     }
 
     fn validate(&self) -> Result<(), String> {

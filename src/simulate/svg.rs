@@ -17,7 +17,7 @@ const DOWN: &str = "#e15759";
 const LEFT: f64 = 46.0;
 const TOP: f64 = 58.0;
 const PLOT_W: f64 = 1000.0;
-const ROW_H: f64 = 12.0;
+const ROW_H: f64 = 13.0;
 const RIGHT: f64 = 20.0;
 
 fn colour(member: u16) -> &'static str {
@@ -153,10 +153,10 @@ pub fn render(scenario: &Scenario, report: &Report) -> String {
             if let Some(l) = view.learner {
                 let _ = writeln!(
                     s,
-                    r#"<rect x="{x0:.2}" y="{:.1}" width="{w:.2}" height="2.5" fill="{}" fill-opacity="{}"/>"#,
-                    y + 9.3,
+                    r#"<rect x="{x0:.2}" y="{:.1}" width="{w:.2}" height="3.5" fill="{}" fill-opacity="{}"/>"#,
+                    y + 9.2,
                     colour(l),
-                    if view.learner_ready { "1" } else { "0.45" }
+                    if view.learner_ready { "1" } else { "0.5" }
                 );
             }
         }
@@ -205,8 +205,8 @@ pub fn render(scenario: &Scenario, report: &Report) -> String {
         s,
         r##"<rect x="{LEFT}" y="{:.1}" width="14" height="9" fill="{DOWN}"/><text x="{:.1}" y="{y2:.1}">down: no owner</text>
 <rect x="{:.1}" y="{:.1}" width="14" height="9" fill="#999" fill-opacity="0.35"/><rect x="{:.1}" y="{:.1}" width="14" height="9" fill="url(#hatch)"/><text x="{:.1}" y="{y2:.1}">down: owner restoring</text>
-<rect x="{:.1}" y="{:.1}" width="14" height="2.5" fill="#4e79a7" fill-opacity="0.45"/><text x="{:.1}" y="{y2:.1}">learner restoring</text>
-<rect x="{:.1}" y="{:.1}" width="14" height="2.5" fill="#4e79a7"/><text x="{:.1}" y="{y2:.1}">learner ready</text>
+<rect x="{:.1}" y="{:.1}" width="14" height="3.5" fill="#4e79a7" fill-opacity="0.5"/><text x="{:.1}" y="{y2:.1}">learner restoring</text>
+<rect x="{:.1}" y="{:.1}" width="14" height="3.5" fill="#4e79a7"/><text x="{:.1}" y="{y2:.1}">learner ready</text>
 <line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#222" stroke-width="0.8"/><text x="{:.1}" y="{y2:.1}">rebalance started</text>"##,
         y2 - 8.0,
         LEFT + 18.0,

@@ -1,6 +1,7 @@
 //! The simulator's own tests: determinism, and the costs each protocol is known to pay.
 
 use super::*;
+use crate::assignor::learner::Mode;
 
 fn small(strategy: Strategy, restore_ms: u64) -> Scenario {
     Scenario {
@@ -21,11 +22,22 @@ fn clean(r: &Report) {
 
 #[test]
 fn same_flags_same_output() {
-    for strategy in [Strategy::Range, Strategy::Uniform] {
+    for strategy in [
+        Strategy::Range,
+        Strategy::Uniform,
+        Strategy::Learner(Mode::Seed),
+        Strategy::Learner(Mode::ReadyGated),
+    ] {
         let s = small(strategy, 5_000);
         let (a, b) = (run(&s).unwrap(), run(&s).unwrap());
-        assert_eq!(table(std::slice::from_ref(&a)), table(std::slice::from_ref(&b)));
-        assert_eq!(json(&s, std::slice::from_ref(&a)), json(&s, std::slice::from_ref(&b)));
+        assert_eq!(
+            table(std::slice::from_ref(&a)),
+            table(std::slice::from_ref(&b))
+        );
+        assert_eq!(
+            json(&s, std::slice::from_ref(&a)),
+            json(&s, std::slice::from_ref(&b))
+        );
         assert_eq!(svg::render(&s, &a), svg::render(&s, &b));
     }
     // The figures of one small scenario, pinned.
@@ -126,6 +138,86 @@ fn bad_scenarios_are_refused() {
     assert!(run(&s).is_err());
     assert!(Strategy::parse("sticky", None).is_err());
     assert!(Strategy::parse("learner", Some("lazy")).is_err());
+}
+
+fn learner(mode: Mode, before: usize, after: usize, restore_ms: u64) -> Scenario {
+    Scenario {
+        tasks: 20,
+        before,
+        after,
+        restore_ms,
+        barrier_ms: 1_000,
+        strategy: Strategy::Learner(mode),
+        ..Scenario::default()
+    }
+}
+
+/// The goal of the learner assignor: with learner-capable clients in ready-gated mode a moved
+/// task is down only for the revoke -> grant handoff, one barrier, whatever its restore time;
+/// on scale-in too (the leavers drain through learners, then leave holding nothing).
+#[test]
+fn learner_ready_gated_keeps_every_task_within_one_barrier_whatever_the_restore() {
+    for restore in [1_000, 10_000, 60_000] {
+        for (before, after) in [(3, 5), (5, 3)] {
+            let r = run(&learner(Mode::ReadyGated, before, after, restore)).unwrap();
+            clean(&r);
+            assert_eq!(
+                r.downtime.max_ms, 1_000,
+                "{before} -> {after}, restore {restore}"
+            );
+            let moved = moved_tasks(&r);
+            assert!(!moved.is_empty());
+            assert_eq!(
+                r.downtime.tasks_down,
+                moved.len(),
+                "only moved tasks go down"
+            );
+            // Everything ends processed by the members that stay (the first `after`).
+            for timeline in &r.recorder.tasks {
+                let last = timeline.last().unwrap().1;
+                assert!(last.processing && last.owner.is_some_and(|o| o < after as u16));
+                assert_eq!(last.learner, None);
+            }
+        }
+    }
+}
+
+/// Seed mode pays a barrier for a marked task at every rebalance while it is marked, but
+/// never the restore.
+#[test]
+fn learner_seed_mode_never_pays_the_restore() {
+    for (before, after) in [(3, 5), (5, 3)] {
+        let fast = run(&learner(Mode::Seed, before, after, 1_000)).unwrap();
+        let slow = run(&learner(Mode::Seed, before, after, 60_000)).unwrap();
+        clean(&fast);
+        clean(&slow);
+        assert_eq!(fast.downtime, slow.downtime, "{before} -> {after}");
+        assert!(slow.downtime.max_ms < 60_000);
+        assert!(slow.downtime.max_ms >= 1_000);
+    }
+}
+
+/// With a budget covering every move, ready-gated moves cost three rebalances (the change
+/// plans learners; a learner's readiness revokes; the owner's rejoin grants) and seed two (the
+/// owners give marked tasks up at the readiness rebalance, which grants them at once).
+#[test]
+fn learner_rebalances_with_an_ample_budget() {
+    for (mode, expected) in [(Mode::ReadyGated, 3), (Mode::Seed, 2)] {
+        let s = Scenario {
+            max_learners: 20,
+            ..learner(mode, 3, 5, 10_000)
+        };
+        let r = run(&s).unwrap();
+        clean(&r);
+        assert_eq!(r.rebalances, expected, "{mode:?}");
+        assert_eq!(r.downtime.max_ms, 1_000, "{mode:?}");
+        let barriers = (expected as u64 - 1) * 1_000;
+        assert_eq!(
+            r.balanced_after_ms,
+            Some(1_000 + 10_000 + barriers),
+            "{mode:?}"
+        );
+    }
 }
 
 /// Tasks whose first owner after the change differs from their owner before it.
