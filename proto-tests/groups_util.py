@@ -7,10 +7,12 @@ A member reports what its own rebalance callbacks saw, as one event dict:
 "partitions" is what the callback was given, "assignment" what the member holds once the callback
 is done; "generation" is None where the client does not expose it (confluent-kafka). Members
 also report "records" (offset ranges of one poll), "committed", "commit_failed", "status",
-"closed", "error", and the harness adds "killed". Java members run as threads of a GroupClient
-JVM (java/src/main/java/koord/tests/GroupClient.java, several members per JVM); confluent-kafka
-and kafka-python members run as threads of the test process. All events of a test go to one
-Events log, and every check waits on it with a deadline: nothing here sleeps for an outcome.
+"closed", "error", and the harness adds "killed"; Java members' events also carry "ts_ms" (the
+JVM's wall clock, epoch ms, when the event was emitted). Java members run as threads of a
+GroupClient JVM (java/src/main/java/koord/tests/GroupClient.java, several members per JVM);
+confluent-kafka and kafka-python members run as threads of the test process. All events of a test
+go to one Events log, and every check waits on it with a deadline: nothing here sleeps for an
+outcome.
 """
 
 import collections

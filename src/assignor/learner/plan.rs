@@ -54,7 +54,8 @@ pub struct Plan {
     /// When koord must start a rebalance by itself (a warm-up ends, a scale-down deadline
     /// passes, the probe interval elapses), if learners or leavers remain.
     pub follow_up: Option<Timestamp>,
-    /// `now + learner.probe.interval.ms` while learners remain.
+    /// `now + learner.probe.interval.ms` while learners remain whose readiness is not pushed
+    /// (learners on unmodified members).
     pub probe: Option<Timestamp>,
     /// What changed and why, in task order (for the generation's log line and for tests).
     pub events: Vec<TaskEvent>,
@@ -628,7 +629,13 @@ fn emit(mut plane: Plane<'_>, n: usize) -> Plan {
             }
         }
     }
-    let probe = (!plane.slots.is_empty()).then(|| plane.now.plus_ms(settings.probe_interval_ms));
+    // 6.5 step 6: the probe only where readiness is not pushed. Learner-capable members rejoin
+    // when ready; unmodified members cannot.
+    let pushed = plane
+        .slots
+        .iter()
+        .all(|s| plane.inputs[s.member as usize].capable);
+    let probe = (!pushed).then(|| plane.now.plus_ms(settings.probe_interval_ms));
     if let Some(p) = probe {
         earliest(p);
     }

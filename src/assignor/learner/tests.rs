@@ -156,7 +156,11 @@ fn seed_trace_r1_s4_joins_and_learns_t1_from_s1() {
     assert_eq!(told(p, 2), expect(&[5], &[], &[], &[]));
     assert_eq!(told(p, 3), expect(&[], &[], &[1], &[]));
     assert_eq!(p.state.learners(), 1);
-    assert!(p.probe.is_some(), "learners remain: the probe is armed");
+    assert_eq!(
+        p.probe, None,
+        "learner-capable members push readiness: no probe"
+    );
+    assert_eq!(p.follow_up, None);
 }
 
 #[test]

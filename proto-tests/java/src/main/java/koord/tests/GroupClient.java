@@ -40,7 +40,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * "assignment" the member holds once the callback is done, "generation", "member_id",
  * "instance_id"), records ("ranges": [[partition, first offset, last offset, count], ...] of one
  * poll), committed ("offsets": {partition: next offset}), commit_failed, status, closed
- * ("consumed"), error.
+ * ("consumed"), error. Every event also carries "ts_ms", the JVM's wall clock when it was emitted
+ * (for a callback: while it runs), so that tests can time what a member saw.
  * Client logs go to stderr.
  */
 public final class GroupClient {
@@ -209,6 +210,7 @@ public final class GroupClient {
 
     private static synchronized void emit(String member, String event, String fields) {
         OUT.println("{\"member\":" + str(member) + ",\"event\":" + str(event)
+                + ",\"ts_ms\":" + System.currentTimeMillis()
                 + (fields.isEmpty() ? "" : "," + fields) + "}");
         OUT.flush();
     }
