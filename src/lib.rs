@@ -35,6 +35,9 @@
 //!   OffsetForLeaderEpoch: v2 batch validation (lengths, magic, CRC32C), contiguous offsets,
 //!   idempotent producer state, retention by `log.retention.bytes` per partition, and the
 //!   append wake-ups that end Fetch long-polls. Memory-only by design.
+//! - [`simulate`]: `koord simulate`, a deterministic simulator of rebalances over the same
+//!   group core and assignors (simulated clock, members and store; no sockets): rebalance
+//!   counts, per-task downtime, time until balanced, and an SVG timeline.
 
 pub mod api;
 pub mod assignor;
@@ -46,4 +49,5 @@ pub mod log;
 pub mod metadata;
 pub mod offsets;
 pub mod server;
+pub mod simulate;
 pub mod storage;

@@ -1,4 +1,4 @@
-//! The `koord` binary: `koord serve` (the default) and `koord check-config`.
+//! The `koord` binary: `koord serve` (the default), `koord check-config` and `koord simulate`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +39,54 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
     },
+    /// Simulate rebalances of one group (no sockets, simulated clock; deterministic) and print,
+    /// per assignor and mode, rebalances, per-task downtime and the time until balanced.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Args)]
+struct SimulateArgs {
+    /// Members of the settled group the scenario starts from.
+    #[arg(long, default_value_t = 3)]
+    before: usize,
+    /// Members after the scale-out (more than --before) or scale-in (fewer).
+    #[arg(long, default_value_t = 5)]
+    after: usize,
+    /// Tasks (partitions of the one topic).
+    #[arg(long, default_value_t = 60)]
+    tasks: u32,
+    /// Restore time of one task, ms; a comma-separated list runs each.
+    #[arg(long, value_delimiter = ',', default_value = "10000")]
+    restore_ms: Vec<u64>,
+    /// Rebalance barrier: from a rebalance starting to members receiving their assignment, ms.
+    #[arg(long, default_value_t = 2000)]
+    barrier_ms: u64,
+    /// Time between successive members joining or leaving, ms.
+    #[arg(long, default_value_t = 0)]
+    interval_ms: u64,
+    /// Explicit membership changes instead of --after: AT_MS:+N (N members start) or
+    /// AT_MS:-N (the N newest stop), comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "AT_MS:+-N")]
+    schedule: Vec<String>,
+    /// Assignors to run: range (eager clients), uniform (cooperative clients), learner
+    /// (learner-capable clients).
+    #[arg(long, value_delimiter = ',', default_value = "range,uniform,learner")]
+    assignor: Vec<String>,
+    /// Modes of the learner assignor to run: seed, ready-gated.
+    #[arg(long, value_delimiter = ',', default_value = "seed,ready-gated")]
+    mode: Vec<String>,
+    /// learner.max.learners: concurrent learners group-wide.
+    #[arg(long, default_value_t = 2)]
+    max_learners: usize,
+    /// Stop a run this long after the first change if it has not settled, ms.
+    #[arg(long, default_value_t = 86_400_000)]
+    horizon_ms: u64,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Write the timeline of the run as SVG (needs exactly one run).
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
 }
 
 #[derive(Args, Default)]
@@ -112,8 +160,107 @@ fn main() -> ExitCode {
             }
         },
         Some(Command::Serve(args)) => serve(args),
+        Some(Command::Simulate(args)) => simulate(args),
         None => serve(cli.serve),
     }
+}
+
+fn simulate(args: SimulateArgs) -> ExitCode {
+    use koord::simulate::{self, Scenario, Strategy};
+    let fail = |e: String| {
+        eprintln!("koord: {e}");
+        ExitCode::from(2)
+    };
+    let mut schedule = Vec::new();
+    for entry in &args.schedule {
+        let parsed = entry.split_once(':').and_then(|(at, d)| {
+            Some((
+                at.trim().parse::<u64>().ok()?,
+                d.trim().parse::<i32>().ok()?,
+            ))
+        });
+        match parsed {
+            Some((at, d)) if d != 0 => schedule.push((at, d)),
+            _ => {
+                return fail(format!(
+                    "bad --schedule entry `{entry}` (expected AT_MS:+N or AT_MS:-N)"
+                ))
+            }
+        }
+    }
+    let mut strategies = Vec::new();
+    for a in &args.assignor {
+        if a == "learner" {
+            for m in &args.mode {
+                match Strategy::parse(a, Some(m)) {
+                    Ok(s) => strategies.push(s),
+                    Err(e) => return fail(e),
+                }
+            }
+        } else {
+            match Strategy::parse(a, None) {
+                Ok(s) => strategies.push(s),
+                Err(e) => return fail(e),
+            }
+        }
+    }
+    let base = Scenario {
+        tasks: args.tasks,
+        before: args.before,
+        after: args.after,
+        interval_ms: args.interval_ms,
+        schedule: (!schedule.is_empty()).then_some(schedule),
+        barrier_ms: args.barrier_ms,
+        max_learners: args.max_learners,
+        horizon_ms: args.horizon_ms,
+        ..Scenario::default()
+    };
+    let runs: Vec<Scenario> = args
+        .restore_ms
+        .iter()
+        .flat_map(|&restore_ms| {
+            strategies.iter().map({
+                let base = base.clone();
+                move |&strategy| Scenario {
+                    restore_ms,
+                    strategy,
+                    ..base.clone()
+                }
+            })
+        })
+        .collect();
+    if args.svg.is_some() && runs.len() != 1 {
+        return fail(format!(
+            "--svg draws one run, and these flags make {}: pick one --assignor, --mode and --restore-ms",
+            runs.len()
+        ));
+    }
+    let mut reports = Vec::new();
+    for scenario in &runs {
+        match simulate::run(scenario) {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                return fail(format!(
+                    "{} ({}): {e}",
+                    scenario.strategy.assignor(),
+                    scenario.strategy.mode()
+                ))
+            }
+        }
+    }
+    if let (Some(path), Some(report)) = (&args.svg, reports.first()) {
+        if let Err(e) = std::fs::write(path, simulate::svg::render(&runs[0], report)) {
+            eprintln!("koord: cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    if args.json {
+        print!("{}", simulate::json(&base, &reports));
+    } else {
+        println!("{}", base.describe());
+        print!("{}", simulate::table(&reports));
+    }
+    ExitCode::SUCCESS
 }
 
 fn serve(args: ServeArgs) -> ExitCode {

@@ -86,3 +86,80 @@ fn serve_refuses_a_bad_override_before_listening() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no.such.key"));
 }
+
+#[test]
+fn simulate_prints_one_row_per_run_and_draws_one_run() {
+    let args = [
+        "simulate",
+        "--tasks",
+        "12",
+        "--before",
+        "2",
+        "--after",
+        "3",
+        "--restore-ms",
+        "1000,5000",
+        "--barrier-ms",
+        "500",
+        "--assignor",
+        "range,uniform",
+    ];
+    let out = koord().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("scale-out 2 -> 3, 12 tasks"),
+        "{stdout}"
+    );
+    assert!(lines[1].starts_with("assignor"), "{stdout}");
+    for (row, (assignor, mode)) in lines[2..].iter().zip([
+        ("range", "eager"),
+        ("uniform", "cooperative"),
+        ("range", "eager"),
+        ("uniform", "cooperative"),
+    ]) {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cells[..2], [assignor, mode], "{stdout}");
+    }
+    assert_eq!(lines.len(), 6, "{stdout}");
+    // Deterministic.
+    let again = koord().args(args).output().unwrap();
+    assert_eq!(String::from_utf8(again.stdout).unwrap(), stdout);
+
+    let json = koord().args(args).arg("--json").output().unwrap();
+    let json = String::from_utf8(json.stdout).unwrap();
+    assert!(
+        json.starts_with('[') && json.trim_end().ends_with(']'),
+        "{json}"
+    );
+    assert_eq!(json.matches("\"downtime_max_ms\"").count(), 4, "{json}");
+
+    // --svg draws exactly one run.
+    let dir = std::env::temp_dir().join(format!("koord-cli-{}-svg", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("timeline.svg");
+    let out = koord().args(args).arg("--svg").arg(&svg).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--svg"));
+    let out = koord()
+        .args(["simulate", "--tasks", "12", "--before", "2", "--after", "3"])
+        .args(["--assignor", "uniform", "--restore-ms", "1000", "--svg"])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        drawn.starts_with("<svg") && drawn.contains(">t11<"),
+        "{drawn}"
+    );
+}
