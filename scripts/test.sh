@@ -229,7 +229,7 @@ kafka_conformance() {
     # step() runs this in a subshell: stop the broker whenever it exits, failed or not.
     trap 'scripts/kafka.sh stop' EXIT
     echo "Kafka 4.4 at $bootstrap"
-    KOORD_BOOTSTRAP="$bootstrap" cargo test --release --test wire --test groups
+    KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test wire --test groups
     say "koord-load smoke run against Kafka 4.4"
     load_smoke_run "$bootstrap"
 }
