@@ -184,4 +184,6 @@ impl fmt::Display for Summary<'_> {
 }
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod tests;

@@ -295,7 +295,15 @@ pub fn plan(
         match why {
             Some(why) if plane.held_by_other(task, l) => {
                 // I1: the holder gives it up first; the learner keeps learning meanwhile.
-                plane.owner[task] = if o == NONE { l } else { o };
+                // Meanwhile S names no owner if the owner is gone (not the learner: I3) or
+                // leaving (it gives the task up for good: should the learner vanish, the
+                // task is an orphan, never handed back to a leaver that no longer holds it,
+                // I8); step 2 leaves such a task to its learner.
+                plane.owner[task] = if o != NONE && plane.in_n[o as usize] {
+                    o
+                } else {
+                    NONE
+                };
                 plane.withheld[task] = true;
                 plane.marked[task] = true;
                 plane.slots.push(slot);
@@ -340,8 +348,9 @@ pub fn plan(
     }
 
     // Step 3 before step 2, so that orphans see every sticky load: everything else stays.
-    for (owner, &prev) in plane.owner.iter_mut().zip(&prev_owner) {
-        if *owner == NONE {
+    for ((owner, &prev), &withheld) in plane.owner.iter_mut().zip(&prev_owner).zip(&plane.withheld)
+    {
+        if *owner == NONE && !withheld {
             *owner = prev;
         }
     }
@@ -463,7 +472,7 @@ fn orphans(plane: &mut Plane<'_>, big_q: i64) {
     let mut first_open = 0usize;
     let mut placed = 0usize;
     for task in 0..n {
-        if plane.owner[task] != NONE {
+        if plane.owner[task] != NONE || plane.withheld[task] {
             continue;
         }
         while first_open < candidates.len() && plane.load[candidates[first_open]] >= big_q {
@@ -561,10 +570,14 @@ fn emit(mut plane: Plane<'_>, n: usize) -> Plan {
         let mut tasks = Vec::new();
         for p in 0..topic.partitions {
             let task = plane.offset[t] + p as usize;
-            let o = plane.owner[task];
-            // I1 for everything granted: never while another member holds the task.
+            let mut o = plane.owner[task];
+            // I1 for everything granted: never while another member holds the task. Nor is
+            // such a task recorded as `o`'s in S, since `o` does not hold it: the next
+            // rebalance places it afresh once the holder gave it up (else, had `o` started
+            // leaving meanwhile, step 3 would hand a leaver a task it never held, against I8).
             if o != NONE && plane.held_by_other(task, o) {
                 plane.withheld[task] = true;
+                o = NONE;
             }
             if o != NONE && !plane.withheld[task] {
                 let partition = Partition::new(t as TopicIndex, p);
