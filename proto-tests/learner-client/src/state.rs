@@ -12,25 +12,9 @@ use koord::assignor::protocol::{encode_subscription, Subscription, TopicPartitio
 /// A task: topic and partition.
 pub type Tp = (String, i32);
 
-/// When the member gives up marked tasks (the server's `learner.mode`, mirrored).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Marked tasks are given up at every join (revoked in the subscription).
-    Seed,
-    /// Marks are never given up by the member; koord revokes a task (cooperatively, by leaving
-    /// it out of the assignment) once its learner is ready.
-    ReadyGated,
-}
-
-impl Mode {
-    pub fn parse(s: &str) -> Option<Mode> {
-        match s {
-            "seed" => Some(Mode::Seed),
-            "ready-gated" => Some(Mode::ReadyGated),
-            _ => None,
-        }
-    }
-}
+/// When the member gives up marked tasks: the server's `learner.mode`, mirrored (seed: at
+/// every join; ready-gated: never, koord revokes a task once its learner is ready).
+pub use koord::assignor::learner::Mode;
 
 /// The `ConsumerProtocolSubscription` version sent: v1, the first with ownedPartitions (the
 /// version of learner-vectors.md's envelope vector).
