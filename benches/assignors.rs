@@ -10,6 +10,8 @@
 //! subscription object) when heterogeneous and to every topic (an equal, separate one) when
 //! homogeneous. Building the spec is not timed; the assignment, including dropping it, is.
 //!
+//! `learner` (learner-spec.md) runs on the same grid; see [`learner`] for its INCREMENTAL case.
+//!
 //! One case beyond that grid: homogeneous FULL with 1000 topics and 5000 members, the other
 //! figure Kafka publishes.
 //!
@@ -20,10 +22,11 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
+use koord::assignor::learner::{plan, LearnerInput, Settings, State};
 use koord::assignor::range::RangeAssignor;
 use koord::assignor::uniform::UniformAssignor;
-use koord::assignor::{Assignor, GroupSpec, MemberSpec, TopicIndex, TopicSpec};
-use koord::group::MemberId;
+use koord::assignor::{Assignor, GroupSpec, MemberSpec, Partition, TopicIndex, TopicSpec};
+use koord::group::{MemberId, Timestamp};
 
 const PARTITIONS_PER_MEMBER: usize = 10;
 const MAX_BUCKETS: usize = 5;
@@ -138,5 +141,65 @@ fn assignors(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, assignors);
+/// The learner assignor on the same grid. FULL: a fresh group (empty state S, nothing
+/// declared). INCREMENTAL: `count - 1` learner-capable members hold the assignment of a first
+/// `plan` (its S, each member declaring what it owns), and `newMember` joins. Timed: one `plan`
+/// call (its result dropped), with default settings (budget 2, seed mode).
+fn learner(c: &mut Criterion) {
+    let settings = Settings::default();
+    let now = Timestamp(1_000_000);
+    let mut g = c.benchmark_group("learner");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(1500));
+    for heterogeneous in [false, true] {
+        for full in [true, false] {
+            for topics in [10, 1000] {
+                let extra = (!heterogeneous && full && topics == 1000).then_some(5000);
+                let counts = [100, 1000].into_iter().chain(extra).chain([10000]);
+                for count in counts {
+                    let capable = |declared: Vec<Partition>| LearnerInput {
+                        capable: true,
+                        declared,
+                        ..LearnerInput::default()
+                    };
+                    let (spec, inputs, prev) = if full {
+                        let spec = group(count, topics, heterogeneous);
+                        let inputs = vec![capable(Vec::new()); count];
+                        (spec, inputs, State::default())
+                    } else {
+                        let before = group(count - 1, topics, heterogeneous);
+                        let fresh = vec![capable(Vec::new()); count - 1];
+                        let settled = plan(&before, &fresh, &State::default(), &settings, now);
+                        // The joiner as in `incremental` (same subscription rules).
+                        let mut spec = incremental(&UniformAssignor, count, topics, heterogeneous);
+                        for m in &mut spec.members {
+                            m.owned.clear();
+                        }
+                        let mut inputs: Vec<LearnerInput> =
+                            settled.assigned.into_iter().map(capable).collect();
+                        inputs.push(capable(Vec::new()));
+                        (spec, inputs, settled.state)
+                    };
+                    let id = format!(
+                        "{}/{}/{}t",
+                        if heterogeneous {
+                            "heterogeneous"
+                        } else {
+                            "homogeneous"
+                        },
+                        if full { "full" } else { "incremental" },
+                        topics
+                    );
+                    g.bench_with_input(BenchmarkId::new(id, count), &spec, |b, spec| {
+                        b.iter(|| plan(spec, &inputs, &prev, &settings, now))
+                    });
+                }
+            }
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, assignors, learner);
 criterion_main!(benches);

@@ -8,11 +8,12 @@
 //! receiver's bound.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::state::{State, StateTopic, TaskEntry, NO_MEMBER};
 use super::{Settings, TaskEvent, TaskEventKind};
 use crate::assignor::{GroupSpec, Partition, TopicIndex};
-use crate::group::Timestamp;
+use crate::group::{MemberId, Timestamp};
 
 /// No member (a task without owner, a slot without learner).
 const NONE: u32 = u32::MAX;
@@ -83,6 +84,13 @@ struct Plane<'a> {
     /// Leaving and past its deadline: counts as departed.
     gone: Vec<bool>,
     leaving_since: Vec<Option<Timestamp>>,
+    /// Each member's subscription, as an index into the distinct subscriptions.
+    sub_of: Vec<u32>,
+    /// The distinct subscriptions' topics.
+    sub_lists: Vec<&'a [TopicIndex]>,
+    /// The distinct subscriptions as bit sets of `words` words each.
+    sub_bits: Vec<u64>,
+    words: usize,
     /// The single member declaring each task, NONE, or MANY.
     declared: Vec<u32>,
     owner: Vec<u32>,
@@ -107,11 +115,12 @@ impl Plane<'_> {
     }
 
     fn subscribed(&self, member: u32, task: usize) -> bool {
-        let topic = self.partition(task).topic;
-        self.spec.members[member as usize]
-            .subscription
-            .binary_search(&topic)
-            .is_ok()
+        self.subscribes(member, self.partition(task).topic as usize)
+    }
+
+    fn subscribes(&self, member: u32, topic: usize) -> bool {
+        let word = self.sub_of[member as usize] as usize * self.words + topic / 64;
+        self.sub_bits[word] >> (topic % 64) & 1 != 0
     }
 
     /// Someone other than `member` still holds `task`.
@@ -161,18 +170,33 @@ pub fn plan(
         n += t.partitions as usize;
     }
 
-    // Membership: who is live, leaving, past its deadline.
-    let live: HashMap<&str, u32> = spec
+    // Membership: who is live, leaving, past its deadline. S names members by their index in
+    // the last spec, usually this spec's index too (members keep their places, joiners come
+    // last): only members found elsewhere are looked up by id.
+    let aligned = |i: usize, id: &MemberId| {
+        spec.members
+            .get(i)
+            .is_some_and(|m| m.member_id.as_str() == id.as_str())
+    };
+    let from_prev: Vec<u32> = if prev
         .members
         .iter()
         .enumerate()
-        .map(|(i, m)| (m.member_id.as_str(), i as u32))
-        .collect();
-    let from_prev: Vec<u32> = prev
-        .members
-        .iter()
-        .map(|id| live.get(id.as_str()).copied().unwrap_or(NONE))
-        .collect();
+        .all(|(i, id)| aligned(i, id))
+    {
+        (0..prev.members.len() as u32).collect()
+    } else {
+        let live: HashMap<&str, u32> = spec
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.member_id.as_str(), i as u32))
+            .collect();
+        prev.members
+            .iter()
+            .map(|id| live.get(id.as_str()).copied().unwrap_or(NONE))
+            .collect()
+    };
     let mut leaving_since = vec![None; members];
     for (i, input) in inputs.iter().enumerate() {
         if input.leaving {
@@ -198,6 +222,32 @@ pub fn plan(
         .collect();
     let in_n: Vec<bool> = leaving_since.iter().map(Option::is_none).collect();
 
+    // Subscriptions, deduplicated (members with the same subscription usually share it) and
+    // as bit sets, so that "does m subscribe to this task's topic" is one load.
+    let topics = spec.topics.len();
+    let words = topics.div_ceil(64).max(1);
+    let mut sub_of = Vec::with_capacity(members);
+    let mut sub_lists: Vec<&[TopicIndex]> = Vec::new();
+    let mut sub_bits: Vec<u64> = Vec::new();
+    let mut distinct: HashMap<&[TopicIndex], u32> = HashMap::new();
+    for (i, m) in spec.members.iter().enumerate() {
+        if i > 0 && Arc::ptr_eq(&m.subscription, &spec.members[i - 1].subscription) {
+            sub_of.push(sub_of[i - 1]);
+            continue;
+        }
+        let next = sub_lists.len() as u32;
+        let id = *distinct.entry(&m.subscription).or_insert(next);
+        if id == next {
+            sub_lists.push(&m.subscription);
+            sub_bits.resize(sub_bits.len() + words, 0);
+            let bits = &mut sub_bits[id as usize * words..];
+            for &t in m.subscription.iter().filter(|&&t| (t as usize) < topics) {
+                bits[t as usize / 64] |= 1 << (t % 64);
+            }
+        }
+        sub_of.push(id);
+    }
+
     let mut plane = Plane {
         spec,
         inputs,
@@ -208,6 +258,10 @@ pub fn plan(
         in_n,
         gone,
         leaving_since,
+        sub_of,
+        sub_lists,
+        sub_bits,
+        words,
         declared: vec![NONE; n],
         owner: vec![NONE; n],
         withheld: vec![false; n],
@@ -249,7 +303,7 @@ pub fn plan(
             let task = plane.offset[t] + e.partition as usize;
             let owner = from_prev.get(e.owner as usize).copied().unwrap_or(NONE);
             // An owner keeps a task only while live, within its deadline and subscribed.
-            if owner != NONE && !plane.gone[owner as usize] && plane.subscribed(owner, task) {
+            if owner != NONE && !plane.gone[owner as usize] && plane.subscribes(owner, t) {
                 prev_owner[task] = owner;
             }
             if e.learner != NO_MEMBER {
@@ -378,13 +432,16 @@ pub fn plan(
 
     // Step 4: new learners within the budget.
     let mut budget = settings.max_learners.saturating_sub(plane.slots.len());
-    let mut owned: Vec<Vec<usize>> = vec![Vec::new(); members];
-    for task in 0..n {
-        let o = plane.owner[task];
-        if o != NONE && !plane.withheld[task] {
-            owned[o as usize].push(task);
-        }
-    }
+    let work = budget > 0
+        && plane.order.iter().any(|&m| {
+            let load = plane.load[m];
+            !plane.in_n[m] || load < q || load > big_q
+        });
+    let owned = if work {
+        Owned::new(&plane)
+    } else {
+        Owned::default()
+    };
     // (a) drain leaving members.
     let leavers: Vec<usize> = plane
         .order
@@ -459,56 +516,123 @@ pub fn plan(
 }
 
 /// Step 2: each task without owner goes to the first member of N with P < Q subscribed to it,
-/// else to the least loaded subscriber in N, else stays unassigned.
+/// else to the least loaded subscriber in N (the first of those), else stays unassigned.
+///
+/// Members of N are grouped by subscription, each group in order with a cursor at its first
+/// member below Q (loads only grow here, so cursors only move forward); a task's candidates
+/// are the cursors of the groups subscribed to its topic, the first in order wins.
 fn orphans(plane: &mut Plane<'_>, big_q: i64) {
-    let n = plane.owner.len();
-    // Members of N in order; `first_open` skips those at Q, which never drop below it here.
-    let candidates: Vec<usize> = plane
-        .order
-        .iter()
-        .copied()
-        .filter(|&m| plane.in_n[m])
-        .collect();
-    let mut first_open = 0usize;
+    let spec = plane.spec;
+    let open = |plane: &Plane<'_>, t: usize| plane.owner[t] == NONE && !plane.withheld[t];
+    if !(0..plane.owner.len()).any(|t| open(plane, t)) {
+        return;
+    }
+    let mut rank = vec![0u32; spec.members.len()];
+    let mut groups: Vec<Vec<u32>> = vec![Vec::new(); plane.sub_lists.len()];
+    for (r, &m) in plane.order.iter().enumerate() {
+        rank[m] = r as u32;
+        if plane.in_n[m] {
+            groups[plane.sub_of[m] as usize].push(m as u32);
+        }
+    }
+    let mut groups_of_topic: Vec<Vec<u32>> = vec![Vec::new(); spec.topics.len()];
+    for (g, list) in plane.sub_lists.iter().enumerate() {
+        if !groups[g].is_empty() {
+            for &t in list.iter().filter(|&&t| (t as usize) < spec.topics.len()) {
+                groups_of_topic[t as usize].push(g as u32);
+            }
+        }
+    }
+    let mut cursor = vec![0usize; groups.len()];
     let mut placed = 0usize;
-    for task in 0..n {
-        if plane.owner[task] != NONE || plane.withheld[task] {
-            continue;
+    for (topic, of_topic) in groups_of_topic.iter().enumerate() {
+        let first = plane.offset[topic];
+        for task in first..first + spec.topics[topic].partitions as usize {
+            if !open(plane, task) {
+                continue;
+            }
+            let mut best: Option<u32> = None;
+            for &g in of_topic {
+                let list = &groups[g as usize];
+                let c = &mut cursor[g as usize];
+                while *c < list.len() && plane.load[list[*c] as usize] >= big_q {
+                    *c += 1;
+                }
+                if let Some(&m) = list.get(*c) {
+                    if best.is_none_or(|b| rank[m as usize] < rank[b as usize]) {
+                        best = Some(m);
+                    }
+                }
+            }
+            let to = best.or_else(|| {
+                of_topic
+                    .iter()
+                    .flat_map(|&g| groups[g as usize].iter().copied())
+                    .min_by_key(|&m| (plane.load[m as usize], rank[m as usize]))
+            });
+            let Some(m) = to else {
+                continue;
+            };
+            plane.owner[task] = m;
+            plane.load[m as usize] += 1;
+            placed += 1;
+            if placed <= 32 {
+                let to = plane.member_id(m);
+                plane.event(task, TaskEventKind::Orphan { to });
+            }
         }
-        while first_open < candidates.len() && plane.load[candidates[first_open]] >= big_q {
-            first_open += 1;
-        }
-        let open = candidates[first_open..]
-            .iter()
-            .copied()
-            .find(|&m| plane.load[m] < big_q && plane.subscribed(m as u32, task));
-        let to = open.or_else(|| {
-            candidates
-                .iter()
-                .copied()
-                .filter(|&m| plane.subscribed(m as u32, task))
-                .min_by_key(|&m| plane.load[m])
-        });
-        let Some(m) = to else {
-            continue;
+    }
+}
+
+/// Each member's granted tasks in task order, all in one vector.
+#[derive(Default)]
+struct Owned {
+    tasks: Vec<usize>,
+    /// Member `m`'s tasks are `tasks[start[m]..start[m + 1]]`.
+    start: Vec<usize>,
+}
+
+impl Owned {
+    fn new(plane: &Plane<'_>) -> Owned {
+        let granted = |t: usize| {
+            let o = plane.owner[t];
+            (o != NONE && !plane.withheld[t]).then_some(o as usize)
         };
-        plane.owner[task] = m as u32;
-        plane.load[m] += 1;
-        placed += 1;
-        if placed <= 32 {
-            let to = plane.member_id(m as u32);
-            plane.event(task, TaskEventKind::Orphan { to });
+        let members = plane.load.len();
+        let mut start = vec![0usize; members + 1];
+        for t in 0..plane.owner.len() {
+            if let Some(o) = granted(t) {
+                start[o + 1] += 1;
+            }
+        }
+        for m in 0..members {
+            start[m + 1] += start[m];
+        }
+        let mut next = start.clone();
+        let mut tasks = vec![0usize; start[members]];
+        for t in 0..plane.owner.len() {
+            if let Some(o) = granted(t) {
+                tasks[next[o]] = t;
+                next[o] += 1;
+            }
+        }
+        Owned { tasks, start }
+    }
+}
+
+impl std::ops::Index<usize> for Owned {
+    type Output = [usize];
+
+    fn index(&self, m: usize) -> &[usize] {
+        match (self.start.get(m), self.start.get(m + 1)) {
+            (Some(&s), Some(&e)) => &self.tasks[s..e],
+            _ => &[],
         }
     }
 }
 
 /// The first donor with P > `above` holding an unmarked task that `r` may take, and that task.
-fn find_donor(
-    plane: &Plane<'_>,
-    owned: &[Vec<usize>],
-    r: usize,
-    above: i64,
-) -> Option<(usize, usize)> {
+fn find_donor(plane: &Plane<'_>, owned: &Owned, r: usize, above: i64) -> Option<(usize, usize)> {
     plane
         .order
         .iter()
@@ -551,33 +675,44 @@ fn add_learner(
 fn emit(mut plane: Plane<'_>, n: usize) -> Plan {
     let members = plane.spec.members.len();
     plane.slots.sort_by_key(|s| s.task);
-    let mut assigned: Vec<Vec<Partition>> = vec![Vec::new(); members];
     let mut marks: Vec<Vec<Partition>> = vec![Vec::new(); members];
     let mut learning: Vec<Vec<Partition>> = vec![Vec::new(); members];
-    let mut learner_of = vec![NONE; n];
     for s in &plane.slots {
-        learner_of[s.task] = s.member;
         learning[s.member as usize].push(plane.partition(s.task));
     }
 
-    // The new S, by topic; owners and learners name members by their index in the spec.
-    let mut topics = Vec::with_capacity(plane.spec.topics.len());
-    let mut planned: HashMap<usize, Timestamp> = HashMap::new();
-    for s in &plane.slots {
-        planned.insert(s.task, s.planned);
+    // I1 for everything granted: never while another member holds the task. Nor is such a
+    // task recorded as its owner's in S, since the owner does not hold it: the next rebalance
+    // places it afresh once the holder gave it up (else, had the owner started leaving
+    // meanwhile, step 3 would hand a leaver a task it never held, against I8).
+    let mut grants = vec![0usize; members];
+    for task in 0..n {
+        let o = plane.owner[task];
+        if o != NONE && plane.held_by_other(task, o) {
+            plane.withheld[task] = true;
+            plane.owner[task] = NONE;
+        }
+        if o != NONE && !plane.withheld[task] {
+            grants[o as usize] += 1;
+        }
     }
+    let mut assigned: Vec<Vec<Partition>> = grants.into_iter().map(Vec::with_capacity).collect();
+
+    // The new S, by topic; owners and learners name members by their index in the spec.
+    // Learners by task: the slots are sorted by task (the last of a task's slots wins).
+    let mut topics = Vec::with_capacity(plane.spec.topics.len());
+    let mut slot = 0usize;
     for (t, topic) in plane.spec.topics.iter().enumerate() {
-        let mut tasks = Vec::new();
+        let mut tasks = Vec::with_capacity(topic.partitions as usize);
         for p in 0..topic.partitions {
             let task = plane.offset[t] + p as usize;
-            let mut o = plane.owner[task];
-            // I1 for everything granted: never while another member holds the task. Nor is
-            // such a task recorded as `o`'s in S, since `o` does not hold it: the next
-            // rebalance places it afresh once the holder gave it up (else, had `o` started
-            // leaving meanwhile, step 3 would hand a leaver a task it never held, against I8).
-            if o != NONE && plane.held_by_other(task, o) {
-                plane.withheld[task] = true;
-                o = NONE;
+            let o = plane.owner[task];
+            let (mut l, mut planned) = (NONE, Timestamp::default());
+            while let Some(s) = plane.slots.get(slot).filter(|s| s.task <= task) {
+                if s.task == task {
+                    (l, planned) = (s.member, s.planned);
+                }
+                slot += 1;
             }
             if o != NONE && !plane.withheld[task] {
                 let partition = Partition::new(t as TopicIndex, p);
@@ -586,13 +721,12 @@ fn emit(mut plane: Plane<'_>, n: usize) -> Plan {
                     marks[o as usize].push(partition);
                 }
             }
-            let l = learner_of[task];
             if o != NONE || l != NONE {
                 tasks.push(TaskEntry {
                     partition: p,
                     owner: if o == NONE { NO_MEMBER } else { o },
                     learner: if l == NONE { NO_MEMBER } else { l },
-                    planned: planned.get(&task).copied().unwrap_or_default(),
+                    planned,
                 });
             }
         }
