@@ -449,3 +449,38 @@ fn learner_state_and_follow_up_come_back_from_the_record() {
         record.assignor_state
     );
 }
+
+/// A member that chose `learner` but whose subscription's user data is not a
+/// `LearnerSubscription` (truncated, an unknown version, trailing bytes) is refused with
+/// INCONSISTENT_GROUP_PROTOCOL, and the group is untouched.
+#[test]
+fn learner_user_data_that_does_not_decode_is_refused() {
+    let mut ctx = learner_ctx(&[("t", 4)], warmup(0));
+    let clients = start(&mut ctx, 2, true, "learner", &["t"]);
+    let generation = ctx.group.generation();
+    let events = ctx.events.len();
+    let valid = crate::assignor::learner::wire::LearnerSubscription::default().encode();
+    let mut trailing = valid.to_vec();
+    trailing.push(0);
+    let mut version = valid.to_vec();
+    version[1] = 1;
+    for garbage in [&valid[..5], &trailing[..], &version[..], b"\xff"] {
+        let s = Subscription {
+            version: 1,
+            topics: vec!["t".into()],
+            user_data: Some(Bytes::copy_from_slice(garbage)),
+            ..Subscription::default()
+        };
+        let mut j = J::new().member(&clients[0].id);
+        j.req.protocols = vec![Protocol::new("learner", encode_subscription(&s, 1))];
+        let t = ctx.join(j);
+        assert_eq!(
+            ctx.join_reply(t).error,
+            Some(GroupError::InconsistentGroupProtocol),
+            "{garbage:?}"
+        );
+    }
+    assert_eq!(ctx.group.state(), GroupState::Stable);
+    assert_eq!(ctx.group.generation(), generation);
+    assert_eq!(ctx.events.len(), events, "no rebalance, no member change");
+}
