@@ -68,7 +68,12 @@ def java_command(main_class, *args):
 # --- the event log and what members own according to it ---------------------------------------
 
 class Events:
-    """Every event of a test's members in arrival order; waiters wake on each new event."""
+    """Every event of a test's members in arrival order; waiters wake on each new event.
+
+    `FAILING` names the events that fail a wait at once; `TIMEOUT` is the default wait."""
+
+    FAILING = ("error",)
+    TIMEOUT = SETTLE_TIMEOUT
 
     def __init__(self):
         self._cond = threading.Condition()
@@ -87,13 +92,14 @@ class Events:
         with self._cond:
             return len(self._log)
 
-    def wait_for(self, what, check, timeout=SETTLE_TIMEOUT):
+    def wait_for(self, what, check, timeout=None):
         """Re-runs check(events) on every new event until it returns something other than None,
-        and returns that. Fails on a member's "error" event, or with `what` at the deadline."""
+        and returns that. Fails on a `FAILING` event, or with `what` at the deadline."""
+        timeout = self.TIMEOUT if timeout is None else timeout
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
-                errors = [e for e in self._log if e["event"] == "error"]
+                errors = [e for e in self._log if e["event"] in self.FAILING]
                 if errors:
                     pytest.fail(f"a member failed while waiting for {what}: {errors[0]}\n"
                                 f"{self.summary()}")
@@ -103,7 +109,7 @@ class Events:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                self._cond.wait(left)
+                self._cond.wait(min(left, 1.0))
         pytest.fail(f"not reached within {timeout:.0f}s: {what}\n{self.summary()}")
 
     def summary(self, last=40):

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+import groups_util
 from conftest import KOORD_BIN
 
 LEARNER_BIN = Path(os.environ.get("LEARNER_CLIENT_BIN", KOORD_BIN.parent / "learner-client"))
@@ -62,45 +63,16 @@ R4 = {"S1": ([1], [], [], []), "S2": ([3], [2], [], []), "S3": ([4], [], [], [])
 BALANCED = {"S1": [1], "S2": [3], "S3": [4], "S4": [0], "S5": [2]}
 
 
-class Events:
-    """Every output line of a test's members in arrival order; waiters wake on each new one."""
+class Events(groups_util.Events):
+    """Every output line of a test's members in arrival order; a member's "fatal" line or exit
+    fails a wait at once."""
+
+    FAILING = ("fatal", "died")
+    TIMEOUT = TIMEOUT
 
     def __init__(self, diagnostics=lambda: ""):
-        self._cond = threading.Condition()
-        self._log = []
+        super().__init__()
         self._diagnostics = diagnostics  # appended to failure messages (members' stderr)
-
-    def add(self, event):
-        with self._cond:
-            self._log.append(event)
-            self._cond.notify_all()
-
-    def snapshot(self):
-        with self._cond:
-            return list(self._log)
-
-    def __len__(self):
-        with self._cond:
-            return len(self._log)
-
-    def wait_for(self, what, check, timeout=TIMEOUT):
-        """Re-runs check(events) on every new event until it returns something other than
-        None, and returns that. Fails at once on a member's "fatal" line or exit."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                fatal = [e for e in self._log if e["event"] in ("fatal", "died")]
-                if fatal:
-                    pytest.fail(f"a member failed while waiting for {what}: {fatal[0]}\n"
-                                f"{self.summary()}")
-                result = check(self._log)
-                if result is not None:
-                    return result
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(min(left, 1.0))
-        pytest.fail(f"not reached within {timeout:.0f}s: {what}\n{self.summary()}")
 
     def summary(self, last=60):
         log = self.snapshot()
