@@ -176,8 +176,11 @@ fn learner(c: &mut Criterion) {
                         for m in &mut spec.members {
                             m.owned.clear();
                         }
-                        let mut inputs: Vec<LearnerInput> =
-                            settled.assigned.into_iter().map(capable).collect();
+                        let mut inputs: Vec<LearnerInput> = settled
+                            .assigned
+                            .iter()
+                            .map(|a| capable(a.to_vec()))
+                            .collect();
                         inputs.push(capable(Vec::new()));
                         (spec, inputs, settled.state)
                     };

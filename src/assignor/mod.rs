@@ -177,6 +177,29 @@ impl Assignment {
         Assignment { partitions, spans }
     }
 
+    /// From (member index, partition) pairs, each member's partitions in the order given
+    /// (so sorted if the pairs are in partition order), for `members` members.
+    pub fn from_pairs(members: usize, pairs: &[(u32, Partition)]) -> Assignment {
+        let mut spans = vec![(0u32, 0u32); members];
+        for &(m, _) in pairs {
+            spans[m as usize].1 += 1;
+        }
+        let mut at = 0u32;
+        for span in &mut spans {
+            let count = span.1;
+            // The end is the fill cursor until every pair is placed.
+            *span = (at, at);
+            at += count;
+        }
+        let mut partitions = vec![Partition::new(0, 0); pairs.len()];
+        for &(m, p) in pairs {
+            let span = &mut spans[m as usize];
+            partitions[span.1 as usize] = p;
+            span.1 += 1;
+        }
+        Assignment { partitions, spans }
+    }
+
     /// Number of members.
     pub fn len(&self) -> usize {
         self.spans.len()

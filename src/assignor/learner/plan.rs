@@ -10,15 +10,21 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::state::{State, StateTopic, TaskEntry, NO_MEMBER};
+use super::state::{Learner, State, StateTopic};
 use super::{Settings, TaskEvent, TaskEventKind};
-use crate::assignor::{GroupSpec, Partition, TopicIndex};
-use crate::group::{MemberId, Timestamp};
+use crate::assignor::{Assignment, GroupSpec, Partition, TopicIndex};
+use crate::group::Timestamp;
 
-/// No member (a task without owner, a slot without learner).
-const NONE: u32 = u32::MAX;
+/// No member (a task without owner, a slot without learner); S's `NO_MEMBER`, so the plan's
+/// owner vector becomes S's as it is.
+const NONE: u32 = super::state::NO_MEMBER;
 /// Declared by two different members.
 const MANY: u32 = u32::MAX - 1;
+
+/// Task flags: held back from its owner's assignment this generation (I1).
+const WITHHELD: u8 = 1;
+/// Task flags: someone learns it.
+const MARKED: u8 = 2;
 
 /// What one live member brings to a rebalance, besides its subscription (in the spec).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,17 +45,18 @@ pub struct LearnerInput {
     pub leaving: bool,
 }
 
-/// The result of one rebalance, by member index of the spec.
+/// The result of one rebalance, by member index of the spec (flat lists, one span per member,
+/// as uniform returns them: a plan for 10,000 members is not 40,000 vectors).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
     /// Active tasks granted this generation, sorted.
-    pub assigned: Vec<Vec<Partition>>,
+    pub assigned: Assignment,
     /// Tasks to restore, sorted.
-    pub learning: Vec<Vec<Partition>>,
+    pub learning: Assignment,
     /// Assigned tasks that someone is learning, sorted.
-    pub marks: Vec<Vec<Partition>>,
+    pub marks: Assignment,
     /// Confirmed give-ups: `revokedAtJoin − assigned`, sorted.
-    pub revoked: Vec<Vec<Partition>>,
+    pub revoked: Assignment,
     /// The coordinator state S after this rebalance.
     pub state: State,
     /// When koord must start a rebalance by itself (a warm-up ends, a scale-down deadline
@@ -91,11 +98,11 @@ struct Plane<'a> {
     /// The distinct subscriptions as bit sets of `words` words each.
     sub_bits: Vec<u64>,
     words: usize,
-    /// The single member declaring each task, NONE, or MANY.
+    /// The single member declaring each task, NONE, or MANY; empty when nobody declares.
     declared: Vec<u32>,
     owner: Vec<u32>,
-    withheld: Vec<bool>,
-    marked: Vec<bool>,
+    /// WITHHELD and MARKED, per task.
+    flags: Vec<u8>,
     load: Vec<i64>,
     slots: Vec<Slot>,
     events: Vec<TaskEvent>,
@@ -125,8 +132,17 @@ impl Plane<'_> {
 
     /// Someone other than `member` still holds `task`.
     fn held_by_other(&self, task: usize, member: u32) -> bool {
-        let d = self.declared[task];
-        d != NONE && d != member
+        self.declared
+            .get(task)
+            .is_some_and(|&d| d != NONE && d != member)
+    }
+
+    fn marked(&self, task: usize) -> bool {
+        self.flags[task] & MARKED != 0
+    }
+
+    fn withheld(&self, task: usize) -> bool {
+        self.flags[task] & WITHHELD != 0
     }
 
     fn ready(&self, slot: &Slot) -> bool {
@@ -173,10 +189,10 @@ pub fn plan(
     // Membership: who is live, leaving, past its deadline. S names members by their index in
     // the last spec, usually this spec's index too (members keep their places, joiners come
     // last): only members found elsewhere are looked up by id.
-    let aligned = |i: usize, id: &MemberId| {
+    let aligned = |i: usize, id: &str| {
         spec.members
             .get(i)
-            .is_some_and(|m| m.member_id.as_str() == id.as_str())
+            .is_some_and(|m| m.member_id.as_str() == id)
     };
     let from_prev: Vec<u32> = if prev
         .members
@@ -194,14 +210,19 @@ pub fn plan(
             .collect();
         prev.members
             .iter()
-            .map(|id| live.get(id.as_str()).copied().unwrap_or(NONE))
+            .map(|id| live.get(id).copied().unwrap_or(NONE))
             .collect()
     };
+    // One pass over the inputs: who leaves, and whether anyone declares or revokes anything
+    // (a fresh group does neither, and skips what needs it).
     let mut leaving_since = vec![None; members];
-    for (i, input) in inputs.iter().enumerate() {
+    let (mut any_declared, mut any_revoked) = (false, false);
+    for (since, input) in leaving_since.iter_mut().zip(inputs) {
         if input.leaving {
-            leaving_since[i] = Some(now);
+            *since = Some(now);
         }
+        any_declared |= !input.declared.is_empty();
+        any_revoked |= !input.revoked.is_empty();
     }
     for &(m, since) in &prev.leaving {
         if let Some(&i) = from_prev.get(m as usize) {
@@ -248,6 +269,11 @@ pub fn plan(
         sub_of.push(id);
     }
 
+    // Who declares each task, if anyone declares anything (a fresh group declares nothing).
+    let mut declared = Vec::new();
+    if any_declared {
+        declared = vec![NONE; n];
+    }
     let mut plane = Plane {
         spec,
         inputs,
@@ -262,15 +288,14 @@ pub fn plan(
         sub_lists,
         sub_bits,
         words,
-        declared: vec![NONE; n],
+        declared,
         owner: vec![NONE; n],
-        withheld: vec![false; n],
-        marked: vec![false; n],
+        flags: vec![0; n],
         load: vec![0; members],
         slots: Vec::new(),
         events: Vec::new(),
     };
-    for (i, input) in inputs.iter().enumerate() {
+    for (i, input) in inputs.iter().enumerate().filter(|_| any_declared) {
         for &p in &input.declared {
             if let Some(t) = plane.task(p) {
                 let d = &mut plane.declared[t];
@@ -283,46 +308,17 @@ pub fn plan(
         }
     }
 
-    // S, interned: the previous owner (a live member that may keep it) and learner slots.
-    let topic_index: HashMap<&str, usize> = spec
-        .topics
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (&*t.name, i))
-        .collect();
-    let mut prev_owner = vec![NONE; n];
-    let mut prev_slots: Vec<Slot> = Vec::new();
-    for topic in &prev.topics {
-        let Some(&t) = topic_index.get(topic.name.as_str()) else {
-            continue;
-        };
-        for e in &topic.tasks {
-            if e.partition >= spec.topics[t].partitions {
-                continue;
-            }
-            let task = plane.offset[t] + e.partition as usize;
-            let owner = from_prev.get(e.owner as usize).copied().unwrap_or(NONE);
-            // An owner keeps a task only while live, within its deadline and subscribed.
-            if owner != NONE && !plane.gone[owner as usize] && plane.subscribes(owner, t) {
-                prev_owner[task] = owner;
-            }
-            if e.learner != NO_MEMBER {
-                let learner = from_prev.get(e.learner as usize).copied().unwrap_or(NONE);
-                let slot = Slot {
-                    task,
-                    member: learner,
-                    planned: e.planned,
-                };
-                prev_slots.push(slot);
-            }
-        }
-    }
-    prev_slots.sort_by_key(|s| s.task);
+    // S, interned: each task's previous owner (a live member that may keep it; step 3 keeps
+    // it unless step 1 decides otherwise) and the learner slots.
+    let (prev_slots, kept_any) = intern_state(&mut plane, prev, &from_prev);
+    // Whether any task has an owner after step 1 (else loads are all learners', and every
+    // task is an orphan).
+    let owned_any = kept_any || !prev_slots.is_empty();
 
     // Step 1: resolve learners, in task order.
     for slot in prev_slots {
         let task = slot.task;
-        let o = prev_owner[task];
+        let o = plane.owner[task];
         let l = slot.member;
         let drop_why = if l == NONE {
             Some("learner departed")
@@ -358,8 +354,7 @@ pub fn plan(
                 } else {
                     NONE
                 };
-                plane.withheld[task] = true;
-                plane.marked[task] = true;
+                plane.flags[task] |= WITHHELD | MARKED;
                 plane.slots.push(slot);
                 let holder = plane.declared[task];
                 let from = if holder == MANY {
@@ -393,25 +388,33 @@ pub fn plan(
                 );
             }
             None => {
-                // Not ready: back to its owner, learner kept (no half-way bounce).
-                plane.owner[task] = o;
-                plane.marked[task] = true;
+                // Not ready: back to its owner (it still is), learner kept (no half-way
+                // bounce).
+                plane.flags[task] |= MARKED;
                 plane.slots.push(slot);
             }
         }
     }
 
-    // Step 3 before step 2, so that orphans see every sticky load: everything else stays.
-    for ((owner, &prev), &withheld) in plane.owner.iter_mut().zip(&prev_owner).zip(&plane.withheld)
-    {
-        if *owner == NONE && !withheld {
-            *owner = prev;
+    // Step 3 came first (every other task stays with its owner), so that orphans see every
+    // sticky load.
+    // Whether step 2 has work: a task without owner that is not withheld.
+    let mut any_open = !owned_any && n > 0;
+    if owned_any {
+        // Counted by runs (sticky tasks mostly come in runs of one owner).
+        let (mut run, mut count) = (NONE, 0i64);
+        for (&o, &flags) in plane.owner.iter().zip(&plane.flags) {
+            any_open |= o == NONE && flags & WITHHELD == 0;
+            if o != run {
+                if run != NONE {
+                    plane.load[run as usize] += count;
+                }
+                (run, count) = (o, 0);
+            }
+            count += 1 - i64::from(flags & MARKED != 0);
         }
-    }
-    for task in 0..n {
-        let o = plane.owner[task];
-        if o != NONE {
-            plane.load[o as usize] += 1 - i64::from(plane.marked[task]);
+        if run != NONE {
+            plane.load[run as usize] += count;
         }
     }
     for s in &plane.slots {
@@ -428,7 +431,9 @@ pub fn plan(
     };
 
     // Step 2: orphans, to the first member of N with P < Q (cold restore).
-    orphans(&mut plane, big_q);
+    if any_open {
+        orphans(&mut plane, big_q);
+    }
 
     // Step 4: new learners within the budget.
     let mut budget = settings.max_learners.saturating_sub(plane.slots.len());
@@ -437,11 +442,7 @@ pub fn plan(
             let load = plane.load[m];
             !plane.in_n[m] || load < q || load > big_q
         });
-    let owned = if work {
-        Owned::new(&plane)
-    } else {
-        Owned::default()
-    };
+    let mut owned = Owned::default();
     // (a) drain leaving members.
     let leavers: Vec<usize> = plane
         .order
@@ -449,9 +450,10 @@ pub fn plan(
         .copied()
         .filter(|&m| !plane.in_n[m] && !plane.gone[m])
         .collect();
-    'drain: for d in leavers {
-        for &task in &owned[d] {
-            if plane.marked[task] {
+    'drain: for d in leavers.into_iter().filter(|_| work) {
+        for task in owned.of(&plane, d) {
+            let task = task as usize;
+            if plane.marked(task) {
                 continue;
             }
             if budget == 0 {
@@ -468,7 +470,7 @@ pub fn plan(
     }
     // (b) fill members below q, then (c) shave members above Q.
     let mut skipped = vec![false; members];
-    while budget > 0 {
+    while budget > 0 && work {
         let Some(r) = plane
             .order
             .iter()
@@ -477,8 +479,8 @@ pub fn plan(
         else {
             break;
         };
-        let donor =
-            find_donor(&plane, &owned, r, big_q).or_else(|| find_donor(&plane, &owned, r, q));
+        let donor = find_donor(&plane, &mut owned, r, big_q)
+            .or_else(|| find_donor(&plane, &mut owned, r, q));
         match donor {
             Some((d, task)) => {
                 add_learner(&mut plane, task, d, r, "fill");
@@ -488,7 +490,7 @@ pub fn plan(
         }
     }
     let mut skipped = vec![false; members];
-    while budget > 0 {
+    while budget > 0 && work {
         let Some(d) = plane
             .order
             .iter()
@@ -497,12 +499,13 @@ pub fn plan(
         else {
             break;
         };
+        let tasks = owned.of(&plane, d);
         let found = plane
             .order
             .iter()
             .copied()
             .filter(|&r| plane.in_n[r] && plane.load[r] < big_q)
-            .find_map(|r| lowest_unmarked(&plane, &owned[d], r).map(|task| (r, task)));
+            .find_map(|r| lowest_unmarked(&plane, &tasks, r).map(|task| (r, task)));
         match found {
             Some((r, task)) => {
                 add_learner(&mut plane, task, d, r, "shave");
@@ -512,7 +515,82 @@ pub fn plan(
         }
     }
 
-    emit(plane, n)
+    emit(plane, any_revoked)
+}
+
+/// Fills the owner vector from S (members mapped to this spec's indices by `from_prev`) and
+/// returns S's learner slots in task order, and whether any task kept its owner. An owner keeps a task only while live, within its
+/// deadline and subscribed; tasks of topics or partitions the spec no longer has are gone.
+fn intern_state(plane: &mut Plane<'_>, prev: &State, from_prev: &[u32]) -> (Vec<Slot>, bool) {
+    let spec = plane.spec;
+    let keeps: Vec<u32> = from_prev
+        .iter()
+        .map(|&i| {
+            if i != NONE && !plane.gone[i as usize] {
+                i
+            } else {
+                NONE
+            }
+        })
+        .collect();
+    // S's topics are usually the spec's, in the same places.
+    let mut by_name: Option<HashMap<&str, usize>> = None;
+    let mut slots = Vec::with_capacity(prev.learners.len());
+    let mut kept = false;
+    let mut learners = prev.learners.iter().peekable();
+    let mut end = 0usize;
+    for (i, st) in prev.topics.iter().enumerate() {
+        let first = end;
+        end += st.partitions as usize;
+        let t = if spec.topics.get(i).is_some_and(|t| t.name == st.name) {
+            Some(i)
+        } else {
+            let by_name = by_name.get_or_insert_with(|| {
+                spec.topics
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (&*t.name, i))
+                    .collect()
+            });
+            by_name.get(&*st.name).copied()
+        };
+        let shared = t.map_or(0, |t| st.partitions.min(spec.topics[t].partitions) as usize);
+        while let Some(l) = learners.next_if(|l| (l.task as usize) < end) {
+            let (Some(t), Some(p)) = (t, (l.task as usize).checked_sub(first)) else {
+                continue;
+            };
+            if p < shared {
+                slots.push(Slot {
+                    task: plane.offset[t] + p,
+                    member: from_prev.get(l.member as usize).copied().unwrap_or(NONE),
+                    planned: l.planned,
+                });
+            }
+        }
+        let (Some(t), Some(src)) = (t, prev.owners.get(first..first + shared)) else {
+            continue;
+        };
+        let (sub_of, sub_bits, words) = (&plane.sub_of, &plane.sub_bits, plane.words);
+        let (word, bit) = (t / 64, t % 64);
+        let dst = &mut plane.owner[plane.offset[t]..plane.offset[t] + shared];
+        // Decided once per run of one owner (S's owners mostly come in runs).
+        let (mut last, mut keep) = (NONE, NONE);
+        for (d, &o) in dst.iter_mut().zip(src) {
+            if o != last {
+                last = o;
+                keep = keeps.get(o as usize).copied().unwrap_or(NONE);
+                if keep != NONE
+                    && sub_bits[sub_of[keep as usize] as usize * words + word] >> bit & 1 == 0
+                {
+                    keep = NONE;
+                }
+                kept |= keep != NONE;
+            }
+            *d = keep;
+        }
+    }
+    slots.sort_by_key(|s| s.task);
+    (slots, kept)
 }
 
 /// Step 2: each task without owner goes to the first member of N with P < Q subscribed to it,
@@ -523,10 +601,7 @@ pub fn plan(
 /// are the cursors of the groups subscribed to its topic, the first in order wins.
 fn orphans(plane: &mut Plane<'_>, big_q: i64) {
     let spec = plane.spec;
-    let open = |plane: &Plane<'_>, t: usize| plane.owner[t] == NONE && !plane.withheld[t];
-    if !(0..plane.owner.len()).any(|t| open(plane, t)) {
-        return;
-    }
+    let open = |plane: &Plane<'_>, t: usize| plane.owner[t] == NONE && !plane.withheld(t);
     let mut rank = vec![0u32; spec.members.len()];
     let mut groups: Vec<Vec<u32>> = vec![Vec::new(); plane.sub_lists.len()];
     for (r, &m) in plane.order.iter().enumerate() {
@@ -535,117 +610,203 @@ fn orphans(plane: &mut Plane<'_>, big_q: i64) {
             groups[plane.sub_of[m] as usize].push(m as u32);
         }
     }
-    let mut groups_of_topic: Vec<Vec<u32>> = vec![Vec::new(); spec.topics.len()];
-    for (g, list) in plane.sub_lists.iter().enumerate() {
-        if !groups[g].is_empty() {
-            for &t in list.iter().filter(|&&t| (t as usize) < spec.topics.len()) {
-                groups_of_topic[t as usize].push(g as u32);
-            }
+    // The groups subscribed to each topic, flat: topic t's are `of[start[t]..start[t + 1]]`.
+    let topics = spec.topics.len();
+    let (sub_lists, groups_ref) = (&plane.sub_lists, &groups);
+    let subscribed = |g: usize| {
+        let live = !groups_ref[g].is_empty();
+        sub_lists[g]
+            .iter()
+            .map(|&t| t as usize)
+            .filter(move |&t| live && t < topics)
+    };
+    let mut start = vec![0usize; topics + 1];
+    for g in 0..groups.len() {
+        for t in subscribed(g) {
+            start[t + 1] += 1;
+        }
+    }
+    for t in 0..topics {
+        start[t + 1] += start[t];
+    }
+    let mut next = start.clone();
+    let mut of = vec![0u32; start[topics]];
+    for g in 0..groups.len() {
+        for t in subscribed(g) {
+            of[next[t]] = g as u32;
+            next[t] += 1;
         }
     }
     let mut cursor = vec![0usize; groups.len()];
     let mut placed = 0usize;
-    for (topic, of_topic) in groups_of_topic.iter().enumerate() {
-        let first = plane.offset[topic];
-        for task in first..first + spec.topics[topic].partitions as usize {
+    for topic in 0..topics {
+        let of_topic = &of[start[topic]..start[topic + 1]];
+        let end = plane.offset[topic] + spec.topics[topic].partitions as usize;
+        let mut task = plane.offset[topic];
+        while task < end {
             if !open(plane, task) {
+                task += 1;
                 continue;
             }
-            let mut best: Option<u32> = None;
-            for &g in of_topic {
-                let list = &groups[g as usize];
-                let c = &mut cursor[g as usize];
-                while *c < list.len() && plane.load[list[*c] as usize] >= big_q {
-                    *c += 1;
-                }
-                if let Some(&m) = list.get(*c) {
-                    if best.is_none_or(|b| rank[m as usize] < rank[b as usize]) {
-                        best = Some(m);
+            let mut run = task + 1;
+            while run < end && open(plane, run) {
+                run += 1;
+            }
+            // The open tasks task..run, member by member: a member below Q stays the first
+            // below Q (nobody else's load changes) until it reaches Q, so it takes that many
+            // at once; the least loaded one (nobody below Q) takes one at a time.
+            while task < run {
+                let mut best: Option<u32> = None;
+                for &g in of_topic {
+                    let list = &groups[g as usize];
+                    let c = &mut cursor[g as usize];
+                    while *c < list.len() && plane.load[list[*c] as usize] >= big_q {
+                        *c += 1;
+                    }
+                    if let Some(&m) = list.get(*c) {
+                        if best.is_none_or(|b| rank[m as usize] < rank[b as usize]) {
+                            best = Some(m);
+                        }
                     }
                 }
+                let (m, take) = match best {
+                    Some(m) => (
+                        m,
+                        ((big_q - plane.load[m as usize]) as usize).min(run - task),
+                    ),
+                    None => {
+                        let least = of_topic
+                            .iter()
+                            .flat_map(|&g| groups[g as usize].iter().copied())
+                            .min_by_key(|&m| (plane.load[m as usize], rank[m as usize]));
+                        match least {
+                            Some(m) => (m, 1),
+                            // Nobody in N subscribes: the topic's tasks stay unassigned.
+                            None => break,
+                        }
+                    }
+                };
+                plane.owner[task..task + take].fill(m);
+                plane.load[m as usize] += take as i64;
+                for t in task..(task + take).min(task + 32usize.saturating_sub(placed)) {
+                    let to = plane.member_id(m);
+                    plane.event(t, TaskEventKind::Orphan { to });
+                }
+                placed += take;
+                task += take;
             }
-            let to = best.or_else(|| {
-                of_topic
-                    .iter()
-                    .flat_map(|&g| groups[g as usize].iter().copied())
-                    .min_by_key(|&m| (plane.load[m as usize], rank[m as usize]))
-            });
-            let Some(m) = to else {
-                continue;
-            };
-            plane.owner[task] = m;
-            plane.load[m as usize] += 1;
-            placed += 1;
-            if placed <= 32 {
-                let to = plane.member_id(m);
-                plane.event(task, TaskEventKind::Orphan { to });
-            }
+            task = run;
         }
     }
 }
 
-/// Each member's granted tasks in task order, all in one vector.
+/// Each member's granted tasks in task order, as step 4 asks for them. Its budget is small, so
+/// it asks for few members' tasks: the first [`Owned::SCANS`] are found by scanning the owner
+/// vector, and only past that (a heterogeneous fill may try many donors) are all members'
+/// lists built at once.
 #[derive(Default)]
 struct Owned {
-    tasks: Vec<usize>,
+    lists: Option<OwnedLists>,
+    scans: usize,
+}
+
+impl Owned {
+    const SCANS: usize = 4;
+
+    fn of(&mut self, plane: &Plane<'_>, m: usize) -> Vec<u32> {
+        if self.lists.is_none() && self.scans < Owned::SCANS {
+            self.scans += 1;
+            return plane
+                .owner
+                .iter()
+                .zip(&plane.flags)
+                .enumerate()
+                .filter(|&(_, (&o, &flags))| o as usize == m && flags & WITHHELD == 0)
+                .map(|(t, _)| t as u32)
+                .collect();
+        }
+        let lists = self.lists.get_or_insert_with(|| OwnedLists::new(plane));
+        lists.tasks[lists.start[m]..lists.start[m + 1]].to_vec()
+    }
+}
+
+/// Every member's granted tasks in task order, all in one vector.
+struct OwnedLists {
+    tasks: Vec<u32>,
     /// Member `m`'s tasks are `tasks[start[m]..start[m + 1]]`.
     start: Vec<usize>,
 }
 
-impl Owned {
-    fn new(plane: &Plane<'_>) -> Owned {
-        let granted = |t: usize| {
-            let o = plane.owner[t];
-            (o != NONE && !plane.withheld[t]).then_some(o as usize)
-        };
+impl OwnedLists {
+    /// Counted, then placed, by runs of one owner: its count and cursor stay in registers.
+    fn new(plane: &Plane<'_>) -> OwnedLists {
+        let granted = |(&o, &flags): (&u32, &u8)| if flags & WITHHELD != 0 { NONE } else { o };
         let members = plane.load.len();
         let mut start = vec![0usize; members + 1];
-        for t in 0..plane.owner.len() {
-            if let Some(o) = granted(t) {
-                start[o + 1] += 1;
+        let (mut run, mut count) = (NONE, 0usize);
+        for o in plane.owner.iter().zip(&plane.flags).map(granted) {
+            if o != run {
+                if run != NONE {
+                    start[run as usize + 1] += count;
+                }
+                (run, count) = (o, 0);
             }
+            count += 1;
+        }
+        if run != NONE {
+            start[run as usize + 1] += count;
         }
         for m in 0..members {
             start[m + 1] += start[m];
         }
         let mut next = start.clone();
-        let mut tasks = vec![0usize; start[members]];
-        for t in 0..plane.owner.len() {
-            if let Some(o) = granted(t) {
-                tasks[next[o]] = t;
-                next[o] += 1;
+        let mut tasks = vec![0u32; start[members]];
+        let (mut run, mut at) = (NONE, 0usize);
+        for (t, o) in plane
+            .owner
+            .iter()
+            .zip(&plane.flags)
+            .map(granted)
+            .enumerate()
+        {
+            if o != run {
+                if run != NONE {
+                    next[run as usize] = at;
+                }
+                run = o;
+                if o != NONE {
+                    at = next[o as usize];
+                }
+            }
+            if o != NONE {
+                tasks[at] = t as u32;
+                at += 1;
             }
         }
-        Owned { tasks, start }
-    }
-}
-
-impl std::ops::Index<usize> for Owned {
-    type Output = [usize];
-
-    fn index(&self, m: usize) -> &[usize] {
-        match (self.start.get(m), self.start.get(m + 1)) {
-            (Some(&s), Some(&e)) => &self.tasks[s..e],
-            _ => &[],
-        }
+        OwnedLists { tasks, start }
     }
 }
 
 /// The first donor with P > `above` holding an unmarked task that `r` may take, and that task.
-fn find_donor(plane: &Plane<'_>, owned: &Owned, r: usize, above: i64) -> Option<(usize, usize)> {
+fn find_donor(
+    plane: &Plane<'_>,
+    owned: &mut Owned,
+    r: usize,
+    above: i64,
+) -> Option<(usize, usize)> {
     plane
         .order
         .iter()
         .copied()
         .filter(|&d| plane.in_n[d] && d != r && plane.load[d] > above)
-        .find_map(|d| lowest_unmarked(plane, &owned[d], r).map(|task| (d, task)))
+        .find_map(|d| lowest_unmarked(plane, &owned.of(plane, d), r).map(|task| (d, task)))
 }
 
-fn lowest_unmarked(plane: &Plane<'_>, owned: &[usize], r: usize) -> Option<usize> {
+fn lowest_unmarked(plane: &Plane<'_>, owned: &[u32], r: usize) -> Option<usize> {
     owned
         .iter()
-        .copied()
-        .find(|&t| !plane.marked[t] && plane.subscribed(r as u32, t))
+        .map(|&t| t as usize)
+        .find(|&t| !plane.marked(t) && plane.subscribed(r as u32, t))
 }
 
 fn add_learner(
@@ -655,7 +816,7 @@ fn add_learner(
     learner: usize,
     step: &'static str,
 ) {
-    plane.marked[task] = true;
+    plane.flags[task] |= MARKED;
     plane.load[owner] -= 1;
     plane.load[learner] += 1;
     plane.slots.push(Slot {
@@ -672,88 +833,112 @@ fn add_learner(
 }
 
 /// Step 6: the outputs, the new S and the follow-up.
-fn emit(mut plane: Plane<'_>, n: usize) -> Plan {
+fn emit(mut plane: Plane<'_>, any_revoked: bool) -> Plan {
     let members = plane.spec.members.len();
+    // In task order, one per task (should a task have two, the last planned wins).
     plane.slots.sort_by_key(|s| s.task);
-    let mut marks: Vec<Vec<Partition>> = vec![Vec::new(); members];
-    let mut learning: Vec<Vec<Partition>> = vec![Vec::new(); members];
-    for s in &plane.slots {
-        learning[s.member as usize].push(plane.partition(s.task));
+    let mut slots: Vec<Slot> = Vec::with_capacity(plane.slots.len());
+    for s in plane.slots.drain(..) {
+        match slots.last_mut() {
+            Some(last) if last.task == s.task => *last = s,
+            _ => slots.push(s),
+        }
     }
+    let learning: Vec<(u32, Partition)> = slots
+        .iter()
+        .map(|s| (s.member, plane.partition(s.task)))
+        .collect();
+    let learning = Assignment::from_pairs(members, &learning);
 
     // I1 for everything granted: never while another member holds the task. Nor is such a
     // task recorded as its owner's in S, since the owner does not hold it: the next rebalance
     // places it afresh once the holder gave it up (else, had the owner started leaving
     // meanwhile, step 3 would hand a leaver a task it never held, against I8).
-    let mut grants = vec![0usize; members];
-    for task in 0..n {
-        let o = plane.owner[task];
-        if o != NONE && plane.held_by_other(task, o) {
-            plane.withheld[task] = true;
-            plane.owner[task] = NONE;
+    let mut grants = vec![0u32; members];
+    // Counted by runs: a member's tasks mostly come in runs (orphans and sticky ranges).
+    let (mut run, mut count) = (NONE, 0u32);
+    for ((o, flags), &declared) in plane
+        .owner
+        .iter_mut()
+        .zip(&mut plane.flags)
+        .zip(plane.declared.iter().chain(std::iter::repeat(&NONE)))
+    {
+        if *o != NONE && declared != NONE && declared != *o {
+            *flags |= WITHHELD;
+            *o = NONE;
         }
-        if o != NONE && !plane.withheld[task] {
-            grants[o as usize] += 1;
+        let o = if *flags & WITHHELD != 0 { NONE } else { *o };
+        if o != run {
+            if run != NONE {
+                grants[run as usize] += count;
+            }
+            (run, count) = (o, 0);
         }
+        count += 1;
     }
-    let mut assigned: Vec<Vec<Partition>> = grants.into_iter().map(Vec::with_capacity).collect();
-
-    // The new S, by topic; owners and learners name members by their index in the spec.
-    // Learners by task: the slots are sorted by task (the last of a task's slots wins).
-    let mut topics = Vec::with_capacity(plane.spec.topics.len());
-    let mut slot = 0usize;
+    if run != NONE {
+        grants[run as usize] += count;
+    }
+    // Each member's span of the flat assignment, laid out in member order (the order orphans
+    // and fills hand tasks out in, so that writing them in task order mostly walks forward),
+    // with a cursor per member; the current owner's cursor stays in a register through a run.
+    let mut spans = vec![(0u32, 0u32); members];
+    let mut cursor = grants;
+    let mut at = 0u32;
+    for &m in &plane.order {
+        spans[m] = (at, at + cursor[m]);
+        cursor[m] = at;
+        at = spans[m].1;
+    }
+    let mut granted = vec![Partition::new(0, 0); at as usize];
+    let mut marks = Vec::new();
+    let (mut run, mut next) = (NONE, 0u32);
     for (t, topic) in plane.spec.topics.iter().enumerate() {
-        let mut tasks = Vec::with_capacity(topic.partitions as usize);
-        for p in 0..topic.partitions {
-            let task = plane.offset[t] + p as usize;
-            let o = plane.owner[task];
-            let (mut l, mut planned) = (NONE, Timestamp::default());
-            while let Some(s) = plane.slots.get(slot).filter(|s| s.task <= task) {
-                if s.task == task {
-                    (l, planned) = (s.member, s.planned);
+        let first = plane.offset[t];
+        let tasks = first..first + topic.partitions as usize;
+        for ((p, &o), &flags) in plane.owner[tasks.clone()]
+            .iter()
+            .enumerate()
+            .zip(&plane.flags[tasks])
+        {
+            if o == NONE || flags & WITHHELD != 0 {
+                continue;
+            }
+            if o != run {
+                if run != NONE {
+                    cursor[run as usize] = next;
                 }
-                slot += 1;
+                run = o;
+                next = cursor[o as usize];
             }
-            if o != NONE && !plane.withheld[task] {
-                let partition = Partition::new(t as TopicIndex, p);
-                assigned[o as usize].push(partition);
-                if plane.marked[task] {
-                    marks[o as usize].push(partition);
-                }
+            let partition = Partition::new(t as TopicIndex, p as u32);
+            granted[next as usize] = partition;
+            next += 1;
+            if flags & MARKED != 0 {
+                marks.push((o, partition));
             }
-            if o != NONE || l != NONE {
-                tasks.push(TaskEntry {
-                    partition: p,
-                    owner: if o == NONE { NO_MEMBER } else { o },
-                    learner: if l == NONE { NO_MEMBER } else { l },
-                    planned,
-                });
-            }
-        }
-        if !tasks.is_empty() {
-            topics.push(StateTopic {
-                name: topic.name.to_string(),
-                tasks,
-            });
         }
     }
+    let assigned = Assignment::from_spans(granted, spans);
+    let marks = Assignment::from_pairs(members, &marks);
 
-    let revoked = plane
-        .inputs
-        .iter()
-        .zip(&assigned)
-        .map(|(input, mine)| {
-            let mut out: Vec<Partition> = input
-                .revoked
-                .iter()
-                .copied()
-                .filter(|p| plane.task(*p).is_some() && mine.binary_search(p).is_err())
-                .collect();
-            out.sort_unstable();
-            out.dedup();
-            out
-        })
-        .collect();
+    let mut revoked = Vec::new();
+    for (m, input) in plane.inputs.iter().enumerate().filter(|_| any_revoked) {
+        if input.revoked.is_empty() {
+            continue;
+        }
+        let mine = assigned.member(m);
+        let mut out: Vec<Partition> = input
+            .revoked
+            .iter()
+            .copied()
+            .filter(|p| plane.task(*p).is_some() && mine.binary_search(p).is_err())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        revoked.extend(out.into_iter().map(|p| (m as u32, p)));
+    }
+    let revoked = Assignment::from_pairs(members, &revoked);
 
     // Follow-up: unmodified learners' warm-ups (unless waiting for a holder to give the task
     // up: its rejoin is the trigger), leavers' deadlines, and the probe while learners remain.
@@ -762,8 +947,8 @@ fn emit(mut plane: Plane<'_>, n: usize) -> Plan {
     let mut earliest = |at: Timestamp| {
         follow_up = Some(follow_up.map_or(at, |f| f.min(at)));
     };
-    for s in &plane.slots {
-        if !plane.inputs[s.member as usize].capable && !plane.withheld[s.task] {
+    for s in &slots {
+        if !plane.inputs[s.member as usize].capable && !plane.withheld(s.task) {
             earliest(s.planned.plus_ms(settings.warmup_ms).max(plane.now));
         }
     }
@@ -778,8 +963,7 @@ fn emit(mut plane: Plane<'_>, n: usize) -> Plan {
     }
     // 6.5 step 6: the probe only where readiness is not pushed. Learner-capable members rejoin
     // when ready; unmodified members cannot.
-    let pushed = plane
-        .slots
+    let pushed = slots
         .iter()
         .all(|s| plane.inputs[s.member as usize].capable);
     let probe = (!pushed).then(|| plane.now.plus_ms(settings.probe_interval_ms));
@@ -787,15 +971,33 @@ fn emit(mut plane: Plane<'_>, n: usize) -> Plan {
         earliest(p);
     }
 
+    // The new S: this spec's topics, the owner vector as it is, members by spec index.
     let state = State {
         members: plane
             .spec
             .members
             .iter()
-            .map(|m| m.member_id.clone())
+            .map(|m| m.member_id.as_str())
             .collect(),
         leaving,
-        topics,
+        topics: plane
+            .spec
+            .topics
+            .iter()
+            .map(|t| StateTopic {
+                name: t.name.clone(),
+                partitions: t.partitions,
+            })
+            .collect(),
+        owners: plane.owner,
+        learners: slots
+            .iter()
+            .map(|s| Learner {
+                task: s.task as u32,
+                member: s.member,
+                planned: s.planned,
+            })
+            .collect(),
     };
     Plan {
         assigned,

@@ -2,69 +2,171 @@
 //! who learns it and since when, and which members are leaving and since when. Authoritative:
 //! rebuilt from members' echoes never, persisted with the group's assignment.
 //!
+//! Flat, because a plan writes a whole S at every rebalance: the tasks are the partitions of
+//! [`State::topics`] in order, their owners one `u32` each in [`State::owners`] (the plan's own
+//! owner vector, moved in, not copied), and the few learners a sorted list beside them.
+//!
 //! Stored as bytes inside the group record (opaque to the group core): a format version byte,
-//! then a member table (S names members by index into it), the leavers, and per topic the
-//! tasks that have an owner or a learner. Decoding checks every length against the bytes left
-//! and every member index against the table.
+//! then a member table (S names members by index into it), the leavers, the topics with their
+//! partition counts, every task's owner, and the learners. Decoding checks every length against
+//! the bytes left and every index against its table. Format 1 (one entry per task with an owner
+//! or a learner) is still read.
+
+use std::fmt;
+use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::group::{MemberId, Timestamp};
+use crate::group::Timestamp;
 
 /// A task slot without member.
 pub const NO_MEMBER: u32 = u32::MAX;
 
-const FORMAT: u8 = 1;
+const FORMAT: u8 = 2;
+const FORMAT_ENTRIES: u8 = 1;
+const MAX_PARTITIONS_V1: usize = 1 << 20;
 
-/// One task's entry of S.
+/// A topic of S: its tasks are partitions `0..partitions`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateTopic {
+    pub name: Arc<str>,
+    pub partitions: u32,
+}
+
+/// A task's learner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TaskEntry {
-    pub partition: u32,
-    /// Index into [`State::members`], or [`NO_MEMBER`].
-    pub owner: u32,
-    /// Index into [`State::members`], or [`NO_MEMBER`].
-    pub learner: u32,
+pub struct Learner {
+    /// Index into [`State::owners`].
+    pub task: u32,
+    /// Index into [`State::members`].
+    pub member: u32,
     /// When the learner was planned (its warm-up starts then).
     pub planned: Timestamp,
 }
 
-/// A topic's entries of S, by partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StateTopic {
-    pub name: String,
-    pub tasks: Vec<TaskEntry>,
+/// S's member table: every id in one buffer. A plan writes the table for every member at every
+/// rebalance; copying the ids' bytes into one string costs less than an `Arc` count (and later
+/// its release) on each of 10,000 ids scattered over the heap.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Members {
+    text: String,
+    /// Member `i` is `text[ends[i - 1]..ends[i]]`.
+    ends: Vec<u32>,
+}
+
+impl Members {
+    pub fn with_capacity(members: usize) -> Members {
+        Members {
+            text: String::with_capacity(members * 16),
+            ends: Vec::with_capacity(members),
+        }
+    }
+
+    pub fn push(&mut self, id: &str) {
+        self.text.push_str(id);
+        self.ends.push(self.text.len() as u32);
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub fn get(&self, i: usize) -> Option<&str> {
+        let end = *self.ends.get(i)? as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        Some(&self.text[start..end])
+    }
+
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        (0..self.len()).map(|i| self.get(i).unwrap_or_default())
+    }
+}
+
+impl<'a> FromIterator<&'a str> for Members {
+    fn from_iter<I: IntoIterator<Item = &'a str>>(ids: I) -> Members {
+        let mut table = Members::default();
+        for id in ids {
+            table.push(id);
+        }
+        table
+    }
+}
+
+impl fmt::Debug for Members {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 /// S.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct State {
-    pub members: Vec<MemberId>,
+    pub members: Members,
     /// Leaving members (index into `members`) and when they first asked.
     pub leaving: Vec<(u32, Timestamp)>,
     pub topics: Vec<StateTopic>,
+    /// Each task's owner (index into `members`, or [`NO_MEMBER`]): the partitions of `topics`
+    /// in order.
+    pub owners: Vec<u32>,
+    /// Sorted by task, at most one per task.
+    pub learners: Vec<Learner>,
 }
 
 impl State {
     /// Number of learners.
     pub fn learners(&self) -> usize {
-        self.topics
-            .iter()
-            .flat_map(|t| &t.tasks)
-            .filter(|e| e.learner != NO_MEMBER)
-            .count()
+        self.learners.len()
     }
 
     /// The member id at `index`, if any.
-    pub fn member(&self, index: u32) -> Option<&MemberId> {
+    pub fn member(&self, index: u32) -> Option<&str> {
         self.members.get(index as usize)
     }
 
+    /// Every task as (topic, partition, owner), in task order.
+    pub fn tasks(&self) -> impl Iterator<Item = (&str, u32, u32)> + '_ {
+        let mut owners = self.owners.iter();
+        self.topics.iter().flat_map(move |t| {
+            let owners: Vec<u32> = owners
+                .by_ref()
+                .take(t.partitions as usize)
+                .copied()
+                .collect();
+            owners
+                .into_iter()
+                .enumerate()
+                .map(move |(p, o)| (&*t.name, p as u32, o))
+        })
+    }
+
+    /// The topic and partition of a task index.
+    pub fn task(&self, task: u32) -> Option<(&str, u32)> {
+        let mut first = 0u32;
+        for t in &self.topics {
+            if task < first + t.partitions {
+                return Some((&t.name, task - first));
+            }
+            first += t.partitions;
+        }
+        None
+    }
+
     pub fn encode(&self) -> Bytes {
-        let mut w = BytesMut::new();
+        let mut w = BytesMut::with_capacity(
+            32 + 4 * self.owners.len()
+                + 16 * self.learners.len()
+                + 2 * self.members.len()
+                + self.members.text.len()
+                + self.topics.iter().map(|t| 6 + t.name.len()).sum::<usize>(),
+        );
         w.put_u8(FORMAT);
         w.put_u32(self.members.len() as u32);
-        for m in &self.members {
-            put_str(&mut w, m.as_str());
+        for m in self.members.iter() {
+            put_str(&mut w, m);
         }
         w.put_u32(self.leaving.len() as u32);
         for &(m, since) in &self.leaving {
@@ -74,13 +176,16 @@ impl State {
         w.put_u32(self.topics.len() as u32);
         for t in &self.topics {
             put_str(&mut w, &t.name);
-            w.put_u32(t.tasks.len() as u32);
-            for e in &t.tasks {
-                w.put_u32(e.partition);
-                w.put_u32(e.owner);
-                w.put_u32(e.learner);
-                w.put_u64(e.planned.as_millis());
-            }
+            w.put_u32(t.partitions);
+        }
+        for &o in &self.owners {
+            w.put_u32(o);
+        }
+        w.put_u32(self.learners.len() as u32);
+        for l in &self.learners {
+            w.put_u32(l.task);
+            w.put_u32(l.member);
+            w.put_u64(l.planned.as_millis());
         }
         w.freeze()
     }
@@ -95,13 +200,13 @@ impl State {
         }
         let mut r = bytes;
         let format = take(&mut r, 1, "format")?.get_u8();
-        if format != FORMAT {
+        if format != FORMAT && format != FORMAT_ENTRIES {
             return Err(format!("unknown learner state format {format}"));
         }
         let table = count(&mut r, 2, "members")?;
-        let mut members = Vec::with_capacity(table);
+        let mut members = Members::with_capacity(table);
         for _ in 0..table {
-            members.push(MemberId::new(get_str(&mut r)?));
+            members.push(&get_str(&mut r)?);
         }
         let member = |i: u32| -> Result<u32, String> {
             if i == NO_MEMBER || (i as usize) < table {
@@ -114,37 +219,104 @@ impl State {
         let mut leaving = Vec::with_capacity(leavers);
         for _ in 0..leavers {
             let m = member(r.get_u32())?;
+            if m == NO_MEMBER {
+                return Err("a leaver without member".to_owned());
+            }
             leaving.push((m, Timestamp(r.get_u64())));
         }
-        let topics_len = count(&mut r, 6, "topics")?;
-        let mut topics = Vec::with_capacity(topics_len);
-        for _ in 0..topics_len {
-            let name = get_str(&mut r)?;
-            let tasks_len = count(&mut r, 20, "tasks")?;
-            let mut tasks = Vec::with_capacity(tasks_len);
-            for _ in 0..tasks_len {
-                let partition = r.get_u32();
-                let owner = member(r.get_u32())?;
-                let learner = member(r.get_u32())?;
-                let planned = Timestamp(r.get_u64());
-                tasks.push(TaskEntry {
-                    partition,
-                    owner,
-                    learner,
-                    planned,
+        let mut state = if format == FORMAT {
+            let topics_len = count(&mut r, 6, "topics")?;
+            let mut topics = Vec::with_capacity(topics_len);
+            let mut tasks = 0u64;
+            for _ in 0..topics_len {
+                let name = get_str(&mut r)?;
+                let partitions = take(&mut r, 4, "topic")?.get_u32();
+                tasks += u64::from(partitions);
+                topics.push(StateTopic {
+                    name: name.into(),
+                    partitions,
                 });
             }
-            topics.push(StateTopic { name, tasks });
-        }
+            if tasks > u64::from(u32::MAX) || tasks as usize > r.len() / 4 {
+                return Err("truncated owners".to_owned());
+            }
+            let owners = (0..tasks)
+                .map(|_| member(r.get_u32()))
+                .collect::<Result<Vec<u32>, String>>()?;
+            let learners_len = count(&mut r, 16, "learners")?;
+            let mut learners: Vec<Learner> = Vec::with_capacity(learners_len);
+            for _ in 0..learners_len {
+                let task = r.get_u32();
+                if u64::from(task) >= tasks || learners.last().is_some_and(|l| l.task >= task) {
+                    return Err(format!("learner of task {task} out of order or range"));
+                }
+                let m = member(r.get_u32())?;
+                if m == NO_MEMBER {
+                    return Err("a learner without member".to_owned());
+                }
+                learners.push(Learner {
+                    task,
+                    member: m,
+                    planned: Timestamp(r.get_u64()),
+                });
+            }
+            State {
+                members: Members::default(),
+                leaving: Vec::new(),
+                topics,
+                owners,
+                learners,
+            }
+        } else {
+            decode_entries(&mut r, &member)?
+        };
         if !r.is_empty() {
             return Err(format!("{} bytes after the learner state", r.len()));
         }
-        Ok(State {
-            members,
-            leaving,
-            topics,
-        })
+        state.members = members;
+        state.leaving = leaving;
+        Ok(state)
     }
+}
+
+/// Format 1's topics: per topic, entries (partition, owner, learner, planned) of the tasks
+/// that had an owner or a learner. A topic's partition count is its highest entry plus one.
+fn decode_entries(
+    r: &mut &[u8],
+    member: &dyn Fn(u32) -> Result<u32, String>,
+) -> Result<State, String> {
+    let topics_len = count(r, 6, "topics")?;
+    let mut state = State::default();
+    for _ in 0..topics_len {
+        let name = get_str(r)?;
+        let entries = count(r, 20, "tasks")?;
+        let first = state.owners.len();
+        for _ in 0..entries {
+            let partition = r.get_u32() as usize;
+            let owner = member(r.get_u32())?;
+            let learner = member(r.get_u32())?;
+            let planned = Timestamp(r.get_u64());
+            // Entries are in partition order; the bound keeps a damaged partition number from
+            // allocating gigabytes (Kafka topics stay far below it).
+            if partition >= MAX_PARTITIONS_V1 || first + partition < state.owners.len() {
+                return Err(format!("task entry {partition} out of order or range"));
+            }
+            state.owners.resize(first + partition + 1, NO_MEMBER);
+            state.owners[first + partition] = owner;
+            if learner != NO_MEMBER {
+                state.learners.push(Learner {
+                    task: (first + partition) as u32,
+                    member: learner,
+                    planned,
+                });
+            }
+        }
+        state.topics.push(StateTopic {
+            name: name.into(),
+            partitions: (state.owners.len() - first) as u32,
+        });
+    }
+    Ok(state)
 }
 
 fn put_str(w: &mut BytesMut, s: &str) {
@@ -182,24 +354,23 @@ mod tests {
 
     fn sample() -> State {
         State {
-            members: vec![MemberId::new("S1"), MemberId::new("S4")],
+            members: ["S1", "S4"].into_iter().collect(),
             leaving: vec![(0, Timestamp(5))],
-            topics: vec![StateTopic {
-                name: "orders".into(),
-                tasks: vec![
-                    TaskEntry {
-                        partition: 0,
-                        owner: 0,
-                        learner: 1,
-                        planned: Timestamp(1_700_000_000_000),
-                    },
-                    TaskEntry {
-                        partition: 1,
-                        owner: 0,
-                        learner: NO_MEMBER,
-                        planned: Timestamp(0),
-                    },
-                ],
+            topics: vec![
+                StateTopic {
+                    name: "orders".into(),
+                    partitions: 3,
+                },
+                StateTopic {
+                    name: "users".into(),
+                    partitions: 1,
+                },
+            ],
+            owners: vec![0, 0, NO_MEMBER, 1],
+            learners: vec![Learner {
+                task: 0,
+                member: 1,
+                planned: Timestamp(1_700_000_000_000),
             }],
         }
     }
@@ -210,6 +381,19 @@ mod tests {
         assert_eq!(State::decode(&s.encode()).unwrap(), s);
         assert_eq!(State::decode(&[]).unwrap(), State::default());
         assert_eq!(s.learners(), 1);
+        assert_eq!(s.task(2), Some(("orders", 2)));
+        assert_eq!(s.task(3), Some(("users", 0)));
+        assert_eq!(s.task(4), None);
+        let tasks: Vec<_> = s.tasks().collect();
+        assert_eq!(
+            tasks,
+            [
+                ("orders", 0, 0),
+                ("orders", 1, 0),
+                ("orders", 2, NO_MEMBER),
+                ("users", 0, 1)
+            ]
+        );
     }
 
     #[test]
@@ -219,11 +403,69 @@ mod tests {
             assert!(State::decode(&bytes[..cut]).is_err(), "{cut}");
         }
         let mut bad = sample();
-        bad.topics[0].tasks[0].learner = 7;
+        bad.learners[0].member = 7;
         assert!(State::decode(&bad.encode()).is_err());
+        let mut bad = sample();
+        bad.owners[1] = 2;
+        assert!(State::decode(&bad.encode()).is_err());
+        let mut bad = sample();
+        bad.learners[0].task = 4;
+        assert!(State::decode(&bad.encode()).is_err());
+        let mut bad = sample();
+        bad.learners.push(bad.learners[0]);
+        assert!(
+            State::decode(&bad.encode()).is_err(),
+            "two learners of a task"
+        );
         let mut longer = bytes.to_vec();
         longer.push(0);
         assert!(State::decode(&longer).is_err());
         assert!(State::decode(&[9]).is_err());
+        // A partition count that claims more tasks than there are bytes.
+        let mut huge = bytes.to_vec();
+        let at = huge.len() - 4 * 4 - 4 - 16 - 4;
+        huge[at..at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(State::decode(&huge).is_err());
+    }
+
+    /// Format 1 as session 3 wrote it: one 20-byte entry per task with an owner or a learner.
+    #[test]
+    fn format_1_is_still_read() {
+        let mut w = BytesMut::new();
+        w.put_u8(1);
+        w.put_u32(2);
+        put_str(&mut w, "S1");
+        put_str(&mut w, "S4");
+        w.put_u32(1);
+        w.put_u32(0);
+        w.put_u64(5);
+        w.put_u32(2);
+        put_str(&mut w, "orders");
+        w.put_u32(2);
+        for (p, o, l, at) in [
+            (0u32, 0u32, 1u32, 1_700_000_000_000u64),
+            (1, 0, NO_MEMBER, 0),
+        ] {
+            w.put_u32(p);
+            w.put_u32(o);
+            w.put_u32(l);
+            w.put_u64(at);
+        }
+        put_str(&mut w, "users");
+        w.put_u32(1);
+        for v in [0u32, 1, NO_MEMBER] {
+            w.put_u32(v);
+        }
+        w.put_u64(0);
+        let s = State::decode(&w).unwrap();
+        let mut want = sample();
+        want.topics[0].partitions = 2;
+        want.owners = vec![0, 0, 1];
+        assert_eq!(s, want);
+        // An entry out of order is an error.
+        let mut bad = w.to_vec();
+        let at = 1 + 4 + 4 + 4 + 4 + 12 + 4 + 8 + 4;
+        bad[at..at + 4].copy_from_slice(&5u32.to_be_bytes());
+        assert!(State::decode(&bad).is_err());
     }
 }

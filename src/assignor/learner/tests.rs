@@ -58,10 +58,10 @@ type Told = (
 
 fn told(plan: &Plan, i: usize) -> Told {
     (
-        plan.assigned[i].clone(),
-        plan.revoked[i].clone(),
-        plan.learning[i].clone(),
-        plan.marks[i].clone(),
+        plan.assigned[i].to_vec(),
+        plan.revoked[i].to_vec(),
+        plan.learning[i].to_vec(),
+        plan.marks[i].to_vec(),
     )
 }
 
