@@ -648,7 +648,20 @@ fn orphans(plane: &mut Plane<'_>, big_q: i64) {
                 task += 1;
                 continue;
             }
+            // The run's end: whole blocks of open tasks at a time (a fresh group's tasks are
+            // all open), then task by task.
+            const BLOCK: usize = 64;
             let mut run = task + 1;
+            while run + BLOCK <= end
+                && plane.owner[run..run + BLOCK]
+                    .iter()
+                    .zip(&plane.flags[run..run + BLOCK])
+                    .fold(true, |all, (&o, &f)| {
+                        all & (o == NONE) & (f & WITHHELD == 0)
+                    })
+            {
+                run += BLOCK;
+            }
             while run < end && open(plane, run) {
                 run += 1;
             }
@@ -854,20 +867,22 @@ fn emit(mut plane: Plane<'_>, any_revoked: bool) -> Plan {
     // task recorded as its owner's in S, since the owner does not hold it: the next rebalance
     // places it afresh once the holder gave it up (else, had the owner started leaving
     // meanwhile, step 3 would hand a leaver a task it never held, against I8).
-    let mut grants = vec![0u32; members];
-    // Counted by runs: a member's tasks mostly come in runs (orphans and sticky ranges).
-    let (mut run, mut count) = (NONE, 0u32);
     for ((o, flags), &declared) in plane
         .owner
         .iter_mut()
         .zip(&mut plane.flags)
-        .zip(plane.declared.iter().chain(std::iter::repeat(&NONE)))
+        .zip(&plane.declared)
     {
         if *o != NONE && declared != NONE && declared != *o {
             *flags |= WITHHELD;
             *o = NONE;
         }
-        let o = if *flags & WITHHELD != 0 { NONE } else { *o };
+    }
+    let mut grants = vec![0u32; members];
+    // Counted by runs: a member's tasks mostly come in runs (orphans and sticky ranges).
+    let (mut run, mut count) = (NONE, 0u32);
+    for (&o, &flags) in plane.owner.iter().zip(&plane.flags) {
+        let o = if flags & WITHHELD != 0 { NONE } else { o };
         if o != run {
             if run != NONE {
                 grants[run as usize] += count;
