@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::state::{Learner, State, StateTopic};
+use super::state::{Learner, State};
 use super::{Settings, TaskEvent, TaskEventKind};
 use crate::assignor::{Assignment, GroupSpec, Partition, TopicIndex};
 use crate::group::Timestamp;
@@ -539,10 +539,10 @@ fn intern_state(plane: &mut Plane<'_>, prev: &State, from_prev: &[u32]) -> (Vec<
     let mut kept = false;
     let mut learners = prev.learners.iter().peekable();
     let mut end = 0usize;
-    for (i, st) in prev.topics.iter().enumerate() {
+    for (i, (name, &partitions)) in prev.topics.iter().zip(&prev.partitions).enumerate() {
         let first = end;
-        end += st.partitions as usize;
-        let t = if spec.topics.get(i).is_some_and(|t| t.name == st.name) {
+        end += partitions as usize;
+        let t = if spec.topics.get(i).is_some_and(|t| *t.name == *name) {
             Some(i)
         } else {
             let by_name = by_name.get_or_insert_with(|| {
@@ -552,9 +552,9 @@ fn intern_state(plane: &mut Plane<'_>, prev: &State, from_prev: &[u32]) -> (Vec<
                     .map(|(i, t)| (&*t.name, i))
                     .collect()
             });
-            by_name.get(&*st.name).copied()
+            by_name.get(name).copied()
         };
-        let shared = t.map_or(0, |t| st.partitions.min(spec.topics[t].partitions) as usize);
+        let shared = t.map_or(0, |t| partitions.min(spec.topics[t].partitions) as usize);
         while let Some(l) = learners.next_if(|l| (l.task as usize) < end) {
             let (Some(t), Some(p)) = (t, (l.task as usize).checked_sub(first)) else {
                 continue;
@@ -995,15 +995,8 @@ fn emit(mut plane: Plane<'_>, any_revoked: bool) -> Plan {
             .map(|m| m.member_id.as_str())
             .collect(),
         leaving,
-        topics: plane
-            .spec
-            .topics
-            .iter()
-            .map(|t| StateTopic {
-                name: t.name.clone(),
-                partitions: t.partitions,
-            })
-            .collect(),
+        topics: plane.spec.topics.iter().map(|t| &*t.name).collect(),
+        partitions: plane.spec.topics.iter().map(|t| t.partitions).collect(),
         owners: plane.owner,
         learners: slots
             .iter()

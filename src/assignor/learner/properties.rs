@@ -340,12 +340,13 @@ fn check(sim: &Sim, spec: &GroupSpec, inputs: &[LearnerInput], p: &Plan) {
             .position(|t| *t.name == *name)
             .expect("S names a topic of the spec") as u32
     };
+    assert_eq!(p.state.topics.len(), p.state.partitions.len());
     assert_eq!(
         p.state.owners.len(),
         p.state
-            .topics
+            .partitions
             .iter()
-            .map(|t| t.partitions as usize)
+            .map(|&p| p as usize)
             .sum::<usize>(),
         "one owner per task of S"
     );

@@ -13,7 +13,6 @@
 //! or a learner) is still read.
 
 use std::fmt;
-use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
@@ -26,13 +25,6 @@ const FORMAT: u8 = 2;
 const FORMAT_ENTRIES: u8 = 1;
 const MAX_PARTITIONS_V1: usize = 1 << 20;
 
-/// A topic of S: its tasks are partitions `0..partitions`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StateTopic {
-    pub name: Arc<str>,
-    pub partitions: u32,
-}
-
 /// A task's learner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Learner {
@@ -44,21 +36,22 @@ pub struct Learner {
     pub planned: Timestamp,
 }
 
-/// S's member table: every id in one buffer. A plan writes the table for every member at every
-/// rebalance; copying the ids' bytes into one string costs less than an `Arc` count (and later
-/// its release) on each of 10,000 ids scattered over the heap.
+/// A table of names (S's member ids, S's topics) in one buffer. A plan writes S's tables for
+/// every member and topic at every rebalance; copying the names' bytes into one string costs
+/// less than an `Arc` count (and later its release) on each of 10,000 names scattered over the
+/// heap.
 #[derive(Clone, Default, PartialEq, Eq)]
-pub struct Members {
+pub struct Names {
     text: String,
-    /// Member `i` is `text[ends[i - 1]..ends[i]]`.
+    /// Name `i` is `text[ends[i - 1]..ends[i]]`.
     ends: Vec<u32>,
 }
 
-impl Members {
-    pub fn with_capacity(members: usize) -> Members {
-        Members {
-            text: String::with_capacity(members * 16),
-            ends: Vec::with_capacity(members),
+impl Names {
+    pub fn with_capacity(names: usize) -> Names {
+        Names {
+            text: String::with_capacity(names * 16),
+            ends: Vec::with_capacity(names),
         }
     }
 
@@ -86,17 +79,18 @@ impl Members {
     }
 }
 
-impl<'a> FromIterator<&'a str> for Members {
-    fn from_iter<I: IntoIterator<Item = &'a str>>(ids: I) -> Members {
-        let mut table = Members::default();
-        for id in ids {
-            table.push(id);
+impl<'a> FromIterator<&'a str> for Names {
+    fn from_iter<I: IntoIterator<Item = &'a str>>(names: I) -> Names {
+        let names = names.into_iter();
+        let mut table = Names::with_capacity(names.size_hint().0);
+        for name in names {
+            table.push(name);
         }
         table
     }
 }
 
-impl fmt::Debug for Members {
+impl fmt::Debug for Names {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.iter()).finish()
     }
@@ -105,10 +99,12 @@ impl fmt::Debug for Members {
 /// S.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct State {
-    pub members: Members,
+    pub members: Names,
     /// Leaving members (index into `members`) and when they first asked.
     pub leaving: Vec<(u32, Timestamp)>,
-    pub topics: Vec<StateTopic>,
+    /// S's topics; topic `i`'s tasks are its partitions `0..partitions[i]`.
+    pub topics: Names,
+    pub partitions: Vec<u32>,
     /// Each task's owner (index into `members`, or [`NO_MEMBER`]): the partitions of `topics`
     /// in order.
     pub owners: Vec<u32>,
@@ -129,28 +125,22 @@ impl State {
 
     /// Every task as (topic, partition, owner), in task order.
     pub fn tasks(&self) -> impl Iterator<Item = (&str, u32, u32)> + '_ {
-        let mut owners = self.owners.iter();
-        self.topics.iter().flat_map(move |t| {
-            let owners: Vec<u32> = owners
-                .by_ref()
-                .take(t.partitions as usize)
-                .copied()
-                .collect();
-            owners
-                .into_iter()
-                .enumerate()
-                .map(move |(p, o)| (&*t.name, p as u32, o))
-        })
+        let topics = self.topics.iter().zip(&self.partitions);
+        let per_task =
+            topics.flat_map(|(name, &partitions)| (0..partitions).map(move |p| (name, p)));
+        per_task
+            .zip(&self.owners)
+            .map(|((name, p), &o)| (name, p, o))
     }
 
     /// The topic and partition of a task index.
     pub fn task(&self, task: u32) -> Option<(&str, u32)> {
         let mut first = 0u32;
-        for t in &self.topics {
-            if task < first + t.partitions {
-                return Some((&t.name, task - first));
+        for (name, &partitions) in self.topics.iter().zip(&self.partitions) {
+            if task < first + partitions {
+                return Some((name, task - first));
             }
-            first += t.partitions;
+            first += partitions;
         }
         None
     }
@@ -161,7 +151,8 @@ impl State {
                 + 16 * self.learners.len()
                 + 2 * self.members.len()
                 + self.members.text.len()
-                + self.topics.iter().map(|t| 6 + t.name.len()).sum::<usize>(),
+                + 6 * self.topics.len()
+                + self.topics.text.len(),
         );
         w.put_u8(FORMAT);
         w.put_u32(self.members.len() as u32);
@@ -174,9 +165,9 @@ impl State {
             w.put_u64(since.as_millis());
         }
         w.put_u32(self.topics.len() as u32);
-        for t in &self.topics {
-            put_str(&mut w, &t.name);
-            w.put_u32(t.partitions);
+        for (name, &partitions) in self.topics.iter().zip(&self.partitions) {
+            put_str(&mut w, name);
+            w.put_u32(partitions);
         }
         for &o in &self.owners {
             w.put_u32(o);
@@ -204,7 +195,7 @@ impl State {
             return Err(format!("unknown learner state format {format}"));
         }
         let table = count(&mut r, 2, "members")?;
-        let mut members = Members::with_capacity(table);
+        let mut members = Names::with_capacity(table);
         for _ in 0..table {
             members.push(&get_str(&mut r)?);
         }
@@ -226,16 +217,14 @@ impl State {
         }
         let mut state = if format == FORMAT {
             let topics_len = count(&mut r, 6, "topics")?;
-            let mut topics = Vec::with_capacity(topics_len);
+            let mut topics = Names::with_capacity(topics_len);
+            let mut partitions = Vec::with_capacity(topics_len);
             let mut tasks = 0u64;
             for _ in 0..topics_len {
-                let name = get_str(&mut r)?;
-                let partitions = take(&mut r, 4, "topic")?.get_u32();
-                tasks += u64::from(partitions);
-                topics.push(StateTopic {
-                    name: name.into(),
-                    partitions,
-                });
+                topics.push(&get_str(&mut r)?);
+                let count = take(&mut r, 4, "topic")?.get_u32();
+                tasks += u64::from(count);
+                partitions.push(count);
             }
             if tasks > u64::from(u32::MAX) || tasks as usize > r.len() / 4 {
                 return Err("truncated owners".to_owned());
@@ -261,9 +250,10 @@ impl State {
                 });
             }
             State {
-                members: Members::default(),
+                members: Names::default(),
                 leaving: Vec::new(),
                 topics,
+                partitions,
                 owners,
                 learners,
             }
@@ -311,10 +301,8 @@ fn decode_entries(
                 });
             }
         }
-        state.topics.push(StateTopic {
-            name: name.into(),
-            partitions: (state.owners.len() - first) as u32,
-        });
+        state.topics.push(&name);
+        state.partitions.push((state.owners.len() - first) as u32);
     }
     Ok(state)
 }
@@ -356,16 +344,8 @@ mod tests {
         State {
             members: ["S1", "S4"].into_iter().collect(),
             leaving: vec![(0, Timestamp(5))],
-            topics: vec![
-                StateTopic {
-                    name: "orders".into(),
-                    partitions: 3,
-                },
-                StateTopic {
-                    name: "users".into(),
-                    partitions: 1,
-                },
-            ],
+            topics: ["orders", "users"].into_iter().collect(),
+            partitions: vec![3, 1],
             owners: vec![0, 0, NO_MEMBER, 1],
             learners: vec![Learner {
                 task: 0,
@@ -459,7 +439,7 @@ mod tests {
         w.put_u64(0);
         let s = State::decode(&w).unwrap();
         let mut want = sample();
-        want.topics[0].partitions = 2;
+        want.partitions[0] = 2;
         want.owners = vec![0, 0, 1];
         assert_eq!(s, want);
         // An entry out of order is an error.
