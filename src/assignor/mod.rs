@@ -180,6 +180,12 @@ impl Assignment {
     /// From (member index, partition) pairs, each member's partitions in the order given
     /// (so sorted if the pairs are in partition order), for `members` members.
     pub fn from_pairs(members: usize, pairs: &[(u32, Partition)]) -> Assignment {
+        if pairs.is_empty() {
+            return Assignment {
+                partitions: Vec::new(),
+                spans: vec![(0, 0); members],
+            };
+        }
         let mut spans = vec![(0u32, 0u32); members];
         for &(m, _) in pairs {
             spans[m as usize].1 += 1;

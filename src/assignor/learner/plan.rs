@@ -905,7 +905,9 @@ fn emit(mut plane: Plane<'_>, any_revoked: bool) -> Plan {
         cursor[m] = at;
         at = spans[m].1;
     }
-    let mut granted = vec![Partition::new(0, 0); at as usize];
+    // Written in span order, as a fresh group's orphans are, it is pushed (never zeroed first);
+    // the first write out of that order fills it out to its length.
+    let mut granted: Vec<Partition> = Vec::with_capacity(at as usize);
     let mut marks = Vec::new();
     let (mut run, mut next) = (NONE, 0u32);
     for (t, topic) in plane.spec.topics.iter().enumerate() {
@@ -927,7 +929,12 @@ fn emit(mut plane: Plane<'_>, any_revoked: bool) -> Plan {
                 next = cursor[o as usize];
             }
             let partition = Partition::new(t as TopicIndex, p as u32);
-            granted[next as usize] = partition;
+            if next as usize == granted.len() {
+                granted.push(partition);
+            } else {
+                granted.resize(at as usize, Partition::new(0, 0));
+                granted[next as usize] = partition;
+            }
             next += 1;
             if flags & MARKED != 0 {
                 marks.push((o, partition));
