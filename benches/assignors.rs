@@ -100,42 +100,75 @@ fn incremental(
     spec
 }
 
-fn assignors(c: &mut Criterion) {
-    let all: [(&str, &dyn Assignor); 2] =
-        [("range", &RangeAssignor), ("uniform", &UniformAssignor)];
-    for (name, assignor) in all {
-        let mut g = c.benchmark_group(name);
-        g.sample_size(10)
-            .warm_up_time(Duration::from_millis(300))
-            .measurement_time(Duration::from_millis(1500));
+/// One point of the grid.
+#[derive(Clone, Copy)]
+struct Case {
+    heterogeneous: bool,
+    full: bool,
+    topics: usize,
+    count: usize,
+}
+
+impl Case {
+    /// The grid, in the order it is reported.
+    fn grid() -> Vec<Case> {
+        let mut cases = Vec::new();
         for heterogeneous in [false, true] {
             for full in [true, false] {
                 for topics in [10, 1000] {
                     // 5000 only where Kafka publishes a figure (homogeneous FULL, 1000 topics).
                     let extra = (!heterogeneous && full && topics == 1000).then_some(5000);
-                    let counts = [100, 1000].into_iter().chain(extra).chain([10000]);
-                    for count in counts {
-                        let spec = if full {
-                            group(count, topics, heterogeneous)
-                        } else {
-                            incremental(assignor, count, topics, heterogeneous)
-                        };
-                        let id = format!(
-                            "{}/{}/{}t",
-                            if heterogeneous {
-                                "heterogeneous"
-                            } else {
-                                "homogeneous"
-                            },
-                            if full { "full" } else { "incremental" },
-                            topics
-                        );
-                        g.bench_with_input(BenchmarkId::new(id, count), &spec, |b, spec| {
-                            b.iter(|| assignor.assign(spec))
+                    for count in [100, 1000].into_iter().chain(extra).chain([10000]) {
+                        cases.push(Case {
+                            heterogeneous,
+                            full,
+                            topics,
+                            count,
                         });
                     }
                 }
             }
+        }
+        cases
+    }
+
+    fn id(&self) -> BenchmarkId {
+        let subscriptions = if self.heterogeneous {
+            "heterogeneous"
+        } else {
+            "homogeneous"
+        };
+        let kind = if self.full { "full" } else { "incremental" };
+        BenchmarkId::new(
+            format!("{subscriptions}/{kind}/{}t", self.topics),
+            self.count,
+        )
+    }
+}
+
+fn configure<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(1500));
+    g
+}
+
+fn assignors(c: &mut Criterion) {
+    let all: [(&str, &dyn Assignor); 2] =
+        [("range", &RangeAssignor), ("uniform", &UniformAssignor)];
+    for (name, assignor) in all {
+        let mut g = configure(c, name);
+        for case in Case::grid() {
+            let spec = if case.full {
+                group(case.count, case.topics, case.heterogeneous)
+            } else {
+                incremental(assignor, case.count, case.topics, case.heterogeneous)
+            };
+            g.bench_with_input(case.id(), &spec, |b, spec| b.iter(|| assignor.assign(spec)));
         }
         g.finish();
     }
@@ -148,58 +181,43 @@ fn assignors(c: &mut Criterion) {
 fn learner(c: &mut Criterion) {
     let settings = Settings::default();
     let now = Timestamp(1_000_000);
-    let mut g = c.benchmark_group("learner");
-    g.sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_millis(1500));
-    for heterogeneous in [false, true] {
-        for full in [true, false] {
-            for topics in [10, 1000] {
-                let extra = (!heterogeneous && full && topics == 1000).then_some(5000);
-                let counts = [100, 1000].into_iter().chain(extra).chain([10000]);
-                for count in counts {
-                    let capable = |declared: Vec<Partition>| LearnerInput {
-                        capable: true,
-                        declared,
-                        ..LearnerInput::default()
-                    };
-                    let (spec, inputs, prev) = if full {
-                        let spec = group(count, topics, heterogeneous);
-                        let inputs = vec![capable(Vec::new()); count];
-                        (spec, inputs, State::default())
-                    } else {
-                        let before = group(count - 1, topics, heterogeneous);
-                        let fresh = vec![capable(Vec::new()); count - 1];
-                        let settled = plan(&before, &fresh, &State::default(), &settings, now);
-                        // The joiner as in `incremental` (same subscription rules).
-                        let mut spec = incremental(&UniformAssignor, count, topics, heterogeneous);
-                        for m in &mut spec.members {
-                            m.owned.clear();
-                        }
-                        let mut inputs: Vec<LearnerInput> = settled
-                            .assigned
-                            .iter()
-                            .map(|a| capable(a.to_vec()))
-                            .collect();
-                        inputs.push(capable(Vec::new()));
-                        (spec, inputs, settled.state)
-                    };
-                    let id = format!(
-                        "{}/{}/{}t",
-                        if heterogeneous {
-                            "heterogeneous"
-                        } else {
-                            "homogeneous"
-                        },
-                        if full { "full" } else { "incremental" },
-                        topics
-                    );
-                    g.bench_with_input(BenchmarkId::new(id, count), &spec, |b, spec| {
-                        b.iter(|| plan(spec, &inputs, &prev, &settings, now))
-                    });
-                }
+    let mut g = configure(c, "learner");
+    let capable = |declared: Vec<Partition>| LearnerInput {
+        capable: true,
+        declared,
+        ..LearnerInput::default()
+    };
+    for case in Case::grid() {
+        let Case {
+            heterogeneous,
+            topics,
+            count,
+            ..
+        } = case;
+        let (spec, inputs, prev) = if case.full {
+            let spec = group(count, topics, heterogeneous);
+            let inputs = vec![capable(Vec::new()); count];
+            (spec, inputs, State::default())
+        } else {
+            let before = group(count - 1, topics, heterogeneous);
+            let fresh = vec![capable(Vec::new()); count - 1];
+            let settled = plan(&before, &fresh, &State::default(), &settings, now);
+            // The joiner as in `incremental` (same subscription rules).
+            let mut spec = incremental(&UniformAssignor, count, topics, heterogeneous);
+            for m in &mut spec.members {
+                m.owned.clear();
             }
-        }
+            let mut inputs: Vec<LearnerInput> = settled
+                .assigned
+                .iter()
+                .map(|a| capable(a.to_vec()))
+                .collect();
+            inputs.push(capable(Vec::new()));
+            (spec, inputs, settled.state)
+        };
+        g.bench_with_input(case.id(), &spec, |b, spec| {
+            b.iter(|| plan(spec, &inputs, &prev, &settings, now))
+        });
     }
     g.finish();
 }

@@ -118,11 +118,6 @@ impl State {
         self.learners.len()
     }
 
-    /// The member id at `index`, if any.
-    pub fn member(&self, index: u32) -> Option<&str> {
-        self.members.get(index as usize)
-    }
-
     /// Every task as (topic, partition, owner), in task order.
     pub fn tasks(&self) -> impl Iterator<Item = (&str, u32, u32)> + '_ {
         let topics = self.topics.iter().zip(&self.partitions);
