@@ -109,6 +109,11 @@ struct Plane<'a> {
 }
 
 impl Plane<'_> {
+    /// The number of tasks.
+    fn n(&self) -> usize {
+        self.flags.len()
+    }
+
     fn partition(&self, task: usize) -> Partition {
         // The last topic whose offset is at or before `task`.
         let topic = self.offset.partition_point(|&o| o <= task) - 1;
@@ -177,14 +182,30 @@ pub fn plan(
     settings: &Settings,
     now: Timestamp,
 ) -> Plan {
+    plan_with(spec, inputs, prev, settings, now, true)
+}
+
+/// [`plan`], where `deal_fresh` says whether a fresh group of one subscription takes the
+/// shortcut of [`deal`] (tests compare both ways).
+pub(super) fn plan_with(
+    spec: &GroupSpec,
+    inputs: &[LearnerInput],
+    prev: &State,
+    settings: &Settings,
+    now: Timestamp,
+    deal_fresh: bool,
+) -> Plan {
     let members = spec.members.len();
     assert_eq!(inputs.len(), members, "one input per member");
-    let mut offset = Vec::with_capacity(spec.topics.len());
     let mut n = 0usize;
-    for t in &spec.topics {
-        offset.push(n);
-        n += t.partitions as usize;
-    }
+    let offset: Vec<usize> = spec
+        .topics
+        .iter()
+        .map(|t| {
+            n += t.partitions as usize;
+            n - t.partitions as usize
+        })
+        .collect();
 
     // Membership: who is live, leaving, past its deadline. S names members by their index in
     // the last spec, usually this spec's index too (members keep their places, joiners come
@@ -250,24 +271,55 @@ pub fn plan(
     let mut sub_of = Vec::with_capacity(members);
     let mut sub_lists: Vec<&[TopicIndex]> = Vec::new();
     let mut sub_bits: Vec<u64> = Vec::new();
+    // Looked up in a list while there are few (no hashing of a 1000-topic subscription), in
+    // a map past that (the heterogeneous properties reach both).
+    const FEW: usize = 4;
     let mut distinct: HashMap<&[TopicIndex], u32> = HashMap::new();
     for (i, m) in spec.members.iter().enumerate() {
         if i > 0 && Arc::ptr_eq(&m.subscription, &spec.members[i - 1].subscription) {
             sub_of.push(sub_of[i - 1]);
             continue;
         }
+        let subscription: &[TopicIndex] = &m.subscription;
         let next = sub_lists.len() as u32;
-        let id = *distinct.entry(&m.subscription).or_insert(next);
+        let id = if sub_lists.len() < FEW {
+            let found = sub_lists.iter().position(|&s| s == subscription);
+            found.map_or(next, |id| id as u32)
+        } else {
+            if distinct.is_empty() {
+                distinct.extend(sub_lists.iter().enumerate().map(|(id, &s)| (s, id as u32)));
+            }
+            *distinct.entry(subscription).or_insert(next)
+        };
         if id == next {
-            sub_lists.push(&m.subscription);
+            sub_lists.push(subscription);
             sub_bits.resize(sub_bits.len() + words, 0);
             let bits = &mut sub_bits[id as usize * words..];
-            for &t in m.subscription.iter().filter(|&&t| (t as usize) < topics) {
-                bits[t as usize / 64] |= 1 << (t % 64);
+            // A word at a time (subscriptions are usually sorted).
+            let (mut word, mut acc) = (0usize, 0u64);
+            for t in subscription
+                .iter()
+                .map(|&t| t as usize)
+                .filter(|&t| t < topics)
+            {
+                if t / 64 != word {
+                    bits[word] |= acc;
+                    (word, acc) = (t / 64, 0);
+                }
+                acc |= 1 << (t % 64);
             }
+            bits[word] |= acc;
         }
         sub_of.push(id);
     }
+
+    // A fresh group (S holds no task, nobody declares any) of one subscription: step 2 places
+    // every task, and that is a deal in member order.
+    let fresh = deal_fresh
+        && !any_declared
+        && prev.owners.is_empty()
+        && prev.learners.is_empty()
+        && sub_lists.len() == 1;
 
     // Who declares each task, if anyone declares anything (a fresh group declares nothing).
     let mut declared = Vec::new();
@@ -289,7 +341,12 @@ pub fn plan(
         sub_bits,
         words,
         declared,
-        owner: vec![NONE; n],
+        // A fresh group's is written by `deal`, in order.
+        owner: if fresh {
+            Vec::with_capacity(n)
+        } else {
+            vec![NONE; n]
+        },
         flags: vec![0; n],
         load: vec![0; members],
         slots: Vec::new(),
@@ -308,9 +365,112 @@ pub fn plan(
         }
     }
 
+    let receivers = plane.order.iter().filter(|&&m| plane.in_n[m]).count();
+    // q and Q; with nobody to receive, no member can be below or above them.
+    let q = n.checked_div(receivers).unwrap_or(0) as i64;
+    let big_q = if receivers == 0 {
+        0
+    } else {
+        n.div_ceil(receivers) as i64
+    };
+
+    let dealt = if fresh {
+        Some(deal(&mut plane, big_q))
+    } else {
+        sticky(&mut plane, prev, &from_prev, big_q);
+        None
+    };
+
+    // Step 4: new learners within the budget.
+    let mut budget = settings.max_learners.saturating_sub(plane.slots.len());
+    let work = budget > 0
+        && plane.order.iter().any(|&m| {
+            let load = plane.load[m];
+            !plane.in_n[m] || load < q || load > big_q
+        });
+    let mut owned = Owned::default();
+    // (a) drain leaving members.
+    let leavers: Vec<usize> = plane
+        .order
+        .iter()
+        .copied()
+        .filter(|&m| !plane.in_n[m] && !plane.gone[m])
+        .collect();
+    'drain: for d in leavers.into_iter().filter(|_| work) {
+        for task in owned.of(&plane, d) {
+            let task = task as usize;
+            if plane.marked(task) {
+                continue;
+            }
+            if budget == 0 {
+                break 'drain;
+            }
+            let receiver = plane.order.iter().copied().find(|&r| {
+                plane.in_n[r] && plane.load[r] < big_q && plane.subscribed(r as u32, task)
+            });
+            if let Some(r) = receiver {
+                add_learner(&mut plane, task, d, r, "drain");
+                budget -= 1;
+            }
+        }
+    }
+    // (b) fill members below q, then (c) shave members above Q.
+    let mut skipped = vec![false; members];
+    while budget > 0 && work {
+        let Some(r) = plane
+            .order
+            .iter()
+            .copied()
+            .find(|&r| plane.in_n[r] && !skipped[r] && plane.load[r] < q)
+        else {
+            break;
+        };
+        let donor = find_donor(&plane, &mut owned, r, big_q)
+            .or_else(|| find_donor(&plane, &mut owned, r, q));
+        match donor {
+            Some((d, task)) => {
+                add_learner(&mut plane, task, d, r, "fill");
+                budget -= 1;
+            }
+            None => skipped[r] = true,
+        }
+    }
+    let mut skipped = vec![false; members];
+    while budget > 0 && work {
+        let Some(d) = plane
+            .order
+            .iter()
+            .copied()
+            .find(|&d| plane.in_n[d] && !skipped[d] && plane.load[d] > big_q)
+        else {
+            break;
+        };
+        let tasks = owned.of(&plane, d);
+        let found = plane
+            .order
+            .iter()
+            .copied()
+            .filter(|&r| plane.in_n[r] && plane.load[r] < big_q)
+            .find_map(|r| lowest_unmarked(&plane, &tasks, r).map(|task| (r, task)));
+        match found {
+            Some((r, task)) => {
+                add_learner(&mut plane, task, d, r, "shave");
+                budget -= 1;
+            }
+            None => skipped[d] = true,
+        }
+    }
+
+    emit(plane, any_revoked, dealt)
+}
+
+/// Steps 1 to 3: learners resolved, every other task stays with its owner in S, orphans
+/// placed; leaves the owner vector, the flags, the learner slots and the loads.
+fn sticky(plane: &mut Plane<'_>, prev: &State, from_prev: &[u32], big_q: i64) {
+    let n = plane.owner.len();
     // S, interned: each task's previous owner (a live member that may keep it; step 3 keeps
     // it unless step 1 decides otherwise) and the learner slots.
-    let (prev_slots, kept_any) = intern_state(&mut plane, prev, &from_prev);
+    let (prev_slots, kept_any) = intern_state(plane, prev, from_prev);
     // Whether any task has an owner after step 1 (else loads are all learners', and every
     // task is an orphan).
     let owned_any = kept_any || !prev_slots.is_empty();
@@ -421,101 +581,10 @@ pub fn plan(
         plane.load[s.member as usize] += 1;
     }
 
-    let receivers = plane.order.iter().filter(|&&m| plane.in_n[m]).count();
-    // q and Q; with nobody to receive, no member can be below or above them.
-    let q = n.checked_div(receivers).unwrap_or(0) as i64;
-    let big_q = if receivers == 0 {
-        0
-    } else {
-        n.div_ceil(receivers) as i64
-    };
-
     // Step 2: orphans, to the first member of N with P < Q (cold restore).
     if any_open {
-        orphans(&mut plane, big_q);
+        orphans(plane, big_q);
     }
-
-    // Step 4: new learners within the budget.
-    let mut budget = settings.max_learners.saturating_sub(plane.slots.len());
-    let work = budget > 0
-        && plane.order.iter().any(|&m| {
-            let load = plane.load[m];
-            !plane.in_n[m] || load < q || load > big_q
-        });
-    let mut owned = Owned::default();
-    // (a) drain leaving members.
-    let leavers: Vec<usize> = plane
-        .order
-        .iter()
-        .copied()
-        .filter(|&m| !plane.in_n[m] && !plane.gone[m])
-        .collect();
-    'drain: for d in leavers.into_iter().filter(|_| work) {
-        for task in owned.of(&plane, d) {
-            let task = task as usize;
-            if plane.marked(task) {
-                continue;
-            }
-            if budget == 0 {
-                break 'drain;
-            }
-            let receiver = plane.order.iter().copied().find(|&r| {
-                plane.in_n[r] && plane.load[r] < big_q && plane.subscribed(r as u32, task)
-            });
-            if let Some(r) = receiver {
-                add_learner(&mut plane, task, d, r, "drain");
-                budget -= 1;
-            }
-        }
-    }
-    // (b) fill members below q, then (c) shave members above Q.
-    let mut skipped = vec![false; members];
-    while budget > 0 && work {
-        let Some(r) = plane
-            .order
-            .iter()
-            .copied()
-            .find(|&r| plane.in_n[r] && !skipped[r] && plane.load[r] < q)
-        else {
-            break;
-        };
-        let donor = find_donor(&plane, &mut owned, r, big_q)
-            .or_else(|| find_donor(&plane, &mut owned, r, q));
-        match donor {
-            Some((d, task)) => {
-                add_learner(&mut plane, task, d, r, "fill");
-                budget -= 1;
-            }
-            None => skipped[r] = true,
-        }
-    }
-    let mut skipped = vec![false; members];
-    while budget > 0 && work {
-        let Some(d) = plane
-            .order
-            .iter()
-            .copied()
-            .find(|&d| plane.in_n[d] && !skipped[d] && plane.load[d] > big_q)
-        else {
-            break;
-        };
-        let tasks = owned.of(&plane, d);
-        let found = plane
-            .order
-            .iter()
-            .copied()
-            .filter(|&r| plane.in_n[r] && plane.load[r] < big_q)
-            .find_map(|r| lowest_unmarked(&plane, &tasks, r).map(|task| (r, task)));
-        match found {
-            Some((r, task)) => {
-                add_learner(&mut plane, task, d, r, "shave");
-                budget -= 1;
-            }
-            None => skipped[d] = true,
-        }
-    }
-
-    emit(plane, any_revoked)
 }
 
 /// Fills the owner vector from S (members mapped to this spec's indices by `from_prev`) and
@@ -713,6 +782,81 @@ fn orphans(plane: &mut Plane<'_>, big_q: i64) {
     }
 }
 
+/// Step 2 for a fresh group of one subscription, in one pass. Every task is an orphan, and the
+/// first member of N below Q stays the first until it reaches Q (nobody else's load changes),
+/// so the members of N in order take Q of the subscribed tasks each, in task order, the last
+/// ones fewer: what [`orphans`] does run by run. Writes the owner vector and the loads, and
+/// returns the assignment (the dealt tasks in order, each member's span where its deal lies,
+/// laid out as [`emit`] lays spans out), which step 4 does not change.
+fn deal(plane: &mut Plane<'_>, big_q: i64) -> Assignment {
+    let spec = plane.spec;
+    let members = spec.members.len();
+    // One subscription: its bits are the first `words` words.
+    let bits = &plane.sub_bits[..plane.words];
+    let subscribed = |t: usize| bits[t / 64] >> (t % 64) & 1 != 0;
+    // With nobody in N (Q = 0) nothing is dealt.
+    let total: usize = if big_q == 0 {
+        0
+    } else {
+        (0..spec.topics.len())
+            .filter(|&t| subscribed(t))
+            .map(|t| spec.topics[t].partitions as usize)
+            .sum()
+    };
+    let mut spans = vec![(0u32, 0u32); members];
+    let mut takers = Vec::new();
+    let (mut left, mut at) = (total, 0u32);
+    for &m in &plane.order {
+        let take = if plane.in_n[m] {
+            (big_q as usize).min(left)
+        } else {
+            0
+        };
+        if take > 0 {
+            takers.push((m as u32, take));
+        }
+        left -= take;
+        spans[m] = (at, at + take as u32);
+        plane.load[m] = take as i64;
+        at += take as u32;
+    }
+    // Runs of subscribed topics are runs of tasks, filled member by member.
+    let mut granted = Vec::with_capacity(total);
+    let mut takers = takers.into_iter();
+    let (mut m, mut left) = (NONE, 0usize);
+    let topics = spec.topics.len();
+    let mut t = 0;
+    while t < topics {
+        let (first, sub) = (t, subscribed(t));
+        while t < topics && subscribed(t) == sub {
+            t += 1;
+        }
+        let mut tasks = plane.offset.get(t).copied().unwrap_or(plane.n()) - plane.offset[first];
+        if total == 0 || !sub {
+            plane.owner.resize(plane.owner.len() + tasks, NONE);
+            continue;
+        }
+        for (t, topic) in spec.topics.iter().enumerate().take(t).skip(first) {
+            granted.extend((0..topic.partitions).map(|p| Partition::new(t as TopicIndex, p)));
+        }
+        while tasks > 0 {
+            if left == 0 {
+                // Q per member of N covers every task.
+                (m, left) = takers.next().expect("a member of N below Q");
+            }
+            let take = left.min(tasks);
+            plane.owner.resize(plane.owner.len() + take, m);
+            (left, tasks) = (left - take, tasks - take);
+        }
+    }
+    for &p in granted.iter().take(32) {
+        let task = plane.offset[p.topic as usize] + p.partition as usize;
+        let to = plane.member_id(plane.owner[task]);
+        plane.event(task, TaskEventKind::Orphan { to });
+    }
+    Assignment::from_spans(granted, spans)
+}
+
 /// Each member's granted tasks in task order, as step 4 asks for them. Its budget is small, so
 /// it asks for few members' tasks: the first [`Owned::SCANS`] are found by scanning the owner
 /// vector, and only past that (a heterogeneous fill may try many donors) are all members'
@@ -852,24 +996,9 @@ fn add_learner(
     plane.event(task, kind);
 }
 
-/// Step 6: the outputs, the new S and the follow-up.
-fn emit(mut plane: Plane<'_>, any_revoked: bool) -> Plan {
+/// Step 6's assignment: every task granted to its owner, unless withheld (I1).
+fn granted(plane: &mut Plane<'_>) -> Assignment {
     let members = plane.spec.members.len();
-    // In task order, one per task (should a task have two, the last planned wins).
-    plane.slots.sort_by_key(|s| s.task);
-    let mut slots: Vec<Slot> = Vec::with_capacity(plane.slots.len());
-    for s in plane.slots.drain(..) {
-        match slots.last_mut() {
-            Some(last) if last.task == s.task => *last = s,
-            _ => slots.push(s),
-        }
-    }
-    let learning: Vec<(u32, Partition)> = slots
-        .iter()
-        .map(|s| (s.member, plane.partition(s.task)))
-        .collect();
-    let learning = Assignment::from_pairs(members, &learning);
-
     // I1 for everything granted: never while another member holds the task. Nor is such a
     // task recorded as its owner's in S, since the owner does not hold it: the next rebalance
     // places it afresh once the holder gave it up (else, had the owner started leaving
@@ -915,7 +1044,6 @@ fn emit(mut plane: Plane<'_>, any_revoked: bool) -> Plan {
     // Written in span order, as a fresh group's orphans are, it is pushed (never zeroed first);
     // the first write out of that order fills it out to its length.
     let mut granted: Vec<Partition> = Vec::with_capacity(at as usize);
-    let mut marks = Vec::new();
     let (mut run, mut next) = (NONE, 0u32);
     for (t, topic) in plane.spec.topics.iter().enumerate() {
         let first = plane.offset[t];
@@ -943,12 +1071,36 @@ fn emit(mut plane: Plane<'_>, any_revoked: bool) -> Plan {
                 granted[next as usize] = partition;
             }
             next += 1;
-            if flags & MARKED != 0 {
-                marks.push((o, partition));
-            }
         }
     }
-    let assigned = Assignment::from_spans(granted, spans);
+    Assignment::from_spans(granted, spans)
+}
+
+/// Step 6: the outputs, the new S and the follow-up.
+fn emit(mut plane: Plane<'_>, any_revoked: bool, dealt: Option<Assignment>) -> Plan {
+    let members = plane.spec.members.len();
+    // In task order, one per task (should a task have two, the last planned wins).
+    plane.slots.sort_by_key(|s| s.task);
+    let mut slots: Vec<Slot> = Vec::with_capacity(plane.slots.len());
+    for s in plane.slots.drain(..) {
+        match slots.last_mut() {
+            Some(last) if last.task == s.task => *last = s,
+            _ => slots.push(s),
+        }
+    }
+    let learning: Vec<(u32, Partition)> = slots
+        .iter()
+        .map(|s| (s.member, plane.partition(s.task)))
+        .collect();
+    let learning = Assignment::from_pairs(members, &learning);
+
+    let assigned = dealt.unwrap_or_else(|| granted(&mut plane));
+    // Marked tasks are the slots' (one each); those granted are marks.
+    let marks: Vec<(u32, Partition)> = slots
+        .iter()
+        .filter(|s| plane.owner[s.task] != NONE && !plane.withheld(s.task))
+        .map(|s| (plane.owner[s.task], plane.partition(s.task)))
+        .collect();
     let marks = Assignment::from_pairs(members, &marks);
 
     let mut revoked = Vec::new();

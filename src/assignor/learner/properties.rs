@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
+use super::plan::plan_with;
 use super::state::NO_MEMBER;
 use super::{plan, LearnerInput, Mode, Plan, Settings, State};
 use crate::assignor::{GroupSpec, MemberSpec, Partition, TopicSpec};
@@ -230,6 +231,9 @@ impl Sim {
         let spec = self.spec();
         let inputs: Vec<LearnerInput> = self.members.iter().map(|m| self.input(m)).collect();
         let p = plan(&spec, &inputs, &self.state, &self.settings, self.now);
+        // A fresh group's deal is a shortcut of steps 1 to 3: both ways give the same plan.
+        let general = plan_with(&spec, &inputs, &self.state, &self.settings, self.now, false);
+        assert_eq!(p, general, "the deal and the general steps differ");
         if std::env::var_os("LEARNER_TRACE").is_some() {
             self.trace(&spec, &inputs, &p);
         }
@@ -630,6 +634,79 @@ proptest! {
     #[test]
     fn invariants_hold_with_heterogeneous_subscriptions(c in case(true)) {
         run(&c);
+    }
+}
+
+/// A fresh group (S empty, nothing declared) of one subscription, of any shape: topics with no
+/// partitions or unsubscribed, subscriptions naming topics the group does not have, members
+/// in any id order, leaving or not, more members than tasks, no member at all.
+fn fresh_group() -> impl Strategy<Value = (GroupSpec, Vec<LearnerInput>, Settings)> {
+    (
+        prop::collection::vec(0u32..=20, 0..=6),
+        any::<u8>(),
+        prop::collection::vec(
+            (any::<u16>(), any::<bool>(), any::<bool>(), any::<bool>()),
+            0..=30,
+        ),
+        0usize..=4,
+    )
+        .prop_map(|(parts, bits, members, max_learners)| {
+            let subscription: Vec<u32> = (0..8).filter(|t| bits >> t & 1 != 0).collect();
+            let shared: Arc<[u32]> = Arc::from(subscription.clone());
+            let mut ids = BTreeSet::new();
+            let (members, inputs): (Vec<MemberSpec>, Vec<LearnerInput>) = members
+                .into_iter()
+                .filter(|m| ids.insert(m.0))
+                .map(|(id, leaving, capable, own_arc)| {
+                    let member = MemberSpec {
+                        member_id: MemberId::new(format!("m{id}")),
+                        instance_id: None,
+                        rack: None,
+                        // Equal subscriptions, shared or not.
+                        subscription: if own_arc {
+                            Arc::from(subscription.clone())
+                        } else {
+                            shared.clone()
+                        },
+                        owned: Vec::new(),
+                        user_data: None,
+                    };
+                    let input = LearnerInput {
+                        capable,
+                        leaving,
+                        ..LearnerInput::default()
+                    };
+                    (member, input)
+                })
+                .unzip();
+            let topics = parts
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| TopicSpec {
+                    name: Arc::from(format!("t{i}")),
+                    partitions: p,
+                })
+                .collect();
+            let settings = Settings {
+                max_learners,
+                ..Settings::default()
+            };
+            (GroupSpec { topics, members }, inputs, settings)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES * 4))]
+
+    /// The deal (a fresh group's step 2 in one pass) gives the plan the general steps give.
+    #[test]
+    fn a_fresh_group_is_dealt_as_the_general_steps_place_it(
+        (spec, inputs, settings) in fresh_group()
+    ) {
+        let now = Timestamp(1_000);
+        let dealt = plan(&spec, &inputs, &State::default(), &settings, now);
+        let general = plan_with(&spec, &inputs, &State::default(), &settings, now, false);
+        prop_assert_eq!(dealt, general);
     }
 }
 
