@@ -135,6 +135,18 @@ impl Plane<'_> {
         self.sub_bits[word] >> (topic % 64) & 1 != 0
     }
 
+    /// Whether `a` and `b` subscribe to a topic in common (if not, `a` holds no task `b` may
+    /// take: every task's owner subscribes to it).
+    fn share_a_topic(&self, a: usize, b: usize) -> bool {
+        let (sa, sb) = (self.sub_of[a] as usize, self.sub_of[b] as usize);
+        let words = self.words;
+        sa == sb
+            || self.sub_bits[sa * words..(sa + 1) * words]
+                .iter()
+                .zip(&self.sub_bits[sb * words..(sb + 1) * words])
+                .any(|(x, y)| x & y != 0)
+    }
+
     /// Someone other than `member` still holds `task`.
     fn held_by_other(&self, task: usize, member: u32) -> bool {
         self.declared
@@ -450,7 +462,7 @@ pub(super) fn plan_with(
             .order
             .iter()
             .copied()
-            .filter(|&r| plane.in_n[r] && plane.load[r] < big_q)
+            .filter(|&r| plane.in_n[r] && plane.load[r] < big_q && plane.share_a_topic(d, r))
             .find_map(|r| lowest_unmarked(&plane, &tasks, r).map(|task| (r, task)));
         match found {
             Some((r, task)) => {
@@ -963,6 +975,7 @@ fn find_donor(
         .iter()
         .copied()
         .filter(|&d| plane.in_n[d] && d != r && plane.load[d] > above)
+        .filter(|&d| plane.share_a_topic(d, r))
         .find_map(|d| lowest_unmarked(plane, &owned.of(plane, d), r).map(|task| (d, task)))
 }
 

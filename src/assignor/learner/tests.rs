@@ -490,3 +490,62 @@ fn the_budget_limits_learners() {
     assert_eq!(r1.learning[1], ts(&[1]));
     assert_eq!(r1.learning[2], ts(&[2]));
 }
+
+/// Heterogeneous subscriptions: a member below q learns from the first member above Q that
+/// holds a task of its topics; a member with none of its topics (`d0`) is passed over.
+#[test]
+fn a_member_below_q_learns_from_a_donor_with_one_of_its_topics() {
+    let (a, b): (Arc<[u32]>, Arc<[u32]>) = (Arc::from(vec![0u32]), Arc::from(vec![1u32]));
+    let both: Arc<[u32]> = Arc::from(vec![0u32, 1]);
+    let spec = GroupSpec {
+        topics: ["a", "b"]
+            .map(|name| TopicSpec {
+                name: Arc::from(name),
+                partitions: 6,
+            })
+            .to_vec(),
+        members: [("d0", a), ("d1", both), ("r", b)]
+            .map(|(id, subscription)| MemberSpec {
+                member_id: MemberId::new(id),
+                instance_id: None,
+                rack: None,
+                subscription,
+                owned: Vec::new(),
+                user_data: None,
+            })
+            .to_vec(),
+    };
+    let settings = Settings::default();
+    let all = |topic| -> Vec<Partition> { (0..6).map(|p| Partition::new(topic, p)).collect() };
+    let inputs = |d0: Vec<Partition>, d1: Vec<Partition>| {
+        [d0, d1, Vec::new()].map(|declared| LearnerInput {
+            capable: true,
+            declared,
+            ..LearnerInput::default()
+        })
+    };
+    // d0 and d1 alone: d0 takes topic a, d1 topic b.
+    let r0 = plan(
+        &spec_of(&spec, 2),
+        &inputs(Vec::new(), Vec::new())[..2],
+        &State::default(),
+        &settings,
+        NOW,
+    );
+    assert_eq!(r0.assigned[0], all(0)[..]);
+    assert_eq!(r0.assigned[1], all(1)[..]);
+    // r joins: q = Q = 4, both hold 6; r takes its two learners from d1.
+    let r1 = plan(&spec, &inputs(all(0), all(1)), &r0.state, &settings, NOW);
+    assert_eq!(r1.learning[0], []);
+    assert_eq!(r1.learning[1], []);
+    assert_eq!(r1.learning[2], all(1)[..2]);
+    assert_eq!(r1.marks[1], all(1)[..2]);
+}
+
+/// `spec` with its first `count` members.
+fn spec_of(spec: &GroupSpec, count: usize) -> GroupSpec {
+    GroupSpec {
+        topics: spec.topics.clone(),
+        members: spec.members[..count].to_vec(),
+    }
+}
