@@ -365,9 +365,18 @@ pub(super) fn plan_with(
         events: Vec::new(),
     };
     for (i, input) in inputs.iter().enumerate().filter(|_| any_declared) {
+        // A member's list is mostly runs of one topic: its offset and size are looked up once
+        // per run.
+        let (mut topic, mut first, mut size) = (TopicIndex::MAX, 0usize, 0u32);
         for &p in &input.declared {
-            if let Some(t) = plane.task(p) {
-                let d = &mut plane.declared[t];
+            if p.topic != topic {
+                let Some(t) = spec.topics.get(p.topic as usize) else {
+                    continue;
+                };
+                (topic, first, size) = (p.topic, plane.offset[p.topic as usize], t.partitions);
+            }
+            if p.partition < size {
+                let d = &mut plane.declared[first + p.partition as usize];
                 if *d == NONE {
                     *d = i as u32;
                 } else if *d != i as u32 {
@@ -1016,22 +1025,17 @@ fn granted(plane: &mut Plane<'_>) -> Assignment {
     // task recorded as its owner's in S, since the owner does not hold it: the next rebalance
     // places it afresh once the holder gave it up (else, had the owner started leaving
     // meanwhile, step 3 would hand a leaver a task it never held, against I8).
-    for ((o, flags), &declared) in plane
-        .owner
-        .iter_mut()
-        .zip(&mut plane.flags)
-        .zip(&plane.declared)
-    {
-        if *o != NONE && declared != NONE && declared != *o {
+    // In the same pass, each member's grants are counted by runs (a member's tasks mostly come
+    // in runs: orphans and sticky ranges).
+    let mut grants = vec![0u32; members];
+    let (mut run, mut count) = (NONE, 0u32);
+    let declared = &plane.declared;
+    for (t, (o, flags)) in plane.owner.iter_mut().zip(&mut plane.flags).enumerate() {
+        if *o != NONE && declared.get(t).is_some_and(|&d| d != NONE && d != *o) {
             *flags |= WITHHELD;
             *o = NONE;
         }
-    }
-    let mut grants = vec![0u32; members];
-    // Counted by runs: a member's tasks mostly come in runs (orphans and sticky ranges).
-    let (mut run, mut count) = (NONE, 0u32);
-    for (&o, &flags) in plane.owner.iter().zip(&plane.flags) {
-        let o = if flags & WITHHELD != 0 { NONE } else { o };
+        let o = if *flags & WITHHELD != 0 { NONE } else { *o };
         if o != run {
             if run != NONE {
                 grants[run as usize] += count;
