@@ -256,8 +256,16 @@ impl ConsumerAssignor {
                 leaving: sub.leaving,
             });
         }
-        // S is koord's own bytes; unreadable (a damaged record) starts afresh.
-        let prev = learner::State::decode(input.state).unwrap_or_default();
+        // S is koord's own bytes; unreadable (a damaged record) starts afresh, and says so.
+        let (prev, warning) = match learner::State::decode(input.state) {
+            Ok(prev) => (prev, None),
+            Err(why) => (
+                learner::State::default(),
+                Some(format!(
+                    "learner state unreadable ({why}): planned from an empty state, learners and marks are lost"
+                )),
+            ),
+        };
         let plan = learner::plan(spec, &inputs, &prev, &self.learner, input.now);
         let probe_ms = plan.probe.map_or(-1, |t| t.as_millis() as i64);
         let seed = self.learner.mode == learner::Mode::Seed;
@@ -296,6 +304,7 @@ impl ConsumerAssignor {
             state: plan.state.encode(),
             follow_up: plan.follow_up,
             summary: Some(summary),
+            warning,
         })
     }
 }

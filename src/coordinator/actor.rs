@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::{
     Clock, GroupDescription, GroupListing, Handle, MemberDescription, OffsetCommit,
@@ -774,6 +774,11 @@ fn log_event(event: &GroupEvent) {
             generation = generation.0,
             entries, "leader's assignment ignored: the server assigns this group"
         ),
+        GroupEvent::AssignorWarning {
+            generation,
+            assignor,
+            warning,
+        } => warn!(generation = generation.0, assignor = %assignor, "{warning}"),
         GroupEvent::AssignmentPlanned {
             generation,
             assignor,

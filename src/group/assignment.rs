@@ -57,6 +57,9 @@ pub struct AssignOutcome {
     pub follow_up: Option<Timestamp>,
     /// What the assignor did and why, for the generation's log line.
     pub summary: Option<String>,
+    /// What an operator should hear of (its state record did not decode, so it planned from
+    /// an empty state), logged at warn.
+    pub warning: Option<String>,
 }
 
 /// Computes every member's assignment bytes for a generation. Pure and synchronous.

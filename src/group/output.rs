@@ -230,6 +230,12 @@ pub enum GroupEvent {
         generation: Generation,
         entries: usize,
     },
+    /// The server assignor, computing `generation`, met something an operator should hear of.
+    AssignorWarning {
+        generation: Generation,
+        assignor: String,
+        warning: String,
+    },
     /// The server assignor computed `generation`: what it did and why.
     AssignmentPlanned {
         generation: Generation,

@@ -514,6 +514,13 @@ impl ClassicGroup {
                 .collect(),
         };
         let outcome = assignor.assign(&input).ok()?;
+        if let Some(warning) = outcome.warning {
+            self.event(GroupEvent::AssignorWarning {
+                generation: self.generation,
+                assignor: name.clone(),
+                warning,
+            });
+        }
         if let Some(summary) = outcome.summary {
             self.event(GroupEvent::AssignmentPlanned {
                 generation: self.generation,

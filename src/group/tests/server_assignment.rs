@@ -450,6 +450,50 @@ fn learner_state_and_follow_up_come_back_from_the_record() {
     );
 }
 
+/// A learner state record that does not decode (a damaged disk): the group plans from an
+/// empty S, says so at warn for that generation, and goes on assigning every partition,
+/// never one to two members, and keeps a readable S from then on.
+#[test]
+fn a_damaged_learner_state_is_planned_afresh_and_said() {
+    let mut ctx = learner_ctx(&[("t", 6)], warmup(60_000));
+    let mut clients = start(&mut ctx, 2, true, "cooperative-sticky", &["t"]);
+    let mut record = ctx.group.metadata_record();
+    assert!(!record.assignor_state.is_empty());
+    record.assignor_state = Bytes::from_static(b"\x09damaged");
+    let config = ctx.group.config().clone();
+    ctx.group = ClassicGroup::from_record(ctx.group.id().clone(), config, &record, ctx.now);
+    clients.push(newcomer(&mut ctx, true, "cooperative-sticky", &["t"]));
+    let events = ctx.events.len();
+    let mut assigned = round(&mut ctx, &mut clients, "cooperative-sticky", &["t"]);
+    let warnings: Vec<&String> = ctx.events[events..]
+        .iter()
+        .filter_map(|e| match e {
+            GroupEvent::AssignorWarning { warning, .. } => Some(warning),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1, "{:?}", &ctx.events[events..]);
+    assert!(
+        warnings[0].contains("unknown learner state format 9"),
+        "{}",
+        warnings[0]
+    );
+    for _ in 0..3 {
+        if !clients.iter().any(|c| c.rejoins) {
+            break;
+        }
+        assigned = round(&mut ctx, &mut clients, "cooperative-sticky", &["t"]);
+    }
+    assert_eq!(total(&assigned), 6);
+    let state = ctx.group.metadata_record().assignor_state;
+    assert!(crate::assignor::learner::State::decode(&state).is_ok());
+    let warned = ctx.events[events..]
+        .iter()
+        .filter(|e| matches!(e, GroupEvent::AssignorWarning { .. }))
+        .count();
+    assert_eq!(warned, 1, "later generations read the new S");
+}
+
 /// A member that chose `learner` but whose subscription's user data is not a
 /// `LearnerSubscription` (truncated, an unknown version, trailing bytes) is refused with
 /// INCONSISTENT_GROUP_PROTOCOL, and the group is untouched.
