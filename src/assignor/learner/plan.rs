@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::state::{Learner, State};
+use super::state::{Learner, Names, State};
 use super::{Settings, TaskEvent, TaskEventKind};
 use crate::assignor::{Assignment, GroupSpec, Partition, TopicIndex};
 use crate::group::Timestamp;
@@ -106,6 +106,10 @@ struct Plane<'a> {
     load: Vec<i64>,
     slots: Vec<Slot>,
     events: Vec<TaskEvent>,
+    /// S's member ids and topic names, where they begin this spec's (S's tables then start
+    /// as copies of them).
+    same_members: Option<&'a Names>,
+    same_topics: Option<&'a Names>,
 }
 
 impl Plane<'_> {
@@ -227,12 +231,12 @@ pub(super) fn plan_with(
             .get(i)
             .is_some_and(|m| m.member_id.as_str() == id)
     };
-    let from_prev: Vec<u32> = if prev
+    let same_members = prev
         .members
         .iter()
         .enumerate()
-        .all(|(i, id)| aligned(i, id))
-    {
+        .all(|(i, id)| aligned(i, id));
+    let from_prev: Vec<u32> = if same_members {
         (0..prev.members.len() as u32).collect()
     } else {
         let live: HashMap<&str, u32> = spec
@@ -363,6 +367,8 @@ pub(super) fn plan_with(
         load: vec![0; members],
         slots: Vec::new(),
         events: Vec::new(),
+        same_members: same_members.then_some(&prev.members),
+        same_topics: None,
     };
     for (i, input) in inputs.iter().enumerate().filter(|_| any_declared) {
         // A member's list is mostly runs of one topic: its offset and size are looked up once
@@ -487,7 +493,7 @@ pub(super) fn plan_with(
 
 /// Steps 1 to 3: learners resolved, every other task stays with its owner in S, orphans
 /// placed; leaves the owner vector, the flags, the learner slots and the loads.
-fn sticky(plane: &mut Plane<'_>, prev: &State, from_prev: &[u32], big_q: i64) {
+fn sticky<'a>(plane: &mut Plane<'a>, prev: &'a State, from_prev: &[u32], big_q: i64) {
     let n = plane.owner.len();
     // S, interned: each task's previous owner (a live member that may keep it; step 3 keeps
     // it unless step 1 decides otherwise) and the learner slots.
@@ -611,7 +617,11 @@ fn sticky(plane: &mut Plane<'_>, prev: &State, from_prev: &[u32], big_q: i64) {
 /// Fills the owner vector from S (members mapped to this spec's indices by `from_prev`) and
 /// returns S's learner slots in task order, and whether any task kept its owner. An owner keeps a task only while live, within its
 /// deadline and subscribed; tasks of topics or partitions the spec no longer has are gone.
-fn intern_state(plane: &mut Plane<'_>, prev: &State, from_prev: &[u32]) -> (Vec<Slot>, bool) {
+fn intern_state<'a>(
+    plane: &mut Plane<'a>,
+    prev: &'a State,
+    from_prev: &[u32],
+) -> (Vec<Slot>, bool) {
     let spec = plane.spec;
     let keeps: Vec<u32> = from_prev
         .iter()
@@ -623,8 +633,9 @@ fn intern_state(plane: &mut Plane<'_>, prev: &State, from_prev: &[u32]) -> (Vec<
             }
         })
         .collect();
-    // S's topics are usually the spec's, in the same places.
+    // S's topics are usually the spec's, in the same places (`same` of them).
     let mut by_name: Option<HashMap<&str, usize>> = None;
+    let mut same = 0usize;
     let mut slots = Vec::with_capacity(prev.learners.len());
     let mut kept = false;
     let mut learners = prev.learners.iter().peekable();
@@ -633,6 +644,7 @@ fn intern_state(plane: &mut Plane<'_>, prev: &State, from_prev: &[u32]) -> (Vec<
         let first = end;
         end += partitions as usize;
         let t = if spec.topics.get(i).is_some_and(|t| *t.name == *name) {
+            same += 1;
             Some(i)
         } else {
             let by_name = by_name.get_or_insert_with(|| {
@@ -680,6 +692,9 @@ fn intern_state(plane: &mut Plane<'_>, prev: &State, from_prev: &[u32]) -> (Vec<
         }
     }
     slots.sort_by_key(|s| s.task);
+    if same == prev.topics.len() {
+        plane.same_topics = Some(&prev.topics);
+    }
     (slots, kept)
 }
 
@@ -1093,6 +1108,19 @@ fn granted(plane: &mut Plane<'_>) -> Assignment {
     Assignment::from_spans(granted, spans)
 }
 
+/// A name table of `names`, whose first ones are `same` if given (copied whole, rather than
+/// name by name from 10,000 places on the heap).
+fn table<'n>(same: Option<&Names>, names: impl Iterator<Item = &'n str>) -> Names {
+    let Some(same) = same else {
+        return names.collect();
+    };
+    let mut table = same.clone();
+    for name in names.skip(same.len()) {
+        table.push(name);
+    }
+    table
+}
+
 /// Step 6: the outputs, the new S and the follow-up.
 fn emit(mut plane: Plane<'_>, any_revoked: bool, dealt: Option<Assignment>) -> Plan {
     let members = plane.spec.members.len();
@@ -1170,15 +1198,14 @@ fn emit(mut plane: Plane<'_>, any_revoked: bool, dealt: Option<Assignment>) -> P
     }
 
     // The new S: this spec's topics, the owner vector as it is, members by spec index.
+    let spec = plane.spec;
     let state = State {
-        members: plane
-            .spec
-            .members
-            .iter()
-            .map(|m| m.member_id.as_str())
-            .collect(),
+        members: table(
+            plane.same_members,
+            spec.members.iter().map(|m| m.member_id.as_str()),
+        ),
         leaving,
-        topics: plane.spec.topics.iter().map(|t| &*t.name).collect(),
+        topics: table(plane.same_topics, spec.topics.iter().map(|t| &*t.name)),
         partitions: plane.spec.topics.iter().map(|t| t.partitions).collect(),
         owners: plane.owner,
         learners: slots
