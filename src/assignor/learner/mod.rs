@@ -27,6 +27,7 @@ pub use plan::{plan, LearnerInput, Plan};
 pub use state::State;
 
 use crate::assignor::Partition;
+use crate::group::MemberId;
 
 /// The name clients choose (their assignor / protocol name) and `group.assignor` takes.
 pub const NAME: &str = "learner";
@@ -96,22 +97,23 @@ pub struct TaskEvent {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskEventKind {
-    /// The task moved to its learner (step 1).
+    /// The task moved to its learner (step 1), from its owner if it had one.
     Moved {
-        from: String,
-        to: String,
+        from: Option<MemberId>,
+        to: MemberId,
         why: &'static str,
     },
-    /// The learner may take it, but `from` still holds it: revoked now, granted next time.
+    /// The learner may take it, but `from` still holds it (`None`: several members do):
+    /// revoked now, granted next time.
     Revoking {
-        from: String,
-        to: String,
+        from: Option<MemberId>,
+        to: MemberId,
         why: &'static str,
     },
     /// A new learner (step 4: drain, fill or shave).
     LearnerAdded {
-        owner: String,
-        learner: String,
+        owner: MemberId,
+        learner: MemberId,
         step: &'static str,
     },
     LearnerDropped {
@@ -119,7 +121,7 @@ pub enum TaskEventKind {
     },
     /// A task without owner, restored cold (step 2).
     Orphan {
-        to: String,
+        to: MemberId,
     },
 }
 
@@ -146,13 +148,20 @@ impl fmt::Display for Summary<'_> {
             sep(f)?;
             let t = task(&e.partition);
             match &e.kind {
-                TaskEventKind::Moved { from, to, why } => {
-                    write!(f, "moved {t} {from} -> {to} ({why})")?
-                }
-                TaskEventKind::Revoking { from, to, why } => write!(
-                    f,
-                    "revoking {t} from {from} for {to} ({why}; granted once given up)"
-                )?,
+                TaskEventKind::Moved { from, to, why } => match from {
+                    Some(from) => write!(f, "moved {t} {from} -> {to} ({why})")?,
+                    None => write!(f, "moved {t} nobody -> {to} ({why})")?,
+                },
+                TaskEventKind::Revoking { from, to, why } => match from {
+                    Some(from) => write!(
+                        f,
+                        "revoking {t} from {from} for {to} ({why}; granted once given up)"
+                    )?,
+                    None => write!(
+                        f,
+                        "revoking {t} from several members for {to} ({why}; granted once given up)"
+                    )?,
+                },
                 TaskEventKind::LearnerAdded {
                     owner,
                     learner,

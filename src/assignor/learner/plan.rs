@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::state::{Learner, Names, State};
 use super::{Settings, TaskEvent, TaskEventKind};
 use crate::assignor::{Assignment, GroupSpec, Partition, TopicIndex};
-use crate::group::Timestamp;
+use crate::group::{MemberId, Timestamp};
 
 /// No member (a task without owner, a slot without learner); S's `NO_MEMBER`, so the plan's
 /// owner vector becomes S's as it is.
@@ -183,8 +183,8 @@ impl Plane<'_> {
         self.events.push(TaskEvent { partition, kind });
     }
 
-    fn member_id(&self, m: u32) -> String {
-        self.spec.members[m as usize].member_id.to_string()
+    fn member_id(&self, m: u32) -> MemberId {
+        self.spec.members[m as usize].member_id.clone()
     }
 }
 
@@ -544,11 +544,7 @@ fn sticky<'a>(plane: &mut Plane<'a>, prev: &'a State, from_prev: &[u32], big_q: 
                 plane.flags[task] |= WITHHELD | MARKED;
                 plane.slots.push(slot);
                 let holder = plane.declared[task];
-                let from = if holder == MANY {
-                    "several members".to_owned()
-                } else {
-                    plane.member_id(holder)
-                };
+                let from = (holder != MANY).then(|| plane.member_id(holder));
                 plane.event(
                     task,
                     TaskEventKind::Revoking {
@@ -560,11 +556,7 @@ fn sticky<'a>(plane: &mut Plane<'a>, prev: &'a State, from_prev: &[u32], big_q: 
             }
             Some(why) => {
                 plane.owner[task] = l;
-                let from = if o == NONE {
-                    "nobody".to_owned()
-                } else {
-                    plane.member_id(o)
-                };
+                let from = (o != NONE).then(|| plane.member_id(o));
                 plane.event(
                     task,
                     TaskEventKind::Moved {

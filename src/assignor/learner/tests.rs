@@ -213,6 +213,31 @@ fn the_seed_trace_logs_why() {
     );
     assert!(line(&plans[3]).starts_with("moved T-0 S1 -> S4 (learner ready)"));
     assert_eq!(line(&plans[4]), "moved T-2 S2 -> S5 (learner ready)");
+    // Without an owner, or held by several members.
+    let event = |kind| TaskEvent {
+        partition: t(1),
+        kind,
+    };
+    let unowned = Plan {
+        events: vec![
+            event(TaskEventKind::Moved {
+                from: None,
+                to: MemberId::new("S4"),
+                why: "owner gone",
+            }),
+            event(TaskEventKind::Revoking {
+                from: None,
+                to: MemberId::new("S4"),
+                why: "learner ready",
+            }),
+        ],
+        ..Plan::default()
+    };
+    assert_eq!(
+        line(&unowned),
+        "moved T-0 nobody -> S4 (owner gone); revoking T-0 from several members for S4 \
+         (learner ready; granted once given up)"
+    );
 }
 
 /// The wiki's scale-down: S2 leaves; the drain sends T3 to S1 and T4 to S3; three rounds.
