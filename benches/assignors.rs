@@ -24,23 +24,13 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
 use koord::assignor::learner::{plan, LearnerInput, Settings, State};
 use koord::assignor::range::RangeAssignor;
+use koord::assignor::testing::member;
 use koord::assignor::uniform::UniformAssignor;
-use koord::assignor::{Assignor, GroupSpec, MemberSpec, Partition, TopicIndex, TopicSpec};
-use koord::group::{MemberId, Timestamp};
+use koord::assignor::{Assignor, GroupSpec, Partition, TopicIndex, TopicSpec};
+use koord::group::Timestamp;
 
 const PARTITIONS_PER_MEMBER: usize = 10;
 const MAX_BUCKETS: usize = 5;
-
-fn member(id: String, subscription: Arc<[TopicIndex]>) -> MemberSpec {
-    MemberSpec {
-        member_id: MemberId::new(id),
-        instance_id: None,
-        rack: None,
-        subscription,
-        owned: Vec::new(),
-        user_data: None,
-    }
-}
 
 /// Kafka's `createAssignmentSpec`, with `count` members.
 fn group(count: usize, topics: usize, heterogeneous: bool) -> GroupSpec {
@@ -96,7 +86,7 @@ fn incremental(
     } else {
         (0..topics as u32).collect()
     };
-    spec.members.push(member("newMember".into(), subscription));
+    spec.members.push(member("newMember", subscription));
     spec
 }
 

@@ -312,8 +312,32 @@ pub const BUILTIN: &[&str] = &["range", "roundrobin", "uniform"];
 pub mod testing {
     use std::sync::Arc;
 
-    use super::{GroupSpec, MemberSpec, Partition, TopicSpec};
+    use super::{GroupSpec, MemberSpec, Partition, TopicIndex, TopicSpec};
     use crate::group::MemberId;
+
+    /// Topics `t0..` of the given partition counts.
+    pub fn topics(partitions: &[u32]) -> Vec<TopicSpec> {
+        partitions
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| TopicSpec {
+                name: Arc::from(format!("t{i}")),
+                partitions: p,
+            })
+            .collect()
+    }
+
+    /// A dynamic member owning nothing.
+    pub fn member(id: impl Into<Arc<str>>, subscription: Arc<[TopicIndex]>) -> MemberSpec {
+        MemberSpec {
+            member_id: MemberId::new(id),
+            instance_id: None,
+            rack: None,
+            subscription,
+            owned: Vec::new(),
+            user_data: None,
+        }
+    }
 
     /// A spec with topics `t0..` of the given partition counts and one member per
     /// subscription (`m000..`), owning `owned[i]` (or nothing).
@@ -322,14 +346,7 @@ pub mod testing {
         subscriptions: &[Vec<u32>],
         owned: &[Vec<Partition>],
     ) -> GroupSpec {
-        let topics = partitions
-            .iter()
-            .enumerate()
-            .map(|(i, &p)| TopicSpec {
-                name: Arc::from(format!("t{i}")),
-                partitions: p,
-            })
-            .collect();
+        let topics = topics(partitions);
         let members = subscriptions
             .iter()
             .enumerate()
@@ -340,12 +357,8 @@ pub mod testing {
                 let mut owned = owned.get(i).cloned().unwrap_or_default();
                 owned.sort_unstable();
                 MemberSpec {
-                    member_id: MemberId::new(format!("m{i:06}")),
-                    instance_id: None,
-                    rack: None,
-                    subscription: Arc::from(s),
                     owned,
-                    user_data: None,
+                    ..member(format!("m{i:06}"), Arc::from(s))
                 }
             })
             .collect();

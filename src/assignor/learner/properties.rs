@@ -30,8 +30,8 @@ use proptest::prelude::*;
 use super::plan::plan_with;
 use super::state::NO_MEMBER;
 use super::{plan, LearnerInput, Mode, Plan, Settings, State};
-use crate::assignor::{GroupSpec, MemberSpec, Partition, TopicSpec};
-use crate::group::{MemberId, Timestamp};
+use crate::assignor::{testing, GroupSpec, MemberSpec, Partition};
+use crate::group::Timestamp;
 
 const CASES: u32 = 256;
 const MAX_MEMBERS: usize = 8;
@@ -178,26 +178,11 @@ impl Sim {
 
     fn spec(&self) -> GroupSpec {
         GroupSpec {
-            topics: self
-                .parts
-                .iter()
-                .enumerate()
-                .map(|(i, &p)| TopicSpec {
-                    name: Arc::from(format!("t{i}")),
-                    partitions: p,
-                })
-                .collect(),
+            topics: testing::topics(&self.parts),
             members: self
                 .members
                 .iter()
-                .map(|m| MemberSpec {
-                    member_id: MemberId::new(m.id.clone()),
-                    instance_id: None,
-                    rack: None,
-                    subscription: Arc::from(m.subscription.clone()),
-                    owned: Vec::new(),
-                    user_data: None,
-                })
+                .map(|m| testing::member(m.id.as_str(), Arc::from(m.subscription.clone())))
                 .collect(),
         }
     }
@@ -658,19 +643,15 @@ fn fresh_group() -> impl Strategy<Value = (GroupSpec, Vec<LearnerInput>, Setting
                 .into_iter()
                 .filter(|m| ids.insert(m.0))
                 .map(|(id, leaving, capable, own_arc)| {
-                    let member = MemberSpec {
-                        member_id: MemberId::new(format!("m{id}")),
-                        instance_id: None,
-                        rack: None,
-                        // Equal subscriptions, shared or not.
-                        subscription: if own_arc {
+                    // Equal subscriptions, shared or not.
+                    let member = testing::member(
+                        format!("m{id}"),
+                        if own_arc {
                             Arc::from(subscription.clone())
                         } else {
                             shared.clone()
                         },
-                        owned: Vec::new(),
-                        user_data: None,
-                    };
+                    );
                     let input = LearnerInput {
                         capable,
                         leaving,
@@ -679,14 +660,7 @@ fn fresh_group() -> impl Strategy<Value = (GroupSpec, Vec<LearnerInput>, Setting
                     (member, input)
                 })
                 .unzip();
-            let topics = parts
-                .iter()
-                .enumerate()
-                .map(|(i, &p)| TopicSpec {
-                    name: Arc::from(format!("t{i}")),
-                    partitions: p,
-                })
-                .collect();
+            let topics = testing::topics(&parts);
             let settings = Settings {
                 max_learners,
                 ..Settings::default()

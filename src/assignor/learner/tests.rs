@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::assignor::{GroupSpec, MemberSpec, TopicSpec};
+use crate::assignor::testing::member;
+use crate::assignor::{GroupSpec, TopicSpec};
 use crate::group::{MemberId, Timestamp};
 
 /// T1..T5 are partitions 0..4 of topic `T`.
@@ -23,17 +24,7 @@ fn spec(ids: &[&str]) -> GroupSpec {
             name: Arc::from("T"),
             partitions: 5,
         }],
-        members: ids
-            .iter()
-            .map(|id| MemberSpec {
-                member_id: MemberId::new(*id),
-                instance_id: None,
-                rack: None,
-                subscription: sub.clone(),
-                owned: Vec::new(),
-                user_data: None,
-            })
-            .collect(),
+        members: ids.iter().map(|&id| member(id, sub.clone())).collect(),
     }
 }
 
@@ -530,14 +521,7 @@ fn a_member_below_q_learns_from_a_donor_with_one_of_its_topics() {
             })
             .to_vec(),
         members: [("d0", a), ("d1", both), ("r", b)]
-            .map(|(id, subscription)| MemberSpec {
-                member_id: MemberId::new(id),
-                instance_id: None,
-                rack: None,
-                subscription,
-                owned: Vec::new(),
-                user_data: None,
-            })
+            .map(|(id, subscription)| member(id, subscription))
             .to_vec(),
     };
     let settings = Settings::default();
