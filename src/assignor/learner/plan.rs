@@ -20,6 +20,9 @@ use crate::group::{MemberId, Timestamp};
 const NONE: u32 = super::state::NO_MEMBER;
 /// Declared by two different members.
 const MANY: u32 = u32::MAX - 1;
+/// Orphans placed beyond this many in one plan are not told one by one (a fresh group of
+/// 100,000 tasks would log each).
+const ORPHAN_EVENTS: usize = 32;
 
 /// Task flags: held back from its owner's assignment this generation (I1).
 const WITHHELD: u8 = 1;
@@ -442,7 +445,7 @@ pub(super) fn plan_with(
         }
     }
     // (b) fill members below q, then (c) shave members above Q.
-    let mut skipped = vec![false; members];
+    let mut skipped = vec![false; if work { members } else { 0 }];
     while budget > 0 && work {
         let Some(r) = plane
             .order
@@ -462,7 +465,7 @@ pub(super) fn plan_with(
             None => skipped[r] = true,
         }
     }
-    let mut skipped = vec![false; members];
+    skipped.fill(false);
     while budget > 0 && work {
         let Some(d) = plane
             .order
@@ -798,7 +801,7 @@ fn orphans(plane: &mut Plane<'_>, big_q: i64) {
                 };
                 plane.owner[task..task + take].fill(m);
                 plane.load[m as usize] += take as i64;
-                for t in task..(task + take).min(task + 32usize.saturating_sub(placed)) {
+                for t in task..(task + take).min(task + ORPHAN_EVENTS.saturating_sub(placed)) {
                     let to = plane.member_id(m);
                     plane.event(t, TaskEventKind::Orphan { to });
                 }
@@ -832,7 +835,7 @@ fn deal(plane: &mut Plane<'_>, big_q: i64) -> Assignment {
             .sum()
     };
     let mut spans = vec![(0u32, 0u32); members];
-    let mut takers = Vec::new();
+    let mut takers = Vec::with_capacity(members);
     let (mut left, mut at) = (total, 0u32);
     for &m in &plane.order {
         let take = if plane.in_n[m] {
@@ -877,7 +880,8 @@ fn deal(plane: &mut Plane<'_>, big_q: i64) -> Assignment {
             (left, tasks) = (left - take, tasks - take);
         }
     }
-    for &p in granted.iter().take(32) {
+    plane.events.reserve(granted.len().min(ORPHAN_EVENTS));
+    for &p in granted.iter().take(ORPHAN_EVENTS) {
         let task = plane.offset[p.topic as usize] + p.partition as usize;
         let to = plane.member_id(plane.owner[task]);
         plane.event(task, TaskEventKind::Orphan { to });
@@ -905,7 +909,7 @@ impl Owned {
             // are few among many); only blocks that hold one are looked into.
             const BLOCK: usize = 64;
             let m = m as u32;
-            let mut scanned = Vec::new();
+            let mut scanned = Vec::with_capacity(plane.load[m as usize].max(0) as usize);
             for (b, block) in plane.owner.chunks(BLOCK).enumerate() {
                 if !block.iter().fold(false, |any, &o| any | (o == m)) {
                     continue;
@@ -1108,19 +1112,6 @@ fn granted(plane: &mut Plane<'_>) -> Assignment {
     Assignment::from_spans(granted, spans)
 }
 
-/// A name table of `names`, whose first ones are `same` if given (copied whole, rather than
-/// name by name from 10,000 places on the heap).
-fn table<'n>(same: Option<&Names>, names: impl Iterator<Item = &'n str>) -> Names {
-    let Some(same) = same else {
-        return names.collect();
-    };
-    let mut table = same.clone();
-    for name in names.skip(same.len()) {
-        table.push(name);
-    }
-    table
-}
-
 /// Step 6: the outputs, the new S and the follow-up.
 fn emit(mut plane: Plane<'_>, any_revoked: bool, dealt: Option<Assignment>) -> Plan {
     let members = plane.spec.members.len();
@@ -1200,12 +1191,9 @@ fn emit(mut plane: Plane<'_>, any_revoked: bool, dealt: Option<Assignment>) -> P
     // The new S: this spec's topics, the owner vector as it is, members by spec index.
     let spec = plane.spec;
     let state = State {
-        members: table(
-            plane.same_members,
-            spec.members.iter().map(|m| m.member_id.as_str()),
-        ),
+        members: Names::after(plane.same_members, &spec.members, |m| m.member_id.as_str()),
         leaving,
-        topics: table(plane.same_topics, spec.topics.iter().map(|t| &*t.name)),
+        topics: Names::after(plane.same_topics, &spec.topics, |t| &t.name),
         partitions: plane.spec.topics.iter().map(|t| t.partitions).collect(),
         owners: plane.owner,
         learners: slots

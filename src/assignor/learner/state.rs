@@ -55,6 +55,25 @@ impl Names {
         }
     }
 
+    /// `same`'s names (copied whole, rather than name by name from 10,000 places on the heap),
+    /// then the `name`s of the `items` past as many; sized once.
+    pub fn after<T>(same: Option<&Names>, items: &[T], name: impl Fn(&T) -> &str) -> Names {
+        let rest = &items[same.map_or(0, Names::len).min(items.len())..];
+        let bytes: usize = rest.iter().map(|item| name(item).len()).sum();
+        let mut table = Names {
+            text: String::with_capacity(same.map_or(0, |s| s.text.len()) + bytes),
+            ends: Vec::with_capacity(items.len()),
+        };
+        if let Some(same) = same {
+            table.text.push_str(&same.text);
+            table.ends.extend_from_slice(&same.ends);
+        }
+        for item in rest {
+            table.push(name(item));
+        }
+        table
+    }
+
     pub fn push(&mut self, id: &str) {
         self.text.push_str(id);
         self.ends.push(self.text.len() as u32);
@@ -334,6 +353,19 @@ fn get_str(r: &mut &[u8]) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A table after a prefix is the prefix's names, then the rest; without one, all names.
+    #[test]
+    fn a_table_after_the_last_ones_names_keeps_them_and_adds_the_rest() {
+        let ids = ["S1", "S4", "a-much-longer-member-id-than-sixteen-bytes", ""];
+        let same: Names = ids[..2].iter().copied().collect();
+        let table = Names::after(Some(&same), &ids, |id| id);
+        assert_eq!(table.iter().collect::<Vec<_>>(), ids);
+        assert_eq!(table, ids.iter().copied().collect::<Names>());
+        assert_eq!(Names::after(None, &ids, |id| id), table);
+        assert_eq!(Names::after(Some(&table), &ids, |id| id), table);
+        assert!(Names::after(None, &[] as &[&str], |id| id).is_empty());
+    }
 
     fn sample() -> State {
         State {
