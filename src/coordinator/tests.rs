@@ -381,6 +381,36 @@ async fn a_failed_commit_write_changes_nothing() {
     );
 }
 
+/// A DeleteGroups whose tombstone cannot be stored is answered with the mapped storage error and
+/// deletes nothing: the group is still listed (Empty), its offsets are served and stored, and a
+/// later DeleteGroups deletes it.
+#[tokio::test(start_paused = true)]
+async fn a_failed_delete_write_keeps_the_group() {
+    let store = Arc::new(MemoryStore::default());
+    let c = coordinator_on(&store);
+    c.commit_offsets(gid("s"), anonymous_commit("t", 7))
+        .await
+        .unwrap();
+    store.fail_writes(true);
+    assert_eq!(
+        c.delete_group(gid("s")).await,
+        Err(GroupError::NotCoordinator)
+    );
+    store.fail_writes(false);
+    let listing = c.list();
+    assert_eq!(listing.len(), 1, "{listing:?}");
+    assert_eq!(listing[0].state, GroupState::Empty);
+    assert_eq!(c.fetch_offsets(gid("s"), None).await[0].offset, 7);
+    assert_eq!(stored_group_ids(&store), vec!["s".to_string()]);
+    assert_eq!(
+        stored_offsets(&store, "s"),
+        vec![(TopicPartition::new("t", 0), 7)]
+    );
+    assert_eq!(c.delete_group(gid("s")).await, Ok(()));
+    assert!(c.list().is_empty());
+    assert!(stored_group_ids(&store).is_empty());
+}
+
 /// The leader's assignment cannot be stored: every member's SyncGroup gets the mapped error and
 /// the group does not become Stable with an assignment nobody can reload.
 #[tokio::test(start_paused = true)]

@@ -54,6 +54,9 @@ enum WriteContinuation {
     },
     /// A static member replaced while Stable: answer its JoinGroup, or revert on failure.
     StaticReplacement(Box<StaticReplacement>),
+    /// The tombstone of a DeleteGroups: on failure the group is Empty again, as if the delete
+    /// had not happened (Kafka reverts the coordinator's state when its write fails).
+    Delete,
 }
 
 /// A server assignor's state for the group as of a generation, and when it wants the next

@@ -183,6 +183,19 @@ impl ClassicGroup {
             WriteContinuation::StaticReplacement(r) => {
                 self.finish_static_replacement(*r, result, now)
             }
+            WriteContinuation::Delete => {
+                if result.is_err() && self.state == GroupState::Dead {
+                    // Not a transition of Kafka's state graph: the delete is undone.
+                    let from = self.state;
+                    self.previous_state = from;
+                    self.state = GroupState::Empty;
+                    self.state_timestamp = now;
+                    self.event(GroupEvent::StateChanged {
+                        from,
+                        to: GroupState::Empty,
+                    });
+                }
+            }
         }
     }
 
@@ -190,6 +203,12 @@ impl ClassicGroup {
     /// Dead, every parked request answered NOT_COORDINATOR, every timer cancelled.
     pub fn handle_unload(&mut self, now: Timestamp) {
         self.answer_all_parked(GroupError::NotCoordinator);
+        // Unloaded, it stays Dead even should a pending tombstone fail.
+        for continuation in self.pending_writes.values_mut() {
+            if matches!(continuation, WriteContinuation::Delete) {
+                *continuation = WriteContinuation::None;
+            }
+        }
         for key in self.timers.keys() {
             self.cancel_timer(key);
         }
@@ -197,7 +216,7 @@ impl ClassicGroup {
     }
 
     /// DeleteGroups for this group: only an Empty group can be deleted; it becomes Dead and a
-    /// tombstone is persisted.
+    /// tombstone is persisted (should that write fail, it is Empty again).
     ///
     /// # Errors
     /// GROUP_ID_NOT_FOUND if already Dead, NON_EMPTY_GROUP if it has members.
@@ -211,7 +230,7 @@ impl ClassicGroup {
                 self.transition_to(GroupState::Dead, now);
                 let write = WriteId(self.next_write);
                 self.next_write += 1;
-                self.pending_writes.insert(write, WriteContinuation::None);
+                self.pending_writes.insert(write, WriteContinuation::Delete);
                 self.outputs.push_back(Output::Persist {
                     write,
                     record: GroupRecord::Tombstone,

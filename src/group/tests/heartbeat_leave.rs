@@ -424,6 +424,49 @@ fn delete_is_only_allowed_for_an_empty_group() {
     );
 }
 
+/// A tombstone that cannot be stored undoes the delete: the group is Empty again, and a later
+/// delete whose write succeeds deletes it.
+#[test]
+fn a_failed_tombstone_write_leaves_the_group_empty() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.stable_group(1);
+    ctx.leave(&[(ids[0].as_str(), None)]);
+    ctx.hold_writes = true;
+    assert_eq!(ctx.group.handle_delete(ctx.now), Ok(()));
+    ctx.drain();
+    assert_eq!(ctx.group.state(), GroupState::Dead);
+    ctx.complete_write(0, Err(GroupError::NotCoordinator));
+    assert_eq!(ctx.group.state(), GroupState::Empty);
+    assert!(ctx.events.contains(&GroupEvent::StateChanged {
+        from: GroupState::Dead,
+        to: GroupState::Empty
+    }));
+    assert_eq!(ctx.group.handle_delete(ctx.now), Ok(()));
+    ctx.drain();
+    ctx.complete_write(0, Ok(()));
+    assert_eq!(ctx.group.state(), GroupState::Dead);
+    assert_eq!(
+        ctx.group.handle_delete(ctx.now),
+        Err(GroupError::GroupIdNotFound)
+    );
+}
+
+/// A group unloaded while its tombstone is being written stays Dead when that write fails (at
+/// shutdown the store closes under pending writes).
+#[test]
+fn an_unloaded_group_stays_dead_when_its_tombstone_fails() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.stable_group(1);
+    ctx.leave(&[(ids[0].as_str(), None)]);
+    ctx.hold_writes = true;
+    assert_eq!(ctx.group.handle_delete(ctx.now), Ok(()));
+    ctx.drain();
+    ctx.group.handle_unload(ctx.now);
+    ctx.drain();
+    ctx.complete_write(0, Err(GroupError::NotCoordinator));
+    assert_eq!(ctx.group.state(), GroupState::Dead);
+}
+
 #[test]
 fn reloaded_stable_group_keeps_its_generation_and_members_keep_heartbeating() {
     let mut ctx = Ctx::new();
