@@ -424,16 +424,23 @@ fn delete_is_only_allowed_for_an_empty_group() {
     );
 }
 
-/// A tombstone that cannot be stored undoes the delete: the group is Empty again, and a later
-/// delete whose write succeeds deletes it.
-#[test]
-fn a_failed_tombstone_write_leaves_the_group_empty() {
+/// A group whose last member left, deleted; its tombstone is the one held write.
+fn deleted_with_tombstone_held() -> Ctx {
     let mut ctx = Ctx::new();
     let ids = ctx.stable_group(1);
     ctx.leave(&[(ids[0].as_str(), None)]);
     ctx.hold_writes = true;
     assert_eq!(ctx.group.handle_delete(ctx.now), Ok(()));
     ctx.drain();
+    assert_eq!(ctx.held_writes.len(), 1);
+    ctx
+}
+
+/// A tombstone that cannot be stored undoes the delete: the group is Empty again, and a later
+/// delete whose write succeeds deletes it.
+#[test]
+fn a_failed_tombstone_write_leaves_the_group_empty() {
+    let mut ctx = deleted_with_tombstone_held();
     assert_eq!(ctx.group.state(), GroupState::Dead);
     ctx.complete_write(0, Err(GroupError::NotCoordinator));
     assert_eq!(ctx.group.state(), GroupState::Empty);
@@ -455,12 +462,7 @@ fn a_failed_tombstone_write_leaves_the_group_empty() {
 /// shutdown the store closes under pending writes).
 #[test]
 fn an_unloaded_group_stays_dead_when_its_tombstone_fails() {
-    let mut ctx = Ctx::new();
-    let ids = ctx.stable_group(1);
-    ctx.leave(&[(ids[0].as_str(), None)]);
-    ctx.hold_writes = true;
-    assert_eq!(ctx.group.handle_delete(ctx.now), Ok(()));
-    ctx.drain();
+    let mut ctx = deleted_with_tombstone_held();
     ctx.group.handle_unload(ctx.now);
     ctx.drain();
     ctx.complete_write(0, Err(GroupError::NotCoordinator));
