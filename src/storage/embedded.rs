@@ -8,10 +8,13 @@
 //! Tables: `offsets` (key: group, topic, partition; see [`super::codec`]), `groups` (key: the
 //! group id), `topics` (key: the name) and `meta` (the format version).
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use redb::{
-    Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
+    Database, DatabaseError, Durability, ReadTransaction, ReadableDatabase, ReadableTable,
+    TableDefinition, WriteTransaction,
 };
 
 use super::codec;
@@ -32,8 +35,13 @@ pub const FILE_NAME: &str = "koord.redb";
 /// redb's page cache (see [`EmbeddedStore::open`]).
 const CACHE_BYTES: usize = 4 << 20;
 
+/// Opens the database file (again).
+pub(super) type Opener = Box<dyn Fn() -> Result<Database, String> + Send + Sync>;
+
 pub struct EmbeddedStore {
-    db: Database,
+    /// `None` while closed after a write error (see [`EmbeddedStore::apply`]).
+    db: Mutex<Option<Database>>,
+    open: Opener,
     path: PathBuf,
 }
 
@@ -62,28 +70,33 @@ impl EmbeddedStore {
         // actors), so a small cache costs nothing: 4 MiB holds the tree's upper levels and the
         // pages being written. At 16 MiB it held every group record written, about 170 B per
         // member with 100,000 idle members.
-        // Some damaged files trip an assertion inside redb instead of an error (seen with a
-        // store truncated to half its length): that is still a damaged store, reported with its
-        // path, never a crash that names nothing.
-        let opened = std::panic::catch_unwind(|| {
+        let file = path.clone();
+        let open = move || {
             Database::builder()
                 .set_cache_size(CACHE_BYTES)
-                .create(&path)
-        });
-        let db = match opened {
-            Ok(db) => db.map_err(|e| corrupt(e.to_string()))?,
-            Err(_) => {
-                return Err(corrupt(
-                    "the store's page allocator state is damaged".into(),
-                ))
-            }
+                .create(&file)
         };
-        let store = EmbeddedStore {
-            db,
+        EmbeddedStore::open_with(path, Box::new(move || catch_assertion(&open)))
+    }
+
+    /// The store opened by `open` (the file at `path` with redb's own I/O, or under test a
+    /// backend that can fail).
+    pub(super) fn open_with(path: PathBuf, open: Opener) -> Result<EmbeddedStore, StoreError> {
+        let corrupt = |message: String| StoreError::Corrupt {
             path: path.clone(),
+            message,
         };
-        store.init().map_err(corrupt)?;
-        Ok(store)
+        let db = open().map_err(corrupt)?;
+        EmbeddedStore::init(&db).map_err(corrupt)?;
+        Ok(EmbeddedStore {
+            db: Mutex::new(Some(db)),
+            open,
+            path,
+        })
+    }
+
+    fn db(&self) -> MutexGuard<'_, Option<Database>> {
+        self.db.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn path(&self) -> &Path {
@@ -91,8 +104,8 @@ impl EmbeddedStore {
     }
 
     /// Creates the tables and checks (or, in a new file, writes) the format version.
-    fn init(&self) -> Result<(), String> {
-        let tx = self.db.begin_write().map_err(|e| e.to_string())?;
+    fn init(db: &Database) -> Result<(), String> {
+        let tx = db.begin_write().map_err(|e| e.to_string())?;
         {
             let mut meta = tx.open_table(META).map_err(|e| e.to_string())?;
             let found = meta
@@ -117,11 +130,30 @@ impl EmbeddedStore {
         tx.commit().map_err(|e| e.to_string())
     }
 
+    /// A read transaction (reads come at start-up, before any write could have closed it).
+    fn read(&self) -> Result<ReadTransaction, StoreError> {
+        let db = self.db();
+        let db = db
+            .as_ref()
+            .ok_or_else(|| self.corrupt("the store is closed after a write error"))?;
+        db.begin_read().map_err(|e| self.corrupt(e))
+    }
+
     fn corrupt(&self, message: impl std::fmt::Display) -> StoreError {
         StoreError::Corrupt {
             path: self.path.clone(),
             message: message.to_string(),
         }
+    }
+
+    fn commit(db: &Database, batch: &[Mutation], durable: bool) -> Result<(), redb::Error> {
+        let mut tx = db.begin_write()?;
+        if !durable {
+            tx.set_durability(Durability::None)?;
+        }
+        // On an error the transaction is dropped unapplied: nothing of the batch is stored.
+        Self::write_batch(&tx, batch)?;
+        Ok(tx.commit()?)
     }
 
     fn write_batch(tx: &WriteTransaction, batch: &[Mutation]) -> Result<(), redb::Error> {
@@ -164,17 +196,33 @@ impl EmbeddedStore {
     }
 }
 
+/// Some damaged files trip an assertion inside redb instead of an error (seen with a store
+/// truncated to half its length): that is still a damaged store, reported with its path, never
+/// a crash that names nothing.
+fn catch_assertion(open: &dyn Fn() -> Result<Database, DatabaseError>) -> Result<Database, String> {
+    match catch_unwind(AssertUnwindSafe(open)) {
+        Ok(db) => db.map_err(|e| e.to_string()),
+        Err(_) => Err("the store's page allocator state is damaged".into()),
+    }
+}
+
 impl Store for EmbeddedStore {
+    /// After an I/O error (a full disk) redb refuses every later write until the database is
+    /// reopened: the store closes it, and the next write opens it again, so writes succeed
+    /// again once the disk has room (until then each fails as the disk does). Under
+    /// [`super::SyncPolicy::Never`] commits not yet synced are lost with it, as in a crash.
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
-        let io = |e: redb::Error| StoreError::Io(format!("{}: {e}", self.path.display()));
-        let mut tx = self.db.begin_write().map_err(|e| io(e.into()))?;
-        if !durable {
-            tx.set_durability(Durability::None)
-                .map_err(|e| StoreError::Io(e.to_string()))?;
+        let io = |e: String| StoreError::Io(format!("{}: {e}", self.path.display()));
+        let mut db = self.db();
+        if db.is_none() {
+            *db = Some((self.open)().map_err(io)?);
+            tracing::warn!(path = %self.path.display(), "store reopened after a write error");
         }
-        // On an error the transaction is dropped unapplied: nothing of the batch is stored.
-        Self::write_batch(&tx, batch).map_err(io)?;
-        tx.commit().map_err(|e| io(e.into()))
+        let result = Self::commit(db.as_ref().expect("open"), batch, durable);
+        if let Err(redb::Error::Io(_) | redb::Error::PreviousIo) = &result {
+            *db = None;
+        }
+        result.map_err(|e| io(e.to_string()))
     }
 
     fn sync(&self) -> Result<(), StoreError> {
@@ -183,7 +231,7 @@ impl Store for EmbeddedStore {
     }
 
     fn load_topics(&self) -> Result<Vec<(String, i32)>, StoreError> {
-        let tx = self.db.begin_read().map_err(|e| self.corrupt(e))?;
+        let tx = self.read()?;
         let table = tx.open_table(TOPICS).map_err(|e| self.corrupt(e))?;
         let mut out = Vec::new();
         for entry in table.iter().map_err(|e| self.corrupt(e))? {
@@ -198,7 +246,7 @@ impl Store for EmbeddedStore {
     }
 
     fn load_groups(&self) -> Result<Vec<LoadedGroup>, StoreError> {
-        let tx = self.db.begin_read().map_err(|e| self.corrupt(e))?;
+        let tx = self.read()?;
         let groups = tx.open_table(GROUPS).map_err(|e| self.corrupt(e))?;
         let offsets = tx.open_table(OFFSETS).map_err(|e| self.corrupt(e))?;
         let mut out: Vec<LoadedGroup> = Vec::new();

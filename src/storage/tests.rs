@@ -256,3 +256,83 @@ async fn a_failed_write_reaches_its_writer() {
     storage.write(vec![put("g", "t", 0, 2)]).await.unwrap();
     assert_eq!(store.load_groups().unwrap()[0].offsets[0].1.offset, 2);
 }
+
+/// A disk that fills up: writes and growth fail with ENOSPC while `full`; the bytes live on
+/// across reopens (as a file's do).
+#[derive(Debug)]
+struct FillingDisk {
+    disk: Arc<redb::backends::InMemoryBackend>,
+    full: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl FillingDisk {
+    fn check(&self) -> std::io::Result<()> {
+        if self.full.load(Ordering::Relaxed) {
+            return Err(std::io::Error::from_raw_os_error(28));
+        }
+        Ok(())
+    }
+}
+
+impl redb::StorageBackend for FillingDisk {
+    fn len(&self) -> std::io::Result<u64> {
+        self.disk.len()
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        self.disk.read(offset, out)
+    }
+
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.check()?;
+        self.disk.set_len(len)
+    }
+
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.check()?;
+        self.disk.sync_data()
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.check()?;
+        self.disk.write(offset, data)
+    }
+}
+
+/// A full disk fails writes (nothing of a failed batch is stored); once it has room again the
+/// store writes again, without a restart (redb refuses every write after an I/O error until the
+/// database is reopened, and the store reopens it).
+#[test]
+fn writes_succeed_again_once_a_full_disk_has_room() {
+    let disk = Arc::new(redb::backends::InMemoryBackend::new());
+    let full = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (d, f) = (disk.clone(), full.clone());
+    let open: embedded::Opener = Box::new(move || {
+        let backend = FillingDisk {
+            disk: d.clone(),
+            full: f.clone(),
+        };
+        redb::Database::builder()
+            .create_with_backend(backend)
+            .map_err(|e| e.to_string())
+    });
+    let store = EmbeddedStore::open_with(PathBuf::from("filling-disk"), open).unwrap();
+    store.apply(&[put("g", "t", 0, 1)], true).unwrap();
+
+    full.store(true, Ordering::Relaxed);
+    for i in 2..5 {
+        let e = store.apply(&[put("g", "t", 0, i)], true).unwrap_err();
+        assert!(matches!(e, StoreError::Io(_)), "{e:?}");
+    }
+    full.store(false, Ordering::Relaxed);
+    store.apply(&[put("g", "t", 1, 5)], true).unwrap();
+    store.sync().unwrap();
+    let offsets: Vec<(i32, i64)> = store
+        .load_groups()
+        .unwrap()
+        .into_iter()
+        .flat_map(|g| g.offsets)
+        .map(|(tp, o)| (tp.partition, o.offset))
+        .collect();
+    assert_eq!(offsets, vec![(0, 1), (1, 5)]);
+}
