@@ -148,20 +148,17 @@ impl fmt::Display for Summary<'_> {
             sep(f)?;
             let t = task(&e.partition);
             match &e.kind {
-                TaskEventKind::Moved { from, to, why } => match from {
-                    Some(from) => write!(f, "moved {t} {from} -> {to} ({why})")?,
-                    None => write!(f, "moved {t} nobody -> {to} ({why})")?,
-                },
-                TaskEventKind::Revoking { from, to, why } => match from {
-                    Some(from) => write!(
+                TaskEventKind::Moved { from, to, why } => {
+                    let from = from.as_ref().map_or("nobody", MemberId::as_str);
+                    write!(f, "moved {t} {from} -> {to} ({why})")?
+                }
+                TaskEventKind::Revoking { from, to, why } => {
+                    let from = from.as_ref().map_or("several members", MemberId::as_str);
+                    write!(
                         f,
                         "revoking {t} from {from} for {to} ({why}; granted once given up)"
-                    )?,
-                    None => write!(
-                        f,
-                        "revoking {t} from several members for {to} ({why}; granted once given up)"
-                    )?,
-                },
+                    )?
+                }
                 TaskEventKind::LearnerAdded {
                     owner,
                     learner,

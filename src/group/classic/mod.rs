@@ -475,6 +475,12 @@ impl ClassicGroup {
             self.state,
             to
         );
+        self.set_state(to, now);
+    }
+
+    /// Enters `to` whether or not Kafka's state graph has that edge ([`Self::transition_to`]
+    /// checks it; undoing a failed delete does not).
+    fn set_state(&mut self, to: GroupState, now: Timestamp) {
         let from = self.state;
         self.previous_state = from;
         self.state = to;

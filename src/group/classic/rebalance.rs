@@ -185,15 +185,7 @@ impl ClassicGroup {
             }
             WriteContinuation::Delete => {
                 if result.is_err() && self.state == GroupState::Dead {
-                    // Not a transition of Kafka's state graph: the delete is undone.
-                    let from = self.state;
-                    self.previous_state = from;
-                    self.state = GroupState::Empty;
-                    self.state_timestamp = now;
-                    self.event(GroupEvent::StateChanged {
-                        from,
-                        to: GroupState::Empty,
-                    });
+                    self.set_state(GroupState::Empty, now);
                 }
             }
         }
