@@ -51,3 +51,4 @@ pub mod offsets;
 pub mod server;
 pub mod simulate;
 pub mod storage;
+pub mod vocab;

@@ -41,9 +41,8 @@ use super::learner::wire::{LearnerAssignment, LearnerSubscription};
 use super::learner::{self, LearnerInput};
 use super::protocol::{decode_assignment, decode_subscription, encode_assignment, TopicPartitions};
 use super::{Assignor, GroupSpec, MemberSpec, Partition, TopicIndex, TopicSpec};
-use crate::group::{
-    AssignOutcome, AssignmentInput, GroupError, MemberId, Protocol, ServerAssignor,
-};
+use crate::group::{AssignOutcome, AssignmentInput, ServerAssignor};
+use crate::vocab::{GroupError, MemberId, Protocol};
 
 /// The protocol type of Kafka consumer groups, the only one koord assigns.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
@@ -336,7 +335,7 @@ fn resolve(spec: &GroupSpec, list: &TopicPartitions) -> Vec<Partition> {
 #[derive(Debug, Clone)]
 pub struct Decoded {
     pub member_id: MemberId,
-    pub instance_id: Option<crate::group::InstanceId>,
+    pub instance_id: Option<crate::vocab::InstanceId>,
     pub subscription: super::protocol::Subscription,
     pub current: TopicPartitions,
 }

@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::group::{InstanceId, MemberId};
+use crate::vocab::{InstanceId, MemberId};
 
 /// Index of a topic in [`GroupSpec::topics`].
 pub type TopicIndex = u32;
@@ -313,7 +313,7 @@ pub mod testing {
     use std::sync::Arc;
 
     use super::{GroupSpec, MemberSpec, Partition, TopicIndex, TopicSpec};
-    use crate::group::MemberId;
+    use crate::vocab::MemberId;
 
     /// Topics `t0..` of the given partition counts.
     pub fn topics(partitions: &[u32]) -> Vec<TopicSpec> {

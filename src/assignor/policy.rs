@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use super::consumer::{Choice, ConsumerAssignor, TopicCatalog};
 use super::{learner, Registry};
-use crate::group::{AssignmentMode, GroupId};
+use crate::group::AssignmentMode;
+use crate::vocab::GroupId;
 
 /// The assignment choice for a group: `client`, or a registered assignor's name.
 pub const CLIENT: &str = "client";

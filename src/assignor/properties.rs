@@ -176,7 +176,7 @@ fn without(s: &GroupSpec, leaver: usize) -> GroupSpec {
 fn with_joiner(s: &GroupSpec, like: usize, id: &str) -> GroupSpec {
     let mut s = s.clone();
     let mut m = s.members[like].clone();
-    m.member_id = crate::group::MemberId::new(id.to_string());
+    m.member_id = crate::vocab::MemberId::new(id.to_string());
     m.owned = Vec::new();
     s.members.push(m);
     s
@@ -362,7 +362,7 @@ proptest! {
         let t = joined.topics.len() as u32;
         joined.topics.push(super::TopicSpec { name: "own".into(), partitions: extra });
         let mut m = joined.members[0].clone();
-        m.member_id = crate::group::MemberId::new("m999999".to_string());
+        m.member_id = crate::vocab::MemberId::new("m999999".to_string());
         m.subscription = std::sync::Arc::from(vec![t]);
         m.owned = Vec::new();
         joined.members.push(m);

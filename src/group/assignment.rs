@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::errors::GroupError;
-use super::types::{Generation, GroupId, InstanceId, MemberId, Protocol, Timestamp};
+use crate::vocab::GroupError;
+use crate::vocab::{Generation, GroupId, InstanceId, MemberId, Protocol, Timestamp};
 
 /// A member as the server assignor sees it.
 #[derive(Debug, Clone)]

@@ -3,7 +3,8 @@
 
 use bytes::Bytes;
 
-use super::types::{Generation, InstanceId, MemberId, Protocol, RequestToken};
+use super::types::RequestToken;
+use crate::vocab::{Generation, InstanceId, MemberId, Protocol};
 
 /// A JoinGroup (API key 11), any version.
 #[derive(Debug, Clone)]

@@ -2,7 +2,8 @@
 
 use bytes::Bytes;
 
-use super::types::{InstanceId, MemberId, Protocol, RequestToken};
+use super::types::RequestToken;
+use crate::vocab::{InstanceId, MemberId, Protocol};
 
 /// A JoinGroup request waiting for the join phase to end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,9 +5,9 @@
 //! GroupCoordinatorService.
 
 use super::commands::{JoinGroup, LeaveGroup, OffsetCommitAuth};
-use super::errors::GroupError;
 use super::output::{JoinReply, LeaveMemberResult, LeaveOutcome};
-use super::types::Generation;
+use crate::vocab::Generation;
+use crate::vocab::GroupError;
 
 /// JoinGroup: `None` means "create the group (Empty, generation 0) and hand it the request";
 /// `Some(reply)` is the answer. A member that claims an id in a group that does not exist is

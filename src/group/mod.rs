@@ -17,7 +17,7 @@
 //!   that depend on the record are produced only then.
 //!
 //! What happens when a request names a group that does not exist is in [`missing`]; the group
-//! directory (next milestone) consults it before creating a group.
+//! directory ([`crate::coordinator`]) consults it before creating a group.
 //!
 //! The shell's loop, in short (the actor owns the group; `now` from its clock):
 //!
@@ -70,9 +70,10 @@
 //! assert_eq!(group.state(), GroupState::CompletingRebalance);
 //! ```
 //!
-//! Layout: `classic/` (the machine, split by API), [`member`], [`timers`], [`errors`],
-//! [`output`], [`commands`], [`assignment`] (the server-assignment seam),
-//! [`consumer_protocol`] (subscribed topics), [`types`].
+//! Layout: `classic/` (the machine, split by API), [`member`], [`timers`], [`output`],
+//!, [`commands`], [`assignment`] (who assigns: the group's [`AssignmentMode`]),
+//! [`consumer_protocol`] (subscribed topics), [`types`]. The ids, time, errors and records it
+//! shares with every layer are [`crate::vocab`].
 //!
 //! # Where this differs from Apache Kafka, on purpose
 //! Kafka's code (GroupMetadataManager, ClassicGroup; 4.x) is followed check by check; these are
@@ -97,7 +98,6 @@ pub mod assignment;
 pub mod classic;
 pub mod commands;
 pub mod consumer_protocol;
-pub mod errors;
 pub mod member;
 pub mod missing;
 pub mod output;
@@ -112,17 +112,17 @@ pub use assignment::{
 };
 pub use classic::ClassicGroup;
 pub use commands::{Heartbeat, JoinGroup, LeaveGroup, LeavingMember, OffsetCommitAuth, SyncGroup};
-pub use errors::GroupError;
 pub use member::Member;
 pub use output::{
-    AddReason, GroupEvent, GroupMetadataRecord, GroupRecord, JoinMember, JoinReply,
-    LeaveMemberResult, LeaveOutcome, MemberRecord, Output, RebalanceReason, RemoveReason,
-    SyncReply,
+    AddReason, GroupEvent, GroupRecord, JoinMember, JoinReply, LeaveMemberResult, LeaveOutcome,
+    Output, RebalanceReason, RemoveReason, SyncReply,
 };
 pub use timers::{TimerChange, TimerKey};
-pub use types::{
-    Generation, GroupId, GroupState, InstanceId, MemberId, Protocol, RequestToken, Timestamp,
-    WriteId,
+pub use types::{GroupState, RequestToken, WriteId};
+// The shared vocabulary, re-exported so that the core's users name one module.
+pub use crate::vocab::{
+    Generation, GroupError, GroupId, GroupMetadataRecord, InstanceId, MemberId, MemberRecord,
+    Protocol, Timestamp,
 };
 
 /// Kafka `CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`: a new member's parked JoinGroup is dropped

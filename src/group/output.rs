@@ -6,11 +6,10 @@ use std::fmt;
 
 use bytes::Bytes;
 
-use super::errors::GroupError;
 use super::timers::TimerChange;
-use super::types::{
-    Generation, GroupState, InstanceId, MemberId, RequestToken, Timestamp, WriteId,
-};
+use super::types::{GroupState, RequestToken, WriteId};
+use crate::vocab::GroupError;
+use crate::vocab::{Generation, GroupMetadataRecord, InstanceId, MemberId};
 
 /// One output of the core.
 #[derive(Debug, Clone)]
@@ -270,38 +269,6 @@ impl fmt::Display for RemoveReason {
             RemoveReason::GroupMaxSizeReached => f.write_str("group.max.size reached"),
         }
     }
-}
-
-/// One member in a persisted group record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberRecord {
-    pub member_id: MemberId,
-    pub instance_id: Option<InstanceId>,
-    pub client_id: String,
-    pub client_host: String,
-    pub rebalance_timeout_ms: u64,
-    pub session_timeout_ms: u64,
-    /// The member's metadata for the selected protocol.
-    pub subscription: Bytes,
-    pub assignment: Bytes,
-}
-
-/// The durable state of a classic group (Kafka's `GroupMetadataValue`). Written when a
-/// generation's assignment is stored, when the group becomes Empty, when a static member is
-/// replaced while Stable, and once when the group is created.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupMetadataRecord {
-    /// None for a simple group (offsets only, no membership).
-    pub protocol_type: Option<String>,
-    pub generation: Generation,
-    pub protocol_name: Option<String>,
-    pub leader: Option<MemberId>,
-    pub state_timestamp: Timestamp,
-    pub members: Vec<MemberRecord>,
-    /// The server assignor's state for this group (the learner assignor's S), opaque here.
-    pub assignor_state: Bytes,
-    /// When the server assignor wants the next rebalance, if ever.
-    pub follow_up: Option<Timestamp>,
 }
 
 /// A record to persist for this group.

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::types::{MemberId, Timestamp};
+use crate::vocab::{MemberId, Timestamp};
 
 /// What a timer is for. One deadline per key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -8,40 +8,12 @@
 mod retention;
 mod store;
 
-pub use retention::{expired_offsets, ExpirationBase, ExpiredOffsets};
+pub use retention::{expired_offsets, ExpiredOffsets};
 pub use store::{fetch, FetchedOffset, MemoryOffsetStore, OffsetStore};
 
-use crate::group::errors::GroupError;
-use crate::group::types::Timestamp;
-
-/// A topic partition by name (topic ids are resolved to names in `api/`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TopicPartition {
-    pub topic: String,
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
-        TopicPartition {
-            topic: topic.into(),
-            partition,
-        }
-    }
-}
-
-/// A committed offset as stored (Kafka `OffsetAndMetadata`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OffsetAndMetadata {
-    pub offset: i64,
-    /// None when the client sent -1.
-    pub leader_epoch: Option<i32>,
-    /// A null metadata is stored as "".
-    pub metadata: String,
-    pub commit_timestamp: Timestamp,
-    /// Set only by OffsetCommit v2-4 with an explicit RetentionTimeMs.
-    pub expire_timestamp: Option<Timestamp>,
-}
+// The records these rules read and write, re-exported for the layers above.
+pub use crate::vocab::{ExpirationBase, OffsetAndMetadata, TopicPartition};
+use crate::vocab::{GroupError, Timestamp};
 
 /// The offset settings (Kafka broker configs of the same names).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,18 +2,7 @@
 //! `OffsetExpirationConditionImpl`). The shell runs it every
 //! `offsets.retention.check.interval.ms` per group and writes tombstones for what it returns.
 
-use super::{OffsetAndMetadata, TopicPartition};
-use crate::group::types::Timestamp;
-
-/// From when a group's offsets age, as the group decides
-/// ([`crate::group::ClassicGroup::offset_expiration_base`]; `None` there means never).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExpirationBase {
-    /// An Empty classic group: from when it became Empty.
-    StateTimestamp(Timestamp),
-    /// From each offset's commit time.
-    CommitTimestamp,
-}
+use crate::vocab::{ExpirationBase, OffsetAndMetadata, Timestamp, TopicPartition};
 
 impl ExpirationBase {
     /// Kafka `isOffsetExpired`: an explicit (v2-4) expire timestamp wins; otherwise the offset

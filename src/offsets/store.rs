@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::{OffsetAndMetadata, TopicPartition};
-use crate::group::types::GroupId;
+use crate::vocab::GroupId;
 
 /// Where committed offsets live. The durable store (next milestone) implements it; the rules in
 /// this module only need these calls. Writes here are applied after they are durable.
@@ -133,7 +133,7 @@ pub fn fetch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::types::Timestamp;
+    use crate::vocab::Timestamp;
 
     fn om(offset: i64) -> OffsetAndMetadata {
         OffsetAndMetadata {

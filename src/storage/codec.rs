@@ -4,10 +4,10 @@
 
 use bytes::Bytes;
 
-use crate::group::{
+use crate::vocab::{
     Generation, GroupMetadataRecord, InstanceId, MemberId, MemberRecord, Timestamp,
 };
-use crate::offsets::{OffsetAndMetadata, TopicPartition};
+use crate::vocab::{OffsetAndMetadata, TopicPartition};
 
 /// The version byte every value starts with.
 const V1: u8 = 1;

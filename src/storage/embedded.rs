@@ -19,7 +19,7 @@ use redb::{
 
 use super::codec;
 use super::{LoadedGroup, Mutation, Store, StoreError};
-use crate::group::GroupId;
+use crate::vocab::GroupId;
 
 const OFFSETS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("offsets");
 const GROUPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("groups");

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::{LoadedGroup, Mutation, Store, StoreError};
-use crate::group::{GroupId, GroupMetadataRecord};
-use crate::offsets::{OffsetAndMetadata, TopicPartition};
+use crate::vocab::{GroupId, GroupMetadataRecord};
+use crate::vocab::{OffsetAndMetadata, TopicPartition};
 
 #[derive(Debug, Default)]
 struct Data {

@@ -26,8 +26,8 @@ use tokio::sync::{mpsc, oneshot};
 pub use embedded::EmbeddedStore;
 pub use memory::MemoryStore;
 
-use crate::group::{GroupError, GroupId, GroupMetadataRecord};
-use crate::offsets::{OffsetAndMetadata, TopicPartition};
+use crate::vocab::{GroupError, GroupId, GroupMetadataRecord};
+use crate::vocab::{OffsetAndMetadata, TopicPartition};
 
 /// Why the store failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

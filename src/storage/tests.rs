@@ -5,7 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::*;
-use crate::group::{Generation, MemberId, MemberRecord, Timestamp};
+use crate::vocab::{Generation, MemberId, MemberRecord, Timestamp};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("koord-storage-{name}-{}", std::process::id()));

@@ -27,7 +27,7 @@ pub use plan::{plan, LearnerInput, Plan};
 pub use state::State;
 
 use crate::assignor::Partition;
-use crate::group::MemberId;
+use crate::vocab::MemberId;
 
 /// The name clients choose (their assignor / protocol name) and `group.assignor` takes.
 pub const NAME: &str = "learner";

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::state::{Learner, Names, State};
 use super::{Settings, TaskEvent, TaskEventKind};
 use crate::assignor::{Assignment, GroupSpec, Partition, TopicIndex};
-use crate::group::{MemberId, Timestamp};
+use crate::vocab::{MemberId, Timestamp};
 
 /// No member (a task without owner, a slot without learner); S's `NO_MEMBER`, so the plan's
 /// owner vector becomes S's as it is.

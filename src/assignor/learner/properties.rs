@@ -31,7 +31,7 @@ use super::plan::plan_with;
 use super::state::NO_MEMBER;
 use super::{plan, LearnerInput, Mode, Plan, Settings, State};
 use crate::assignor::{testing, GroupSpec, MemberSpec, Partition};
-use crate::group::Timestamp;
+use crate::vocab::Timestamp;
 
 const CASES: u32 = 256;
 const MAX_MEMBERS: usize = 8;

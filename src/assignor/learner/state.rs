@@ -16,7 +16,7 @@ use std::fmt;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::group::Timestamp;
+use crate::vocab::Timestamp;
 
 /// A task slot without member.
 pub const NO_MEMBER: u32 = u32::MAX;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::*;
 use crate::assignor::testing::member;
 use crate::assignor::{GroupSpec, TopicSpec};
-use crate::group::{MemberId, Timestamp};
+use crate::vocab::{MemberId, Timestamp};
 
 /// T1..T5 are partitions 0..4 of topic `T`.
 fn t(i: u32) -> Partition {

@@ -4,11 +4,12 @@ use bytes::Bytes;
 
 use super::{ClassicGroup, StaticReplacement, WriteContinuation};
 use crate::group::commands::JoinGroup;
-use crate::group::errors::GroupError;
 use crate::group::member::{Member, ParkedJoin};
 use crate::group::output::{AddReason, GroupEvent, JoinReply, RebalanceReason, RemoveReason};
 use crate::group::timers::TimerKey;
-use crate::group::types::{GroupState, InstanceId, MemberId, RequestToken, Timestamp};
+use crate::group::types::{GroupState, RequestToken};
+use crate::vocab::GroupError;
+use crate::vocab::{InstanceId, MemberId, Timestamp};
 
 impl ClassicGroup {
     /// A JoinGroup. The reply comes out of [`ClassicGroup::poll_output`] as

@@ -2,9 +2,10 @@
 
 use super::ClassicGroup;
 use crate::group::commands::{Heartbeat, LeaveGroup};
-use crate::group::errors::GroupError;
 use crate::group::output::{LeaveMemberResult, LeaveOutcome, RebalanceReason, RemoveReason};
-use crate::group::types::{GroupState, MemberId, Timestamp};
+use crate::group::types::GroupState;
+use crate::vocab::GroupError;
+use crate::vocab::{MemberId, Timestamp};
 
 impl ClassicGroup {
     /// A Heartbeat: `Ok(())` is NONE. The session restarts whenever the member is valid and the

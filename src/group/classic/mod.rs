@@ -17,18 +17,18 @@ use std::collections::{HashMap, VecDeque};
 use bytes::Bytes;
 use indexmap::{IndexMap, IndexSet};
 
-use super::errors::GroupError;
 use super::member::{Member, ParkedJoin};
 use super::output::{
-    AddReason, GroupEvent, GroupMetadataRecord, GroupRecord, JoinReply, MemberRecord, Output,
-    RemoveReason, SyncReply,
+    AddReason, GroupEvent, GroupRecord, JoinReply, Output, RemoveReason, SyncReply,
 };
 use super::timers::{TimerChange, TimerKey, TimerTable};
-use super::types::{
-    Generation, GroupId, GroupState, InstanceId, MemberId, Protocol, RequestToken, Timestamp,
-    WriteId,
-};
+use super::types::{GroupState, RequestToken, WriteId};
 use super::GroupConfig;
+use crate::vocab::GroupError;
+use crate::vocab::{
+    Generation, GroupId, GroupMetadataRecord, InstanceId, MemberId, MemberRecord, Protocol,
+    Timestamp,
+};
 
 /// The parameters of the running initial-rebalance delay (spec §1.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,9 +8,10 @@ use bytes::Bytes;
 use super::ClassicGroup;
 use crate::group::commands::OffsetCommitAuth;
 use crate::group::consumer_protocol::union_of_topics;
-use crate::group::errors::GroupError;
-use crate::group::types::{Generation, GroupState, Timestamp};
-use crate::offsets::ExpirationBase;
+use crate::group::types::GroupState;
+use crate::vocab::ExpirationBase;
+use crate::vocab::GroupError;
+use crate::vocab::{Generation, Timestamp};
 
 /// The protocol type of Kafka consumers, whose metadata koord can read.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";

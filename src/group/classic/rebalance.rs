@@ -8,13 +8,14 @@ use bytes::Bytes;
 
 use super::{AssignorUpdate, ClassicGroup, InitialDelay, StaticReplacement, WriteContinuation};
 use crate::group::assignment::{AssignmentInput, AssignmentMember, AssignmentMode, ServerAssignor};
-use crate::group::errors::GroupError;
 use crate::group::output::{
     GroupEvent, GroupRecord, JoinMember, JoinReply, Output, RebalanceReason, RemoveReason,
     SyncReply,
 };
 use crate::group::timers::TimerKey;
-use crate::group::types::{GroupState, MemberId, Timestamp, WriteId};
+use crate::group::types::{GroupState, WriteId};
+use crate::vocab::GroupError;
+use crate::vocab::{MemberId, Timestamp};
 
 /// Metadata of a member that does not offer the selected protocol (cannot happen: the
 /// selected protocol is one every member supports).

@@ -6,10 +6,11 @@ use bytes::Bytes;
 
 use super::{ClassicGroup, WriteContinuation};
 use crate::group::commands::SyncGroup;
-use crate::group::errors::GroupError;
 use crate::group::output::{GroupEvent, SyncReply};
 use crate::group::timers::TimerKey;
-use crate::group::types::{GroupState, MemberId, Timestamp};
+use crate::group::types::GroupState;
+use crate::vocab::GroupError;
+use crate::vocab::{MemberId, Timestamp};
 
 impl ClassicGroup {
     /// A SyncGroup. The reply comes out of [`ClassicGroup::poll_output`] as

@@ -165,7 +165,7 @@ fn offsets_of_a_simple_group_age_from_each_commit() {
     let group = ClassicGroup::new_simple(GroupId::new("s"), GroupConfig::default(), Timestamp(0));
     assert_eq!(
         group.offset_expiration_base(),
-        Some(crate::offsets::ExpirationBase::CommitTimestamp)
+        Some(crate::vocab::ExpirationBase::CommitTimestamp)
     );
     assert!(!group.is_subscribed_to_topic("t"));
     assert_eq!(group.validate_offset_delete(), Ok(()));
@@ -180,7 +180,7 @@ fn offsets_of_an_empty_group_age_from_when_it_became_empty() {
     assert_eq!(ctx.group.state(), GroupState::Empty);
     assert_eq!(
         ctx.group.offset_expiration_base(),
-        Some(crate::offsets::ExpirationBase::StateTimestamp(ctx.now))
+        Some(crate::vocab::ExpirationBase::StateTimestamp(ctx.now))
     );
 }
 
@@ -200,7 +200,7 @@ fn offsets_of_a_stable_consumer_group_expire_only_for_topics_it_does_not_consume
     ctx.sync(&b, Generation(1), &[]);
     assert_eq!(
         ctx.group.offset_expiration_base(),
-        Some(crate::offsets::ExpirationBase::CommitTimestamp)
+        Some(crate::vocab::ExpirationBase::CommitTimestamp)
     );
     assert!(
         ctx.group.is_subscribed_to_topic("orders") && ctx.group.is_subscribed_to_topic("events")

@@ -1,0 +1,15 @@
+//! The vocabulary every layer shares: group and member ids, generations, time, the group error
+//! enum and the durable records. It imports nothing of koord's; `group/`, `assignor/`,
+//! `offsets/` and `storage/` depend on it rather than on each other (tests/layers.rs checks it).
+
+pub mod errors;
+pub mod ids;
+pub mod records;
+pub mod time;
+
+pub use errors::{error_code, GroupError};
+pub use ids::{Generation, GroupId, InstanceId, MemberId, Protocol};
+pub use records::{
+    ExpirationBase, GroupMetadataRecord, MemberRecord, OffsetAndMetadata, TopicPartition,
+};
+pub use time::Timestamp;
