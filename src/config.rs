@@ -13,12 +13,13 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use thiserror::Error;
 use toml::Value;
 
 use crate::assignor::policy::{check_choice, Override};
-use crate::assignor::BUILTIN;
+use crate::assignor::Registry;
 
 /// A configuration error. Each variant names the key (or file) it is about.
 #[derive(Debug, Error)]
@@ -186,7 +187,8 @@ fn overrides(v: &Value) -> Result<Vec<Override>, String> {
             ))
         }
     };
-    items.iter().map(|s| Override::parse(s, BUILTIN)).collect()
+    let known = Registry::builtin().names();
+    items.iter().map(|s| Override::parse(s, &known)).collect()
 }
 
 fn topic_spec(s: &str) -> Result<TopicSpec, String> {
@@ -417,7 +419,7 @@ pub static KEYS: &[Key] = &[
         doc: "who assigns consumer groups: client (the leader, as in Kafka), or range, roundrobin, uniform, learner (members that choose the protocol learner always get it)",
         apply: |c, v| {
             let s = string(v)?;
-            check_choice(&s, BUILTIN)?;
+            check_choice(&s, &Registry::builtin().names())?;
             c.group_assignor = s;
             Ok(())
         },
@@ -504,6 +506,15 @@ fn flatten<'a>(prefix: &str, table: &'a toml::Table, out: &mut Vec<(String, &'a 
 }
 
 impl Config {
+    /// The assignors groups can be given, with their configured settings (`learner.*`).
+    pub fn assignors(&self) -> Registry {
+        let mut registry = Registry::builtin();
+        registry.register(Arc::new(crate::assignor::learner::LearnerAssignor::new(
+            self.learner.clone(),
+        )));
+        registry
+    }
+
     /// Sets one key from a TOML value.
     ///
     /// # Errors

@@ -24,25 +24,23 @@
 //! assignor's (`cooperative-sticky`), or when any of them declares owned partitions: an eager
 //! client gives up everything before rejoining and declares none.
 //!
-//! The learner assignor ([`super::learner`]) is stateful: its state S comes in with the
+//! A stateful assignor (learner) keeps its state with the group: it comes in with the
 //! [`AssignmentInput`] and goes back in the [`AssignOutcome`], with the moment koord must start
-//! the next rebalance itself. Members that chose the protocol `learner` are learner-capable:
-//! their subscription's user data is a `LearnerSubscription` and their assignment's a
-//! `LearnerAssignment`. Any group whose members chose `learner` is assigned by it, whatever the
-//! configured choice, as a protocol name names its assignor in Kafka.
+//! the next rebalance itself. Members whose protocol name is that of a registered assignor that
+//! speaks its own protocol ([`Assignor::speaks_protocol`], e.g. `learner`) are assigned by it
+//! whatever the configured choice, as a protocol name names its assignor in Kafka; their
+//! subscription's user data is in its format, and so is their assignment's.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
-use super::learner::wire::{LearnerAssignment, LearnerSubscription};
-use super::learner::{self, LearnerInput};
 use super::protocol::{decode_assignment, decode_subscription, encode_assignment, TopicPartitions};
-use super::{Assignor, GroupSpec, MemberSpec, Partition, TopicIndex, TopicSpec};
-use crate::group::{AssignOutcome, AssignmentInput, ServerAssignor};
-use crate::vocab::{GroupError, MemberId, Protocol};
+use super::server::{AssignOutcome, AssignmentInput, ServerAssignor};
+use super::{
+    Assignor, GroupSpec, MemberSpec, Partition, PlanInput, Registry, TopicIndex, TopicSpec,
+};
+use crate::vocab::{GroupError, InstanceId, MemberId, Protocol};
 
 /// The protocol type of Kafka consumer groups, the only one koord assigns.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
@@ -69,55 +67,46 @@ impl TopicCatalog for BTreeMap<String, u32> {
     }
 }
 
-/// Who assigns a `consumer` group whose members did not choose `learner`.
-#[derive(Debug, Clone)]
-pub enum Choice {
-    /// Its leader, as in Apache Kafka.
-    Client,
-    /// A stateless assignor.
-    Plain(Arc<dyn Assignor>),
-    /// The learner assignor.
-    Learner,
-}
-
-/// Assigns `consumer` groups: with the configured [`Choice`], and with the learner assignor
-/// whenever the members chose `learner`.
+/// Assigns `consumer` groups: with the configured assignor (none: the leader assigns, as in
+/// Apache Kafka), and with a registered assignor that speaks its own protocol whenever the
+/// members chose its name.
 #[derive(Debug, Clone)]
 pub struct ConsumerAssignor {
-    choice: Choice,
+    configured: Option<Arc<dyn Assignor>>,
+    registry: Arc<Registry>,
     topics: Arc<dyn TopicCatalog>,
-    learner: Arc<learner::Settings>,
 }
 
 impl ConsumerAssignor {
+    /// Assigns with `assignor` (and with the built-in assignors that speak their own protocol,
+    /// when chosen).
     pub fn new(assignor: Arc<dyn Assignor>, topics: Arc<dyn TopicCatalog>) -> ConsumerAssignor {
-        ConsumerAssignor::with_choice(
-            Choice::Plain(assignor),
-            topics,
-            Arc::new(learner::Settings::default()),
-        )
+        ConsumerAssignor::with_registry(Some(assignor), Arc::new(Registry::builtin()), topics)
     }
 
-    pub fn with_choice(
-        choice: Choice,
+    /// `configured` assigns (`None`: the leader does); members that choose the name of an
+    /// assignor of `registry` that speaks its own protocol get that one.
+    pub fn with_registry(
+        configured: Option<Arc<dyn Assignor>>,
+        registry: Arc<Registry>,
         topics: Arc<dyn TopicCatalog>,
-        learner: Arc<learner::Settings>,
     ) -> ConsumerAssignor {
         ConsumerAssignor {
-            choice,
+            configured,
+            registry,
             topics,
-            learner,
         }
     }
-}
 
-/// The user data of a learner-capable member's subscription; none is nothing to report.
-fn learner_subscription(user_data: Option<&Bytes>) -> Result<LearnerSubscription, GroupError> {
-    match user_data {
-        Some(b) if !b.is_empty() => {
-            LearnerSubscription::decode(b).map_err(|_| GroupError::InconsistentGroupProtocol)
+    /// The assignor of a generation whose members chose `protocol_name`, and whether they
+    /// speak its protocol.
+    fn assignor(&self, protocol_name: &str) -> Option<(&dyn Assignor, bool)> {
+        if let Some(own) = self.registry.by_name(protocol_name) {
+            if own.speaks_protocol() {
+                return Some((own, true));
+            }
         }
-        _ => Ok(LearnerSubscription::default()),
+        self.configured.as_deref().map(|a| (a, false))
     }
 }
 
@@ -127,27 +116,23 @@ impl ServerAssignor for ConsumerAssignor {
     }
 
     fn assignor_for(&self, protocol_name: &str) -> Option<&str> {
-        if protocol_name == learner::NAME {
-            return Some(learner::NAME);
-        }
-        match &self.choice {
-            Choice::Client => None,
-            Choice::Plain(a) => Some(a.name()),
-            Choice::Learner => Some(learner::NAME),
-        }
+        self.assignor(protocol_name).map(|(a, _)| a.name())
     }
 
     fn validate(&self, protocols: &[Protocol]) -> Result<(), GroupError> {
         for p in protocols {
-            let is_learner = p.name == learner::NAME;
-            if matches!(self.choice, Choice::Client) && !is_learner {
+            let own = self
+                .registry
+                .by_name(&p.name)
+                .filter(|a| a.speaks_protocol());
+            if self.configured.is_none() && own.is_none() {
                 // The leader reads it, as in Kafka.
                 continue;
             }
             let s = decode_subscription(&p.metadata)
                 .map_err(|_| GroupError::InconsistentGroupProtocol)?;
-            if is_learner {
-                learner_subscription(s.user_data.as_ref())?;
+            if let Some(own) = own {
+                own.check_user_data(s.user_data.as_ref())?;
             }
         }
         Ok(())
@@ -174,168 +159,63 @@ impl ServerAssignor for ConsumerAssignor {
                 current,
             });
         }
-        let plain = match self.assignor_for(input.protocol_name) {
-            Some(learner::NAME) => return self.assign_learner(input, &members),
-            Some(_) => match &self.choice {
-                Choice::Plain(a) => a,
-                _ => return Err(GroupError::InconsistentGroupProtocol),
-            },
-            None => return Err(GroupError::InconsistentGroupProtocol),
-        };
-        let cooperative = COOPERATIVE_PROTOCOLS.contains(&input.protocol_name)
-            || members.iter().any(|m| {
-                m.subscription
-                    .owned_partitions
-                    .iter()
-                    .any(|(_, ps)| !ps.is_empty())
-            });
+        let (assignor, capable) = self
+            .assignor(input.protocol_name)
+            .ok_or(GroupError::InconsistentGroupProtocol)?;
         let built = build_spec(&members, self.topics.as_ref());
-        let mut target = plain.assign(&built.spec).to_lists();
-        if cooperative {
-            for (i, list) in target.iter_mut().enumerate() {
-                list.retain(|p| {
-                    built
-                        .holders
-                        .get(p)
-                        .is_none_or(|holders| holders.iter().all(|&h| h == i))
-                });
-            }
-        }
-        let assignments = members
-            .iter()
-            .zip(target)
-            .map(|(m, mut partitions)| {
-                partitions.sort_unstable();
-                let bytes = encode_assignment(
-                    &by_topic(&built.spec, &partitions),
-                    None,
-                    m.subscription.assignment_version(),
-                );
-                (m.member_id.clone(), bytes)
-            })
-            .collect();
-        // A stateless assignor keeps no state: a learner state from an earlier choice is gone.
-        Ok(AssignOutcome {
-            assignments,
-            ..AssignOutcome::default()
-        })
-    }
-}
-
-impl ConsumerAssignor {
-    /// The learner assignor: S in, plan, S and the follow-up out.
-    fn assign_learner(
-        &self,
-        input: &AssignmentInput<'_>,
-        members: &[Decoded],
-    ) -> Result<AssignOutcome, GroupError> {
-        let capable = input.protocol_name == learner::NAME;
-        let built = build_spec(members, self.topics.as_ref());
-        let spec = &built.spec;
-        let mut inputs = Vec::with_capacity(members.len());
-        for (m, declared) in members.iter().zip(&built.claimed) {
-            let sub = if capable {
-                learner_subscription(m.subscription.user_data.as_ref())?
-            } else {
-                LearnerSubscription::default()
-            };
-            inputs.push(LearnerInput {
-                capable,
-                declared: declared.clone(),
-                revoked: resolve(spec, &sub.revoked),
-                ready: resolve(spec, &sub.ready),
-                lags: sub
-                    .lags
-                    .iter()
-                    .filter_map(|l| {
-                        let p = u32::try_from(l.partition).ok()?;
-                        Some((partition_of(spec, &l.topic, p)?, l.lag))
-                    })
-                    .collect(),
-                leaving: sub.leaving,
-            });
-        }
-        // S is koord's own bytes; unreadable (a damaged record) starts afresh, and says so.
-        let (prev, warning) = match learner::State::decode(input.state) {
-            Ok(prev) => (prev, None),
-            Err(why) => (
-                learner::State::default(),
-                Some(format!(
-                    "learner state unreadable ({why}): planned from an empty state, learners and marks are lost"
-                )),
-            ),
-        };
-        let plan = learner::plan(spec, &inputs, &prev, &self.learner, input.now);
-        let probe_ms = plan.probe.map_or(-1, |t| t.as_millis() as i64);
-        let seed = self.learner.mode == learner::Mode::Seed;
+        let plan = assignor.plan(&PlanInput {
+            spec: &built.spec,
+            declared: &built.claimed,
+            capable,
+            state: input.state,
+            now: input.now,
+        })?;
+        let cooperative = !plan.withholds_held
+            && (COOPERATIVE_PROTOCOLS.contains(&input.protocol_name)
+                || members.iter().any(|m| {
+                    m.subscription
+                        .owned_partitions
+                        .iter()
+                        .any(|(_, ps)| !ps.is_empty())
+                }));
+        let mut user_data = plan.user_data.into_iter();
         let assignments = members
             .iter()
             .enumerate()
             .map(|(i, m)| {
-                let user_data = capable.then(|| {
-                    LearnerAssignment {
-                        learning: by_topic(spec, &plan.learning[i]),
-                        // Ready-gated: marks stay inside koord; owners keep processing.
-                        marks: if seed {
-                            by_topic(spec, &plan.marks[i])
-                        } else {
-                            Vec::new()
-                        },
-                        probe_ms,
-                    }
-                    .encode()
-                });
+                let mut partitions = plan.assignment[i].to_vec();
+                if cooperative {
+                    partitions.retain(|p| {
+                        built
+                            .holders
+                            .get(p)
+                            .is_none_or(|holders| holders.iter().all(|&h| h == i))
+                    });
+                }
                 let bytes = encode_assignment(
-                    &by_topic(spec, &plan.assigned[i]),
-                    user_data,
+                    &built.spec.by_topic(&partitions),
+                    user_data.next().flatten(),
                     m.subscription.assignment_version(),
                 );
                 (m.member_id.clone(), bytes)
             })
             .collect();
-        let summary = learner::Summary {
-            topics: &spec.topics,
-            plan: &plan,
-        }
-        .to_string();
+        // A stateless assignor keeps no state: a state from an earlier choice is gone.
         Ok(AssignOutcome {
             assignments,
-            state: plan.state.encode(),
+            state: plan.state,
             follow_up: plan.follow_up,
-            summary: Some(summary),
-            warning,
+            summary: plan.summary,
+            warning: plan.warning,
         })
     }
-}
-
-/// A partition of a spec's topic by name (the spec's topics are in name order).
-fn partition_of(spec: &GroupSpec, topic: &str, partition: u32) -> Option<Partition> {
-    let t = spec
-        .topics
-        .binary_search_by(|s| (*s.name).cmp(topic))
-        .ok()?;
-    (partition < spec.topics[t].partitions).then(|| Partition::new(t as TopicIndex, partition))
-}
-
-/// A topic-partition list by name, as the spec's partitions (unknown ones dropped), sorted.
-fn resolve(spec: &GroupSpec, list: &TopicPartitions) -> Vec<Partition> {
-    let mut out: Vec<Partition> = list
-        .iter()
-        .flat_map(|(topic, ps)| {
-            ps.iter()
-                .filter_map(move |&p| partition_of(spec, topic, u32::try_from(p).ok()?))
-        })
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    out
 }
 
 /// A member with its decoded subscription and koord's record of its assignment.
 #[derive(Debug, Clone)]
 pub struct Decoded {
     pub member_id: MemberId,
-    pub instance_id: Option<crate::vocab::InstanceId>,
+    pub instance_id: Option<InstanceId>,
     pub subscription: super::protocol::Subscription,
     pub current: TopicPartitions,
 }
@@ -461,18 +341,4 @@ pub fn build_spec(members: &[Decoded], catalog: &dyn TopicCatalog) -> Built {
         holders,
         claimed,
     }
-}
-
-/// A member's partitions by topic name, topics in name order, partitions ascending.
-fn by_topic(spec: &GroupSpec, partitions: &[Partition]) -> TopicPartitions {
-    let mut out: TopicPartitions = Vec::new();
-    // Topic indices are in name order and `partitions` is sorted.
-    for p in partitions {
-        let name = &spec.topics[p.topic as usize].name;
-        match out.last_mut() {
-            Some((t, list)) if **t == **name => list.push(p.partition as i32),
-            _ => out.push((name.to_string(), vec![p.partition as i32])),
-        }
-    }
-    out
 }

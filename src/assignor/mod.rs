@@ -1,20 +1,27 @@
 //! Server-side partition assignment: pure, synchronous assignors over a read-only group spec.
 //!
 //! In Apache Kafka a classic group's leader assigns partitions in the client. koord assigns them
-//! on the server (design.md, "Assignment"): when a group's join phase completes, the group core
-//! asks its [`crate::group::ServerAssignor`]; for `consumer` groups that is a
-//! [`consumer::ConsumerAssignor`], which decodes every member's `ConsumerProtocolSubscription`,
-//! builds a [`GroupSpec`], runs an [`Assignor`] from the [`Registry`], holds back partitions that
-//! a cooperative member must revoke first, and encodes each member's `ConsumerProtocolAssignment`.
+//! on the server: when a group's join phase completes, the group core asks for a plan. The seam
+//! every group kind calls is [`Assignor::plan`]: the group's [`GroupSpec`], the assignor's state
+//! from the last generation and `now` in; each member's partitions (and the user data of its
+//! assignment), the assignor's new state and when it wants the next rebalance out. Classic
+//! groups reach it through [`server::ServerAssignor`] (their member metadata is opaque bytes):
+//! for `consumer` groups that is a [`consumer::ConsumerAssignor`], which decodes every member's
+//! `ConsumerProtocolSubscription`, builds the spec, holds back partitions that a cooperative
+//! member must revoke first, and encodes each member's `ConsumerProtocolAssignment`.
 //!
 //! An assignor sees topics and partitions as dense indices ([`Partition`]), not names: the spec
 //! interns every subscribed topic once, so assignors compare and hash small integers and a
 //! subscription shared by many members is one `Arc`.
 //!
-//! Built in:
+//! Built in ([`Registry::builtin`]), each selected by name only:
 //! - [`range`]: Kafka's `RangeAssignor` (per topic, members in order, co-partitioned ranges).
 //! - [`roundrobin`]: Kafka's `RoundRobinAssignor`.
 //! - [`uniform`]: balanced and sticky, as Kafka's server-side `UniformAssignor`.
+//! - [`learner`]: stateful; a partition that must move is first learned by its new owner.
+//!
+//! Adding one: a file implementing [`Assignor`] (a stateless assignor implements `name` and
+//! `assign`; a stateful one also `plan`) and one line in [`Registry::builtin`].
 
 pub mod consumer;
 pub mod learner;
@@ -24,6 +31,7 @@ mod properties;
 pub mod protocol;
 pub mod range;
 pub mod roundrobin;
+pub mod server;
 pub mod uniform;
 
 use std::cmp::Ordering;
@@ -33,7 +41,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::vocab::{InstanceId, MemberId};
+use self::protocol::TopicPartitions;
+use crate::vocab::{GroupError, InstanceId, MemberId, Timestamp};
 
 /// Index of a topic in [`GroupSpec::topics`].
 pub type TopicIndex = u32;
@@ -128,6 +137,43 @@ impl GroupSpec {
     /// Number of partitions across all topics.
     pub fn partition_count(&self) -> usize {
         self.topics.iter().map(|t| t.partitions as usize).sum()
+    }
+
+    /// A partition of a spec topic by name (the topics are in name order), if both exist.
+    pub fn partition_of(&self, topic: &str, partition: u32) -> Option<Partition> {
+        let t = self
+            .topics
+            .binary_search_by(|s| (*s.name).cmp(topic))
+            .ok()?;
+        (partition < self.topics[t].partitions).then(|| Partition::new(t as TopicIndex, partition))
+    }
+
+    /// A topic-partition list by name as the spec's partitions (unknown ones dropped), sorted.
+    pub fn resolve(&self, list: &TopicPartitions) -> Vec<Partition> {
+        let mut out: Vec<Partition> = list
+            .iter()
+            .flat_map(|(topic, ps)| {
+                ps.iter()
+                    .filter_map(move |&p| self.partition_of(topic, u32::try_from(p).ok()?))
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Sorted partitions by topic name, topics in name order, partitions ascending.
+    pub fn by_topic(&self, partitions: &[Partition]) -> TopicPartitions {
+        let mut out: TopicPartitions = Vec::new();
+        // Topic indices are in name order and `partitions` is sorted.
+        for p in partitions {
+            let name = &self.topics[p.topic as usize].name;
+            match out.last_mut() {
+                Some((t, list)) if **t == **name => list.push(p.partition as i32),
+                _ => out.push((name.to_string(), vec![p.partition as i32])),
+            }
+        }
+        out
     }
 }
 
@@ -261,18 +307,86 @@ impl fmt::Debug for Assignment {
     }
 }
 
-/// A partition assignor. Pure and deterministic: the same spec gives the same assignment.
+/// What a group core hands an assignor for one generation.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInput<'a> {
+    pub spec: &'a GroupSpec,
+    /// What each member says it holds now, by member index (for classic consumers, their
+    /// `owned_partitions`): a partition is never granted while another member holds it.
+    pub declared: &'a [Vec<Partition>],
+    /// The members chose this assignor's own protocol ([`Assignor::speaks_protocol`]): their
+    /// user data is in its format, and their assignments carry its user data.
+    pub capable: bool,
+    /// What the assignor returned as its state at the last installed generation (empty at
+    /// first). Its own bytes: anything else may come from a damaged record.
+    pub state: &'a [u8],
+    /// The time of the rebalance: stateful assignors time warm-ups and deadlines with it.
+    pub now: Timestamp,
+}
+
+/// One generation's plan.
+#[derive(Debug, Clone, Default)]
+pub struct PlanOutput {
+    /// Each member's partitions, by member index of the spec.
+    pub assignment: Assignment,
+    /// The user data of each member's assignment, by member index; empty for none at all.
+    pub user_data: Vec<Option<Bytes>>,
+    /// Whether the plan already grants nothing another member still holds; otherwise the
+    /// caller holds such partitions back from cooperative members for a generation.
+    pub withholds_held: bool,
+    /// The assignor's state once the generation is installed.
+    pub state: Bytes,
+    /// When the coordinator must start a rebalance by itself (a learner's warm-up ends, a
+    /// leaver's deadline passes, a probe comes due), if ever.
+    pub follow_up: Option<Timestamp>,
+    /// What the assignor did and why, for the generation's log line.
+    pub summary: Option<String>,
+    /// What an operator should hear of (its state did not decode, so it planned from an empty
+    /// state), logged at warn.
+    pub warning: Option<String>,
+}
+
+/// A partition assignor: the plug-in seam the group cores call. Pure and deterministic: the
+/// same input gives the same plan.
 pub trait Assignor: Send + Sync + fmt::Debug {
     /// The name groups are configured with (`group.assignor`) and DescribeGroups shows.
     fn name(&self) -> &'static str;
 
     /// Every partition of every subscribed topic goes to exactly one of its subscribers (a
-    /// topic nobody subscribes to is not in the spec).
+    /// topic nobody subscribes to is not in the spec). A stateful assignor answers as for a
+    /// group it has no state of.
     fn assign(&self, spec: &GroupSpec) -> Assignment;
+
+    /// Plans one generation. A stateless assignor keeps this default: [`Assignor::assign`],
+    /// no state, no follow-up.
+    ///
+    /// # Errors
+    /// A member's user data that [`Assignor::check_user_data`] would refuse.
+    fn plan(&self, input: &PlanInput<'_>) -> Result<PlanOutput, GroupError> {
+        Ok(PlanOutput {
+            assignment: self.assign(input.spec),
+            ..PlanOutput::default()
+        })
+    }
+
+    /// Whether clients that choose this assignor's name as their protocol speak its own
+    /// user-data format; such groups are always assigned by it, whatever the configuration.
+    fn speaks_protocol(&self) -> bool {
+        false
+    }
+
+    /// Checks the user data of a member that chose this assignor's protocol.
+    ///
+    /// # Errors
+    /// INCONSISTENT_GROUP_PROTOCOL for user data it cannot read.
+    fn check_user_data(&self, _user_data: Option<&Bytes>) -> Result<(), GroupError> {
+        Ok(())
+    }
 }
 
-/// Assignors by name. [`Registry::builtin`] has `range`, `roundrobin` and `uniform`; more can be
-/// registered before the server starts.
+/// Assignors by name. [`Registry::builtin`] has every assignor koord ships; more can be
+/// registered (or a built-in one replaced, e.g. with its configured settings) before the server
+/// starts.
 #[derive(Debug, Clone)]
 pub struct Registry {
     by_name: HashMap<&'static str, Arc<dyn Assignor>>,
@@ -286,6 +400,7 @@ impl Registry {
         r.register(Arc::new(range::RangeAssignor));
         r.register(Arc::new(roundrobin::RoundRobinAssignor));
         r.register(Arc::new(uniform::UniformAssignor));
+        r.register(Arc::new(learner::LearnerAssignor::default()));
         r
     }
 
@@ -297,6 +412,11 @@ impl Registry {
         self.by_name.get(name).cloned()
     }
 
+    /// [`Registry::get`] without taking a reference count.
+    pub fn by_name(&self, name: &str) -> Option<&dyn Assignor> {
+        self.by_name.get(name).map(|a| a.as_ref())
+    }
+
     /// Registered names, sorted.
     pub fn names(&self) -> Vec<&'static str> {
         let mut names: Vec<&'static str> = self.by_name.keys().copied().collect();
@@ -304,9 +424,6 @@ impl Registry {
         names
     }
 }
-
-/// The names [`Registry::builtin`] knows, for configuration checks.
-pub const BUILTIN: &[&str] = &["range", "roundrobin", "uniform"];
 
 /// Test and benchmark support: specs built from plain data.
 pub mod testing {

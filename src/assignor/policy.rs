@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use super::consumer::{Choice, ConsumerAssignor, TopicCatalog};
-use super::{learner, Registry};
-use crate::group::AssignmentMode;
+use super::consumer::{ConsumerAssignor, TopicCatalog};
+use super::server::AssignmentMode;
+use super::Registry;
 use crate::vocab::GroupId;
 
 /// The assignment choice for a group: `client`, or a registered assignor's name.
@@ -48,12 +48,11 @@ impl Override {
 /// # Errors
 /// A message listing the valid choices.
 pub fn check_choice(name: &str, known: &[&str]) -> Result<(), String> {
-    if name == CLIENT || name == learner::NAME || known.contains(&name) {
+    if name == CLIENT || known.contains(&name) {
         Ok(())
     } else {
         Err(format!(
-            "unknown assignor `{name}` (expected {CLIENT}, {} or one of: {})",
-            learner::NAME,
+            "unknown assignor `{name}` (expected {CLIENT} or one of: {})",
             known.join(", ")
         ))
     }
@@ -93,9 +92,8 @@ pub fn glob_matches(pattern: &str, text: &str) -> bool {
 pub struct AssignmentPolicy {
     default: String,
     overrides: Vec<Override>,
-    registry: Registry,
+    registry: Arc<Registry>,
     topics: Arc<dyn TopicCatalog>,
-    learner: Arc<learner::Settings>,
 }
 
 impl AssignmentPolicy {
@@ -108,16 +106,9 @@ impl AssignmentPolicy {
         AssignmentPolicy {
             default: default.to_owned(),
             overrides: overrides.to_vec(),
-            registry,
+            registry: Arc::new(registry),
             topics,
-            learner: Arc::new(learner::Settings::default()),
         }
-    }
-
-    /// With these `learner.*` settings for the learner assignor.
-    pub fn with_learner(mut self, settings: learner::Settings) -> AssignmentPolicy {
-        self.learner = Arc::new(settings);
-        self
     }
 
     /// The choice for `group`: the first matching override, else the default.
@@ -129,22 +120,14 @@ impl AssignmentPolicy {
     }
 
     /// How `group` is assigned. Server assignment applies to `consumer` groups only (the core
-    /// asks [`crate::group::ServerAssignor::serves`]); with `client`, only generations whose
-    /// members chose `learner` are assigned by koord.
+    /// asks [`super::server::ServerAssignor::serves`]); with `client`, only generations whose
+    /// members chose an assignor that speaks its own protocol (`learner`) are assigned by koord.
     pub fn mode_for(&self, group: &GroupId) -> AssignmentMode {
-        let name = self.choice_for(group);
-        let choice = if name == learner::NAME {
-            Choice::Learner
-        } else {
-            match self.registry.get(name) {
-                Some(assignor) => Choice::Plain(assignor),
-                None => Choice::Client,
-            }
-        };
-        AssignmentMode::Server(Arc::new(ConsumerAssignor::with_choice(
-            choice,
+        let configured = self.registry.get(self.choice_for(group));
+        AssignmentMode::Server(Arc::new(ConsumerAssignor::with_registry(
+            configured,
+            self.registry.clone(),
             self.topics.clone(),
-            self.learner.clone(),
         )))
     }
 }
@@ -154,7 +137,10 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::assignor::BUILTIN;
+
+    fn builtin() -> Vec<&'static str> {
+        Registry::builtin().names()
+    }
 
     #[test]
     fn globs() {
@@ -178,12 +164,12 @@ mod tests {
 
     #[test]
     fn overrides_parse_and_first_match_wins() {
-        assert!(Override::parse("orders-*", BUILTIN).is_err());
-        assert!(Override::parse("=range", BUILTIN).is_err());
-        assert!(Override::parse("x=sticky", BUILTIN).is_err());
+        assert!(Override::parse("orders-*", &builtin()).is_err());
+        assert!(Override::parse("=range", &builtin()).is_err());
+        assert!(Override::parse("x=sticky", &builtin()).is_err());
         let overrides = [
-            Override::parse("orders-legacy=client", BUILTIN).unwrap(),
-            Override::parse("orders-* = range", BUILTIN).unwrap(),
+            Override::parse("orders-legacy=client", &builtin()).unwrap(),
+            Override::parse("orders-* = range", &builtin()).unwrap(),
         ];
         let policy = AssignmentPolicy::new(
             "uniform",

@@ -40,7 +40,6 @@ pub use clock::Clock;
 
 use crate::assignor::consumer::TopicCatalog;
 use crate::assignor::policy::AssignmentPolicy;
-use crate::assignor::Registry;
 use crate::config::Config;
 use crate::group::{
     missing, ClassicGroup, GroupConfig, GroupError, GroupId, GroupState, Heartbeat, InstanceId,
@@ -71,10 +70,9 @@ impl Settings {
             assignment: AssignmentPolicy::new(
                 &c.group_assignor,
                 &c.group_assignment_overrides,
-                Registry::builtin(),
+                c.assignors(),
                 topics,
-            )
-            .with_learner(c.learner.clone()),
+            ),
             group: GroupConfig {
                 max_size: c.group_max_size,
                 initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,

@@ -41,7 +41,7 @@ fn settings() -> Settings {
         assignment: AssignmentPolicy::new(
             crate::assignor::policy::CLIENT,
             &[],
-            Registry::builtin(),
+            crate::assignor::Registry::builtin(),
             Arc::new(std::collections::BTreeMap::<String, u32>::new()),
         ),
     }

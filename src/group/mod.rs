@@ -71,9 +71,9 @@
 //! ```
 //!
 //! Layout: `classic/` (the machine, split by API), [`member`], [`timers`], [`output`],
-//!, [`commands`], [`assignment`] (who assigns: the group's [`AssignmentMode`]),
-//! [`consumer_protocol`] (subscribed topics), [`types`]. The ids, time, errors and records it
-//! shares with every layer are [`crate::vocab`].
+//! [`commands`], [`consumer_protocol`] (subscribed topics), [`types`]. The ids, time, errors and
+//! records it shares with every layer are [`crate::vocab`]; the server-assignment seam it calls
+//! ([`ServerAssignor`], chosen per group by [`AssignmentMode`]) is [`crate::assignor::server`].
 //!
 //! # Where this differs from Apache Kafka, on purpose
 //! Kafka's code (GroupMetadataManager, ClassicGroup; 4.x) is followed check by check; these are
@@ -94,7 +94,6 @@
 //!   per generation.
 //! - Member ids use a nonce drawn by the shell ([`JoinGroup::member_id_nonce`]).
 
-pub mod assignment;
 pub mod classic;
 pub mod commands;
 pub mod consumer_protocol;
@@ -107,7 +106,8 @@ pub mod types;
 #[cfg(test)]
 mod tests;
 
-pub use assignment::{
+// The classic server-assignment seam, re-exported: the core calls it, `assignor/` defines it.
+pub use crate::assignor::server::{
     AssignOutcome, AssignmentInput, AssignmentMember, AssignmentMode, ServerAssignor,
 };
 pub use classic::ClassicGroup;

@@ -50,6 +50,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use crate::assignor::learner::{LearnerAssignor, Settings as LearnerSettings};
 use crate::assignor::policy::AssignmentPolicy;
 use crate::assignor::Registry;
 use crate::group::{AssignmentMode, GroupConfig, GroupId};
@@ -205,19 +206,18 @@ impl Scenario {
         let catalog: BTreeMap<String, u32> = [(client::TOPIC.to_owned(), self.tasks)]
             .into_iter()
             .collect();
-        let mut policy = AssignmentPolicy::new(
-            self.strategy.assignor(),
-            &[],
-            Registry::builtin(),
-            Arc::new(catalog),
-        );
-        if let Strategy::Learner(mode) = self.strategy {
-            policy = policy.with_learner(crate::assignor::learner::Settings {
-                mode,
-                max_learners: self.max_learners,
-                ..crate::assignor::learner::Settings::default()
-            });
-        }
+        // The learner's settings are the scenario's; the assignor is chosen by name.
+        let mut registry = Registry::builtin();
+        registry.register(Arc::new(LearnerAssignor::new(LearnerSettings {
+            mode: match self.strategy {
+                Strategy::Learner(mode) => mode,
+                _ => LearnerSettings::default().mode,
+            },
+            max_learners: self.max_learners,
+            ..LearnerSettings::default()
+        })));
+        let policy =
+            AssignmentPolicy::new(self.strategy.assignor(), &[], registry, Arc::new(catalog));
         Ok(policy.mode_for(&GroupId::new("sim")))
     }
 

@@ -6,6 +6,8 @@
 //! state S ([`State`]: owner, learner, marks, warm-up start, leavers) with the group's durable
 //! record, and [`plan`] runs the spec's deterministic algorithm over it at every rebalance.
 //!
+//! - [`LearnerAssignor`]: the assignor as the group cores call it ([`crate::assignor::Assignor`]):
+//!   members' reports in, S in and out, each member's `LearnerAssignment` user data.
 //! - [`plan`]: steps 1 to 6 of 6.5 (standbys, step 5, are out of scope) over an interned spec.
 //! - [`state`]: S and its stored form.
 //! - [`wire`]: `LearnerSubscription` / `LearnerAssignment` (section 11).
@@ -23,11 +25,14 @@ pub mod wire;
 
 use std::fmt;
 
+use bytes::Bytes;
+
 pub use plan::{plan, LearnerInput, Plan};
 pub use state::State;
 
-use crate::assignor::Partition;
-use crate::vocab::MemberId;
+use self::wire::{LearnerAssignment, LearnerSubscription};
+use crate::assignor::{Assignment, Assignor, GroupSpec, Partition, PlanInput, PlanOutput};
+use crate::vocab::{GroupError, MemberId, Timestamp};
 
 /// The name clients choose (their assignor / protocol name) and `group.assignor` takes.
 pub const NAME: &str = "learner";
@@ -193,3 +198,137 @@ impl fmt::Display for Summary<'_> {
 mod properties;
 #[cfg(test)]
 mod tests;
+
+/// The learner assignor with its `learner.*` settings, as registered by name.
+#[derive(Debug, Clone, Default)]
+pub struct LearnerAssignor {
+    settings: Settings,
+}
+
+impl LearnerAssignor {
+    pub fn new(settings: Settings) -> LearnerAssignor {
+        LearnerAssignor { settings }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+}
+
+/// The user data of a learner-capable member's subscription; none is nothing to report.
+fn learner_subscription(user_data: Option<&Bytes>) -> Result<LearnerSubscription, GroupError> {
+    match user_data {
+        Some(b) if !b.is_empty() => {
+            LearnerSubscription::decode(b).map_err(|_| GroupError::InconsistentGroupProtocol)
+        }
+        _ => Ok(LearnerSubscription::default()),
+    }
+}
+
+impl Assignor for LearnerAssignor {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    /// The plan for a group with no state: members keep what they own, the rest is dealt.
+    fn assign(&self, spec: &GroupSpec) -> Assignment {
+        let declared: Vec<Vec<Partition>> = spec.members.iter().map(|m| m.owned.clone()).collect();
+        let input = PlanInput {
+            spec,
+            declared: &declared,
+            capable: false,
+            state: &[],
+            now: Timestamp(0),
+        };
+        match self.plan(&input) {
+            Ok(out) => out.assignment,
+            // Not capable: no user data is read, so planning cannot fail.
+            Err(_) => Assignment::from_lists(vec![Vec::new(); spec.members.len()]),
+        }
+    }
+
+    /// S in, plan, S and the follow-up out.
+    fn plan(&self, input: &PlanInput<'_>) -> Result<PlanOutput, GroupError> {
+        let spec = input.spec;
+        let mut inputs = Vec::with_capacity(spec.members.len());
+        for (m, declared) in spec.members.iter().zip(input.declared) {
+            let sub = if input.capable {
+                learner_subscription(m.user_data.as_ref())?
+            } else {
+                LearnerSubscription::default()
+            };
+            inputs.push(LearnerInput {
+                capable: input.capable,
+                declared: declared.clone(),
+                revoked: spec.resolve(&sub.revoked),
+                ready: spec.resolve(&sub.ready),
+                lags: sub
+                    .lags
+                    .iter()
+                    .filter_map(|l| {
+                        let p = u32::try_from(l.partition).ok()?;
+                        Some((spec.partition_of(&l.topic, p)?, l.lag))
+                    })
+                    .collect(),
+                leaving: sub.leaving,
+            });
+        }
+        // S is koord's own bytes; unreadable (a damaged record) starts afresh, and says so.
+        let (prev, warning) = match State::decode(input.state) {
+            Ok(prev) => (prev, None),
+            Err(why) => (
+                State::default(),
+                Some(format!(
+                    "learner state unreadable ({why}): planned from an empty state, learners and marks are lost"
+                )),
+            ),
+        };
+        let plan = plan(spec, &inputs, &prev, &self.settings, input.now);
+        let probe_ms = plan.probe.map_or(-1, |t| t.as_millis() as i64);
+        let seed = self.settings.mode == Mode::Seed;
+        let user_data = if input.capable {
+            (0..spec.members.len())
+                .map(|i| {
+                    Some(
+                        LearnerAssignment {
+                            learning: spec.by_topic(&plan.learning[i]),
+                            // Ready-gated: marks stay inside koord; owners keep processing.
+                            marks: if seed {
+                                spec.by_topic(&plan.marks[i])
+                            } else {
+                                Vec::new()
+                            },
+                            probe_ms,
+                        }
+                        .encode(),
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let summary = Summary {
+            topics: &spec.topics,
+            plan: &plan,
+        }
+        .to_string();
+        Ok(PlanOutput {
+            user_data,
+            // I1: nothing is granted while another member holds it.
+            withholds_held: true,
+            state: plan.state.encode(),
+            follow_up: plan.follow_up,
+            summary: Some(summary),
+            warning,
+            assignment: plan.assigned,
+        })
+    }
+
+    fn speaks_protocol(&self) -> bool {
+        true
+    }
+
+    fn check_user_data(&self, user_data: Option<&Bytes>) -> Result<(), GroupError> {
+        learner_subscription(user_data).map(|_| ())
+    }
+}

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use super::{AssignorUpdate, ClassicGroup, InitialDelay, StaticReplacement, WriteContinuation};
-use crate::group::assignment::{AssignmentInput, AssignmentMember, AssignmentMode, ServerAssignor};
+use crate::assignor::server::{AssignmentInput, AssignmentMember, AssignmentMode, ServerAssignor};
 use crate::group::output::{
     GroupEvent, GroupRecord, JoinMember, JoinReply, Output, RebalanceReason, RemoveReason,
     SyncReply,

@@ -319,11 +319,12 @@ fn an_assignment_the_member_never_received_is_not_held_back() {
 
 fn learner_ctx(topics: &[(&str, u32)], settings: crate::assignor::learner::Settings) -> Ctx {
     let catalog: BTreeMap<String, u32> = topics.iter().map(|(t, p)| (t.to_string(), *p)).collect();
-    let assignor = ConsumerAssignor::with_choice(
-        crate::assignor::consumer::Choice::Learner,
-        Arc::new(catalog),
-        Arc::new(settings),
-    );
+    let learner: Arc<dyn crate::assignor::Assignor> =
+        Arc::new(crate::assignor::learner::LearnerAssignor::new(settings));
+    let mut registry = Registry::builtin();
+    registry.register(learner.clone());
+    let assignor =
+        ConsumerAssignor::with_registry(Some(learner), Arc::new(registry), Arc::new(catalog));
     Ctx::with_config(GroupConfig {
         initial_rebalance_delay_ms: DELAY,
         assignment: AssignmentMode::Server(Arc::new(assignor)),

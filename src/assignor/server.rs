@@ -1,4 +1,4 @@
-//! The seam for server-side assignment.
+//! What a classic group core asks for server-side assignment.
 //!
 //! A classic group is either assigned by its leader (Apache Kafka's behaviour: the leader's
 //! SyncGroup carries every member's assignment) or by koord. The core asks a
@@ -6,8 +6,9 @@
 //! completes and the generation's members and protocol are known. The result is held for that
 //! generation's write and installed as soon as it is durable, without waiting for the leader's
 //! SyncGroup (whatever the leader sends is ignored), so clients keep the Kafka protocol
-//! unchanged. [`crate::assignor`] implements the trait; the core only defines when it is called
-//! and with what.
+//! unchanged. A classic member's metadata is opaque bytes of its protocol type, so this seam is
+//! in bytes; for `consumer` groups [`super::consumer::ConsumerAssignor`] decodes them into a
+//! [`super::GroupSpec`] and calls an [`super::Assignor`], the seam every group kind shares.
 
 use std::fmt;
 use std::sync::Arc;
