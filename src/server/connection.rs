@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tracing::{debug, trace, warn, Instrument};
 
 use super::codec::{self, Decoded};
-use super::dispatch::{self, Outcome};
+use crate::api::{self, Outcome};
 use crate::broker::Broker;
 
 /// Why a connection stopped reading.
@@ -174,7 +174,7 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, mut stop: watch::Rece
                 // process for up to its timeout. Requests that answer at once win the race.
                 let outcome = tokio::select! {
                     biased;
-                    o = dispatch::dispatch(&broker, &header, peer, body).instrument(span) => o,
+                    o = api::dispatch(&broker, &header, peer, body).instrument(span) => o,
                     _ = stop.wait_for(|s| *s) => {
                         debug!(corr, "shutdown while the request waits; closing");
                         break;

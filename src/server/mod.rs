@@ -7,7 +7,6 @@
 
 pub mod codec;
 pub mod connection;
-pub mod dispatch;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
