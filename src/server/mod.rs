@@ -7,6 +7,7 @@
 
 pub mod codec;
 pub mod connection;
+pub mod frame;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
