@@ -1,17 +1,18 @@
 //! One client connection: length-prefixed frames in, responses out, one request at a time.
 //!
-//! [`super::frame`] cuts requests out of the stream. Kafka serves one request
+//! [`serve`] takes any byte stream (a TCP socket from [`super::run`], an in-memory pipe in
+//! tests, a TLS stream one day); [`super::frame`] cuts requests out of it. Kafka serves one request
 //! per connection at a time and answers in order; so does this loop. Requests a client
 //! pipelines arrive in one read and their answers leave in one write: a response is flushed
 //! when no further complete request is buffered, or when the next one may wait (JoinGroup,
 //! SyncGroup, Fetch). A framing or decoding failure closes only this connection.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use kafka_protocol::messages::ApiKey;
-use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::watch;
 use tracing::{debug, trace, warn, Instrument};
 
@@ -33,20 +34,18 @@ fn next_is_quick(buf: &[u8], max: usize) -> bool {
         && !WAITING.contains(&i16::from_be_bytes([buf[4], buf[5]])))
 }
 
-/// Serves one connection until the peer closes it, it misbehaves, or shutdown is signalled
-/// (then the request being served is finished first).
-pub async fn serve(stream: TcpStream, broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
-    let peer = match stream.peer_addr() {
-        Ok(p) => p,
-        Err(e) => {
-            debug!(error = %e, "peer address unavailable; closing");
-            return;
-        }
-    };
-    if let Err(e) = stream.set_nodelay(true) {
-        debug!(error = %e, "set_nodelay failed");
-    }
-    let (mut rd, wr) = stream.into_split();
+/// Serves one connection over `stream` until the peer closes it, it misbehaves, or shutdown is
+/// signalled (then the request being served is finished first). `peer` is the client's
+/// address, which JoinGroup records as the member's host.
+pub async fn serve<S>(
+    stream: S,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    mut stop: watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let (mut rd, wr) = tokio::io::split(stream);
     let mut wr = BufWriter::new(wr);
     let mut buf = BytesMut::new();
     let max = broker.config.socket_request_max_bytes;
@@ -158,6 +157,12 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, mut stop: watch::Rece
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+    use kafka_protocol::messages::{
+        ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+    };
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[test]
     fn answers_wait_only_for_a_complete_quick_request() {
@@ -181,5 +186,58 @@ mod tests {
             !next_is_quick(b"\xff\xff\xff\xff", 100),
             "a bad length flushes"
         );
+    }
+
+    /// `serve` over an in-memory pipe instead of a socket: ApiVersions is answered, then a
+    /// length prefix beyond `socket.request.max.bytes` closes the connection.
+    #[tokio::test]
+    async fn serves_an_in_memory_stream() {
+        let broker = Arc::new(crate::api::testing::broker());
+        let (_stop, stop_rx) = watch::channel(false);
+        let (mut client, server) = tokio::io::duplex(64 * 1024);
+        let peer: SocketAddr = "192.0.2.1:50000".parse().unwrap();
+        let served = tokio::spawn(serve(server, peer, broker, stop_rx));
+
+        let v = 3;
+        let req = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("koord-test"))
+            .with_client_software_version(StrBytes::from_static_str("1.0"));
+        let mut frame = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(ApiKey::ApiVersions as i16)
+            .with_request_api_version(v)
+            .with_correlation_id(7)
+            .with_client_id(Some(StrBytes::from_static_str("t")))
+            .encode(&mut frame, ApiKey::ApiVersions.request_header_version(v))
+            .unwrap();
+        req.encode(&mut frame, v).unwrap();
+        client
+            .write_all(&(frame.len() as i32).to_be_bytes())
+            .await
+            .unwrap();
+        client.write_all(&frame).await.unwrap();
+
+        let len = client.read_i32().await.unwrap();
+        let mut resp = vec![0; len as usize];
+        client.read_exact(&mut resp).await.unwrap();
+        let mut resp = Bytes::from(resp);
+        let header =
+            ResponseHeader::decode(&mut resp, ApiKey::ApiVersions.response_header_version(v))
+                .unwrap();
+        assert_eq!(header.correlation_id, 7);
+        let body = ApiVersionsResponse::decode(&mut resp, v).unwrap();
+        assert_eq!(body, api::api_versions::handle(&req, v));
+        assert_eq!(body.error_code, 0);
+        assert!(resp.is_empty(), "one response, nothing after it");
+
+        client.write_all(&i32::MAX.to_be_bytes()).await.unwrap();
+        let closed = async {
+            let mut rest = Vec::new();
+            assert_eq!(client.read_to_end(&mut rest).await.unwrap(), 0, "no answer");
+            served.await.unwrap();
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), closed)
+            .await
+            .expect("the connection is closed and serve returns");
     }
 }
