@@ -8,10 +8,10 @@
 //!   the Apache Kafka setting each mirrors) serves the TOML file, `--set KEY=VALUE` and
 //!   `koord check-config`.
 //! - [`server`]: the async shell. [`server::run`] accepts connections up to `max.connections`;
-//!   [`server::connection`] serves any byte stream one request at a time, in order;
-//!   [`server::frame`] cuts requests out of it (4-byte length, `socket.request.max.bytes` cap
-//!   checked before any allocation); [`server::codec`] decodes headers and bodies with the
-//!   `kafka-protocol` crate and encodes responses.
+//!   [`server::connection`] serves any byte stream one request at a time, in order, and decides
+//!   when answers are flushed; [`server::frame`] cuts requests out of it (4-byte length,
+//!   `socket.request.max.bytes` cap checked before any allocation); [`server::codec`] decodes
+//!   headers and bodies with the `kafka-protocol` crate and encodes responses.
 //! - [`api`]: one module per Kafka API. Stateless validation, then the answer at the request's
 //!   version. [`api::SUPPORTED`] is THE table of supported APIs and versions, which also builds
 //!   the ApiVersions response; [`api::dispatch`] hands a decoded request to its module.

@@ -1,16 +1,18 @@
 //! One client connection: length-prefixed frames in, responses out, one request at a time.
 //!
 //! [`serve`] takes any byte stream (a TCP socket from [`super::run`], an in-memory pipe in
-//! tests, a TLS stream one day); [`super::frame`] cuts requests out of it. Kafka serves one request
-//! per connection at a time and answers in order; so does this loop. Requests a client
-//! pipelines arrive in one read and their answers leave in one write: a response is flushed
-//! when no further complete request is buffered, or when the next one may wait (JoinGroup,
-//! SyncGroup, Fetch). A framing or decoding failure closes only this connection.
+//! tests) and is three pieces: [`super::frame`] cuts requests out of the stream (the
+//! `socket.request.max.bytes` cap checked before anything is allocated), `step` runs one request
+//! (decode, dispatch, encode), and the flush policy decides when answers leave.
+//! Kafka serves one request per connection at a time and answers in order; so does this loop.
+//! Requests a client pipelines arrive in one read and their answers leave in one write: a
+//! response is flushed when no further complete request is buffered, or when the next one may
+//! wait (JoinGroup, SyncGroup, Fetch). A framing or decoding failure closes only this connection.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::watch;
@@ -20,19 +22,6 @@ use super::codec::{self, Decoded};
 use super::frame::{complete_frame, read_frame, FrameError};
 use crate::api::{self, Outcome};
 use crate::broker::Broker;
-
-/// Whether the next buffered request is complete and answered without waiting, so the
-/// responses so far may wait for it and leave in one write. A request that may wait (a
-/// JoinGroup or SyncGroup parked by its group, a long-poll Fetch) never holds answers back.
-fn next_is_quick(buf: &[u8], max: usize) -> bool {
-    const WAITING: [i16; 3] = [
-        ApiKey::Fetch as i16,
-        ApiKey::JoinGroup as i16,
-        ApiKey::SyncGroup as i16,
-    ];
-    matches!(complete_frame(buf, max), Ok(Some(len)) if len >= 2
-        && !WAITING.contains(&i16::from_be_bytes([buf[4], buf[5]])))
-}
 
 /// Serves one connection over `stream` until the peer closes it, it misbehaves, or shutdown is
 /// signalled (then the request being served is finished first). `peer` is the client's
@@ -78,86 +67,138 @@ pub async fn serve<S>(
                 break;
             }
         };
-        let out = match codec::decode_request(frame) {
-            Ok(Decoded::UnsupportedApiVersions {
-                correlation_id,
-                version,
-            }) => {
-                debug!(
-                    v = version,
-                    corr = correlation_id,
-                    "ApiVersions at unsupported version"
-                );
-                codec::unsupported_api_versions(correlation_id)
-            }
-            Ok(Decoded::Request { header, body }) => {
-                let key = ApiKey::try_from(header.request_api_key).unwrap_or(ApiKey::ApiVersions);
-                let version = header.request_api_version;
-                let corr = header.correlation_id;
-                let span = tracing::debug_span!(
-                    "req",
-                    api = ?key,
-                    v = version,
-                    corr,
-                    client_id = header.client_id.as_deref().unwrap_or(""),
-                );
-                // A request that waits (a long-poll Fetch, a JoinGroup or SyncGroup parked by
-                // its group) is dropped on shutdown, as Kafka does, instead of holding the
-                // process for up to its timeout. Requests that answer at once win the race.
-                let outcome = tokio::select! {
-                    biased;
-                    o = api::dispatch(&broker, &header, peer, body).instrument(span) => o,
-                    _ = stop.wait_for(|s| *s) => {
-                        debug!(corr, "shutdown while the request waits; closing");
-                        break;
-                    }
-                };
-                match outcome {
-                    Outcome::Respond(resp) => codec::encode_response(key, version, corr, &resp),
-                    Outcome::Silent => {
-                        trace!(corr, "no response");
-                        // Answers held back for this request leave now.
-                        if !next_is_quick(&buf, max) && wr.flush().await.is_err() {
-                            break;
-                        }
-                        continue;
-                    }
-                    Outcome::Close => break,
+        match step(frame, &broker, peer, &mut stop).await {
+            Step::Write(bytes) => {
+                if let Err(e) = async {
+                    wr.write_all(&bytes).await?;
+                    flush_unless_next_is_quick(&mut wr, &buf, max).await
+                }
+                .await
+                {
+                    debug!(error = %e, "write failed");
+                    break;
                 }
             }
-            Err(e) => {
-                debug!(error = %e, "undecodable request; closing");
-                break;
+            // Answers held back for this request leave now.
+            Step::Silent => {
+                if flush_unless_next_is_quick(&mut wr, &buf, max)
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
             }
-        };
-        let bytes = match out {
-            Ok(b) => b,
-            Err(e) => {
-                warn!(error = %e, "response encoding failed; closing");
-                break;
-            }
-        };
-        if let Err(e) = async {
-            wr.write_all(&bytes).await?;
-            if next_is_quick(&buf, max) {
-                Ok(())
-            } else {
-                wr.flush().await
-            }
-        }
-        .await
-        {
-            debug!(error = %e, "write failed");
-            break;
+            Step::Close => break,
         }
     }
     let _ = wr.shutdown().await;
 }
 
+/// What one request leaves the connection to do.
+#[derive(Debug)]
+enum Step {
+    /// Write this response frame.
+    Write(Bytes),
+    /// Write nothing (Produce with acks=0), read the next request.
+    Silent,
+    /// Close the connection.
+    Close,
+}
+
+/// Runs one request frame: decode, dispatch, encode.
+async fn step(
+    frame: Bytes,
+    broker: &Arc<Broker>,
+    peer: SocketAddr,
+    stop: &mut watch::Receiver<bool>,
+) -> Step {
+    let out = match codec::decode_request(frame) {
+        Ok(Decoded::UnsupportedApiVersions {
+            correlation_id,
+            version,
+        }) => {
+            debug!(
+                v = version,
+                corr = correlation_id,
+                "ApiVersions at unsupported version"
+            );
+            codec::unsupported_api_versions(correlation_id)
+        }
+        Ok(Decoded::Request { header, body }) => {
+            let key = ApiKey::try_from(header.request_api_key).unwrap_or(ApiKey::ApiVersions);
+            let version = header.request_api_version;
+            let corr = header.correlation_id;
+            let span = tracing::debug_span!(
+                "req",
+                api = ?key,
+                v = version,
+                corr,
+                client_id = header.client_id.as_deref().unwrap_or(""),
+            );
+            // A request that waits (a long-poll Fetch, a JoinGroup or SyncGroup parked by
+            // its group) is dropped on shutdown, as Kafka does, instead of holding the
+            // process for up to its timeout. Requests that answer at once win the race.
+            let outcome = tokio::select! {
+                biased;
+                o = api::dispatch(broker, &header, peer, body).instrument(span) => o,
+                _ = stop.wait_for(|s| *s) => {
+                    debug!(corr, "shutdown while the request waits; closing");
+                    return Step::Close;
+                }
+            };
+            match outcome {
+                Outcome::Respond(resp) => codec::encode_response(key, version, corr, &resp),
+                Outcome::Silent => {
+                    trace!(corr, "no response");
+                    return Step::Silent;
+                }
+                Outcome::Close => return Step::Close,
+            }
+        }
+        Err(e) => {
+            debug!(error = %e, "undecodable request; closing");
+            return Step::Close;
+        }
+    };
+    match out {
+        Ok(bytes) => Step::Write(bytes),
+        Err(e) => {
+            warn!(error = %e, "response encoding failed; closing");
+            Step::Close
+        }
+    }
+}
+
+/// The flush policy: the answers `wr` holds leave now, unless the next request is already
+/// buffered whole and answered without waiting; then they wait to leave with its answer.
+async fn flush_unless_next_is_quick<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    buffered: &[u8],
+    max: usize,
+) -> std::io::Result<()> {
+    if next_is_quick(buffered, max) {
+        Ok(())
+    } else {
+        wr.flush().await
+    }
+}
+
+/// Whether the next buffered request is complete and answered without waiting, so the
+/// responses so far may wait for it and leave in one write. A request that may wait (a
+/// JoinGroup or SyncGroup parked by its group, a long-poll Fetch) never holds answers back.
+fn next_is_quick(buf: &[u8], max: usize) -> bool {
+    const WAITING: [i16; 3] = [
+        ApiKey::Fetch as i16,
+        ApiKey::JoinGroup as i16,
+        ApiKey::SyncGroup as i16,
+    ];
+    matches!(complete_frame(buf, max), Ok(Some(len)) if len >= 2
+        && !WAITING.contains(&i16::from_be_bytes([buf[4], buf[5]])))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
     use kafka_protocol::messages::{
         ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
     };
