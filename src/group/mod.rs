@@ -71,9 +71,9 @@
 //! ```
 //!
 //! Layout: `classic/` (the machine, split by API), [`member`], [`timers`], [`output`],
-//!, [`commands`], [`assignment`] (who assigns: the group's [`AssignmentMode`]),
-//! [`consumer_protocol`] (subscribed topics), [`types`]. The ids, time, errors and records it
-//! shares with every layer are [`crate::vocab`].
+//!, [`commands`], [`assignment`] (who assigns: the group's [`AssignmentMode`]), [`types`].
+//! Subscribed topics come from [`crate::assignor::protocol`]. The ids, time, errors and records
+//! it shares with every layer are [`crate::vocab`].
 //!
 //! # Where this differs from Apache Kafka, on purpose
 //! Kafka's code (GroupMetadataManager, ClassicGroup; 4.x) is followed check by check; these are
@@ -97,7 +97,6 @@
 pub mod assignment;
 pub mod classic;
 pub mod commands;
-pub mod consumer_protocol;
 pub mod member;
 pub mod missing;
 pub mod output;
