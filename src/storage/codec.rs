@@ -63,11 +63,13 @@ impl Writer {
     }
 }
 
-/// The store's messages name the value being read (each decoder's `what`), not the field.
+/// The store's own messages, naming the value (each decoder's `what`) rather than the field.
 impl From<ReadError> for DecodeError {
     fn from(e: ReadError) -> DecodeError {
         match e {
-            ReadError::Short { .. } => err(e.to_string()),
+            ReadError::Short { what, needed, left } => err(format!(
+                "{what} is truncated (needs {needed} more bytes, has {left})"
+            )),
             ReadError::NotUtf8 { what } => err(format!("{what}: a string is not UTF-8")),
             ReadError::NegativeLength { what, len } => {
                 err(format!("{what}: negative length {len}"))

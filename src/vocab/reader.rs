@@ -24,17 +24,6 @@ pub enum ReadError {
     NotUtf8 { what: &'static str },
 }
 
-impl ReadError {
-    /// The caller's name for what was being read.
-    pub fn what(&self) -> &'static str {
-        match *self {
-            ReadError::Short { what, .. }
-            | ReadError::NegativeLength { what, .. }
-            | ReadError::NotUtf8 { what } => what,
-        }
-    }
-}
-
 /// A cursor over a byte slice: each read consumes what it returns. After an error the position
 /// is unspecified (every format gives up on its input at the first one).
 #[derive(Debug, Clone)]
@@ -339,7 +328,6 @@ mod tests {
             short("offset value", 8, 3).to_string(),
             "offset value is truncated (needs 8 more bytes, has 3)"
         );
-        assert_eq!(ReadError::NotUtf8 { what: "topic" }.what(), "topic");
     }
 
     proptest::proptest! {
