@@ -1,0 +1,308 @@
+"""Kafka Streams, a client-side custom assignor and Kafka's admin tools against koord on its
+defaults: koord started with nothing but its port and data dir, as a user would run it.
+
+- A stateful Kafka Streams 4.4 word count (java/.../StreamsApp.java: groupBy through a
+  repartition topic, count() in a RocksDB store, at_least_once) scales 1 -> 2 -> 1 instances;
+  every count it publishes is exact, and its committed repartition records are purged.
+- A group of Java consumers whose assignor only the client knows ("koord-custom",
+  java/.../CustomAssignor.java) gets exactly the leader's assignment and user data.
+- kafka-topics and kafka-configs (kafka-tools 4.4) create, describe, alter and delete a topic
+  with configs.
+
+Every wait is on an event (a JSON line of a client, a record read back, an answer of the broker),
+with a deadline that only bounds a failure. KOORD_BOOTSTRAP=HOST:PORT runs the same tests
+against a running broker instead (e.g. the Apache Kafka 4.4 of `scripts/kafka.sh start`).
+"""
+
+import collections
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from groups_util import Events, Group, java_command
+
+EXTERNAL_BOOTSTRAP = os.environ.get("KOORD_BOOTSTRAP")
+STREAMS_TIMEOUT = 60.0  # seconds a Streams instance may take to reach an expected state
+POLL_INTERVAL = 0.1  # between polls of the broker's answers; not a wait for an outcome
+PARTITIONS = 3  # of the input topic, so of each sub-topology: tasks 0_0..0_2 and 1_0..1_2
+TASKS = frozenset(f"{s}_{p}" for s in (0, 1) for p in range(PARTITIONS))
+
+
+@pytest.fixture
+def bootstrap(request):
+    if EXTERNAL_BOOTSTRAP:
+        return EXTERNAL_BOOTSTRAP
+    return request.getfixturevalue("koord")().bootstrap
+
+
+def unique(request, what):
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name).strip("-")
+    return f"{name}-{what}-{uuid.uuid4().hex[:8]}"
+
+
+def wait_until(what, check, timeout=STREAMS_TIMEOUT):
+    """Polls check() (a question to the broker) until it returns something other than None."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last is not None:
+            return last
+        time.sleep(POLL_INTERVAL)
+    pytest.fail(f"not reached within {timeout:.0f}s: {what}")
+
+
+# --- Kafka Streams ----------------------------------------------------------------------------
+
+class StreamsEvents(Events):
+    """The Streams instances' JSON lines, each tagged with "member" (the instance's name).
+    An instance that exits without having been stopped adds "died"."""
+
+    FAILING = ("error", "died")
+    TIMEOUT = STREAMS_TIMEOUT
+
+    def summary(self, last=40):
+        log = self.snapshot()
+        lines = ["instances:"]
+        lines += [f"  {name}: {v}" for name, v in instance_views(log).items()]
+        lines.append(f"last {min(last, len(log))} of {len(log)} events:")
+        lines += [f"  {json.dumps(e)}" for e in log[-last:]]
+        return "\n".join(lines)
+
+
+def instance_views(log):
+    """Each instance's latest state and active tasks, by its own lines."""
+    out = {}
+    for e in log:
+        v = out.setdefault(e["member"], {"state": None, "active": frozenset(), "gone": False})
+        if e["event"] == "state":
+            v["state"] = e["state"]
+        elif e["event"] == "tasks":
+            v["active"] = frozenset(e["active"])
+            v["tasks_state"] = e["state"]
+        elif e["event"] in ("closed", "exited", "died"):
+            v["gone"] = True
+    return out
+
+
+class StreamsInstance:
+    """One StreamsApp JVM; its stdout lines go to the test's StreamsEvents."""
+
+    def __init__(self, events, name, workdir, *args):
+        self.events = events
+        self.name = name
+        self.stopping = False
+        self.stderr_path = workdir / f"{name}.stderr"
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(java_command("koord.tests.StreamsApp", *args),
+                                     stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                event = json.loads(line)
+                event["member"] = self.name
+                self.events.add(event)
+        code = self.proc.wait()
+        self.events.add({"member": self.name, "event": "exited" if self.stopping else "died",
+                         "code": code, "stderr": self.stderr_tail()})
+
+    def stderr_tail(self, lines=15):
+        try:
+            return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self):
+        """SIGTERM: KafkaStreams.close() leaving the group; the JVM must then exit 0."""
+        if self.proc.poll() is not None:
+            return
+        self.stopping = True
+        self.proc.send_signal(signal.SIGTERM)
+        exited = self.events.wait_for(
+            f"{self.name} closed and exited",
+            lambda log: next((e for e in log if e["member"] == self.name
+                              and e["event"] == "exited"), None))
+        closed = [e for e in self.events.snapshot()
+                  if e["member"] == self.name and e["event"] == "closed"]
+        assert exited["code"] == 0 and closed and closed[-1]["clean"], (
+            f"{self.name} did not close cleanly: {closed} {exited}")
+
+    def kill(self):
+        """SIGKILL if still running (teardown of a failed test)."""
+        if self.proc.poll() is None:
+            self.stopping = True
+            self.proc.kill()
+            self.proc.wait()
+        self._stderr.close()
+
+
+class OutputCounts(threading.Thread):
+    """Reads the output topic from the beginning (assign(), no group) and keeps the last count
+    per word, as a compacted topic would; waiters wake on every record."""
+
+    def __init__(self, bootstrap, topic):
+        super().__init__(daemon=True)
+        self.topic = topic
+        self.counts = {}
+        self.records = 0
+        self.cond = threading.Condition()
+        self.running = True
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                                  "enable.auto.commit": False})
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        self.start()
+
+    def run(self):
+        while self.running:
+            msgs = self.consumer.consume(500, timeout=0.2)
+            with self.cond:
+                for m in msgs:
+                    if m.error():
+                        continue  # partition EOF and the like
+                    self.counts[m.key().decode()] = int(m.value().decode())
+                    self.records += 1
+                if msgs:
+                    self.cond.notify_all()
+        self.consumer.close()
+
+    def wait_for(self, expected, what, timeout=STREAMS_TIMEOUT):
+        """Waits until the last count of every word is exactly `expected`'s; fails at once on a
+        count above it (a record counted twice) or a word never produced."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                over = {w: (c, expected.get(w, 0)) for w, c in self.counts.items()
+                        if c > expected.get(w, 0)}
+                assert not over, f"{what}: counted more than produced (count, want): {over}"
+                if self.counts == expected:
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = {w: (self.counts.get(w), c) for w, c in expected.items()
+                               if self.counts.get(w) != c}
+                    pytest.fail(f"{what}: counts not reached within {timeout:.0f}s after "
+                                f"{self.records} output records; (count, want): {missing}")
+                self.cond.wait(min(left, 1.0))
+
+    def stop(self):
+        self.running = False
+        self.join(10)
+
+
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo lima mike "
+         "november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee "
+         "zulu").split()
+
+
+def produce_sentences(bootstrap, topic, first, count, expected):
+    """Sentences first..first+count-1 (3 to 8 words each, seeded by their number) to `topic`;
+    adds their words to `expected` (a Counter)."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(first, first + count):
+        rnd = random.Random(i)
+        words = [rnd.choice(WORDS) for _ in range(rnd.randint(3, 8))]
+        expected.update(words)
+        # Mixed case and punctuation: the app lowercases and splits on non-word characters.
+        sentence = " ".join(w.capitalize() if j == 0 else w for j, w in enumerate(words)) + "."
+        p.produce(topic, key=b"s%d" % i, value=sentence.encode())
+    assert p.flush(30) == 0, "sentences still undelivered after 30 s"
+
+
+def tasks_split(live, gone=()):
+    """A check for StreamsEvents.wait_for: every instance of `live` RUNNING (by its state line
+    and its latest tasks line), each owning some active tasks, together each task once; the
+    instances of `gone` closed. Returns {instance: active tasks}."""
+    def check(log):
+        vs = instance_views(log)
+        if any(n not in vs or not vs[n]["gone"] for n in gone):
+            return None
+        if any(n not in vs or vs[n]["gone"] or vs[n]["state"] != "RUNNING"
+               or vs[n].get("tasks_state") != "RUNNING" or not vs[n]["active"] for n in live):
+            return None
+        owned = [t for n in live for t in vs[n]["active"]]
+        if sorted(owned) != sorted(TASKS):
+            return None
+        return {n: vs[n]["active"] for n in live}
+    return check
+
+
+def test_streams_word_count_scales_out_and_in(bootstrap, tmp_path, request):
+    """A Kafka Streams word count (repartition + RocksDB count, at_least_once) scales 1 -> 2 -> 1
+    instances with input produced in each phase: instance 1 alone owns all 6 tasks; with
+    instance 2 both are RUNNING and own some tasks each, every task once; once instance 1 has
+    closed, instance 2 owns all 6 again. After each phase the output topic's last count of every
+    word is exactly what was produced so far (never more: no record counted twice across the
+    rebalances). Finally the repartition topic's log start offset has advanced on every
+    partition: Streams purged its committed records (DeleteRecords)."""
+    app_id = unique(request, "app")
+    input_topic, output_topic = f"{app_id}-input", f"{app_id}-output"
+    repartition = f"{app_id}-words-repartition"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(input_topic, PARTITIONS, 1),
+                                  NewTopic(output_topic, PARTITIONS, 1)]).values():
+        f.result(timeout=30)
+    events = StreamsEvents()
+    instances = []
+    output = OutputCounts(bootstrap, output_topic)
+    expected = collections.Counter()
+
+    def start(name):
+        inst = StreamsInstance(events, name, tmp_path, bootstrap, app_id, input_topic,
+                               output_topic, tmp_path / f"{name}-state")
+        instances.append(inst)
+        return inst
+
+    try:
+        produce_sentences(bootstrap, input_topic, 0, 300, expected)
+        s1 = start("s1")
+        alone = events.wait_for("s1 RUNNING with every task", tasks_split(["s1"]))
+        assert alone == {"s1": TASKS}
+        output.wait_for(dict(expected), "phase 1 (s1 alone)")
+
+        start("s2")
+        both = events.wait_for("s1 and s2 RUNNING, the tasks split between them",
+                               tasks_split(["s1", "s2"]))
+        produce_sentences(bootstrap, input_topic, 300, 300, expected)
+        output.wait_for(dict(expected), "phase 2 (s1 and s2)")
+
+        s1.stop()
+        events.wait_for("s2 RUNNING with every task after s1 closed",
+                        tasks_split(["s2"], gone=["s1"]))
+        produce_sentences(bootstrap, input_topic, 600, 300, expected)
+        output.wait_for(dict(expected), "phase 3 (s2 alone)")
+
+        # Purged: Streams deletes the repartition records its tasks committed (DeleteRecords,
+        # every repartition.purge.interval.ms = 200 ms), so ListOffsets(earliest) moves past 0.
+        watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                               "enable.auto.commit": False})
+        try:
+            def purged():
+                offsets = {p: watermarks.get_watermark_offsets(TopicPartition(repartition, p),
+                                                               timeout=10)
+                           for p in range(PARTITIONS)}
+                return offsets if all(low > 0 for low, _ in offsets.values()) else None
+            offsets = wait_until(
+                f"{repartition}: log start offset > 0 on every partition (DeleteRecords)",
+                purged, timeout=30)
+        finally:
+            watermarks.close()
+        assert all(0 < low <= high for low, high in offsets.values()), offsets
+        instances[1].stop()
+        print(f"tasks with 2 instances: {both}; repartition (earliest, latest): {offsets}")
+    finally:
+        output.stop()
+        for inst in instances:
+            inst.kill()
