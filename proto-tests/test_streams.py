@@ -306,3 +306,151 @@ def test_streams_word_count_scales_out_and_in(bootstrap, tmp_path, request):
         output.stop()
         for inst in instances:
             inst.kill()
+
+
+# --- a client-side assignor koord does not know -----------------------------------------------
+
+CUSTOM_ASSIGNOR = "koord.tests.CustomAssignor"  # protocol name "koord-custom"
+
+
+def leader_plan_installed(names):
+    """A check for Events.wait_for: the latest plan the leader's CustomAssignor computed for
+    exactly `names`, and after it every member of `names` got, in one generation, exactly its
+    partitions and user data (onAssignment) and holds exactly those partitions (its rebalance
+    listener). Returns (plan event, generation)."""
+    def check(log):
+        plans = [i for i, e in enumerate(log) if e["event"] == "leader_assigned"
+                 and sorted(a["name"] for a in e["assignments"].values()) == sorted(names)]
+        if not plans:
+            return None
+        start = plans[-1]
+        plan = log[start]
+        by_name = {a["name"]: (mid, a) for mid, a in plan["assignments"].items()}
+        generations = set()
+        for name in names:
+            got = [e for e in log[start:] if e["member"] == name]
+            custom = [e for e in got if e["event"] == "custom_assignment"]
+            assigned = [e for e in got if e["event"] == "assigned"]
+            if not custom or not assigned:
+                return None
+            member_id, want = by_name[name]
+            c = custom[-1]
+            assert (c["member_id"], c["partitions"], c["user_data"]) == (
+                member_id, want["partitions"], want["user_data"]), (
+                f"{name} got {c}, but the leader assigned {member_id}: {want}")
+            assert sorted(assigned[-1]["assignment"]) == want["partitions"], (
+                f"{name} holds {assigned[-1]}, the leader assigned {want}")
+            generations |= {c["generation"], assigned[-1]["generation"]}
+        assert len(generations) == 1, f"members at generations {generations}"
+        return plan, generations.pop()
+    return check
+
+
+def test_custom_client_assignor_is_installed_as_the_leader_sent_it(bootstrap, tmp_path, request):
+    """Two Java consumers with an assignor only the client knows ("koord-custom"): the first
+    alone gets every partition; with the second, the leader's plan (first member 1 partition,
+    the other 11, which no balancing assignor would do) reaches each member exactly, user data
+    included ("plan=NONCE;for=NAME;member=ID;partitions=..."), and DescribeGroups names
+    koord-custom as the group's protocol."""
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name).strip("-")
+    group = Group(bootstrap, tmp_path, name=name[:40])
+    try:
+        jvm = group.java()
+        jvm.start("c1", partition_assignment_strategy=CUSTOM_ASSIGNOR)
+        alone, gen1 = group.events.wait_for("c1 alone got the leader's plan",
+                                            leader_plan_installed(["c1"]))
+        assert [a["partitions"] for a in alone["assignments"].values()] == [list(range(12))]
+
+        jvm.start("c2", partition_assignment_strategy=CUSTOM_ASSIGNOR)
+        both, gen2 = group.events.wait_for("c1 and c2 got the leader's plan",
+                                           leader_plan_installed(["c1", "c2"]))
+        assert gen2 > gen1
+        plan = {a["name"]: a["partitions"] for a in both["assignments"].values()}
+        assert plan == {"c1": [0], "c2": list(range(1, 12))}, both
+        assert group.protocol() == "koord-custom"
+        group.check_history()
+    finally:
+        group.shutdown()
+
+
+# --- kafka-topics and kafka-configs -----------------------------------------------------------
+
+TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"  # kafka-topics.sh
+CONFIG_COMMAND = "org.apache.kafka.tools.ConfigCommand"  # kafka-configs.sh
+
+
+def tool(main_class, bootstrap, *args):
+    """Runs a kafka-tools command line against `bootstrap`; returns its stdout (fails the test
+    on a non-zero exit, with its output)."""
+    p = subprocess.run(java_command(main_class, "--bootstrap-server", bootstrap, *args),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, (f"{main_class.rsplit('.', 1)[1]} {' '.join(args)} exited "
+                               f"{p.returncode}\nstdout: {p.stdout[-2000:]}\n"
+                               f"stderr: {p.stderr[-3000:]}")
+    return p.stdout
+
+
+def topics_described(out):
+    """kafka-topics --describe: the topic line's fields (PartitionCount, Configs, ...) and the
+    partition lines."""
+    head = next(line for line in out.splitlines() if "PartitionCount:" in line)
+    fields = dict(re.findall(r"(\w+):\s*(\S*)", head))
+    configs = dict(kv.split("=", 1) for kv in fields.get("Configs", "").split(",") if kv)
+    parts = [line for line in out.splitlines() if re.search(r"\bPartition: \d+", line)]
+    return fields, configs, parts
+
+
+def dynamic_configs(out):
+    """kafka-configs --describe: the topic's own (dynamic) configs, {name: value}."""
+    return dict(re.findall(r"^\s+([\w.]+)=(\S*) sensitive=", out, re.M))
+
+
+def test_kafka_topics_and_kafka_configs_tools(bootstrap, request):
+    """kafka-topics creates a topic with --config retention.ms and describes it (3 partitions,
+    the config shown); kafka-configs describes the config, adds max.message.bytes, and both tools
+    show both; kafka-topics deletes it and --list no longer has it."""
+    topic = unique(request, "topic")[-60:].lstrip("-")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def metadata_has(present):
+        topics = admin.list_topics(timeout=10).topics
+        return True if (topic in topics) == present else None
+
+    def config_is(name, value):
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        entries = admin.describe_configs([res])[res].result(timeout=10)
+        return True if name in entries and entries[name].value == value else None
+
+    out = tool(TOPIC_COMMAND, bootstrap, "--create", "--topic", topic, "--partitions", "3",
+               "--replication-factor", "1", "--config", "retention.ms=3600000")
+    assert f"Created topic {topic}." in out, out
+    wait_until(f"{topic} in the metadata", lambda: metadata_has(True), timeout=30)
+
+    fields, configs, parts = topics_described(
+        tool(TOPIC_COMMAND, bootstrap, "--describe", "--topic", topic))
+    assert fields["Topic"] == topic and fields["PartitionCount"] == "3", fields
+    assert configs.get("retention.ms") == "3600000", configs
+    assert len(parts) == 3, parts
+
+    described = tool(CONFIG_COMMAND, bootstrap, "--describe", "--entity-type", "topics",
+                     "--entity-name", topic)
+    assert f"Dynamic configs for topic {topic} are:" in described, described
+    assert dynamic_configs(described) == {"retention.ms": "3600000"}, described
+
+    out = tool(CONFIG_COMMAND, bootstrap, "--alter", "--entity-type", "topics",
+               "--entity-name", topic, "--add-config", "max.message.bytes=2097152")
+    assert f"Completed updating config for topic {topic}." in out, out
+    wait_until("max.message.bytes altered", lambda: config_is("max.message.bytes", "2097152"),
+               timeout=30)
+    described = tool(CONFIG_COMMAND, bootstrap, "--describe", "--entity-type", "topics",
+                     "--entity-name", topic)
+    assert dynamic_configs(described) == {"retention.ms": "3600000",
+                                          "max.message.bytes": "2097152"}, described
+    _, configs, _ = topics_described(tool(TOPIC_COMMAND, bootstrap, "--describe", "--topic", topic))
+    assert {k: configs.get(k) for k in ("retention.ms", "max.message.bytes")} == {
+        "retention.ms": "3600000", "max.message.bytes": "2097152"}, configs
+
+    tool(TOPIC_COMMAND, bootstrap, "--delete", "--topic", topic)
+    wait_until(f"{topic} gone from the metadata", lambda: metadata_has(False), timeout=30)
+    listed = tool(TOPIC_COMMAND, bootstrap, "--list")
+    assert topic not in listed.split(), listed

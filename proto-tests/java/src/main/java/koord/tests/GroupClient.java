@@ -208,14 +208,14 @@ public final class GroupClient {
         return ps.toString().replace(" ", "");
     }
 
-    private static synchronized void emit(String member, String event, String fields) {
+    static synchronized void emit(String member, String event, String fields) {
         OUT.println("{\"member\":" + str(member) + ",\"event\":" + str(event)
                 + ",\"ts_ms\":" + System.currentTimeMillis()
                 + (fields.isEmpty() ? "" : "," + fields) + "}");
         OUT.flush();
     }
 
-    private static String str(String s) {
+    static String str(String s) {
         if (s == null) {
             return "null";
         }
