@@ -379,15 +379,25 @@ TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"  # kafka-topics.sh
 CONFIG_COMMAND = "org.apache.kafka.tools.ConfigCommand"  # kafka-configs.sh
 
 
+def tools(bootstrap, *commands):
+    """Runs kafka-tools command lines against `bootstrap`, all at once, each (MAIN_CLASS, ARGS...);
+    returns their stdouts in order (fails the test on a non-zero exit, with its output)."""
+    procs = [subprocess.Popen(java_command(main, "--bootstrap-server", bootstrap, *args),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for main, *args in commands]
+    outs = []
+    for (main, *args), p in zip(commands, procs):
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, (f"{main.rsplit('.', 1)[1]} {' '.join(args)} exited "
+                                   f"{p.returncode}\nstdout: {out[-2000:]}\n"
+                                   f"stderr: {err[-3000:]}")
+        outs.append(out)
+    return outs
+
+
 def tool(main_class, bootstrap, *args):
-    """Runs a kafka-tools command line against `bootstrap`; returns its stdout (fails the test
-    on a non-zero exit, with its output)."""
-    p = subprocess.run(java_command(main_class, "--bootstrap-server", bootstrap, *args),
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, (f"{main_class.rsplit('.', 1)[1]} {' '.join(args)} exited "
-                               f"{p.returncode}\nstdout: {p.stdout[-2000:]}\n"
-                               f"stderr: {p.stderr[-3000:]}")
-    return p.stdout
+    [out] = tools(bootstrap, (main_class, *args))
+    return out
 
 
 def topics_described(out):
@@ -426,29 +436,27 @@ def test_kafka_topics_and_kafka_configs_tools(bootstrap, request):
     assert f"Created topic {topic}." in out, out
     wait_until(f"{topic} in the metadata", lambda: metadata_has(True), timeout=30)
 
-    fields, configs, parts = topics_described(
-        tool(TOPIC_COMMAND, bootstrap, "--describe", "--topic", topic))
+    describe_topic = (TOPIC_COMMAND, "--describe", "--topic", topic)
+    describe_configs = (CONFIG_COMMAND, "--describe", "--entity-type", "topics",
+                        "--entity-name", topic)
+    topic_out, configs_out = tools(bootstrap, describe_topic, describe_configs)
+    fields, configs, parts = topics_described(topic_out)
     assert fields["Topic"] == topic and fields["PartitionCount"] == "3", fields
     assert configs.get("retention.ms") == "3600000", configs
     assert len(parts) == 3, parts
-
-    described = tool(CONFIG_COMMAND, bootstrap, "--describe", "--entity-type", "topics",
-                     "--entity-name", topic)
-    assert f"Dynamic configs for topic {topic} are:" in described, described
-    assert dynamic_configs(described) == {"retention.ms": "3600000"}, described
+    assert f"Dynamic configs for topic {topic} are:" in configs_out, configs_out
+    assert dynamic_configs(configs_out) == {"retention.ms": "3600000"}, configs_out
 
     out = tool(CONFIG_COMMAND, bootstrap, "--alter", "--entity-type", "topics",
                "--entity-name", topic, "--add-config", "max.message.bytes=2097152")
     assert f"Completed updating config for topic {topic}." in out, out
     wait_until("max.message.bytes altered", lambda: config_is("max.message.bytes", "2097152"),
                timeout=30)
-    described = tool(CONFIG_COMMAND, bootstrap, "--describe", "--entity-type", "topics",
-                     "--entity-name", topic)
-    assert dynamic_configs(described) == {"retention.ms": "3600000",
-                                          "max.message.bytes": "2097152"}, described
-    _, configs, _ = topics_described(tool(TOPIC_COMMAND, bootstrap, "--describe", "--topic", topic))
-    assert {k: configs.get(k) for k in ("retention.ms", "max.message.bytes")} == {
-        "retention.ms": "3600000", "max.message.bytes": "2097152"}, configs
+    topic_out, configs_out = tools(bootstrap, describe_topic, describe_configs)
+    both = {"retention.ms": "3600000", "max.message.bytes": "2097152"}
+    assert dynamic_configs(configs_out) == both, configs_out
+    _, configs, _ = topics_described(topic_out)
+    assert {k: configs.get(k) for k in both} == both, configs
 
     tool(TOPIC_COMMAND, bootstrap, "--delete", "--topic", topic)
     wait_until(f"{topic} gone from the metadata", lambda: metadata_has(False), timeout=30)
