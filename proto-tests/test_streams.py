@@ -51,15 +51,15 @@ def unique(request, what):
 
 
 def wait_until(what, check, timeout=STREAMS_TIMEOUT):
-    """Polls check() (a question to the broker) until it returns something other than None."""
+    """Polls check() (a question to the broker) until it returns something other than None.
+    `what` says what is awaited, or is a function saying it (with what was last seen)."""
     deadline = time.monotonic() + timeout
-    last = None
     while time.monotonic() < deadline:
-        last = check()
-        if last is not None:
-            return last
+        result = check()
+        if result is not None:
+            return result
         time.sleep(POLL_INTERVAL)
-    pytest.fail(f"not reached within {timeout:.0f}s: {what}")
+    pytest.fail(f"not reached within {timeout:.0f}s: {what() if callable(what) else what}")
 
 
 # --- Kafka Streams ----------------------------------------------------------------------------
@@ -288,14 +288,15 @@ def test_streams_word_count_scales_out_and_in(bootstrap, tmp_path, request):
         # every repartition.purge.interval.ms = 200 ms), so ListOffsets(earliest) moves past 0.
         watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
                                "enable.auto.commit": False})
+        seen = {}
         try:
             def purged():
-                offsets = {p: watermarks.get_watermark_offsets(TopicPartition(repartition, p),
-                                                               timeout=10)
-                           for p in range(PARTITIONS)}
-                return offsets if all(low > 0 for low, _ in offsets.values()) else None
+                seen.update({p: watermarks.get_watermark_offsets(
+                    TopicPartition(repartition, p), timeout=10) for p in range(PARTITIONS)})
+                return dict(seen) if all(low > 0 for low, _ in seen.values()) else None
             offsets = wait_until(
-                f"{repartition}: log start offset > 0 on every partition (DeleteRecords)",
+                lambda: f"{repartition}: log start offset > 0 on every partition "
+                        f"(DeleteRecords); (earliest, latest) by partition: {seen}",
                 purged, timeout=30)
         finally:
             watermarks.close()
