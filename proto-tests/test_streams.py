@@ -96,7 +96,8 @@ def instance_views(log):
 
 
 class StreamsInstance:
-    """One StreamsApp JVM; its stdout lines go to the test's StreamsEvents."""
+    """One StreamsApp JVM (Client.java's `streams` step); its stdout lines go to the test's
+    StreamsEvents."""
 
     def __init__(self, events, name, workdir, *args):
         self.events = events
@@ -104,7 +105,7 @@ class StreamsInstance:
         self.stopping = False
         self.stderr_path = workdir / f"{name}.stderr"
         self._stderr = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(java_command("koord.tests.StreamsApp", *args),
+        self.proc = subprocess.Popen(java_command("koord.tests.Client", "streams", *args),
                                      stdout=subprocess.PIPE, stderr=self._stderr, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

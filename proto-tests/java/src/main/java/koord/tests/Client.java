@@ -42,6 +42,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * consume-assign BOOTSTRAP TOPIC COUNT TIMEOUT_MS
  *                assign() every partition from the beginning, no group; one line per record,
  *                then {"end_offsets": {...}}
+ * streams        BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR [KEY=VALUE...]
+ *                a Kafka Streams word count instance that runs until SIGTERM (StreamsApp.java)
  * </pre>
  */
 public final class Client {
@@ -56,6 +58,8 @@ public final class Client {
                 case "admin-describe" -> adminDescribe(args[1]);
                 case "create-topics" -> createTopics(args[1], List.of(args).subList(2, args.length));
                 case "produce" -> produce(args[1], args[2], Integer.parseInt(args[3]));
+                case "streams" -> StreamsApp.main(List.of(args).subList(1, args.length)
+                        .toArray(new String[0]));
                 case "consume-assign" -> consumeAssign(args[1], args[2], Integer.parseInt(args[3]),
                         Long.parseLong(args[4]));
                 default -> throw new IllegalArgumentException("unknown subcommand; see Client.java");
