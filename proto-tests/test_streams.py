@@ -242,7 +242,8 @@ def tasks_split(live, gone=()):
 
 def test_streams_word_count_scales_out_and_in(bootstrap, tmp_path, request):
     """A Kafka Streams word count (repartition + RocksDB count, at_least_once) scales 1 -> 2 -> 1
-    instances with input produced in each phase: instance 1 alone owns all 6 tasks; with
+    instances with input produced in each phase: instance 1 alone owns all 6 tasks (and a RocksDB
+    store for each of the 3 counting ones under its state dir); with
     instance 2 both are RUNNING and own some tasks each, every task once; once instance 1 has
     closed, instance 2 owns all 6 again. After each phase the output topic's last count of every
     word is exactly what was produced so far (never more: no record counted twice across the
@@ -272,6 +273,10 @@ def test_streams_word_count_scales_out_and_in(bootstrap, tmp_path, request):
         alone = events.wait_for("s1 RUNNING with every task", tasks_split(["s1"]))
         assert alone == {"s1": TASKS}
         output.wait_for(dict(expected), "phase 1 (s1 alone)")
+        stores = sorted(p.parent.parent.name for p in
+                        (tmp_path / "s1-state" / app_id).glob("*/rocksdb/counts"))
+        assert stores == [f"1_{p}" for p in range(PARTITIONS)], (
+            f"RocksDB stores of s1: {stores}")
 
         start("s2")
         both = events.wait_for("s1 and s2 RUNNING, the tasks split between them",
