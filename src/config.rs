@@ -18,7 +18,7 @@ use std::sync::Arc;
 use thiserror::Error;
 use toml::Value;
 
-use crate::assignor::policy::{check_choice, Override};
+use crate::assignor::policy::{check_choice, check_server_protocol, Override};
 use crate::assignor::Registry;
 
 /// A configuration error. Each variant names the key (or file) it is about.
@@ -99,6 +99,9 @@ pub struct Config {
     pub group_rebalance_storm_per_minute: u32,
     /// Per-group exceptions to `group_assignor`, first match wins.
     pub group_assignment_overrides: Vec<Override>,
+    /// `group.assignment.protocols`: protocol names koord assigns on the server beyond
+    /// Kafka's consumer assignors' and its own.
+    pub group_assignment_protocols: Vec<String>,
     /// Whether each group commit of the store syncs to disk before writes are acknowledged.
     pub offsets_commit_sync: crate::storage::SyncPolicy,
     /// The `learner.*` settings of the learner assignor.
@@ -131,6 +134,7 @@ impl Default for Config {
             group_assignment_fallback_rejoins: 5,
             group_rebalance_storm_per_minute: 20,
             group_assignment_overrides: Vec::new(),
+            group_assignment_protocols: Vec::new(),
             offsets_commit_sync: crate::storage::SyncPolicy::Always,
             learner: crate::assignor::learner::Settings::default(),
         }
@@ -172,18 +176,28 @@ fn string(v: &Value) -> Result<String, String> {
 
 /// `PATTERN=ASSIGNOR` overrides: an array of strings, or one comma-separated string.
 fn overrides(v: &Value) -> Result<Vec<Override>, String> {
-    let items: Vec<String> = match v {
+    let known = Registry::builtin().names();
+    string_list(v, "PATTERN=ASSIGNOR")?
+        .iter()
+        .map(|s| Override::parse(s, &known))
+        .collect()
+}
+
+/// An array of strings, or one comma-separated string; `what` names an item in errors.
+fn string_list(v: &Value, what: &str) -> Result<Vec<String>, String> {
+    Ok(match v {
         Value::String(s) => s
             .split(',')
-            .filter(|p| !p.trim().is_empty())
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
             .map(str::to_owned)
             .collect(),
         Value::Array(items) => items
             .iter()
             .map(|i| {
-                i.as_str().map(str::to_owned).ok_or_else(|| {
-                    format!("expected PATTERN=ASSIGNOR strings, got {}", i.type_str())
-                })
+                i.as_str()
+                    .map(|s| s.trim().to_owned())
+                    .ok_or_else(|| format!("expected {what} strings, got {}", i.type_str()))
             })
             .collect::<Result<_, _>>()?,
         other => {
@@ -192,9 +206,7 @@ fn overrides(v: &Value) -> Result<Vec<Override>, String> {
                 other.type_str()
             ))
         }
-    };
-    let known = Registry::builtin().names();
-    items.iter().map(|s| Override::parse(s, &known)).collect()
+    })
 }
 
 fn topic_spec(s: &str) -> Result<TopicSpec, String> {
@@ -446,6 +458,28 @@ pub static KEYS: &[Key] = &[
                 c.group_assignment_overrides
                     .iter()
                     .map(|o| Value::String(format!("{}={}", o.pattern, o.assignor)))
+                    .collect(),
+            )
+        },
+    },
+    Key {
+        name: "group.assignment.protocols",
+        kafka: None,
+        doc: "protocol (client assignor) names whose consumer groups koord assigns on the server, beyond Kafka's consumer assignors (range, roundrobin, sticky, cooperative-sticky) and koord's own; any other is assigned by the group's leader, as in Kafka",
+        apply: |c, v| {
+            let names = string_list(v, "protocol name")?;
+            for name in &names {
+                check_server_protocol(name)?;
+            }
+            c.group_assignment_protocols = names;
+            Ok(())
+        },
+        show: |c| {
+            Value::Array(
+                c.group_assignment_protocols
+                    .iter()
+                    .cloned()
+                    .map(Value::String)
                     .collect(),
             )
         },

@@ -78,6 +78,21 @@ fn check_config_applies_overrides_after_the_file() {
 }
 
 #[test]
+fn check_config_refuses_server_assignment_of_streams_groups() {
+    let path = temp_file(
+        "streams",
+        "group.assignment.protocols = [\"custom\", \"stream\"]\n",
+    );
+    let out = koord().arg("check-config").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("group.assignment.protocols") && stderr.contains("Kafka Streams"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn serve_refuses_a_bad_override_before_listening() {
     let out = koord()
         .args(["--listen", "127.0.0.1:1", "--set", "no.such.key=1"])

@@ -2323,3 +2323,60 @@ fn server_assigned_group_refuses_a_subscription_it_cannot_decode() {
     let resp = c.call(9, &join_request(&group, &id, &["x"]));
     assert_eq!(err(resp.error_code), None, "{resp:?}");
 }
+
+/// Kafka Streams (`stream`) and custom client assignors put user data only they can write in
+/// every assignment; on koord's defaults such a group is assigned by its leader exactly as
+/// Kafka does: no SkipAssignment, and the leader's assignment comes back byte for byte.
+#[test]
+fn a_client_assignor_koord_cannot_stand_in_for_is_left_to_the_leader() {
+    let koord = Koord::start(&["group.initial.rebalance.delay.ms=0", "topics=ca-t:2"]);
+    let mut c = koord.connect();
+    for protocol in ["stream", "my-custom-assignor"] {
+        let group = unique("g-client-assignor");
+        let join = |member: &str| {
+            let mut req = join_request(&group, member, &["ca-t"]);
+            req.protocols[0].name = s(protocol);
+            req
+        };
+        let resp = c.call(9, &join(""));
+        assert_eq!(
+            err(resp.error_code),
+            Some(ResponseError::MemberIdRequired),
+            "{resp:?}"
+        );
+        let member = resp.member_id.to_string();
+        let joined = c.call(9, &join(&member));
+        assert_eq!(err(joined.error_code), None, "{joined:?}");
+        assert_eq!(joined.protocol_name.as_deref(), Some(protocol));
+        assert!(!joined.skip_assignment, "{protocol}: {joined:?}");
+        assert_eq!(joined.members.len(), 1, "the leader gets the members");
+
+        // An assignment with user data only this client's assignor understands.
+        let mut mine = BytesMut::new();
+        mine.put_i16(0);
+        ConsumerProtocolAssignment::default()
+            .with_assigned_partitions(vec![AssignedPartitions::default()
+                .with_topic(topic_name("ca-t"))
+                .with_partitions(vec![1])])
+            .with_user_data(Some(Bytes::from_static(b"\x00\x0bAssignmentInfo")))
+            .encode(&mut mine, 0)
+            .expect("encode an assignment");
+        let mine = mine.freeze();
+        let mut sync = sync_request(
+            5,
+            &group,
+            joined.generation_id,
+            &member,
+            vec![(member.clone(), mine.clone())],
+        );
+        sync.protocol_name = Some(s(protocol));
+        let synced: SyncGroupResponse = c.call(5, &sync);
+        assert_eq!(err(synced.error_code), None, "{synced:?}");
+        assert_eq!(
+            synced.assignment, mine,
+            "{protocol}: the leader's bytes, as sent"
+        );
+        let described = describe(&mut c, 5, &[&group]);
+        assert_eq!(described.groups[0].protocol_data.as_str(), protocol);
+    }
+}

@@ -79,6 +79,8 @@ impl TopicCatalog for BTreeMap<String, u32> {
 pub struct ConsumerAssignor {
     configured: Option<Arc<dyn Assignor>>,
     registry: Arc<Registry>,
+    /// The protocol names `configured` assigns; the leader assigns any other.
+    protocols: Arc<[String]>,
     topics: Arc<dyn TopicCatalog>,
 }
 
@@ -86,19 +88,24 @@ impl ConsumerAssignor {
     /// Assigns with `assignor` (and with the built-in assignors that speak their own protocol,
     /// when chosen).
     pub fn new(assignor: Arc<dyn Assignor>, topics: Arc<dyn TopicCatalog>) -> ConsumerAssignor {
-        ConsumerAssignor::with_registry(Some(assignor), Arc::new(Registry::builtin()), topics)
+        let registry = Registry::builtin();
+        let protocols = super::policy::server_protocols(&registry).into();
+        ConsumerAssignor::with_registry(Some(assignor), Arc::new(registry), protocols, topics)
     }
 
-    /// `configured` assigns (`None`: the leader does); members that choose the name of an
-    /// assignor of `registry` that speaks its own protocol get that one.
+    /// `configured` assigns generations whose members chose one of `protocols` (`None`: the
+    /// leader does); members that choose the name of an assignor of `registry` that speaks its
+    /// own protocol get that one.
     pub fn with_registry(
         configured: Option<Arc<dyn Assignor>>,
         registry: Arc<Registry>,
+        protocols: Arc<[String]>,
         topics: Arc<dyn TopicCatalog>,
     ) -> ConsumerAssignor {
         ConsumerAssignor {
             configured,
             registry,
+            protocols,
             topics,
         }
     }
@@ -106,12 +113,21 @@ impl ConsumerAssignor {
     /// The assignor of a generation whose members chose `protocol_name`, and whether they
     /// speak its protocol.
     fn assignor(&self, protocol_name: &str) -> Option<(&dyn Assignor, bool)> {
-        if let Some(own) = self.registry.by_name(protocol_name) {
-            if own.speaks_protocol() {
-                return Some((own, true));
-            }
+        if let Some(own) = self.own_protocol(protocol_name) {
+            return Some((own, true));
+        }
+        if !self.protocols.iter().any(|p| p == protocol_name) {
+            // A client assignor koord cannot stand in for (Streams' `stream`, a custom one).
+            return None;
         }
         self.configured.as_deref().map(|a| (a, false))
+    }
+
+    /// The registered assignor that speaks the protocol of this name, if any.
+    fn own_protocol(&self, protocol_name: &str) -> Option<&dyn Assignor> {
+        self.registry
+            .by_name(protocol_name)
+            .filter(|a| a.speaks_protocol())
     }
 }
 
@@ -126,11 +142,8 @@ impl ServerAssignor for ConsumerAssignor {
 
     fn validate(&self, protocols: &[Protocol]) -> Result<(), GroupError> {
         for p in protocols {
-            let own = self
-                .registry
-                .by_name(&p.name)
-                .filter(|a| a.speaks_protocol());
-            if self.configured.is_none() && own.is_none() {
+            let own = self.own_protocol(&p.name);
+            if own.is_none() && self.assignor(&p.name).is_none() {
                 // The leader reads it, as in Kafka.
                 continue;
             }

@@ -2,6 +2,12 @@
 //! `group.assignment.overrides` (`PATTERN=ASSIGNOR`, first match wins). `client` means the
 //! group's leader assigns, as in Apache Kafka.
 //!
+//! Only where koord can produce the assignment the client expects: generations whose members
+//! chose one of Kafka's consumer assignors ([`KAFKA_CONSUMER_PROTOCOLS`]), one of koord's own,
+//! or a name listed in `group.assignment.protocols`. Any other protocol name (Kafka Streams'
+//! `stream`, a custom client assignor) is assigned by the group's leader, as in Kafka: its
+//! assignment carries user data only the client's own assignor can write.
+//!
 //! Patterns are globs over the whole group id: `*` matches any run of characters (also none),
 //! `?` exactly one, anything else itself.
 
@@ -14,6 +20,46 @@ use crate::vocab::GroupId;
 
 /// The assignment choice for a group: `client`, or a registered assignor's name.
 pub const CLIENT: &str = "client";
+
+/// The protocol names of Kafka's consumer assignors, whose assignments are plain partition
+/// lists a server assignor can write.
+pub const KAFKA_CONSUMER_PROTOCOLS: &[&str] =
+    &["range", "roundrobin", "sticky", "cooperative-sticky"];
+
+/// The protocol names assigned on the server by default: Kafka's consumer assignors' and the
+/// registered assignors'.
+pub fn server_protocols(registry: &Registry) -> Vec<String> {
+    let mut names: Vec<String> = KAFKA_CONSUMER_PROTOCOLS
+        .iter()
+        .copied()
+        .chain(registry.names())
+        .map(str::to_owned)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// Kafka Streams' protocol name: its leader's assignment carries Streams' task metadata.
+pub const STREAMS_PROTOCOL: &str = "stream";
+
+/// Checks a protocol name listed for server assignment (`group.assignment.protocols`).
+///
+/// # Errors
+/// A message for an empty name, or for Kafka Streams' `stream`.
+pub fn check_server_protocol(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("empty protocol name".into());
+    }
+    if name == STREAMS_PROTOCOL {
+        return Err(format!(
+            "protocol `{STREAMS_PROTOCOL}` is Kafka Streams': its assignment carries Streams' \
+             task metadata (AssignmentInfo) that only its leader can write, so its groups are \
+             always assigned by their leader"
+        ));
+    }
+    Ok(())
+}
 
 /// One `PATTERN=ASSIGNOR` override.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +139,8 @@ pub struct AssignmentPolicy {
     default: String,
     overrides: Vec<Override>,
     registry: Arc<Registry>,
+    /// The protocol names assigned on the server.
+    protocols: Arc<[String]>,
     topics: Arc<dyn TopicCatalog>,
 }
 
@@ -106,9 +154,25 @@ impl AssignmentPolicy {
         AssignmentPolicy {
             default: default.to_owned(),
             overrides: overrides.to_vec(),
+            protocols: server_protocols(&registry).into(),
             registry: Arc::new(registry),
             topics,
         }
+    }
+
+    /// Also assigns, on the server, groups whose members chose one of `names`
+    /// (`group.assignment.protocols`, checked by [`check_server_protocol`]).
+    pub fn with_protocols(mut self, names: &[String]) -> AssignmentPolicy {
+        let mut all = self.protocols.to_vec();
+        all.extend(
+            names
+                .iter()
+                .filter(|n| !all.contains(n))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        self.protocols = all.into();
+        self
     }
 
     /// The choice for `group`: the first matching override, else the default.
@@ -127,6 +191,7 @@ impl AssignmentPolicy {
         AssignmentMode::Server(Arc::new(ConsumerAssignor::with_registry(
             configured,
             self.registry.clone(),
+            self.protocols.clone(),
             self.topics.clone(),
         )))
     }
@@ -199,5 +264,51 @@ mod tests {
             assignor_for("orders-eu", "cooperative-sticky").as_deref(),
             Some("range")
         );
+    }
+
+    #[test]
+    fn only_protocols_koord_can_stand_in_for_are_assigned_on_the_server() {
+        let policy = AssignmentPolicy::new(
+            "uniform",
+            &[],
+            Registry::builtin(),
+            Arc::new(BTreeMap::<String, u32>::new()),
+        );
+        let assignor_for =
+            |policy: &AssignmentPolicy, protocol: &str| match policy.mode_for(&GroupId::new("g")) {
+                AssignmentMode::Server(a) => a.assignor_for(protocol).map(str::to_owned),
+                AssignmentMode::Client => panic!("consumer groups are served"),
+            };
+        for protocol in [
+            "range",
+            "roundrobin",
+            "sticky",
+            "cooperative-sticky",
+            "uniform",
+        ] {
+            assert_eq!(
+                assignor_for(&policy, protocol).as_deref(),
+                Some("uniform"),
+                "{protocol}"
+            );
+        }
+        assert_eq!(assignor_for(&policy, "learner").as_deref(), Some("learner"));
+        // Kafka Streams and custom client assignors: the leader assigns, as in Kafka.
+        assert_eq!(assignor_for(&policy, STREAMS_PROTOCOL), None);
+        assert_eq!(assignor_for(&policy, "my-assignor"), None);
+        let listed = policy.with_protocols(&["my-assignor".to_owned()]);
+        assert_eq!(
+            assignor_for(&listed, "my-assignor").as_deref(),
+            Some("uniform")
+        );
+        assert_eq!(assignor_for(&listed, STREAMS_PROTOCOL), None);
+    }
+
+    #[test]
+    fn streams_protocol_cannot_be_listed_for_server_assignment() {
+        let e = check_server_protocol(STREAMS_PROTOCOL).unwrap_err();
+        assert!(e.contains("Kafka Streams"), "{e}");
+        assert!(check_server_protocol("").is_err());
+        assert!(check_server_protocol("my-assignor").is_ok());
     }
 }

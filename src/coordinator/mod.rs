@@ -72,7 +72,8 @@ impl Settings {
                 &c.group_assignment_overrides,
                 c.assignors(),
                 topics,
-            ),
+            )
+            .with_protocols(&c.group_assignment_protocols),
             group: GroupConfig {
                 max_size: c.group_max_size,
                 initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,

@@ -323,8 +323,13 @@ fn learner_ctx(topics: &[(&str, u32)], settings: crate::assignor::learner::Setti
         Arc::new(crate::assignor::learner::LearnerAssignor::new(settings));
     let mut registry = Registry::builtin();
     registry.register(learner.clone());
-    let assignor =
-        ConsumerAssignor::with_registry(Some(learner), Arc::new(registry), Arc::new(catalog));
+    let protocols = crate::assignor::policy::server_protocols(&registry).into();
+    let assignor = ConsumerAssignor::with_registry(
+        Some(learner),
+        Arc::new(registry),
+        protocols,
+        Arc::new(catalog),
+    );
     Ctx::with_config(GroupConfig {
         initial_rebalance_delay_ms: DELAY,
         assignment: AssignmentMode::Server(Arc::new(assignor)),
