@@ -256,6 +256,7 @@ def test_streams_word_count_scales_out_and_in(bootstrap, tmp_path, request):
     for f in admin.create_topics([NewTopic(input_topic, PARTITIONS, 1),
                                   NewTopic(output_topic, PARTITIONS, 1)]).values():
         f.result(timeout=30)
+    del admin  # its connections close now, not when a failed test's traceback is dropped
     events = StreamsEvents()
     instances = []
     output = OutputCounts(bootstrap, output_topic)
@@ -427,14 +428,16 @@ def test_kafka_topics_and_kafka_configs_tools(bootstrap, request):
     the config shown); kafka-configs describes the config, adds max.message.bytes, and both tools
     show both; kafka-topics deletes it and --list no longer has it."""
     topic = unique(request, "topic")[-60:].lstrip("-")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
 
+    # A client per question: none outlives the broker (a failed test's traceback keeps its
+    # locals, and a live client would go on reconnecting to the stopped koord).
     def metadata_has(present):
-        topics = admin.list_topics(timeout=10).topics
+        topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
         return True if (topic in topics) == present else None
 
     def config_is(name, value):
         res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
         entries = admin.describe_configs([res])[res].result(timeout=10)
         return True if name in entries and entries[name].value == value else None
 
