@@ -7,25 +7,29 @@ A member reports what its own rebalance callbacks saw, as one event dict:
 "partitions" is what the callback was given, "assignment" what the member holds once the callback
 is done; "generation" is None where the client does not expose it (confluent-kafka). Members
 also report "records" (offset ranges of one poll), "committed", "commit_failed", "status",
-"closed", "error", and the harness adds "killed"; Java members' events also carry "ts_ms" (the
-JVM's wall clock, epoch ms, when the event was emitted). confluent-kafka members add
-"group_generation": the generation librdkafka holds, read from its serialized group metadata (it
-has no other way to tell), kept apart from "generation" because librdkafka need not call a
+"closed", "error", and the harness adds "killed"; Java and franz-go members' events also carry
+"ts_ms" (the client's wall clock, epoch ms, when the event was emitted). confluent-kafka members
+add "group_generation": the generation librdkafka holds, read from its serialized group metadata
+(it has no other way to tell), kept apart from "generation" because librdkafka need not call a
 callback in a generation that changes nothing for the member. Java members run as threads of a
 GroupClient JVM (java/src/main/java/koord/tests/GroupClient.java, several members per JVM);
-confluent-kafka and kafka-python members run as threads of the test process. All events of a test
+confluent-kafka and kafka-python members run as threads of the test process; franz-go members
+(franz/main.go) each run as a process of their own. All events of a test
 go to one Events log, and every check waits on it with a deadline: nothing here sleeps for an
 outcome.
 """
 
 import collections
 import json
+import os
+import signal
 import struct
 import subprocess
 import threading
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions,
@@ -36,7 +40,9 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-from conftest import JAVA_DIR
+from conftest import HERE, JAVA_DIR
+
+FRANZ_BIN = Path(os.environ.get("FRANZ_MEMBER_BIN", HERE / "franz" / "bin" / "franz-member"))
 
 SETTLE_TIMEOUT = 45.0  # seconds a group may take to reach an expected state
 POLL_INTERVAL = 0.1  # between DescribeGroups polls; not a wait for an outcome
@@ -366,6 +372,12 @@ class Group:
     def kafka_python(self, name, assignor):
         return self._add(KafkaPythonMember(self, name, assignor))
 
+    def franz(self, name, balancer):
+        """A franz-go member (a franz-member process) with kgo balancer `balancer`."""
+        member = FranzMember(self, name, balancer)
+        self.members[name] = member
+        return member
+
     def _add(self, member):
         self.members[member.name] = member
         member.start()
@@ -495,6 +507,8 @@ class Group:
         for m in self.members.values():
             if isinstance(m, threading.Thread):
                 m.join(STOP_TIMEOUT)
+            elif isinstance(m, FranzMember):
+                m.stop()
         for jvm in self.jvms:
             jvm.stop()
         self.admin = None  # its connections close now, before the broker stops
@@ -570,6 +584,68 @@ class JavaMembers:
                 self.proc.wait()
         self._reader.join(5)
         self._stderr.close()
+
+
+# --- franz-go members -----------------------------------------------------------------------
+
+class FranzMember:
+    """One franz-go member: a franz-member process (franz/main.go; scripts/test.sh builds it,
+    FRANZ_MEMBER_BIN overrides where it is) whose JSON lines go to the group's events. Closing
+    sends SIGTERM: it commits, leaves the group and reports "closed". An exit without "closed"
+    is reported as an "error" event. franz-go's own log goes to a file beside the test."""
+
+    def __init__(self, group, name, balancer):
+        if not FRANZ_BIN.exists():
+            pytest.fail(f"{FRANZ_BIN} missing: run scripts/test.sh (it builds proto-tests/franz)")
+        self.group = group
+        self.name = name
+        self.stderr_path = group.workdir / f"{group.id}-{name}.franz.log"
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(
+            [str(FRANZ_BIN), "-bootstrap", group.bootstrap, "-group", group.id,
+             "-topic", group.topic, "-balancer", balancer, "-name", name,
+             "-session-ms", str(SESSION_TIMEOUT_MS), "-heartbeat-ms", str(HEARTBEAT_INTERVAL_MS)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        closed = False
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                event = json.loads(line)
+                closed = closed or event["event"] == "closed"
+                self.group.events.add(event)
+        code = self.proc.wait()
+        if not closed:
+            self.group.events.add({"member": self.name, "event": "error", "client": "franz-go",
+                                   "error": f"exited {code} without leaving",
+                                   "log": self.log_tail()})
+
+    def close(self, _name=None):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self):
+        self.close()
+        try:
+            self.proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(5)
+        self._stderr.close()
+
+    def log_tail(self, lines=20):
+        try:
+            return self.stderr_path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            return []
+
+    def log_lines(self, text):
+        """The lines of franz-go's log that contain `text`."""
+        return [line for line in self.stderr_path.read_text(errors="replace").splitlines()
+                if text in line]
 
 
 # --- Python members -------------------------------------------------------------------------
