@@ -205,6 +205,17 @@ summary() {
 cargo_build() {
     say "cargo build --release --workspace"
     cargo build --release --workspace
+    # `cargo run --release` (koord alone, as README says) must reuse this build. It recompiles
+    # when a workspace member asks a shared dependency for other features: declare those in
+    # [workspace.dependencies] (Cargo.toml). A no-op here costs well under a second.
+    local out
+    out=$(cargo build --release 2>&1)
+    if grep -E '^ *Compiling ' <<<"$out"; then
+        echo "FAILED: cargo build --release recompiled the above after the workspace build:" \
+            "the members resolve shared dependencies with different features" >&2
+        return 1
+    fi
+    echo "cargo build --release after the workspace build: nothing to compile"
 }
 
 rust_tests() {

@@ -93,6 +93,10 @@ pub struct Config {
     /// Who assigns `consumer` groups by default: `client` (the leader, as in Kafka) or a
     /// server assignor's name.
     pub group_assignor: String,
+    /// `group.assignment.fallback.rejoins`.
+    pub group_assignment_fallback_rejoins: u32,
+    /// `group.rebalance.storm.per.minute`.
+    pub group_rebalance_storm_per_minute: u32,
     /// Per-group exceptions to `group_assignor`, first match wins.
     pub group_assignment_overrides: Vec<Override>,
     /// Whether each group commit of the store syncs to disk before writes are acknowledged.
@@ -124,6 +128,8 @@ impl Default for Config {
             offsets_retention_check_interval_ms: 600_000,
             offset_metadata_max_bytes: 4096,
             group_assignor: "uniform".to_owned(),
+            group_assignment_fallback_rejoins: 5,
+            group_rebalance_storm_per_minute: 20,
             group_assignment_overrides: Vec::new(),
             offsets_commit_sync: crate::storage::SyncPolicy::Always,
             learner: crate::assignor::learner::Settings::default(),
@@ -411,6 +417,8 @@ pub static KEYS: &[Key] = &[
     int_key!("group.max.session.timeout.ms", Some("group.max.session.timeout.ms"), "largest session timeout a JoinGroup may ask for (else INVALID_SESSION_TIMEOUT)", group_max_session_timeout_ms: u64, 0, i32::MAX as i64),
     int_key!("group.initial.rebalance.delay.ms", Some("group.initial.rebalance.delay.ms"), "how long a rebalance out of Empty waits for more members to join", group_initial_rebalance_delay_ms: u64, 0, i32::MAX as i64),
     int_key!("group.max.size", Some("group.max.size"), "members a classic group may have (else GROUP_MAX_SIZE_REACHED)", group_max_size: usize, 1, i32::MAX as i64),
+    int_key!("group.assignment.fallback.rejoins", None, "server-assigned generations in a row whose leader rejoins unchanged right after koord's assignment before that group's leader assigns instead (0: never)", group_assignment_fallback_rejoins: u32, 0, i32::MAX as i64),
+    int_key!("group.rebalance.storm.per.minute", None, "more rebalances of one group than this within a minute are logged at info (0: never)", group_rebalance_storm_per_minute: u32, 0, i32::MAX as i64),
     int_key!("offsets.retention.minutes", Some("offsets.retention.minutes"), "how long committed offsets are kept once retention applies to them", offsets_retention_minutes: u64, 1, i32::MAX as i64),
     int_key!("offsets.retention.check.interval.ms", Some("offsets.retention.check.interval.ms"), "how often committed offsets are checked for expiry", offsets_retention_check_interval_ms: u64, 1, i64::MAX),
     Key {

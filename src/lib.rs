@@ -8,13 +8,13 @@
 //!   the Apache Kafka setting each mirrors) serves the TOML file, `--set KEY=VALUE` and
 //!   `koord check-config`.
 //! - [`server`]: the async shell. [`server::run`] accepts connections up to `max.connections`;
-//!   [`server::connection`] frames requests (4-byte length, `socket.request.max.bytes` cap checked
-//!   before any allocation) and answers one request at a time, in order; [`server::codec`] decodes
-//!   headers and bodies with the `kafka-protocol` crate and encodes responses;
-//!   [`server::dispatch`] holds THE table of supported APIs and versions, which also builds the
-//!   ApiVersions response.
+//!   [`server::connection`] serves any byte stream one request at a time, in order, and decides
+//!   when answers are flushed; [`server::frame`] cuts requests out of it (4-byte length,
+//!   `socket.request.max.bytes` cap checked before any allocation); [`server::codec`] decodes
+//!   headers and bodies with the `kafka-protocol` crate and encodes responses.
 //! - [`api`]: one module per Kafka API. Stateless validation, then the answer at the request's
-//!   version.
+//!   version. [`api::SUPPORTED`] is THE table of supported APIs and versions, which also builds
+//!   the ApiVersions response; [`api::dispatch`] hands a decoded request to its module.
 //! - [`broker`]: the state every API shares: configuration, topics, partition logs, producer ids.
 //! - [`metadata`]: the topics this node knows (configured or created at run time), their ids and
 //!   partition counts, and Kafka's topic-name rules.

@@ -2224,9 +2224,8 @@ fn assigned_partitions(bytes: &Bytes) -> Vec<(String, i32)> {
 }
 
 #[test]
-fn server_assigned_group_skips_the_leader_and_answers_every_sync_with_the_server_assignment() {
-    let test =
-        "server_assigned_group_skips_the_leader_and_answers_every_sync_with_the_server_assignment";
+fn server_assigned_group_answers_every_sync_with_the_server_assignment() {
+    let test = "server_assigned_group_answers_every_sync_with_the_server_assignment";
     let Some(koord) = Koord::start_owned(
         test,
         &[
@@ -2243,8 +2242,8 @@ fn server_assigned_group_skips_the_leader_and_answers_every_sync_with_the_server
     let first = c.call(9, &join_request(&group, &a, &["sa-t"]));
     assert_eq!(err(first.error_code), None, "{first:?}");
     assert!(
-        first.skip_assignment,
-        "a v9 leader is told to skip: {first:?}"
+        !first.skip_assignment,
+        "SkipAssignment is for a replaced static leader only (KIP-814): {first:?}"
     );
     assert_eq!(first.members.len(), 1, "the leader still gets the members");
 
@@ -2262,7 +2261,7 @@ fn server_assigned_group_skips_the_leader_and_answers_every_sync_with_the_server
     } else {
         &newcomer
     };
-    assert!(leader_join.skip_assignment);
+    assert!(!leader_join.skip_assignment);
     assert_eq!(leader_join.members.len(), 2);
 
     // Whatever the leader sends is ignored; every member gets the server's assignment.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use koord::server::dispatch::SUPPORTED;
+use koord::api::SUPPORTED;
 
 fn readme() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
@@ -52,7 +52,7 @@ fn compatibility_table_is_the_dispatch_table() {
         .collect();
     assert_eq!(
         documented, served,
-        "README.md api-table vs src/server/dispatch.rs SUPPORTED"
+        "README.md api-table vs src/api/table.rs SUPPORTED"
     );
 }
 

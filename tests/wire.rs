@@ -61,7 +61,7 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use kafka_protocol::ResponseError;
-use koord::server::dispatch::{Supported, SUPPORTED};
+use koord::api::{Supported, SUPPORTED};
 use uuid::Uuid;
 
 // ---------------------------------------------------------------------------------------------
@@ -1103,7 +1103,7 @@ fn api_versions_at_every_version_advertises_exactly_the_supported_table() {
             .collect();
         assert_eq!(theirs.len(), resp.api_keys.len(), "v{v}: duplicate keys");
         if koord.is_owned() {
-            assert_eq!(theirs, ours, "v{v}: advertised list vs dispatch::SUPPORTED");
+            assert_eq!(theirs, ours, "v{v}: advertised list vs api::SUPPORTED");
         } else {
             for s in SUPPORTED {
                 assert!(

@@ -1,11 +1,11 @@
 //! ApiVersions (key 18): the served APIs and versions, straight from
-//! [`crate::server::dispatch::SUPPORTED`].
+//! [`crate::api::SUPPORTED`].
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::ResponseError;
 
-use crate::server::dispatch::SUPPORTED;
+use crate::api::SUPPORTED;
 
 fn api_keys() -> Vec<ApiVersion> {
     SUPPORTED
@@ -69,7 +69,7 @@ mod tests {
             .find(|k| k.api_key == ApiKey::Produce as i16)
             .unwrap();
         assert_eq!((produce.min_version, produce.max_version), (0, 13));
-        assert!(!crate::server::dispatch::is_supported(ApiKey::Produce, 2));
+        assert!(!crate::api::is_supported(ApiKey::Produce, 2));
     }
 
     #[test]

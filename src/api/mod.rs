@@ -1,6 +1,7 @@
 //! One module per Kafka API. Each validates what needs no shared state, does the work against
 //! [`crate::broker::Broker`], and builds the response at the request's version, setting
-//! version-gated fields only where that version carries them.
+//! version-gated fields only where that version carries them. [`SUPPORTED`] is the table of
+//! served APIs and versions, and [`dispatch`] runs a decoded request through its module.
 
 pub mod api_versions;
 pub mod create_topics;
@@ -22,6 +23,9 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+mod table;
+
+pub use table::{dispatch, is_supported, supported, Outcome, Supported, SUPPORTED};
 
 use kafka_protocol::protocol::StrBytes;
 

@@ -24,10 +24,10 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
+use crate::api::Outcome;
 use crate::broker::Broker;
 use crate::log::batch::{any_transactional, validate_produce_within};
 use crate::log::Appended;
-use crate::server::dispatch::Outcome;
 
 fn partition_response(
     index: i32,

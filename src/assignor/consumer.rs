@@ -45,6 +45,11 @@ use crate::vocab::{GroupError, InstanceId, MemberId, Protocol};
 /// The protocol type of Kafka consumer groups, the only one koord assigns.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 
+/// The `ConsumerProtocolAssignment` version koord writes. Every version has the same fields,
+/// so any client reads it; and franz-go, which encodes its own plan at v0 and compares it byte
+/// for byte with what a KIP-814 replaced leader gets back, sees equal bytes for equal plans.
+pub const ASSIGNMENT_VERSION: i16 = 0;
+
 /// Protocol (client assignor) names that follow the cooperative rebalance protocol.
 pub const COOPERATIVE_PROTOCOLS: &[&str] = &["cooperative-sticky"];
 
@@ -195,7 +200,7 @@ impl ServerAssignor for ConsumerAssignor {
                 let bytes = encode_assignment(
                     &built.spec.by_topic(&partitions),
                     user_data.next().flatten(),
-                    m.subscription.assignment_version(),
+                    ASSIGNMENT_VERSION,
                 );
                 (m.member_id.clone(), bytes)
             })

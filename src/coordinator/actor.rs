@@ -764,9 +764,14 @@ fn log_event(event: &GroupEvent) {
         GroupEvent::StateChanged { from, to } => debug!(%from, %to, "state changed"),
         GroupEvent::LeaderChanged { old, new } => debug!(?old, ?new, "leader changed"),
         GroupEvent::PendingMemberAdded { member } => debug!(member = %member, "pending member"),
-        GroupEvent::AssignmentInstalled { generation } => {
-            debug!(generation = generation.0, "assignment installed")
-        }
+        GroupEvent::AssignmentInstalled {
+            generation,
+            assigned_by,
+        } => info!(
+            generation = generation.0,
+            assigned_by = assigned_by.as_deref().unwrap_or("leader"),
+            "assignment installed"
+        ),
         GroupEvent::LeaderAssignmentIgnored {
             generation,
             entries,
@@ -779,6 +784,25 @@ fn log_event(event: &GroupEvent) {
             assignor,
             warning,
         } => warn!(generation = generation.0, assignor = %assignor, "{warning}"),
+        GroupEvent::AssignmentFallback {
+            generation,
+            rejoins,
+        } => warn!(
+            generation = generation.0,
+            rejoins,
+            "the leader rejoined unchanged after each of the last {rejoins} server assignments: \
+             its plan is installed from now on (group.assignment.fallback.rejoins)"
+        ),
+        GroupEvent::RebalanceStorm {
+            generation,
+            rebalances,
+            limit,
+        } => info!(
+            generation = generation.0,
+            rebalances,
+            limit,
+            "rebalance storm: {rebalances} rebalances started within a minute (group.rebalance.storm.per.minute)"
+        ),
         GroupEvent::AssignmentPlanned {
             generation,
             assignor,

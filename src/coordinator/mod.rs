@@ -76,6 +76,8 @@ impl Settings {
             group: GroupConfig {
                 max_size: c.group_max_size,
                 initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,
+                assignment_fallback_rejoins: c.group_assignment_fallback_rejoins,
+                rebalance_storm_per_minute: c.group_rebalance_storm_per_minute,
                 ..GroupConfig::default()
             },
             offsets: OffsetConfig {

@@ -141,6 +141,13 @@ pub struct GroupConfig {
     pub new_member_join_timeout_ms: u64,
     /// Who computes assignments.
     pub assignment: AssignmentMode,
+    /// `group.assignment.fallback.rejoins`: server-assigned generations in a row whose leader
+    /// rejoins unchanged right after koord's assignment before the leader assigns instead
+    /// (0: never).
+    pub assignment_fallback_rejoins: u32,
+    /// `group.rebalance.storm.per.minute`: more rebalances than this within a minute are
+    /// reported (0: never).
+    pub rebalance_storm_per_minute: u32,
 }
 
 impl Default for GroupConfig {
@@ -150,6 +157,8 @@ impl Default for GroupConfig {
             initial_rebalance_delay_ms: 3000,
             new_member_join_timeout_ms: NEW_MEMBER_JOIN_TIMEOUT_MS,
             assignment: AssignmentMode::Client,
+            assignment_fallback_rejoins: 5,
+            rebalance_storm_per_minute: 20,
         }
     }
 }

@@ -223,6 +223,8 @@ pub enum GroupEvent {
     /// The assignment of `generation` is stored and delivered; the group is Stable.
     AssignmentInstalled {
         generation: Generation,
+        /// The server assignor whose plan it is; `None`: the leader's.
+        assigned_by: Option<String>,
     },
     /// The leader of a server-assigned generation sent an assignment; it was ignored.
     LeaderAssignmentIgnored {
@@ -234,6 +236,18 @@ pub enum GroupEvent {
         generation: Generation,
         assignor: String,
         warning: String,
+    },
+    /// The leader of server-assigned generations kept rejoining unchanged right after koord's
+    /// assignment, `rejoins` generations in a row: the leader assigns this group from now on.
+    AssignmentFallback {
+        generation: Generation,
+        rejoins: u32,
+    },
+    /// More than `limit` rebalances started within the last minute.
+    RebalanceStorm {
+        generation: Generation,
+        rebalances: u32,
+        limit: u32,
     },
     /// The server assignor computed `generation`: what it did and why.
     AssignmentPlanned {

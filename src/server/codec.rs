@@ -15,7 +15,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 use thiserror::Error;
 
-use super::dispatch;
+use crate::api;
 
 /// A request that cannot be served: the connection is closed.
 #[derive(Debug, Error)]
@@ -64,7 +64,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<Decoded, CodecError> {
     let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let key = ApiKey::try_from(raw_key).map_err(|()| CodecError::UnknownKey(raw_key))?;
-    let Some(served) = dispatch::supported(key) else {
+    let Some(served) = api::supported(key) else {
         return Err(CodecError::NotServed { key });
     };
     if !(served.min..=served.max).contains(&version) {

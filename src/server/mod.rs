@@ -7,14 +7,15 @@
 
 pub mod codec;
 pub mod connection;
-pub mod dispatch;
+pub mod frame;
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn, Instrument};
@@ -53,7 +54,9 @@ pub async fn run(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Futu
                 let stop = stop_rx.clone();
                 let span = tracing::debug_span!("conn", %peer, conn = id);
                 conns.spawn(async move {
-                    connection::serve(stream, broker, stop).await;
+                    if let Some(peer) = tcp_ready(&stream) {
+                        connection::serve(stream, peer, broker, stop).await;
+                    }
                     drop(permit);
                 }.instrument(span));
             }
@@ -66,6 +69,22 @@ pub async fn run(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Futu
     let _ = stop_tx.send(true);
     while conns.join_next().await.is_some() {}
     info!("all connections closed");
+}
+
+/// An accepted socket's peer address (`None`, and the socket is closed, when the peer is
+/// already gone), with Nagle off: the flush policy batches answers, so a flush should send.
+fn tcp_ready(stream: &TcpStream) -> Option<SocketAddr> {
+    let peer = match stream.peer_addr() {
+        Ok(p) => p,
+        Err(e) => {
+            debug!(error = %e, "peer address unavailable; closing");
+            return None;
+        }
+    };
+    if let Err(e) = stream.set_nodelay(true) {
+        debug!(error = %e, "set_nodelay failed");
+    }
+    Some(peer)
 }
 
 #[cfg(test)]

@@ -145,16 +145,24 @@ impl ClassicGroup {
                 // Same metadata (the member probably lost our reply): answer with the current
                 // generation again; the leader gets the members again.
                 let leader = self.is_leader(&id);
-                let skip = leader && req.supports_skip_assignment && self.has_server_assignment();
-                self.reply_current_generation(req.token, &id, leader, skip, now);
+                self.reply_current_generation(req.token, &id, leader, now);
             }
             GroupState::Stable if matches && !self.is_leader(&id) => {
                 // A follower with nothing new: the current generation, so it can SyncGroup.
-                self.reply_current_generation(req.token, &id, false, false, now);
+                self.reply_current_generation(req.token, &id, false, now);
+            }
+            GroupState::Stable if matches => {
+                // The leader rejoining with nothing new: how it asks for a rebalance (topic
+                // metadata changed), or a client that rejected koord's plan.
+                self.note_unchanged_leader_rejoin();
+                self.update_member_then_rebalance_or_complete_join(
+                    req,
+                    RebalanceReason::MemberUpdated(id),
+                    now,
+                );
             }
             GroupState::CompletingRebalance | GroupState::Stable => {
-                // Changed metadata, or the leader rejoining while Stable (how a leader asks for
-                // a rebalance, e.g. after topic metadata changed).
+                // Changed metadata.
                 self.update_member_then_rebalance_or_complete_join(
                     req,
                     RebalanceReason::MemberUpdated(id),
@@ -175,7 +183,6 @@ impl ClassicGroup {
         token: RequestToken,
         id: &MemberId,
         with_members: bool,
-        skip_assignment: bool,
         now: Timestamp,
     ) {
         let reply = JoinReply {
@@ -184,7 +191,7 @@ impl ClassicGroup {
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
             leader: self.leader.clone().unwrap_or_default(),
-            skip_assignment,
+            skip_assignment: false,
             member_id: id.clone(),
             members: if with_members {
                 self.join_members()

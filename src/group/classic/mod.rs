@@ -11,6 +11,7 @@ mod membership;
 mod offsets;
 mod rebalance;
 mod sync;
+mod watch;
 
 use std::collections::{HashMap, VecDeque};
 
@@ -29,6 +30,7 @@ use crate::vocab::{
     Generation, GroupId, GroupMetadataRecord, InstanceId, MemberId, MemberRecord, Protocol,
     Timestamp,
 };
+use watch::Watch;
 
 /// The parameters of the running initial-rebalance delay (spec §1.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +129,8 @@ pub struct ClassicGroup {
     /// The FollowUp timer fired while members of the generation had not synced yet: the
     /// rebalance starts once they have.
     follow_up_due: bool,
+    /// The fallback guard and the rebalance-storm report.
+    watch: Watch,
     timers: TimerTable,
     outputs: VecDeque<Output>,
     next_write: u64,
@@ -160,6 +164,7 @@ impl ClassicGroup {
             assignor_state: Bytes::new(),
             follow_up: None,
             follow_up_due: false,
+            watch: Watch::default(),
             timers: TimerTable::default(),
             outputs: VecDeque::new(),
             next_write: 0,

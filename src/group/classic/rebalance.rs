@@ -173,7 +173,15 @@ impl ClassicGroup {
                         }
                         self.propagate_assignment(None, now);
                         self.transition_to(GroupState::Stable, now);
-                        self.event(GroupEvent::AssignmentInstalled { generation });
+                        let assigned_by = if self.has_server_assignment() {
+                            self.server_assignor_name().map(str::to_owned)
+                        } else {
+                            None
+                        };
+                        self.event(GroupEvent::AssignmentInstalled {
+                            generation,
+                            assigned_by,
+                        });
                         if let Some(update) = assignor {
                             self.assignor_state = update.state;
                             self.set_follow_up(update.follow_up);
@@ -298,6 +306,7 @@ impl ClassicGroup {
             generation: self.generation,
             reason,
         });
+        self.watch_rebalance_start(now);
         if !initial {
             self.maybe_complete_join_else_schedule(now);
         }
@@ -368,7 +377,6 @@ impl ClassicGroup {
         self.log_generation();
 
         let server_assignment = self.compute_server_assignment(now);
-        let skip_assignment = server_assignment.is_some();
         let members = self.join_members();
         let ids: Vec<MemberId> = self.members.keys().cloned().collect();
         for id in ids {
@@ -388,9 +396,10 @@ impl ClassicGroup {
                     protocol_type: self.protocol_type.clone(),
                     protocol_name: self.protocol_name.clone(),
                     leader: self.leader.clone().unwrap_or_default(),
-                    skip_assignment: is_leader
-                        && skip_assignment
-                        && parked.supports_skip_assignment,
+                    // Kafka sets SkipAssignment only for a replaced static leader (KIP-814):
+                    // clients read it so, and some then compare plans. The leader of a
+                    // server-assigned generation computes one anyway, and koord ignores it.
+                    skip_assignment: false,
                     member_id: id.clone(),
                     members: if is_leader {
                         members.clone()
@@ -476,7 +485,9 @@ impl ClassicGroup {
     /// The server assignor of a group of this protocol type, if the server assigns it.
     pub(super) fn server_assignor(&self, protocol_type: &str) -> Option<&dyn ServerAssignor> {
         match &self.config.assignment {
-            AssignmentMode::Server(assignor) if assignor.serves(protocol_type) => {
+            AssignmentMode::Server(assignor)
+                if assignor.serves(protocol_type) && !self.watch.leader_assigns =>
+            {
                 Some(assignor.as_ref())
             }
             _ => None,

@@ -334,8 +334,8 @@ fn server_assignment_is_computed_at_join_completion_and_installed_once_written()
     assert_eq!(calls[0].1, "range");
     let (leader, follower) = (ctx.join_reply(l).clone(), ctx.join_reply(f).clone());
     assert!(
-        leader.skip_assignment,
-        "a v9 leader of a server-assigned group skips assigning"
+        !leader.skip_assignment,
+        "SkipAssignment is Kafka's KIP-814 answer only: a server-assigned group's leader assigns (and is ignored)"
     );
     assert_eq!(
         leader.members.len(),
@@ -377,4 +377,161 @@ fn server_assignment_is_computed_at_join_completion_and_installed_once_written()
         current.get(&follower.member_id),
         Some(&Bytes::from(format!("server:{}", follower.member_id)))
     );
+}
+
+// ----- the fallback guard and the rebalance-storm report -----
+
+/// A server-assigned group of two dynamic v9 members, Stable in generation 1.
+fn server_assigned_pair(config: GroupConfig) -> (Ctx, Arc<MockAssignor>, MemberId, MemberId) {
+    let assignor = Arc::new(MockAssignor::default());
+    let mut ctx = Ctx::with_config(GroupConfig {
+        initial_rebalance_delay_ms: DELAY,
+        assignment: AssignmentMode::Server(assignor.clone()),
+        ..config
+    });
+    let l = ctx.join(J::new());
+    let f = ctx.join(J::new());
+    ctx.sleep(3 * DELAY);
+    let (leader, follower) = (
+        ctx.join_reply(l).member_id.clone(),
+        ctx.join_reply(f).member_id.clone(),
+    );
+    let generation = ctx.group.generation();
+    ctx.sync(&leader, generation, &[]);
+    ctx.sync(&follower, generation, &[]);
+    assert_eq!(ctx.group.state(), GroupState::Stable);
+    (ctx, assignor, leader, follower)
+}
+
+/// The leader rejoins with its metadata unchanged right after the assignment (a client that
+/// rejected the plan), the follower follows; both sync. Returns the leader's SyncGroup reply.
+fn leader_rejects_the_plan(ctx: &mut Ctx, leader: &MemberId, follower: &MemberId) -> SyncReply {
+    let l = ctx.join(J::new().member(leader));
+    let f = ctx.join(J::new().member(follower));
+    assert!(ctx.join_reply(l).error.is_none() && ctx.join_reply(f).error.is_none());
+    let generation = ctx.group.generation();
+    let s = ctx.sync(
+        leader,
+        generation,
+        &[(leader, b"leader-plan"), (follower, b"leader-plan")],
+    );
+    ctx.sync(follower, generation, &[]);
+    assert_eq!(ctx.group.state(), GroupState::Stable);
+    ctx.sync_reply(s).clone()
+}
+
+fn fallbacks(ctx: &Ctx) -> usize {
+    ctx.events
+        .iter()
+        .filter(|e| matches!(e, GroupEvent::AssignmentFallback { .. }))
+        .count()
+}
+
+#[test]
+fn a_leader_that_keeps_rejecting_the_server_plan_assigns_after_n_generations() {
+    let (mut ctx, assignor, leader, follower) = server_assigned_pair(GroupConfig {
+        assignment_fallback_rejoins: 3,
+        ..GroupConfig::default()
+    });
+    for round in 1..=2 {
+        let reply = leader_rejects_the_plan(&mut ctx, &leader, &follower);
+        assert_eq!(
+            reply.assignment,
+            Bytes::from(format!("server:{leader}")),
+            "round {round}: the server's plan is installed"
+        );
+        assert_eq!(fallbacks(&ctx), 0, "round {round}");
+    }
+    // The third unchanged rejoin in a row after a server assignment trips the guard: the
+    // generation it starts and every later one is the leader's.
+    let calls = assignor.calls.lock().unwrap().len();
+    let reply = leader_rejects_the_plan(&mut ctx, &leader, &follower);
+    assert_eq!(reply.assignment, Bytes::from_static(b"leader-plan"));
+    assert_eq!(fallbacks(&ctx), 1);
+    assert_eq!(
+        assignor.calls.lock().unwrap().len(),
+        calls,
+        "the assignor is not asked"
+    );
+    assert_eq!(ctx.group.server_assignor_name(), None);
+    let generation = ctx.group.generation();
+    // The leader now gets what it computed: it stays, and so does the generation.
+    let reply = leader_rejects_the_plan(&mut ctx, &leader, &follower);
+    assert_eq!(reply.assignment, Bytes::from_static(b"leader-plan"));
+    assert_eq!(ctx.group.generation(), generation.next());
+    assert_eq!(fallbacks(&ctx), 1, "reported once");
+}
+
+#[test]
+fn another_cause_between_rejected_plans_restarts_the_count() {
+    let (mut ctx, _, leader, follower) = server_assigned_pair(GroupConfig {
+        assignment_fallback_rejoins: 2,
+        ..GroupConfig::default()
+    });
+    leader_rejects_the_plan(&mut ctx, &leader, &follower);
+    // The follower changes its metadata: a rebalance of another cause.
+    let l = ctx.join(J::new().member(&follower).protocols(&[("range", b"new")]));
+    ctx.join(J::new().member(&leader));
+    assert!(ctx.join_reply(l).error.is_none());
+    let generation = ctx.group.generation();
+    ctx.sync(&leader, generation, &[]);
+    ctx.sync(&follower, generation, &[]);
+    let reply = leader_rejects_the_plan(&mut ctx, &leader, &follower);
+    assert_eq!(reply.assignment, Bytes::from(format!("server:{leader}")));
+    assert_eq!(fallbacks(&ctx), 0);
+    let reply = leader_rejects_the_plan(&mut ctx, &leader, &follower);
+    assert_eq!(reply.assignment, Bytes::from_static(b"leader-plan"));
+    assert_eq!(fallbacks(&ctx), 1);
+}
+
+#[test]
+fn the_guard_is_off_at_zero() {
+    let (mut ctx, _, leader, follower) = server_assigned_pair(GroupConfig {
+        assignment_fallback_rejoins: 0,
+        ..GroupConfig::default()
+    });
+    for _ in 0..10 {
+        let reply = leader_rejects_the_plan(&mut ctx, &leader, &follower);
+        assert_eq!(reply.assignment, Bytes::from(format!("server:{leader}")));
+    }
+    assert_eq!(fallbacks(&ctx), 0);
+}
+
+fn storms(ctx: &Ctx) -> Vec<u32> {
+    ctx.events
+        .iter()
+        .filter_map(|e| match e {
+            GroupEvent::RebalanceStorm { rebalances, .. } => Some(*rebalances),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn more_rebalances_than_the_limit_within_a_minute_are_reported_once_a_minute() {
+    let (mut ctx, _, leader, follower) = server_assigned_pair(GroupConfig {
+        assignment_fallback_rejoins: 0,
+        rebalance_storm_per_minute: 3,
+        ..GroupConfig::default()
+    });
+    // One rebalance so far (out of Empty). Two more within the minute: at the limit, quiet.
+    for _ in 0..2 {
+        ctx.sleep(1_000);
+        leader_rejects_the_plan(&mut ctx, &leader, &follower);
+    }
+    assert_eq!(storms(&ctx), Vec::<u32>::new());
+    // The fourth within a minute is a storm; the fifth is not reported again.
+    ctx.sleep(1_000);
+    leader_rejects_the_plan(&mut ctx, &leader, &follower);
+    assert_eq!(storms(&ctx), vec![4]);
+    ctx.sleep(1_000);
+    leader_rejects_the_plan(&mut ctx, &leader, &follower);
+    assert_eq!(storms(&ctx), vec![4]);
+    // Rebalances 9 s apart (within the 10 s session): more than the limit within every minute,
+    // reported again only once the last report is a minute old (the seventh, 64 s after it).
+    for _ in 0..7 {
+        ctx.sleep(9_000);
+        leader_rejects_the_plan(&mut ctx, &leader, &follower);
+    }
+    assert_eq!(storms(&ctx), vec![4, 7]);
 }

@@ -1,6 +1,7 @@
 //! THE table of supported APIs and version ranges, and the dispatch from a decoded request to
 //! its API module. The same table builds the ApiVersions response, so nothing is advertised that
-//! is not served and nothing is served that is not advertised.
+//! is not served and nothing is served that is not advertised. The server decodes only what this
+//! table serves and hands it to [`dispatch`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
