@@ -6,7 +6,9 @@
 //! `KOORD_BOOTSTRAP=$(cat .build/kafka/bootstrap) cargo test --release --test groups`): where
 //! Kafka and the spec notes disagree, these tests follow Kafka and say so. Most run koord with
 //! the leader assigning, as Kafka does; the SkipAssignment tests at the end run it on its
-//! defaults (it assigns on the server), where a JoinGroup leader must still get Kafka's answer.
+//! defaults (it assigns on the server), where a JoinGroup leader must still get Kafka's answer,
+//! and a koord-only test drives its guard for leaders that reject its plan
+//! (`group.assignment.fallback.rejoins`).
 //!
 //! Each test uses its own group ids and topics, so the tests run in parallel, against one koord
 //! each or against one shared external broker. Nothing waits on a fixed sleep for correctness:
@@ -2512,4 +2514,129 @@ fn replaced_static_leader_at_v9_is_told_to_skip_assignment_with_the_members() {
     assert_eq!(err(resp.error_code), None, "{resp:?}");
     assert_eq!(resp.assignment, synced.assignment);
     assert_eq!(state(&mut c, &group), "Stable");
+}
+
+/// The fallback setting under test: small, so the test is short.
+const FALLBACK_REJOINS: i32 = 3;
+
+#[test]
+fn server_assigned_group_falls_back_to_the_plan_of_a_leader_that_rejoins_over_every_other() {
+    // A client that does what franz-go does when told to skip assigning, or any client that
+    // insists on its own plan: as leader it computes a plan, and after every SyncGroup whose
+    // assignment is not (byte for byte) the one its plan gave it, it rejoins with the same
+    // subscription. koord must stop overriding it after group.assignment.fallback.rejoins such
+    // generations, install the leader's plan and warn; then the group stays in that generation.
+    let test =
+        "server_assigned_group_falls_back_to_the_plan_of_a_leader_that_rejoins_over_every_other";
+    let fallback = format!("group.assignment.fallback.rejoins={FALLBACK_REJOINS}");
+    let mut sets = DEFAULTS.to_vec();
+    sets.push(&fallback);
+    let Some(koord) = Koord::start_owned(test, &sets) else {
+        return;
+    };
+    let mut c = koord.connect();
+    let group = unique("g-fallback");
+    let topic = unique("fb-t");
+    create_topic(&koord, &topic, 6);
+    let join = |member: &str| consumer_join(&group, member, &topic, subscription(&[&topic]));
+
+    // Setup: a leads generation 1 alone; b joins, and both are in generation 2.
+    let a = member_id_required(&mut c, &group, &[&topic]);
+    let first = c.call(9, &join(&a));
+    assert_eq!(err(first.error_code), None, "{first:?}");
+    let resp = c.call(5, &sync_request(5, &group, 1, &a, vec![]));
+    assert_eq!(err(resp.error_code), None, "{resp:?}");
+    let b = member_id_required(&mut c, &group, &[&topic]);
+    let mut joins = vec![Pending::send(&koord, 9, &join(&b))];
+    await_state(&mut c, &group, "PreparingRebalance");
+    joins.push(Pending::send(&koord, 9, &join(&a)));
+
+    // The leader's plan, which no balanced assignor makes: 5 partitions for itself, 1 for the
+    // other member.
+    let plan = |leader: &str, other: &str| {
+        vec![
+            (leader.to_string(), assignment(&topic, &[0, 1, 2, 3, 4])),
+            (other.to_string(), assignment(&topic, &[5])),
+        ]
+    };
+    let mut rejoins = 0;
+    let (generation, leader, follower) = loop {
+        let js: Vec<JoinGroupResponse> = joins.drain(..).map(Pending::wait).collect();
+        for j in &js {
+            assert_eq!(err(j.error_code), None, "{j:?}");
+            assert_eq!(j.generation_id, js[0].generation_id, "{js:?}");
+        }
+        let generation = js[0].generation_id;
+        let leader = js[0].leader.to_string();
+        let follower = if leader == a { b.clone() } else { a.clone() };
+        let parked = Pending::send(
+            &koord,
+            5,
+            &sync_request(5, &group, generation, &follower, vec![]),
+        );
+        let sent = plan(&leader, &follower);
+        let resp = c.call(
+            5,
+            &sync_request(5, &group, generation, &leader, sent.clone()),
+        );
+        assert_eq!(err(resp.error_code), None, "{resp:?}");
+        let follower_got = parked.wait();
+        assert_eq!(err(follower_got.error_code), None, "{follower_got:?}");
+        if resp.assignment == sent[0].1 {
+            assert_eq!(
+                follower_got.assignment, sent[1].1,
+                "the leader's plan, whole"
+            );
+            break (generation, leader, follower);
+        }
+        // Not its plan: the leader rejoins, unchanged; the follower follows the rebalance.
+        rejoins += 1;
+        assert!(
+            rejoins <= FALLBACK_REJOINS,
+            "koord still overrides the leader's plan after {FALLBACK_REJOINS} rejoins in a row \
+             (generation {generation}: {:?})\n{}",
+            assigned_partitions(&resp.assignment),
+            koord.log()
+        );
+        joins.push(Pending::send(&koord, 9, &join(&leader)));
+        await_state(&mut c, &group, "PreparingRebalance");
+        joins.push(Pending::send(&koord, 9, &join(&follower)));
+    };
+    assert_eq!(
+        rejoins, FALLBACK_REJOINS,
+        "the leader's plan is installed after exactly group.assignment.fallback.rejoins \
+         generations that ended in its unchanged rejoin"
+    );
+    let log = koord.log();
+    assert!(
+        log.lines().any(|l| l.contains("WARN")
+            && l.contains(&group)
+            && l.contains("group.assignment.fallback.rejoins")),
+        "koord warns when it falls back:\n{log}"
+    );
+
+    // Fallen back: no more rebalances. Both members' heartbeats find the group at the same
+    // generation, Stable, with the leader's plan installed.
+    for _ in 0..2 {
+        for member in [&leader, &follower] {
+            assert_eq!(err(heartbeat(&mut c, 4, &group, generation, member)), None);
+        }
+        assert_eq!(state(&mut c, &group), "Stable");
+    }
+    let resp = describe(&mut c, 5, &[&group]);
+    let installed: BTreeMap<String, Vec<(String, i32)>> = resp.groups[0]
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.to_string(),
+                assigned_partitions(&m.member_assignment),
+            )
+        })
+        .collect();
+    let want: BTreeMap<String, Vec<(String, i32)>> = plan(&leader, &follower)
+        .iter()
+        .map(|(m, bytes)| (m.clone(), assigned_partitions(bytes)))
+        .collect();
+    assert_eq!(installed, want);
 }
