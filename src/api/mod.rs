@@ -22,6 +22,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+mod reply;
 pub mod sync_group;
 mod table;
 

@@ -8,6 +8,7 @@ use kafka_protocol::messages::offset_commit_response::{
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
+use super::reply::PartitionReplies;
 use super::{check_group_id, opt_string};
 use crate::broker::Broker;
 use crate::coordinator::OffsetCommit;
@@ -19,40 +20,33 @@ pub async fn handle(
     req: OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
-    // Results per (topic index, partition index in request) so the answer keeps request order.
-    let mut errors: Vec<Vec<Option<GroupError>>> = req
-        .topics
-        .iter()
-        .map(|t| vec![None; t.partitions.len()])
-        .collect();
     let group = check_group_id(&req.group_id);
-    let mut accepted = Vec::new();
-    for (ti, topic) in req.topics.iter().enumerate() {
+    let mut replies = PartitionReplies::new();
+    for topic in &req.topics {
         let known = broker.topics.get(topic.name.as_str());
-        for (pi, p) in topic.partitions.iter().enumerate() {
+        let mut reply = replies.topic();
+        for p in &topic.partitions {
             if let Err(e) = &group {
-                errors[ti][pi] = Some(*e);
+                reply.fail(p.partition_index, *e);
                 continue;
             }
             match &known {
-                Some(t) if (0..t.partitions).contains(&p.partition_index) => {
-                    accepted.push((
-                        (ti, pi),
-                        PartitionCommit {
-                            tp: TopicPartition::new(topic.name.as_str(), p.partition_index),
-                            offset: p.committed_offset,
-                            leader_epoch: (p.committed_leader_epoch >= 0)
-                                .then_some(p.committed_leader_epoch),
-                            metadata: opt_string(&p.committed_metadata),
-                        },
-                    ));
-                }
-                _ => errors[ti][pi] = Some(GroupError::UnknownTopicOrPartition),
+                Some(t) if (0..t.partitions).contains(&p.partition_index) => reply.pass(
+                    p.partition_index,
+                    PartitionCommit {
+                        tp: TopicPartition::new(topic.name.as_str(), p.partition_index),
+                        offset: p.committed_offset,
+                        leader_epoch: (p.committed_leader_epoch >= 0)
+                            .then_some(p.committed_leader_epoch),
+                        metadata: opt_string(&p.committed_metadata),
+                    },
+                ),
+                _ => reply.fail(p.partition_index, GroupError::UnknownTopicOrPartition),
             }
         }
     }
-    if let (Ok(group), false) = (group, accepted.is_empty()) {
-        let (positions, partitions): (Vec<_>, Vec<_>) = accepted.into_iter().unzip();
+    let partitions = replies.take_items();
+    if let (Ok(group), false) = (group, partitions.is_empty()) {
         let commit = OffsetCommit {
             auth: OffsetCommitAuth {
                 member_id: MemberId::new(req.member_id.as_str()),
@@ -69,37 +63,22 @@ pub async fn handle(
             group_id_not_found_supported: version >= 9,
         };
         match broker.coordinator.commit_offsets(group, commit).await {
-            Ok(results) => {
-                for ((ti, pi), (_, e)) in positions.into_iter().zip(results) {
-                    errors[ti][pi] = e;
-                }
-            }
-            Err(e) => {
-                for (ti, pi) in positions {
-                    errors[ti][pi] = Some(e);
-                }
-            }
+            Ok(results) => replies.answer(results.into_iter().map(|(_, e)| e)),
+            Err(e) => replies.answer(std::iter::repeat(Some(e))),
         }
     }
-    let topics = req
-        .topics
-        .into_iter()
-        .zip(errors)
-        .map(|(t, errs)| {
+    let topics = replies.into_topics(
+        req.topics.into_iter().map(|t| t.name),
+        |name, partitions| {
             OffsetCommitResponseTopic::default()
-                .with_name(t.name)
-                .with_partitions(
-                    t.partitions
-                        .iter()
-                        .zip(errs)
-                        .map(|(p, e)| {
-                            OffsetCommitResponsePartition::default()
-                                .with_partition_index(p.partition_index)
-                                .with_error_code(e.map_or(0, |e| e.code()))
-                        })
-                        .collect(),
-                )
-        })
-        .collect();
+                .with_name(name)
+                .with_partitions(partitions)
+        },
+        |index, code| {
+            OffsetCommitResponsePartition::default()
+                .with_partition_index(index)
+                .with_error_code(code)
+        },
+    );
     OffsetCommitResponse::default().with_topics(topics)
 }

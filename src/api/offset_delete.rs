@@ -9,6 +9,7 @@ use kafka_protocol::messages::offset_delete_response::{
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
 use super::check_group_id;
+use super::reply::PartitionReplies;
 use crate::broker::Broker;
 use crate::group::GroupError;
 use crate::offsets::TopicPartition;
@@ -22,52 +23,37 @@ pub async fn handle(
         Ok(g) => g,
         Err(e) => return OffsetDeleteResponse::default().with_error_code(e.code()),
     };
-    let mut errors: Vec<Vec<Option<GroupError>>> = Vec::new();
-    let mut known = Vec::new();
-    for (ti, topic) in req.topics.iter().enumerate() {
+    let mut replies = PartitionReplies::new();
+    for topic in &req.topics {
         let exists = broker.topics.get(topic.name.as_str());
-        errors.push(Vec::new());
-        for (pi, p) in topic.partitions.iter().enumerate() {
+        let mut reply = replies.topic();
+        for p in &topic.partitions {
             match &exists {
-                Some(t) if (0..t.partitions).contains(&p.partition_index) => {
-                    errors[ti].push(None);
-                    known.push((
-                        (ti, pi),
-                        TopicPartition::new(topic.name.as_str(), p.partition_index),
-                    ));
-                }
-                _ => errors[ti].push(Some(GroupError::UnknownTopicOrPartition)),
+                Some(t) if (0..t.partitions).contains(&p.partition_index) => reply.pass(
+                    p.partition_index,
+                    TopicPartition::new(topic.name.as_str(), p.partition_index),
+                ),
+                _ => reply.fail(p.partition_index, GroupError::UnknownTopicOrPartition),
             }
         }
     }
-    let (positions, partitions): (Vec<_>, Vec<_>) = known.into_iter().unzip();
+    let partitions = replies.take_items();
     match broker.coordinator.delete_offsets(group, partitions).await {
         Err(e) => return OffsetDeleteResponse::default().with_error_code(e.code()),
-        Ok(results) => {
-            for ((ti, pi), (_, e)) in positions.into_iter().zip(results) {
-                errors[ti][pi] = e;
-            }
-        }
+        Ok(results) => replies.answer(results.into_iter().map(|(_, e)| e)),
     }
-    let topics = req
-        .topics
-        .into_iter()
-        .zip(errors)
-        .map(|(t, errs)| {
+    let topics = replies.into_topics(
+        req.topics.into_iter().map(|t| t.name),
+        |name, partitions| {
             OffsetDeleteResponseTopic::default()
-                .with_name(t.name)
-                .with_partitions(
-                    t.partitions
-                        .iter()
-                        .zip(errs)
-                        .map(|(p, e)| {
-                            OffsetDeleteResponsePartition::default()
-                                .with_partition_index(p.partition_index)
-                                .with_error_code(e.map_or(0, |e| e.code()))
-                        })
-                        .collect(),
-                )
-        })
-        .collect();
+                .with_name(name)
+                .with_partitions(partitions)
+        },
+        |index, code| {
+            OffsetDeleteResponsePartition::default()
+                .with_partition_index(index)
+                .with_error_code(code)
+        },
+    );
     OffsetDeleteResponse::default().with_topics(topics)
 }

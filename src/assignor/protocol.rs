@@ -7,6 +7,12 @@
 //! ignored; a negative version, a short or malformed body, or a negative partition number is an
 //! error. The decoder is the vendored `kafka-protocol` one, whose array lengths are checked
 //! against the bytes present before anything is allocated.
+//!
+//! [`subscription_topics`] is laxer on purpose: offset retention and OffsetDelete only need the
+//! topics, so, like Kafka, it parses the v0 prefix every version starts with (version, topics)
+//! and ignores the rest, which no future or malformed later field can break.
+
+use std::collections::BTreeSet;
 
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::consumer_protocol_assignment::{
@@ -18,6 +24,8 @@ use kafka_protocol::messages::consumer_protocol_subscription::{
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use thiserror::Error;
+
+use crate::vocab::reader::Reader;
 
 /// The highest version of both messages this build knows.
 pub const HIGHEST_VERSION: i16 = 3;
@@ -108,6 +116,31 @@ pub fn decode_subscription(bytes: &Bytes) -> Result<Subscription, ProtocolError>
         generation: if read_as >= 2 { s.generation_id } else { -1 },
         rack: s.rack_id.map(|r| r.to_string()),
     })
+}
+
+/// The topics of a serialized subscription of any version (even a negative one), from its v0
+/// prefix alone; `None` if that prefix does not parse.
+pub fn subscription_topics(bytes: &[u8]) -> Option<Vec<String>> {
+    let mut r = Reader::new(bytes);
+    let _version = r.i16("version").ok()?;
+    // Each topic takes at least its 2-byte length.
+    let count = r.count_i32("topics", 2).ok()?;
+    let mut topics = Vec::with_capacity(count);
+    for _ in 0..count {
+        topics.push(r.str_i16("topic").ok()?.to_owned());
+    }
+    Some(topics)
+}
+
+/// The union of the topics of several subscriptions; `None` if any does not parse.
+pub fn union_of_topics<'a>(
+    subscriptions: impl IntoIterator<Item = &'a [u8]>,
+) -> Option<BTreeSet<String>> {
+    let mut all = BTreeSet::new();
+    for s in subscriptions {
+        all.extend(subscription_topics(s)?);
+    }
+    Some(all)
 }
 
 /// Encodes a subscription at `version` (0..=3), for clients and tests.
@@ -247,6 +280,63 @@ mod tests {
         for b in &bad[..5] {
             assert!(decode_assignment(&Bytes::from_static(b)).is_err(), "{b:?}");
         }
+    }
+
+    /// A v0 subscription of `topics` with no user data.
+    fn v0(topics: &[&str]) -> Bytes {
+        let s = Subscription {
+            topics: topics.iter().map(|t| t.to_string()).collect(),
+            ..Subscription::default()
+        };
+        encode_subscription(&s, 0)
+    }
+
+    #[test]
+    fn parses_the_topics_of_a_subscription_and_rejects_garbage() {
+        let bytes = v0(&["orders", "events"]).to_vec();
+        assert_eq!(
+            subscription_topics(&bytes),
+            Some(vec!["orders".to_owned(), "events".to_owned()])
+        );
+        // A later version: same prefix, more fields after.
+        let mut v3 = bytes.clone();
+        v3[1] = 3;
+        v3.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 7]);
+        assert!(subscription_topics(&v3).is_some());
+        assert_eq!(subscription_topics(b"\x00"), None);
+        // A huge count with no data behind it allocates nothing and fails.
+        assert_eq!(subscription_topics(b"\x00\x00\x7f\xff\xff\xff"), None);
+        assert_eq!(
+            subscription_topics(b"\x00\x00\x00\x00\x00\x01\x00\x09ab"),
+            None
+        );
+        let all = union_of_topics([bytes.as_slice(), v0(&["x"]).as_ref()]);
+        assert_eq!(all.map(|s| s.len()), Some(3));
+    }
+
+    #[test]
+    fn topics_parse_from_the_prefix_where_the_full_decode_refuses() {
+        // Version 0, topics, null user data: the bytes every koord test subscription had.
+        assert_eq!(
+            v0(&["x"]).as_ref(),
+            b"\x00\x00\x00\x00\x00\x01\x00\x01x\xff\xff\xff\xff"
+        );
+        // v1 with topic "t" and an owned partition -1: the decode refuses, the topics parse.
+        let bad_owned = b"\x00\x01\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff\x00\x00\x00\x01\x00\x01a\x00\x00\x00\x01\xff\xff\xff\xff";
+        assert!(decode_subscription(&Bytes::from_static(bad_owned)).is_err());
+        assert_eq!(subscription_topics(bad_owned), Some(vec!["t".to_owned()]));
+        // A negative version, and a v0 body cut after its topics.
+        let negative = b"\xff\xff\x00\x00\x00\x01\x00\x01t";
+        assert!(decode_subscription(&Bytes::from_static(negative)).is_err());
+        assert_eq!(subscription_topics(negative), Some(vec!["t".to_owned()]));
+        let cut = b"\x00\x00\x00\x00\x00\x01\x00\x01t";
+        assert!(decode_subscription(&Bytes::from_static(cut)).is_err());
+        assert_eq!(subscription_topics(cut), Some(vec!["t".to_owned()]));
+        // A null topic name (length -1) is no topic list.
+        assert_eq!(
+            subscription_topics(b"\x00\x00\x00\x00\x00\x01\xff\xff"),
+            None
+        );
     }
 
     #[test]

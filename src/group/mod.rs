@@ -71,9 +71,10 @@
 //! ```
 //!
 //! Layout: `classic/` (the machine, split by API), [`member`], [`timers`], [`output`],
-//! [`commands`], [`consumer_protocol`] (subscribed topics), [`types`]. The ids, time, errors and
-//! records it shares with every layer are [`crate::vocab`]; the server-assignment seam it calls
-//! ([`ServerAssignor`], chosen per group by [`AssignmentMode`]) is [`crate::assignor::server`].
+//! [`commands`], [`types`]. The ids, time, errors and records it shares with every layer are
+//! [`crate::vocab`]; subscribed topics come from [`crate::assignor::protocol`], and the
+//! server-assignment seam it calls ([`ServerAssignor`], chosen per group by [`AssignmentMode`])
+//! is [`crate::assignor::server`].
 //!
 //! # Where this differs from Apache Kafka, on purpose
 //! Kafka's code (GroupMetadataManager, ClassicGroup; 4.x) is followed check by check; these are
@@ -96,7 +97,6 @@
 
 pub mod classic;
 pub mod commands;
-pub mod consumer_protocol;
 pub mod member;
 pub mod missing;
 pub mod output;

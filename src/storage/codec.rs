@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 
+use crate::vocab::reader::{ReadError, Reader};
 use crate::vocab::{
     Generation, GroupMetadataRecord, InstanceId, MemberId, MemberRecord, Timestamp,
 };
@@ -62,81 +63,41 @@ impl Writer {
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    what: &'static str,
+/// The store's own messages, naming the value (each decoder's `what`) rather than the field.
+impl From<ReadError> for DecodeError {
+    fn from(e: ReadError) -> DecodeError {
+        match e {
+            ReadError::Short { what, needed, left } => err(format!(
+                "{what} is truncated (needs {needed} more bytes, has {left})"
+            )),
+            ReadError::NotUtf8 { what } => err(format!("{what}: a string is not UTF-8")),
+            ReadError::NegativeLength { what, len } => {
+                err(format!("{what}: negative length {len}"))
+            }
+        }
+    }
 }
 
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8], what: &'static str) -> Reader<'a> {
-        Reader { buf, what }
+fn opt_str(r: &mut Reader, what: &'static str) -> Result<Option<String>, DecodeError> {
+    match r.u8(what)? {
+        0 => Ok(None),
+        1 => Ok(Some(r.str_u32(what)?.to_owned())),
+        t => Err(err(format!("{what}: bad option tag {t}"))),
     }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        if self.buf.len() < n {
-            return Err(err(format!(
-                "{} is truncated (needs {n} more bytes, has {})",
-                self.what,
-                self.buf.len()
-            )));
-        }
-        let (head, rest) = self.buf.split_at(n);
-        self.buf = rest;
-        Ok(head)
+}
+
+fn version(r: &mut Reader, what: &'static str) -> Result<(), DecodeError> {
+    match r.u8(what)? {
+        V1 => Ok(()),
+        v => Err(err(format!("{what}: unknown format version {v}"))),
     }
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let mut a = [0u8; N];
-        a.copy_from_slice(self.take(N)?);
-        Ok(a)
-    }
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32, DecodeError> {
-        Ok(u32::from_be_bytes(self.array()?))
-    }
-    fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-    fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_be_bytes(self.array()?))
-    }
-    fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-    fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
-        let n = self.u32()? as usize;
-        self.take(n)
-    }
-    fn str(&mut self) -> Result<String, DecodeError> {
-        self.str_ref().map(str::to_owned)
-    }
-    fn str_ref(&mut self) -> Result<&'a str, DecodeError> {
-        let b = self.bytes()?;
-        std::str::from_utf8(b).map_err(|_| err(format!("{}: a string is not UTF-8", self.what)))
-    }
-    fn opt_str(&mut self) -> Result<Option<String>, DecodeError> {
-        match self.u8()? {
-            0 => Ok(None),
-            1 => Ok(Some(self.str()?)),
-            t => Err(err(format!("{}: bad option tag {t}", self.what))),
-        }
-    }
-    fn version(&mut self) -> Result<(), DecodeError> {
-        match self.u8()? {
-            V1 => Ok(()),
-            v => Err(err(format!("{}: unknown format version {v}", self.what))),
-        }
-    }
-    fn end(&self) -> Result<(), DecodeError> {
-        if self.buf.is_empty() {
-            Ok(())
-        } else {
-            Err(err(format!(
-                "{}: {} trailing bytes",
-                self.what,
-                self.buf.len()
-            )))
-        }
+}
+
+fn end(r: &Reader, what: &'static str) -> Result<(), DecodeError> {
+    if r.is_empty() {
+        Ok(())
+    } else {
+        Err(err(format!("{what}: {} trailing bytes", r.remaining())))
     }
 }
 
@@ -160,11 +121,12 @@ pub fn offset_key(group: &str, tp: &TopicPartition) -> Vec<u8> {
 /// The group id (borrowed from the key: start-up compares it with the previous key's before
 /// allocating anything) and the partition of an offset key.
 pub fn decode_offset_key(key: &[u8]) -> Result<(&str, TopicPartition), DecodeError> {
-    let mut r = Reader::new(key, "offset key");
-    let group = r.str_ref()?;
-    let topic = r.str()?;
-    let partition = (r.u32()? ^ 0x8000_0000) as i32;
-    r.end()?;
+    const WHAT: &str = "offset key";
+    let mut r = Reader::new(key);
+    let group = r.str_u32(WHAT)?;
+    let topic = r.str_u32(WHAT)?.to_owned();
+    let partition = (r.u32(WHAT)? ^ 0x8000_0000) as i32;
+    end(&r, WHAT)?;
     Ok((group, TopicPartition { topic, partition }))
 }
 
@@ -186,18 +148,19 @@ pub fn encode_offset(o: &OffsetAndMetadata) -> Vec<u8> {
 }
 
 pub fn decode_offset(value: &[u8]) -> Result<OffsetAndMetadata, DecodeError> {
-    let mut r = Reader::new(value, "offset value");
-    r.version()?;
-    let offset = r.i64()?;
-    let epoch = r.i32()?;
-    let commit_timestamp = Timestamp(r.u64()?);
-    let expire_timestamp = match r.u8()? {
+    const WHAT: &str = "offset value";
+    let mut r = Reader::new(value);
+    version(&mut r, WHAT)?;
+    let offset = r.i64(WHAT)?;
+    let epoch = r.i32(WHAT)?;
+    let commit_timestamp = Timestamp(r.u64(WHAT)?);
+    let expire_timestamp = match r.u8(WHAT)? {
         0 => None,
-        1 => Some(Timestamp(r.u64()?)),
-        t => return Err(err(format!("offset value: bad expiry tag {t}"))),
+        1 => Some(Timestamp(r.u64(WHAT)?)),
+        t => return Err(err(format!("{WHAT}: bad expiry tag {t}"))),
     };
-    let metadata = r.str()?;
-    r.end()?;
+    let metadata = r.str_u32(WHAT)?.to_owned();
+    end(&r, WHAT)?;
     Ok(OffsetAndMetadata {
         offset,
         leader_epoch: (epoch >= 0).then_some(epoch),
@@ -238,46 +201,45 @@ pub fn encode_group(g: &GroupMetadataRecord) -> Vec<u8> {
 }
 
 pub fn decode_group(value: &[u8]) -> Result<GroupMetadataRecord, DecodeError> {
-    let mut r = Reader::new(value, "group value");
-    let version = r.u8()?;
+    const WHAT: &str = "group value";
+    let mut r = Reader::new(value);
+    let version = r.u8(WHAT)?;
     if version != V1 && version != GROUP_V2 {
-        return Err(err(format!(
-            "group value: unknown format version {version}"
-        )));
+        return Err(err(format!("{WHAT}: unknown format version {version}")));
     }
-    let protocol_type = r.opt_str()?;
-    let generation = Generation(r.i32()?);
-    let protocol_name = r.opt_str()?;
-    let leader = r.opt_str()?.map(MemberId::new);
-    let state_timestamp = Timestamp(r.u64()?);
-    let count = r.u32()? as usize;
+    let protocol_type = opt_str(&mut r, WHAT)?;
+    let generation = Generation(r.i32(WHAT)?);
+    let protocol_name = opt_str(&mut r, WHAT)?;
+    let leader = opt_str(&mut r, WHAT)?.map(MemberId::new);
+    let state_timestamp = Timestamp(r.u64(WHAT)?);
+    let count = r.u32(WHAT)? as usize;
     // Each member takes at least 40 bytes: a count beyond that is damage, not a reason to
     // reserve memory.
-    let mut members = Vec::with_capacity(count.min(r.buf.len() / 40));
+    let mut members = Vec::with_capacity(count.min(r.remaining() / 40));
     for _ in 0..count {
         members.push(MemberRecord {
-            member_id: MemberId::new(r.str()?),
-            instance_id: r.opt_str()?.map(InstanceId::new),
-            client_id: r.str()?,
-            client_host: r.str()?,
-            rebalance_timeout_ms: r.u64()?,
-            session_timeout_ms: r.u64()?,
-            subscription: Bytes::copy_from_slice(r.bytes()?),
-            assignment: Bytes::copy_from_slice(r.bytes()?),
+            member_id: MemberId::new(r.str_u32(WHAT)?),
+            instance_id: opt_str(&mut r, WHAT)?.map(InstanceId::new),
+            client_id: r.str_u32(WHAT)?.to_owned(),
+            client_host: r.str_u32(WHAT)?.to_owned(),
+            rebalance_timeout_ms: r.u64(WHAT)?,
+            session_timeout_ms: r.u64(WHAT)?,
+            subscription: Bytes::copy_from_slice(r.bytes_u32(WHAT)?),
+            assignment: Bytes::copy_from_slice(r.bytes_u32(WHAT)?),
         });
     }
     let (assignor_state, follow_up) = if version == GROUP_V2 {
-        let state = Bytes::copy_from_slice(r.bytes()?);
-        let follow_up = match r.u8()? {
+        let state = Bytes::copy_from_slice(r.bytes_u32(WHAT)?);
+        let follow_up = match r.u8(WHAT)? {
             0 => None,
-            1 => Some(Timestamp(r.u64()?)),
-            t => return Err(err(format!("group value: bad option tag {t}"))),
+            1 => Some(Timestamp(r.u64(WHAT)?)),
+            t => return Err(err(format!("{WHAT}: bad option tag {t}"))),
         };
         (state, follow_up)
     } else {
         (Bytes::new(), None)
     };
-    r.end()?;
+    end(&r, WHAT)?;
     Ok(GroupMetadataRecord {
         protocol_type,
         generation,
@@ -298,12 +260,13 @@ pub fn encode_topic(partitions: i32) -> Vec<u8> {
 }
 
 pub fn decode_topic(value: &[u8]) -> Result<i32, DecodeError> {
-    let mut r = Reader::new(value, "topic value");
-    r.version()?;
-    let n = r.i32()?;
-    r.end()?;
+    const WHAT: &str = "topic value";
+    let mut r = Reader::new(value);
+    version(&mut r, WHAT)?;
+    let n = r.i32(WHAT)?;
+    end(&r, WHAT)?;
     if n < 1 {
-        return Err(err(format!("topic value: partition count {n}")));
+        return Err(err(format!("{WHAT}: partition count {n}")));
     }
     Ok(n)
 }
@@ -382,5 +345,28 @@ mod tests {
         assert!(decode_group(&huge).is_err());
         assert!(decode_offset(&[2]).is_err());
         assert!(decode_offset_key(&[0, 0, 0, 9, 1]).is_err());
+    }
+
+    #[test]
+    fn errors_name_the_value_and_what_is_wrong() {
+        fn msg<T>(r: Result<T, DecodeError>) -> Option<String> {
+            r.err().map(|e| e.0)
+        }
+        assert_eq!(
+            msg(decode_offset(&[V1, 0, 0])),
+            Some("offset value is truncated (needs 8 more bytes, has 2)".into())
+        );
+        assert_eq!(
+            msg(decode_offset_key(&[0, 0, 0, 1, 0xff])),
+            Some("offset key: a string is not UTF-8".into())
+        );
+        assert_eq!(
+            msg(decode_topic(&[9])),
+            Some("topic value: unknown format version 9".into())
+        );
+        assert_eq!(
+            msg(decode_topic(&[V1, 0, 0, 0, 1, 0])),
+            Some("topic value: 1 trailing bytes".into())
+        );
     }
 }

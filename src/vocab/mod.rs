@@ -1,9 +1,11 @@
 //! The vocabulary every layer shares: group and member ids, generations, time, the group error
-//! enum and the durable records. It imports nothing of koord's; `group/`, `assignor/`,
-//! `offsets/` and `storage/` depend on it rather than on each other (tests/layers.rs checks it).
+//! enum, the durable records, and the checked byte [`reader`] of koord's hand-written formats. It
+//! imports nothing of koord's; `group/`, `assignor/`, `offsets/` and `storage/` depend on it
+//! rather than on each other (tests/layers.rs checks it).
 
 pub mod errors;
 pub mod ids;
+pub mod reader;
 pub mod records;
 pub mod time;
 

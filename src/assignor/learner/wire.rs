@@ -9,10 +9,11 @@
 //! INCONSISTENT_GROUP_PROTOCOL), never a panic, and no allocation is sized by an unchecked
 //! count.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
 use crate::assignor::protocol::TopicPartitions;
+use crate::vocab::reader::{ReadError, Reader};
 
 /// The only version of both structures.
 pub const VERSION: i16 = 0;
@@ -74,18 +75,18 @@ impl LearnerSubscription {
     /// # Errors
     /// See the module docs.
     pub fn decode(bytes: &[u8]) -> Result<LearnerSubscription, LearnerWireError> {
-        let mut r = Reader(bytes);
+        let mut r = Fields(Reader::new(bytes));
         r.version()?;
         let revoked = r.topic_partitions()?;
         let learning = r.topic_partitions()?;
         let ready = r.topic_partitions()?;
-        let count = r.count("lags", 2 + 4 + 8)?;
+        let count = r.0.count_i32("lags", 2 + 4 + 8)?;
         let mut lags = Vec::with_capacity(count);
         for _ in 0..count {
             lags.push(TaskLag {
-                topic: r.string("topic")?,
+                topic: r.0.str_i16("topic")?.to_owned(),
                 partition: r.partition()?,
-                lag: r.i64("lag")?,
+                lag: r.0.i64("lag")?,
             });
         }
         let leaving = r.bool("leaving")?;
@@ -120,11 +121,11 @@ impl LearnerAssignment {
     /// # Errors
     /// See the module docs.
     pub fn decode(bytes: &[u8]) -> Result<LearnerAssignment, LearnerWireError> {
-        let mut r = Reader(bytes);
+        let mut r = Fields(Reader::new(bytes));
         r.version()?;
         let learning = r.topic_partitions()?;
         let marks = r.topic_partitions()?;
-        let probe_ms = r.i64("probe_ms")?;
+        let probe_ms = r.0.i64("probe_ms")?;
         r.end()?;
         Ok(LearnerAssignment {
             learning,
@@ -166,76 +167,40 @@ fn put_topic_partitions(w: &mut BytesMut, list: &TopicPartitions) {
     }
 }
 
-/// A strict reader over a byte slice.
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn need(&self, n: usize, what: &'static str) -> Result<(), LearnerWireError> {
-        if self.0.len() < n {
-            Err(LearnerWireError::Truncated(what))
-        } else {
-            Ok(())
+/// A failed read is the learner error of the same name, keeping the field it names.
+impl From<ReadError> for LearnerWireError {
+    fn from(e: ReadError) -> LearnerWireError {
+        match e {
+            ReadError::Short { what, .. } => LearnerWireError::Truncated(what),
+            ReadError::NegativeLength { what, len } => {
+                LearnerWireError::NegativeLength { what, len }
+            }
+            ReadError::NotUtf8 { what } => LearnerWireError::NotUtf8 { what },
         }
     }
+}
 
+/// The learner format's fields over the shared byte reader.
+struct Fields<'a>(Reader<'a>);
+
+impl Fields<'_> {
     fn version(&mut self) -> Result<(), LearnerWireError> {
-        self.need(2, "version")?;
-        match self.0.get_i16() {
+        match self.0.i16("version")? {
             VERSION => Ok(()),
             v => Err(LearnerWireError::UnknownVersion(v)),
         }
     }
 
-    fn i32(&mut self, what: &'static str) -> Result<i32, LearnerWireError> {
-        self.need(4, what)?;
-        Ok(self.0.get_i32())
-    }
-
-    fn i64(&mut self, what: &'static str) -> Result<i64, LearnerWireError> {
-        self.need(8, what)?;
-        Ok(self.0.get_i64())
-    }
-
     fn bool(&mut self, what: &'static str) -> Result<bool, LearnerWireError> {
-        self.need(1, what)?;
-        match self.0.get_u8() {
+        match self.0.u8(what)? {
             0 => Ok(false),
             1 => Ok(true),
             b => Err(LearnerWireError::BadBool(b)),
         }
     }
 
-    /// An array count whose items take at least `min_item` bytes each: checked against the
-    /// bytes left, so a huge count cannot reserve memory.
-    fn count(&mut self, what: &'static str, min_item: usize) -> Result<usize, LearnerWireError> {
-        let n = self.i32(what)?;
-        let n = usize::try_from(n).map_err(|_| LearnerWireError::NegativeLength {
-            what,
-            len: i64::from(n),
-        })?;
-        if n.saturating_mul(min_item) > self.0.len() {
-            return Err(LearnerWireError::Truncated(what));
-        }
-        Ok(n)
-    }
-
-    fn string(&mut self, what: &'static str) -> Result<String, LearnerWireError> {
-        self.need(2, what)?;
-        let len = self.0.get_i16();
-        let len = usize::try_from(len).map_err(|_| LearnerWireError::NegativeLength {
-            what,
-            len: i64::from(len),
-        })?;
-        self.need(len, what)?;
-        let (s, rest) = self.0.split_at(len);
-        self.0 = rest;
-        std::str::from_utf8(s)
-            .map(str::to_owned)
-            .map_err(|_| LearnerWireError::NotUtf8 { what })
-    }
-
     fn partition(&mut self) -> Result<i32, LearnerWireError> {
-        let p = self.i32("partition")?;
+        let p = self.0.i32("partition")?;
         if p < 0 {
             return Err(LearnerWireError::NegativePartition(p));
         }
@@ -243,11 +208,11 @@ impl Reader<'_> {
     }
 
     fn topic_partitions(&mut self) -> Result<TopicPartitions, LearnerWireError> {
-        let topics = self.count("topic-partitions", 2 + 4)?;
+        let topics = self.0.count_i32("topic-partitions", 2 + 4)?;
         let mut out = Vec::with_capacity(topics);
         for _ in 0..topics {
-            let topic = self.string("topic")?;
-            let n = self.count("partitions", 4)?;
+            let topic = self.0.str_i16("topic")?.to_owned();
+            let n = self.0.count_i32("partitions", 4)?;
             let mut partitions = Vec::with_capacity(n);
             for _ in 0..n {
                 partitions.push(self.partition()?);
@@ -258,7 +223,7 @@ impl Reader<'_> {
     }
 
     fn end(&self) -> Result<(), LearnerWireError> {
-        match self.0.len() {
+        match self.0.remaining() {
             0 => Ok(()),
             n => Err(LearnerWireError::Trailing(n)),
         }

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use bytes::Bytes;
 
 use super::ClassicGroup;
+use crate::assignor::protocol::union_of_topics;
 use crate::group::commands::OffsetCommitAuth;
-use crate::group::consumer_protocol::union_of_topics;
 use crate::group::types::GroupState;
 use crate::vocab::ExpirationBase;
 use crate::vocab::GroupError;

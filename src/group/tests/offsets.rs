@@ -1,6 +1,7 @@
 //! The group checks of OffsetCommit: spec §3.1 (classic groups).
 
 use super::*;
+use crate::assignor::protocol::{encode_subscription, Subscription};
 
 fn auth(member: &str, generation: i32) -> OffsetCommitAuth {
     OffsetCommitAuth {
@@ -153,9 +154,13 @@ fn offset_commit_resets_the_session_in_stable_and_preparing_rebalance() {
 
 fn subscribing(topics: &[&str]) -> J {
     let mut j = J::new();
+    let subscription = Subscription {
+        topics: topics.iter().map(|t| t.to_string()).collect(),
+        ..Subscription::default()
+    };
     j.req.protocols = vec![Protocol::new(
         "range",
-        Bytes::from(consumer_protocol::encode_subscription_v0(topics)),
+        encode_subscription(&subscription, 0),
     )];
     j
 }
