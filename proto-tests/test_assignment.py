@@ -1,6 +1,7 @@
 """Server-side assignment (group.assignor) with real clients: koord decodes each member's
-subscription, assigns when the join phase completes, tells a JoinGroup v9 leader to skip
-assigning, and answers every SyncGroup with koord's own assignment.
+subscription, assigns when the join phase completes, lets the leader compute its plan as in
+Kafka (SkipAssignment only for a replaced static leader, KIP-814), and answers every SyncGroup
+with koord's own assignment.
 
 Each scenario scales a group of one client 3 -> 5 -> 3 members on a 12-partition topic and checks
 every settled state the members' own rebalance callbacks report: each partition has exactly one
