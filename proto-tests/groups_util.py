@@ -7,21 +7,29 @@ A member reports what its own rebalance callbacks saw, as one event dict:
 "partitions" is what the callback was given, "assignment" what the member holds once the callback
 is done; "generation" is None where the client does not expose it (confluent-kafka). Members
 also report "records" (offset ranges of one poll), "committed", "commit_failed", "status",
-"closed", "error", and the harness adds "killed"; Java members' events also carry "ts_ms" (the
-JVM's wall clock, epoch ms, when the event was emitted). Java members run as threads of a
+"closed", "error", and the harness adds "killed"; Java and franz-go members' events also carry
+"ts_ms" (the client's wall clock, epoch ms, when the event was emitted). confluent-kafka members
+add "group_generation": the generation librdkafka holds, read from its serialized group metadata
+(it has no other way to tell), kept apart from "generation" because librdkafka need not call a
+callback in a generation that changes nothing for the member. Java members run as threads of a
 GroupClient JVM (java/src/main/java/koord/tests/GroupClient.java, several members per JVM);
-confluent-kafka and kafka-python members run as threads of the test process. All events of a test
+confluent-kafka and kafka-python members run as threads of the test process; franz-go members
+(franz/main.go) each run as a process of their own. All events of a test
 go to one Events log, and every check waits on it with a deadline: nothing here sleeps for an
 outcome.
 """
 
 import collections
 import json
+import os
+import signal
+import struct
 import subprocess
 import threading
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions,
@@ -32,7 +40,9 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-from conftest import JAVA_DIR
+from conftest import HERE, JAVA_DIR
+
+FRANZ_BIN = Path(os.environ.get("FRANZ_MEMBER_BIN", HERE / "franz" / "bin" / "franz-member"))
 
 SETTLE_TIMEOUT = 45.0  # seconds a group may take to reach an expected state
 POLL_INTERVAL = 0.1  # between DescribeGroups polls; not a wait for an outcome
@@ -49,6 +59,13 @@ KAFKA_PYTHON_ASSIGNORS = {"range": RangePartitionAssignor,
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 500
 OWNERSHIP_EVENTS = ("assigned", "revoked", "lost")
+# Generations a group may go through per member joining or leaving: at most two (the join and,
+# with a cooperative assignor, the follow-up rebalance after the revocation; measured: at most
+# one per change with Java, librdkafka, kafka-python and franz-go on koord and Kafka 4.4),
+# doubled for members that rejoin once more on their own (e.g. kafka-python after a metadata
+# update). A coordinator that makes its members rejoin after every assignment (issue 24: a
+# franz-go group went through 45,029 generations) exceeds it within seconds.
+MAX_GENERATIONS_PER_CHANGE = 4
 
 
 def java_command(main_class, *args):
@@ -162,6 +179,24 @@ class Settled:
     owned: dict  # member name -> frozenset of partitions
     member_ids: dict  # member name -> member id
     index: int  # length of the event log when it was reached
+    # The newest generation any member reported up to `index` (None: no client told).
+    top_generation: int | None = None
+
+
+def reported_generation(event):
+    """The group generation an event says its member was in: "generation", or for
+    confluent-kafka "group_generation"; None where the client does not tell (or before the
+    member's first join: -1 or 0)."""
+    g = event.get("generation")
+    if g is None:
+        g = event.get("group_generation")
+    return g if g is not None and g > 0 else None
+
+
+def top_generation(log):
+    """The newest generation any event of `log` reports, or None."""
+    gens = [g for g in map(reported_generation, log) if g is not None]
+    return max(gens) if gens else None
 
 
 def ownership_problem(log, live, partitions, sizes, after):
@@ -268,6 +303,42 @@ def check_cooperative(group, *settles):
         assert not kept, f"{m} saw revoked partitions it kept: {kept}"
 
 
+# --- the scale scenario ---------------------------------------------------------------------
+
+def balanced(partitions, members):
+    """The partition counts of a balanced assignment: floor and ceiling of the mean."""
+    return {partitions // members, -(-partitions // members)}
+
+
+def scale_3_5_3(group, start, before_change=None):
+    """m1..m3 join; m4 and m5 join; m1 and m2 (the first leader among them) close. Each step
+    waits until the members settle on a balanced assignment, and fails as soon as a member
+    reports a generation more than MAX_GENERATIONS_PER_CHANGE per member that joined or left
+    past the newest one reported before the step. `before_change(step)` (0, 1, 2) runs right
+    before each step's change. Returns the three settled states."""
+    p = group.partitions
+    steps = [("3 members", ["m1", "m2", "m3"], [], ["m1", "m2", "m3"]),
+             ("m4 and m5 joined", ["m4", "m5"], [], ["m1", "m2", "m3", "m4", "m5"]),
+             ("m1 and m2 left", [], ["m1", "m2"], ["m3", "m4", "m5"])]
+    settles = []
+    for i, (what, joining, leaving, live) in enumerate(steps):
+        before = settles[-1] if settles else None
+        top = before.top_generation if before else 0
+        assert top is not None, f"no member reported a generation before step {what!r}"
+        limit = top + MAX_GENERATIONS_PER_CHANGE * (len(joining) + len(leaving))
+        if before_change:
+            before_change(i)
+        for m in joining:
+            start(m)
+        if leaving:
+            group.close(*leaving)
+        settles.append(group.wait_settled(live, balanced(p, len(live)),
+                                          after=before.generation if before else None,
+                                          what=what, max_generation=limit))
+        print(f"{what}: settled at generation {settles[-1].top_generation} (bound {limit})")
+    return settles
+
+
 # --- the group under test ---------------------------------------------------------------------
 
 class Group:
@@ -301,6 +372,12 @@ class Group:
     def kafka_python(self, name, assignor):
         return self._add(KafkaPythonMember(self, name, assignor))
 
+    def franz(self, name, balancer):
+        """A franz-go member (a franz-member process) with kgo balancer `balancer`."""
+        member = FranzMember(self, name, balancer)
+        self.members[name] = member
+        return member
+
     def _add(self, member):
         self.members[member.name] = member
         member.start()
@@ -331,25 +408,40 @@ class Group:
 
     # checks
 
-    def wait_settled(self, live, sizes, after=None, what="settle"):
+    def wait_settled(self, live, sizes, after=None, what="settle", max_generation=None):
         """Waits until the live members' own callbacks show every partition owned by exactly one
         of them, each holding a count in `sizes`, all at one generation newer than `after`; then
         until the coordinator (DescribeGroups) reports the group Stable with exactly those
-        members and assignments. Returns the Settled state."""
+        members and assignments. Returns the Settled state. With `max_generation`, fails as soon
+        as a member reports a newer generation than that (a rebalance storm), and if the group
+        settled past it."""
         live = list(live)
+
+        def check(log):
+            self._check_generation(log, max_generation, what)
+            if ownership_problem(log, live, self.partitions, sizes, after):
+                return None
+            return self._settled(log, live)
+
         settled = self.events.wait_for(
             f"{what}: {self.partitions} partitions over {live} with counts in {sorted(sizes)}",
-            lambda log: None if ownership_problem(log, live, self.partitions, sizes, after)
-            else self._settled(log, live))
-        self.wait_described(settled, what)
+            check)
+        self.wait_described(settled, what, max_generation)
         return settled
+
+    def _check_generation(self, log, max_generation, what):
+        top = top_generation(log)
+        if max_generation is not None and top is not None and top > max_generation:
+            pytest.fail(f"{what}: a member reports generation {top}, over the bound "
+                        f"{max_generation}\n{self.events.summary()}")
 
     def _settled(self, log, live):
         vs = views(log)
         gens = {vs[m].generation for m in live} - {None}
         return Settled(generation=max(gens) if gens else None,
                        owned={m: vs[m].owned for m in live},
-                       member_ids={m: vs[m].member_id for m in live}, index=len(log))
+                       member_ids={m: vs[m].member_id for m in live}, index=len(log),
+                       top_generation=top_generation(log))
 
     def describe(self):
         """The coordinator's view: (state, {member id: (instance id, sorted partitions)})."""
@@ -364,10 +456,11 @@ class Group:
         d = self.admin.describe_consumer_groups([self.id], request_timeout=10)[self.id].result()
         return d.partition_assignor
 
-    def wait_described(self, settled, what):
+    def wait_described(self, settled, what, max_generation=None):
         want = {settled.member_ids[m]: sorted(settled.owned[m]) for m in settled.owned}
         deadline = time.monotonic() + SETTLE_TIMEOUT
         while True:
+            self._check_generation(self.events.snapshot(), max_generation, what)
             state, members = self.describe()
             got = {mid: parts for mid, (_, parts) in members.items()}
             if state == ConsumerGroupState.STABLE and got == want:
@@ -414,6 +507,8 @@ class Group:
         for m in self.members.values():
             if isinstance(m, threading.Thread):
                 m.join(STOP_TIMEOUT)
+            elif isinstance(m, FranzMember):
+                m.stop()
         for jvm in self.jvms:
             jvm.stop()
         self.admin = None  # its connections close now, before the broker stops
@@ -491,6 +586,68 @@ class JavaMembers:
         self._stderr.close()
 
 
+# --- franz-go members -----------------------------------------------------------------------
+
+class FranzMember:
+    """One franz-go member: a franz-member process (franz/main.go; scripts/test.sh builds it,
+    FRANZ_MEMBER_BIN overrides where it is) whose JSON lines go to the group's events. Closing
+    sends SIGTERM: it commits, leaves the group and reports "closed". An exit without "closed"
+    is reported as an "error" event. franz-go's own log goes to a file beside the test."""
+
+    def __init__(self, group, name, balancer):
+        if not FRANZ_BIN.exists():
+            pytest.fail(f"{FRANZ_BIN} missing: run scripts/test.sh (it builds proto-tests/franz)")
+        self.group = group
+        self.name = name
+        self.stderr_path = group.workdir / f"{group.id}-{name}.franz.log"
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(
+            [str(FRANZ_BIN), "-bootstrap", group.bootstrap, "-group", group.id,
+             "-topic", group.topic, "-balancer", balancer, "-name", name,
+             "-session-ms", str(SESSION_TIMEOUT_MS), "-heartbeat-ms", str(HEARTBEAT_INTERVAL_MS)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        closed = False
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                event = json.loads(line)
+                closed = closed or event["event"] == "closed"
+                self.group.events.add(event)
+        code = self.proc.wait()
+        if not closed:
+            self.group.events.add({"member": self.name, "event": "error", "client": "franz-go",
+                                   "error": f"exited {code} without leaving",
+                                   "log": self.log_tail()})
+
+    def close(self, _name=None):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self):
+        self.close()
+        try:
+            self.proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(5)
+        self._stderr.close()
+
+    def log_tail(self, lines=20):
+        try:
+            return self.stderr_path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            return []
+
+    def log_lines(self, text):
+        """The lines of franz-go's log that contain `text`."""
+        return [line for line in self.stderr_path.read_text(errors="replace").splitlines()
+                if text in line]
+
+
 # --- Python members -------------------------------------------------------------------------
 
 class PythonMember(threading.Thread):
@@ -523,7 +680,11 @@ class PythonMember(threading.Thread):
             self.owned -= set(parts)
         generation, member_id = self.identity()
         self.emit(event, partitions=parts, assignment=sorted(self.owned),
-                  generation=generation, member_id=member_id)
+                  generation=generation, member_id=member_id, **self.more())
+
+    def more(self):
+        """Client-specific fields of an ownership event."""
+        return {}
 
     def run(self):
         try:
@@ -557,6 +718,9 @@ class ConfluentMember(PythonMember):
     def identity(self):
         return None, self.consumer.memberid()  # librdkafka does not expose the generation
 
+    def more(self):
+        return {"group_generation": librdkafka_generation(self.consumer)}
+
     def subscribe(self):
         self.consumer = Consumer(self.config)
         self.consumer.subscribe(
@@ -570,6 +734,16 @@ class ConfluentMember(PythonMember):
         msg = consumer.poll(0.1)
         if msg is not None and msg.error():
             self.emit("client_error", error=str(msg.error()))
+
+
+def librdkafka_generation(consumer):
+    """The generation librdkafka holds for the group: consumer_group_metadata() is its
+    serialized form (rd_kafka_consumer_group_metadata_write): "CGMDv2:", the generation as a
+    native int32, then the group id, member id, ... ."""
+    data = consumer.consumer_group_metadata()
+    magic = b"CGMDv2:"
+    assert data[:len(magic)] == magic, f"unknown librdkafka group metadata format: {data!r}"
+    return struct.unpack_from("=i", data, len(magic))[0]
 
 
 class KafkaPythonMember(PythonMember):

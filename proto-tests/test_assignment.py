@@ -1,13 +1,16 @@
 """Server-side assignment (group.assignor) with real clients: koord decodes each member's
-subscription, assigns when the join phase completes, tells a JoinGroup v9 leader to skip
-assigning, and answers every SyncGroup with koord's own assignment.
+subscription, assigns when the join phase completes, lets the leader compute its plan as in
+Kafka (SkipAssignment only for a replaced static leader, KIP-814), and answers every SyncGroup
+with koord's own assignment.
 
 Each scenario scales a group of one client 3 -> 5 -> 3 members on a 12-partition topic and checks
 every settled state the members' own rebalance callbacks report: each partition has exactly one
 owner, loads differ by at most one, DescribeGroups shows the assignor as the group's protocol,
 and, for `uniform`, the partitions that changed owner between two settled states are exactly as
 many as a balanced, sticky assignor must move (no more). Cooperative members never see a
-partition they keep revoked, and no partition is held by two members at once. With
+partition they keep revoked, and no partition is held by two members at once. No step takes
+more than groups_util.MAX_GENERATIONS_PER_CHANGE generations per member that joined or left (the
+members' own reported generations; issue 24 was a group that never stopped rebalancing). With
 group.assignor=client the same Java groups behave as in Kafka: the leader assigns.
 
 One more test drives the wire by hand (kafka-python's protocol classes) to replay, step by step,
@@ -30,7 +33,8 @@ from kafka.protocol.admin.groups import DescribeGroupsRequest
 from kafka.protocol.consumer.group import HeartbeatRequest, JoinGroupRequest, SyncGroupRequest
 from kafka.protocol.parser import KafkaProtocol
 
-from groups_util import POLL_INTERVAL, SETTLE_TIMEOUT, Group, check_cooperative, owners_at_once
+from groups_util import (POLL_INTERVAL, SETTLE_TIMEOUT, Group, balanced, check_cooperative,
+                         owners_at_once, scale_3_5_3)
 
 GROUP_SETTINGS = ("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
 PARTITIONS = 12
@@ -59,11 +63,6 @@ def make_group(koord, tmp_path, request):
         g.shutdown()
 
 
-def balanced(partitions, members):
-    """The partition counts of a balanced assignment: floor and ceiling of the mean."""
-    return {partitions // members, -(-partitions // members)}
-
-
 def owners(settled):
     return {p: m for m, parts in settled.owned.items() for p in parts}
 
@@ -84,22 +83,6 @@ def moved(before, after):
     """Partitions whose owner changed from `before` to `after`."""
     a, b = owners(before), owners(after)
     return sorted(p for p in b if a.get(p) != b[p])
-
-
-def scale_3_5_3(group, start):
-    """m1..m3 join; m4 and m5 join; m1 and m2 (the first leader among them) close. Returns the
-    three settled states."""
-    for m in ("m1", "m2", "m3"):
-        start(m)
-    three = group.wait_settled(["m1", "m2", "m3"], balanced(PARTITIONS, 3), what="3 members")
-    start("m4")
-    start("m5")
-    five = group.wait_settled(["m1", "m2", "m3", "m4", "m5"], balanced(PARTITIONS, 5),
-                              after=three.generation, what="m4 and m5 joined")
-    group.close("m1", "m2")
-    back = group.wait_settled(["m3", "m4", "m5"], balanced(PARTITIONS, 3),
-                              after=five.generation, what="m1 and m2 left")
-    return [three, five, back]
 
 
 def check_settles(group, settles, protocol, sticky):

@@ -2,21 +2,23 @@
 # shellcheck disable=SC2317  # the step functions below are called through step()
 # The one test command (README, CI's .ci/run). On a fresh Debian machine it installs what the
 # tests need (kcat from apt, a Python venv with the pinned clients, the Maven project's
-# dependencies), quickly when they are already there. Then it builds koord once, in release, and
-# runs every tier against that build:
+# dependencies, the franz-go test member built with Go), quickly when they are already there.
+# Then it builds koord once, in release, and runs every tier against that build:
 #   rust    cargo test --release (unit tests and the wire tests under tests/)
 #   python  pytest proto-tests/ with real clients against target/release/koord
 #   load    koord-load (load/) at a small size against a fresh koord: every group Stable, no
 #           request failed
-#   kafka   the raw conformance tier (tests/wire.rs, tests/groups.rs) again, against Apache
-#           Kafka 4.4 (scripts/kafka.sh), proving its expectations are Kafka's own answers;
-#           and the same koord-load smoke run against Kafka
+#   kafka   the raw conformance tier (tests/wire.rs, tests/groups.rs) and the franz-go
+#           groups (proto-tests/test_franz.py) again, against Apache Kafka 4.4
+#           (scripts/kafka.sh), proving their expectations are Kafka's own answers; and the same
+#           koord-load smoke run against Kafka
 # Exits non-zero if any step fails, after printing a summary of all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 venv=proto-tests/.venv
 java_dir=proto-tests/java
+franz_dir=proto-tests/franz
 koord_bin="${CARGO_TARGET_DIR:-$root/target}/release/koord"
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
@@ -127,6 +129,25 @@ build_java() {
     test -s "$java_dir/target/classpath.txt"
     touch "$java_dir/target/.built"
     echo "built $java_dir/target/classes; classpath in $java_dir/target/classpath.txt"
+}
+
+# The franz-go member (proto-tests/franz, test_franz.py): Go from Debian's golang-go if there is
+# no go at all (go.mod says which Go it needs; an older one fails the build, saying so), modules
+# from the Go module proxy into the default module cache. Rebuilt only when a source is newer.
+build_franz() {
+    say "franz-go member ($franz_dir)"
+    if ! command -v go >/dev/null; then
+        echo "installing from apt: golang-go"
+        apt_install golang-go
+    fi
+    local bin=$franz_dir/bin/franz-member
+    if [ -x "$bin" ] && [ -z "$(find "$franz_dir/go.mod" "$franz_dir/go.sum" "$franz_dir/main.go" \
+        -newer "$bin" -print -quit)" ]; then
+        echo "up to date: $bin"
+        return 0
+    fi
+    (cd "$franz_dir" && quiet go build -o bin/franz-member .)
+    echo "built $bin with $(go version)"
 }
 
 # --- run ---------------------------------------------------------------------------------------
@@ -241,6 +262,9 @@ kafka_conformance() {
     trap 'scripts/kafka.sh stop' EXIT
     echo "Kafka 4.4 at $bootstrap"
     KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test wire --test groups
+    say "franz-go groups against Kafka 4.4 (proto-tests/test_franz.py)"
+    KOORD_BOOTSTRAP="$bootstrap" "$venv/bin/python" -m pytest proto-tests/test_franz.py -ra \
+        --tb=short -p no:cacheprovider
     say "koord-load smoke run against Kafka 4.4"
     load_smoke_run "$bootstrap"
     # Kafka Streams, a client-side custom assignor, kafka-topics and kafka-configs: the same
@@ -253,6 +277,7 @@ kafka_conformance() {
 step install-tools install_tools
 step python-venv install_python
 step java-client build_java
+step franz-client build_franz
 setup_failed=$failed
 
 step cargo-build cargo_build

@@ -4,7 +4,11 @@
 //!
 //! Every expectation here was checked against Apache Kafka 4.4 (`scripts/kafka.sh start`, then
 //! `KOORD_BOOTSTRAP=$(cat .build/kafka/bootstrap) cargo test --release --test groups`): where
-//! Kafka and the spec notes disagree, these tests follow Kafka and say so.
+//! Kafka and the spec notes disagree, these tests follow Kafka and say so. Most run koord with
+//! the leader assigning, as Kafka does; the SkipAssignment tests at the end run it on its
+//! defaults (it assigns on the server), where a JoinGroup leader must still get Kafka's answer,
+//! and a koord-only test drives its guard for leaders that reject its plan
+//! (`group.assignment.fallback.rejoins`).
 //!
 //! Each test uses its own group ids and topics, so the tests run in parallel, against one koord
 //! each or against one shared external broker. Nothing waits on a fixed sleep for correctness:
@@ -2379,4 +2383,317 @@ fn a_client_assignor_koord_cannot_stand_in_for_is_left_to_the_leader() {
         let described = describe(&mut c, 5, &[&group]);
         assert_eq!(described.groups[0].protocol_data.as_str(), protocol);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SkipAssignment (JoinGroup v9) on koord's defaults: only for KIP-814
+// ---------------------------------------------------------------------------------------------
+
+/// koord's defaults as every group test runs them: only the quick-rebalance settings, so koord
+/// assigns on the server (`group.assignor` unset). A JoinGroup leader must still see exactly what
+/// Kafka answers: franz-go reads SkipAssignment as KIP-814 (a replaced static leader) and
+/// rejoins whenever the SyncGroup assignment differs from the plan it computes anyway (issue 24).
+const DEFAULTS: &[&str] = &[
+    "group.min.session.timeout.ms=1000",
+    "group.initial.rebalance.delay.ms=0",
+];
+
+/// A ConsumerProtocolSubscription v3 as a Java 4.x consumer sends it: `topics`, null user data,
+/// the partitions of `topic` it owns, its generation and no rack.
+fn subscription_v3(topics: &[&str], owned: &[i32], generation: i32) -> Bytes {
+    use kafka_protocol::messages::consumer_protocol_subscription::TopicPartition as Owned;
+    let mut b = BytesMut::new();
+    b.put_i16(3);
+    let owned = if owned.is_empty() {
+        vec![]
+    } else {
+        vec![Owned::default()
+            .with_topic(topic_name(topics[0]))
+            .with_partitions(owned.to_vec())]
+    };
+    ConsumerProtocolSubscription::default()
+        .with_topics(topics.iter().map(|t| s(t)).collect())
+        .with_owned_partitions(owned)
+        .with_generation_id(generation)
+        .encode(&mut b, 3)
+        .expect("encode a subscription");
+    b.freeze()
+}
+
+/// A consumer JoinGroup offering "range" with a real (v3) subscription to `topic`.
+fn consumer_join(group: &str, member_id: &str, topic: &str, metadata: Bytes) -> JoinGroupRequest {
+    join_request(group, member_id, &[topic]).with_protocols(vec![
+        JoinGroupRequestProtocol::default()
+            .with_name(s(PROTOCOL))
+            .with_metadata(metadata),
+    ])
+}
+
+#[test]
+fn dynamic_consumer_leader_at_v9_is_not_told_to_skip_assignment() {
+    let koord = Koord::start(DEFAULTS);
+    let mut c = koord.connect();
+    let group = unique("g-skip-dynamic");
+    let topic = unique("skip-t");
+    create_topic(&koord, &topic, 6);
+
+    // One member: generation 1, it leads, and it is told to assign (no SkipAssignment).
+    let a = member_id_required(&mut c, &group, &[&topic]);
+    let first = c.call(
+        9,
+        &consumer_join(&group, &a, &topic, subscription_v3(&[&topic], &[], -1)),
+    );
+    assert_eq!(err(first.error_code), None, "{first:?}");
+    assert_eq!(
+        (first.generation_id, first.leader.as_str()),
+        (1, a.as_str()),
+        "{first:?}"
+    );
+    assert!(
+        !first.skip_assignment,
+        "a dynamic leader must assign: {first:?}"
+    );
+    assert_eq!(first.members.len(), 1, "{first:?}");
+    let plan = vec![(a.clone(), assignment(&topic, &[0, 1, 2, 3, 4, 5]))];
+    let resp = c.call(5, &sync_request(5, &group, 1, &a, plan));
+    assert_eq!(err(resp.error_code), None, "{resp:?}");
+    assert!(!resp.assignment.is_empty(), "{resp:?}");
+    let owned: Vec<i32> = assigned_partitions(&resp.assignment)
+        .iter()
+        .map(|(_, p)| *p)
+        .collect();
+
+    // A second member: both join generation 2 (the first declaring what it owns); the leader is
+    // again told to assign, and the follower is not told to skip either.
+    let b = member_id_required(&mut c, &group, &[&topic]);
+    let newcomer = Pending::send(
+        &koord,
+        9,
+        &consumer_join(&group, &b, &topic, subscription_v3(&[&topic], &[], -1)),
+    );
+    await_state(&mut c, &group, "PreparingRebalance");
+    let rejoin = c.call(
+        9,
+        &consumer_join(&group, &a, &topic, subscription_v3(&[&topic], &owned, 1)),
+    );
+    let newcomer = newcomer.wait();
+    for j in [&rejoin, &newcomer] {
+        assert_eq!(err(j.error_code), None, "{j:?}");
+        assert_eq!(j.generation_id, 2, "{j:?}");
+        assert!(
+            !j.skip_assignment,
+            "no member of a dynamic group skips: {j:?}"
+        );
+    }
+    let leader = if rejoin.member_id == rejoin.leader {
+        &rejoin
+    } else {
+        &newcomer
+    };
+    assert_eq!(
+        leader.members.len(),
+        2,
+        "the leader gets every member: {leader:?}"
+    );
+    let follower = if rejoin.member_id == rejoin.leader {
+        &newcomer
+    } else {
+        &rejoin
+    };
+    assert!(follower.members.is_empty(), "{follower:?}");
+}
+
+#[test]
+fn replaced_static_leader_at_v9_is_told_to_skip_assignment_with_the_members() {
+    let koord = Koord::start(DEFAULTS);
+    let mut c = koord.connect();
+    let group = unique("g-skip-static");
+    let topic = unique("skip-st");
+    create_topic(&koord, &topic, 6);
+    let instance = unique("instance");
+    let metadata = subscription_v3(&[&topic], &[], -1);
+    let static_join = |member: &str| {
+        consumer_join(&group, member, &topic, metadata.clone())
+            .with_group_instance_id(Some(s(&instance)))
+    };
+
+    // The static member's first join: it leads generation 1 and is told to assign.
+    let first = c.call(9, &static_join(""));
+    assert_eq!(err(first.error_code), None, "{first:?}");
+    assert_eq!(first.generation_id, 1, "{first:?}");
+    assert_eq!(first.leader, first.member_id, "{first:?}");
+    assert!(
+        !first.skip_assignment,
+        "a first join must assign: {first:?}"
+    );
+    let old = first.member_id.to_string();
+    let plan = vec![(old.clone(), assignment(&topic, &[0, 1, 2, 3, 4, 5]))];
+    let synced = c.call(
+        5,
+        &sync_request(5, &group, 1, &old, plan).with_group_instance_id(Some(s(&instance))),
+    );
+    assert_eq!(err(synced.error_code), None, "{synced:?}");
+    assert_eq!(state(&mut c, &group), "Stable");
+
+    // The same instance joins again without a member id while the group is Stable: it replaces
+    // the leader with no rebalance, and v9 tells it to skip assigning but still lists the members
+    // with their metadata (KIP-814), so it can follow the group's subscriptions.
+    let second = c.call(9, &static_join(""));
+    assert_eq!(err(second.error_code), None, "{second:?}");
+    let new = second.member_id.to_string();
+    assert_ne!(new, old);
+    assert_eq!(second.generation_id, 1, "{second:?}");
+    assert_eq!(second.leader.as_str(), new, "{second:?}");
+    assert!(second.skip_assignment, "KIP-814: {second:?}");
+    let listed: Vec<_> = second
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.to_string(),
+                m.group_instance_id.as_deref().map(str::to_string),
+                m.metadata.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [(new.clone(), Some(instance.clone()), metadata)],
+        "{second:?}"
+    );
+    assert_eq!(state(&mut c, &group), "Stable");
+
+    // Its SyncGroup, with no assignments, returns the assignment the group already has.
+    let resp = c.call(
+        5,
+        &sync_request(5, &group, 1, &new, vec![]).with_group_instance_id(Some(s(&instance))),
+    );
+    assert_eq!(err(resp.error_code), None, "{resp:?}");
+    assert_eq!(resp.assignment, synced.assignment);
+    assert_eq!(state(&mut c, &group), "Stable");
+}
+
+/// The fallback setting under test: small, so the test is short.
+const FALLBACK_REJOINS: i32 = 3;
+
+#[test]
+fn server_assigned_group_falls_back_to_the_plan_of_a_leader_that_rejoins_over_every_other() {
+    // A client that does what franz-go does when told to skip assigning, or any client that
+    // insists on its own plan: as leader it computes a plan, and after every SyncGroup whose
+    // assignment is not (byte for byte) the one its plan gave it, it rejoins with the same
+    // subscription. koord must stop overriding it after group.assignment.fallback.rejoins such
+    // generations, install the leader's plan and warn; then the group stays in that generation.
+    let test =
+        "server_assigned_group_falls_back_to_the_plan_of_a_leader_that_rejoins_over_every_other";
+    let fallback = format!("group.assignment.fallback.rejoins={FALLBACK_REJOINS}");
+    let mut sets = DEFAULTS.to_vec();
+    sets.push(&fallback);
+    let Some(koord) = Koord::start_owned(test, &sets) else {
+        return;
+    };
+    let mut c = koord.connect();
+    let group = unique("g-fallback");
+    let topic = unique("fb-t");
+    create_topic(&koord, &topic, 6);
+    let join = |member: &str| consumer_join(&group, member, &topic, subscription(&[&topic]));
+
+    // Setup: a leads generation 1 alone; b joins, and both are in generation 2.
+    let a = member_id_required(&mut c, &group, &[&topic]);
+    let first = c.call(9, &join(&a));
+    assert_eq!(err(first.error_code), None, "{first:?}");
+    let resp = c.call(5, &sync_request(5, &group, 1, &a, vec![]));
+    assert_eq!(err(resp.error_code), None, "{resp:?}");
+    let b = member_id_required(&mut c, &group, &[&topic]);
+    let mut joins = vec![Pending::send(&koord, 9, &join(&b))];
+    await_state(&mut c, &group, "PreparingRebalance");
+    joins.push(Pending::send(&koord, 9, &join(&a)));
+
+    // The leader's plan, which no balanced assignor makes: 5 partitions for itself, 1 for the
+    // other member.
+    let plan = |leader: &str, other: &str| {
+        vec![
+            (leader.to_string(), assignment(&topic, &[0, 1, 2, 3, 4])),
+            (other.to_string(), assignment(&topic, &[5])),
+        ]
+    };
+    let mut rejoins = 0;
+    let (generation, leader, follower) = loop {
+        let js: Vec<JoinGroupResponse> = joins.drain(..).map(Pending::wait).collect();
+        for j in &js {
+            assert_eq!(err(j.error_code), None, "{j:?}");
+            assert_eq!(j.generation_id, js[0].generation_id, "{js:?}");
+        }
+        let generation = js[0].generation_id;
+        let leader = js[0].leader.to_string();
+        let follower = if leader == a { b.clone() } else { a.clone() };
+        let parked = Pending::send(
+            &koord,
+            5,
+            &sync_request(5, &group, generation, &follower, vec![]),
+        );
+        let sent = plan(&leader, &follower);
+        let resp = c.call(
+            5,
+            &sync_request(5, &group, generation, &leader, sent.clone()),
+        );
+        assert_eq!(err(resp.error_code), None, "{resp:?}");
+        let follower_got = parked.wait();
+        assert_eq!(err(follower_got.error_code), None, "{follower_got:?}");
+        if resp.assignment == sent[0].1 {
+            assert_eq!(
+                follower_got.assignment, sent[1].1,
+                "the leader's plan, whole"
+            );
+            break (generation, leader, follower);
+        }
+        // Not its plan: the leader rejoins, unchanged; the follower follows the rebalance.
+        rejoins += 1;
+        assert!(
+            rejoins <= FALLBACK_REJOINS,
+            "koord still overrides the leader's plan after {FALLBACK_REJOINS} rejoins in a row \
+             (generation {generation}: {:?})\n{}",
+            assigned_partitions(&resp.assignment),
+            koord.log()
+        );
+        joins.push(Pending::send(&koord, 9, &join(&leader)));
+        await_state(&mut c, &group, "PreparingRebalance");
+        joins.push(Pending::send(&koord, 9, &join(&follower)));
+    };
+    assert_eq!(
+        rejoins, FALLBACK_REJOINS,
+        "the leader's plan is installed after exactly group.assignment.fallback.rejoins \
+         generations that ended in its unchanged rejoin"
+    );
+    let log = koord.log();
+    assert!(
+        log.lines().any(|l| l.contains("WARN")
+            && l.contains(&group)
+            && l.contains("group.assignment.fallback.rejoins")),
+        "koord warns when it falls back:\n{log}"
+    );
+
+    // Fallen back: no more rebalances. Both members' heartbeats find the group at the same
+    // generation, Stable, with the leader's plan installed.
+    for _ in 0..2 {
+        for member in [&leader, &follower] {
+            assert_eq!(err(heartbeat(&mut c, 4, &group, generation, member)), None);
+        }
+        assert_eq!(state(&mut c, &group), "Stable");
+    }
+    let resp = describe(&mut c, 5, &[&group]);
+    let installed: BTreeMap<String, Vec<(String, i32)>> = resp.groups[0]
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.to_string(),
+                assigned_partitions(&m.member_assignment),
+            )
+        })
+        .collect();
+    let want: BTreeMap<String, Vec<(String, i32)>> = plan(&leader, &follower)
+        .iter()
+        .map(|(m, bytes)| (m.clone(), assigned_partitions(bytes)))
+        .collect();
+    assert_eq!(installed, want);
 }
