@@ -8,10 +8,12 @@
 # CreateTopics, DescribeCluster, the data-plane APIs, malformed input; tests/groups.rs: every
 # classic group API and its error codes) with kafka-protocol as the client, and the real-client
 # group scenarios (proto-tests/test_groups.py: Java, confluent-kafka, kafka-python,
-# kafka-consumer-groups; proto-tests/test_franz.py: franz-go groups of each balancer). Tests that
+# kafka-consumer-groups; proto-tests/test_franz.py: franz-go groups of each balancer;
+# proto-tests/test_streams.py: Kafka Streams, a custom client assignor, kafka-topics and
+# kafka-configs). Tests that
 # need koord's own configuration or process (connection limits, SIGTERM, group.max.size) report
 # "skipped". Every test expects exactly what Apache Kafka 4.4 answers; CI runs the raw tiers and
-# test_franz.py against both koord and Kafka 4.4 (scripts/test.sh).
+# test_franz.py and test_streams.py against both koord and Kafka 4.4 (scripts/test.sh).
 #
 # The server must allow auto-created topics or CreateTopics, a group.min.session.timeout.ms of at
 # most 1000 and group.initial.rebalance.delay.ms=0 for the scenarios to run fast (see
@@ -43,7 +45,7 @@ KOORD_BOOTSTRAP="$bootstrap" cargo test --release --test wire --test groups -- -
 if [ "$raw_only" = no ]; then
   if [ -x proto-tests/.venv/bin/python ]; then
     KOORD_BOOTSTRAP="$bootstrap" proto-tests/.venv/bin/python -m pytest proto-tests/test_groups.py \
-      proto-tests/test_franz.py -rA -q -p no:cacheprovider > "$out/python.txt" 2>&1 || rc=1
+      proto-tests/test_franz.py proto-tests/test_streams.py -rA -q -p no:cacheprovider > "$out/python.txt" 2>&1 || rc=1
   else
     echo "proto-tests/.venv missing: run scripts/test.sh once; real-client scenarios not run" >&2
     rc=1
