@@ -577,13 +577,19 @@ class JavaMembers:
                 self.proc.stdin.close()
             except BrokenPipeError:
                 pass
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._reader.join(5)
-        self._stderr.close()
+        wait_then_close(self)
+
+
+def wait_then_close(member):
+    """Waits for a member process asked to stop (killing it after STOP_TIMEOUT), then for its
+    output reader, and closes its stderr file."""
+    try:
+        member.proc.wait(STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        member.proc.kill()
+        member.proc.wait()
+    member._reader.join(5)
+    member._stderr.close()
 
 
 # --- franz-go members -----------------------------------------------------------------------
@@ -628,13 +634,7 @@ class FranzMember:
 
     def stop(self):
         self.close()
-        try:
-            self.proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._reader.join(5)
-        self._stderr.close()
+        wait_then_close(self)
 
     def log_tail(self, lines=20):
         try:

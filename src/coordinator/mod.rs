@@ -4,7 +4,7 @@
 //! and committed offsets are owned by one shard task (the one its id hashes to), which is the
 //! only code that touches them, so group state needs no locks; requests reach it through the
 //! shard's queue and are handled one at a time, in the order they were sent.
-//! JoinGroup and SyncGroup replies are parked as oneshot senders keyed by [`RequestToken`] and
+//! JoinGroup and SyncGroup replies are parked as oneshot senders keyed by [`crate::group::RequestToken`] and
 //! completed when the pure core emits a reply for that token, often while handling another
 //! member's request or a timer. Timers are not tasks: the actor sleeps until the core's
 //! [`ClassicGroup::next_deadline`] (the earliest over the shard's groups) and calls

@@ -1,8 +1,8 @@
 //! A checked big-endian cursor over bytes from a peer or from disk, shared by koord's
-//! hand-written formats (the consumer protocol's topic prefix, the learner wire, the store's
-//! values). Every read checks the bytes left before it uses them, so short or damaged input is a
-//! [`ReadError`], never a panic, and a count is checked against the bytes present before anything
-//! is sized by it. Each format maps [`ReadError`] to its own error.
+//! hand-written formats (the consumer protocol's topic prefix, the learner wire and state, the
+//! store's values). Every read checks the bytes left before it uses them, so short or damaged
+//! input is a [`ReadError`], never a panic, and a count is checked against the bytes present
+//! before anything is sized by it. Each format maps [`ReadError`] to its own error.
 
 use thiserror::Error;
 
@@ -129,6 +129,31 @@ impl<'a> Reader<'a> {
             what,
             len: i64::from(n),
         })?;
+        self.fits(what, n, min_item)
+    }
+
+    /// A uint32 array count whose items take at least `min_item` bytes each, checked against
+    /// the bytes left so that a damaged count cannot size an allocation.
+    ///
+    /// # Errors
+    /// [`ReadError::Short`] (the count itself, or its items cannot fit).
+    pub fn count_u32(&mut self, what: &'static str, min_item: usize) -> Result<usize, ReadError> {
+        let n = self.u32(what)?;
+        // Beyond usize (16-bit targets) the items cannot be there either: a short read.
+        let n = usize::try_from(n).map_err(|_| ReadError::Short {
+            what,
+            needed: usize::MAX,
+            left: self.buf.len(),
+        })?;
+        self.fits(what, n, min_item)
+    }
+
+    /// `n`, if `n` items of at least `min_item` bytes each fit in the bytes left: the check of
+    /// [`Reader::count_i32`] for a count that is not a prefix (say, a sum of other counts).
+    ///
+    /// # Errors
+    /// [`ReadError::Short`].
+    pub fn fits(&self, what: &'static str, n: usize, min_item: usize) -> Result<usize, ReadError> {
         let needed = n.saturating_mul(min_item);
         if needed > self.buf.len() {
             return Err(ReadError::Short {
@@ -161,6 +186,15 @@ impl<'a> Reader<'a> {
         let len = self.u32(what)?;
         // Beyond usize (16-bit targets) the bytes cannot be there either: a short read.
         self.take(usize::try_from(len).unwrap_or(usize::MAX), what)
+    }
+
+    /// A UTF-8 string after a uint16 length.
+    ///
+    /// # Errors
+    /// [`ReadError::Short`] or [`ReadError::NotUtf8`].
+    pub fn str_u16(&mut self, what: &'static str) -> Result<&'a str, ReadError> {
+        let len = self.u16(what)?;
+        utf8(self.take(usize::from(len), what)?, what)
     }
 
     /// A UTF-8 string after an int16 length.
@@ -262,6 +296,28 @@ mod tests {
     }
 
     #[test]
+    fn strings_with_uint16_lengths() {
+        // 0x8000 is a length here, not a negative one as with `str_i16`.
+        let mut long = b"\x80\x00".to_vec();
+        long.extend(std::iter::repeat_n(b'x', 0x8000));
+        long.extend(b"\x00\x02ab\x00\x00");
+        let mut r = Reader::new(&long);
+        assert_eq!(r.str_u16("s").map(str::len), Ok(0x8000));
+        assert_eq!(r.str_u16("s"), Ok("ab"));
+        assert_eq!(r.str_u16("s"), Ok(""));
+        assert!(r.is_empty());
+        let mut r = Reader::new(b"\xff\xffab");
+        assert_eq!(r.str_u16("member"), Err(short("member", 0xffff, 2)));
+        let mut r = Reader::new(b"\x00");
+        assert_eq!(r.str_u16("member"), Err(short("member", 2, 1)));
+        let mut r = Reader::new(b"\x00\x01\xff");
+        assert_eq!(
+            r.str_u16("member"),
+            Err(ReadError::NotUtf8 { what: "member" })
+        );
+    }
+
+    #[test]
     fn a_length_beyond_the_buffer_is_short() {
         let mut r = Reader::new(b"\x00\x09ab");
         assert_eq!(r.str_i16("topic"), Err(short("topic", 9, 2)));
@@ -312,6 +368,42 @@ mod tests {
     }
 
     #[test]
+    fn a_uint32_count_is_checked_against_its_items_minimum_size() {
+        let mut r = Reader::new(b"\x00\x00\x00\x02abcd");
+        assert_eq!(r.count_u32("members", 2), Ok(2));
+        assert_eq!(r.remaining(), 4);
+        let mut r = Reader::new(b"\x00\x00\x00\x03abcd");
+        assert_eq!(r.count_u32("members", 2), Err(short("members", 6, 4)));
+        // The top bit is part of the count, not a sign: a huge count, short.
+        let mut r = Reader::new(b"\xff\xff\xff\xffab");
+        assert_eq!(
+            r.count_u32("leavers", 12),
+            Err(short("leavers", 12 * u32::MAX as usize, 2))
+        );
+        let mut r = Reader::new(b"\x80\x00\x00\x00");
+        assert_eq!(
+            r.count_u32("tasks", usize::MAX),
+            Err(short("tasks", usize::MAX, 0))
+        );
+        let mut r = Reader::new(b"\x00\x00\x01");
+        assert_eq!(r.count_u32("members", 2), Err(short("members", 4, 3)));
+        let mut r = Reader::new(b"\x00\x00\x00\x05");
+        assert_eq!(r.count_u32("empty items", 0), Ok(5));
+    }
+
+    #[test]
+    fn fits_checks_a_computed_count_without_reading() {
+        let r = Reader::new(b"abcdefgh");
+        assert_eq!(r.fits("owners", 2, 4), Ok(2));
+        assert_eq!(r.fits("owners", 3, 4), Err(short("owners", 12, 8)));
+        assert_eq!(
+            r.fits("owners", usize::MAX, 4),
+            Err(short("owners", usize::MAX, 8))
+        );
+        assert_eq!(r.remaining(), 8);
+    }
+
+    #[test]
     fn bad_utf8_is_an_error() {
         let mut r = Reader::new(b"\x00\x01\xff");
         assert_eq!(
@@ -337,6 +429,8 @@ mod tests {
             while !r.is_empty() {
                 let before = r.remaining();
                 let _ = r.count_i32("c", 3);
+                let _ = r.count_u32("c", 3);
+                let _ = r.str_u16("s");
                 let _ = r.str_i16("s");
                 let _ = r.str_u32("s");
                 let _ = r.i64("i");

@@ -4,11 +4,11 @@
 //! task's state while the old owner keeps processing it; it moves only when the learner is
 //! ready, so scaling a group does not stop the world. The coordinator keeps the authoritative
 //! state S ([`State`]: owner, learner, marks, warm-up start, leavers) with the group's durable
-//! record, and [`plan`] runs the spec's deterministic algorithm over it at every rebalance.
+//! record, and [`plan()`] runs the spec's deterministic algorithm over it at every rebalance.
 //!
 //! - [`LearnerAssignor`]: the assignor as the group cores call it ([`crate::assignor::Assignor`]):
 //!   members' reports in, S in and out, each member's `LearnerAssignment` user data.
-//! - [`plan`]: steps 1 to 6 of 6.5 (standbys, step 5, are out of scope) over an interned spec.
+//! - [`plan()`]: steps 1 to 6 of 6.5 (standbys, step 5, are out of scope) over an interned spec.
 //! - [`state`]: S and its stored form.
 //! - [`wire`]: `LearnerSubscription` / `LearnerAssignment` (section 11).
 //!

@@ -14,8 +14,9 @@
 
 use std::fmt;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::vocab::reader::{ReadError, Reader};
 use crate::vocab::Timestamp;
 
 /// A task slot without member.
@@ -203,15 +204,15 @@ impl State {
         if bytes.is_empty() {
             return Ok(State::default());
         }
-        let mut r = bytes;
-        let format = take(&mut r, 1, "format")?.get_u8();
+        let mut r = Reader::new(bytes);
+        let format = r.u8("format").map_err(why)?;
         if format != FORMAT && format != FORMAT_ENTRIES {
             return Err(format!("unknown learner state format {format}"));
         }
-        let table = count(&mut r, 2, "members")?;
+        let table = r.count_u32("members", 2).map_err(why)?;
         let mut members = Names::with_capacity(table);
         for _ in 0..table {
-            members.push(&get_str(&mut r)?);
+            members.push(r.str_u16("string").map_err(why)?);
         }
         let member = |i: u32| -> Result<u32, String> {
             if i == NO_MEMBER || (i as usize) < table {
@@ -220,47 +221,48 @@ impl State {
                 Err(format!("member index {i} outside a table of {table}"))
             }
         };
-        let leavers = count(&mut r, 12, "leavers")?;
+        let leavers = r.count_u32("leavers", 12).map_err(why)?;
         let mut leaving = Vec::with_capacity(leavers);
         for _ in 0..leavers {
-            let m = member(r.get_u32())?;
+            let m = member(r.u32("leavers").map_err(why)?)?;
             if m == NO_MEMBER {
                 return Err("a leaver without member".to_owned());
             }
-            leaving.push((m, Timestamp(r.get_u64())));
+            leaving.push((m, Timestamp(r.u64("leavers").map_err(why)?)));
         }
         let mut state = if format == FORMAT {
-            let topics_len = count(&mut r, 6, "topics")?;
+            let topics_len = r.count_u32("topics", 6).map_err(why)?;
             let mut topics = Names::with_capacity(topics_len);
             let mut partitions = Vec::with_capacity(topics_len);
             let mut tasks = 0u64;
             for _ in 0..topics_len {
-                topics.push(&get_str(&mut r)?);
-                let count = take(&mut r, 4, "topic")?.get_u32();
+                topics.push(r.str_u16("string").map_err(why)?);
+                let count = r.u32("topic").map_err(why)?;
                 tasks += u64::from(count);
                 partitions.push(count);
             }
-            if tasks > u64::from(u32::MAX) || tasks as usize > r.len() / 4 {
-                return Err("truncated owners".to_owned());
+            // Task indices are u32s; past that the owners cannot be there either.
+            let tasks = u32::try_from(tasks).map_err(|_| "truncated owners".to_owned())?;
+            let owners_len = r.fits("owners", tasks as usize, 4).map_err(why)?;
+            let mut owners = Vec::with_capacity(owners_len);
+            for _ in 0..owners_len {
+                owners.push(member(r.u32("owners").map_err(why)?)?);
             }
-            let owners = (0..tasks)
-                .map(|_| member(r.get_u32()))
-                .collect::<Result<Vec<u32>, String>>()?;
-            let learners_len = count(&mut r, 16, "learners")?;
+            let learners_len = r.count_u32("learners", 16).map_err(why)?;
             let mut learners: Vec<Learner> = Vec::with_capacity(learners_len);
             for _ in 0..learners_len {
-                let task = r.get_u32();
-                if u64::from(task) >= tasks || learners.last().is_some_and(|l| l.task >= task) {
+                let task = r.u32("learners").map_err(why)?;
+                if task >= tasks || learners.last().is_some_and(|l| l.task >= task) {
                     return Err(format!("learner of task {task} out of order or range"));
                 }
-                let m = member(r.get_u32())?;
+                let m = member(r.u32("learners").map_err(why)?)?;
                 if m == NO_MEMBER {
                     return Err("a learner without member".to_owned());
                 }
                 learners.push(Learner {
                     task,
                     member: m,
-                    planned: Timestamp(r.get_u64()),
+                    planned: Timestamp(r.u64("learners").map_err(why)?),
                 });
             }
             State {
@@ -275,7 +277,7 @@ impl State {
             decode_entries(&mut r, &member)?
         };
         if !r.is_empty() {
-            return Err(format!("{} bytes after the learner state", r.len()));
+            return Err(format!("{} bytes after the learner state", r.remaining()));
         }
         state.members = members;
         state.leaving = leaving;
@@ -283,23 +285,31 @@ impl State {
     }
 }
 
+/// S's messages, as before the shared reader: "truncated members", "string is not UTF-8".
+fn why(e: ReadError) -> String {
+    match e {
+        ReadError::Short { what, .. } => format!("truncated {what}"),
+        other => other.to_string(),
+    }
+}
+
 /// Format 1's topics: per topic, entries (partition, owner, learner, planned) of the tasks
 /// that had an owner or a learner. A topic's partition count is its highest entry plus one.
 fn decode_entries(
-    r: &mut &[u8],
+    r: &mut Reader,
     member: &dyn Fn(u32) -> Result<u32, String>,
 ) -> Result<State, String> {
-    let topics_len = count(r, 6, "topics")?;
+    let topics_len = r.count_u32("topics", 6).map_err(why)?;
     let mut state = State::default();
     for _ in 0..topics_len {
-        let name = get_str(r)?;
-        let entries = count(r, 20, "tasks")?;
+        let name = r.str_u16("string").map_err(why)?;
+        let entries = r.count_u32("tasks", 20).map_err(why)?;
         let first = state.owners.len();
         for _ in 0..entries {
-            let partition = r.get_u32() as usize;
-            let owner = member(r.get_u32())?;
-            let learner = member(r.get_u32())?;
-            let planned = Timestamp(r.get_u64());
+            let partition = r.u32("tasks").map_err(why)? as usize;
+            let owner = member(r.u32("tasks").map_err(why)?)?;
+            let learner = member(r.u32("tasks").map_err(why)?)?;
+            let planned = Timestamp(r.u64("tasks").map_err(why)?);
             // Entries are in partition order; the bound keeps a damaged partition number from
             // allocating gigabytes (Kafka topics stay far below it).
             if partition >= MAX_PARTITIONS_V1 || first + partition < state.owners.len() {
@@ -315,7 +325,7 @@ fn decode_entries(
                 });
             }
         }
-        state.topics.push(&name);
+        state.topics.push(name);
         state.partitions.push((state.owners.len() - first) as u32);
     }
     Ok(state)
@@ -324,30 +334,6 @@ fn decode_entries(
 fn put_str(w: &mut BytesMut, s: &str) {
     w.put_u16(s.len().min(u16::MAX as usize) as u16);
     w.put_slice(&s.as_bytes()[..s.len().min(u16::MAX as usize)]);
-}
-
-fn take<'a>(r: &mut &'a [u8], n: usize, what: &str) -> Result<&'a [u8], String> {
-    if r.len() < n {
-        return Err(format!("truncated {what}"));
-    }
-    let (head, rest) = r.split_at(n);
-    *r = rest;
-    Ok(head)
-}
-
-/// A count whose items take at least `min_item` bytes each, checked against the bytes left.
-fn count(r: &mut &[u8], min_item: usize, what: &str) -> Result<usize, String> {
-    let n = take(r, 4, what)?.get_u32() as usize;
-    if n.saturating_mul(min_item) > r.len() {
-        return Err(format!("truncated {what}"));
-    }
-    Ok(n)
-}
-
-fn get_str(r: &mut &[u8]) -> Result<String, String> {
-    let len = take(r, 2, "string")?.get_u16() as usize;
-    let s = take(r, len, "string")?;
-    String::from_utf8(s.to_vec()).map_err(|_| "string is not UTF-8".to_owned())
 }
 
 #[cfg(test)]
@@ -436,8 +422,7 @@ mod tests {
     }
 
     /// Format 1 as session 3 wrote it: one 20-byte entry per task with an owner or a learner.
-    #[test]
-    fn format_1_is_still_read() {
+    fn format_1() -> BytesMut {
         let mut w = BytesMut::new();
         w.put_u8(1);
         w.put_u32(2);
@@ -464,6 +449,12 @@ mod tests {
             w.put_u32(v);
         }
         w.put_u64(0);
+        w
+    }
+
+    #[test]
+    fn format_1_is_still_read() {
+        let w = format_1();
         let s = State::decode(&w).unwrap();
         let mut want = sample();
         want.partitions[0] = 2;
@@ -474,5 +465,97 @@ mod tests {
         let at = 1 + 4 + 4 + 4 + 4 + 12 + 4 + 8 + 4;
         bad[at..at + 4].copy_from_slice(&5u32.to_be_bytes());
         assert!(State::decode(&bad).is_err());
+    }
+
+    /// The reader's errors keep S's messages (a warning names them when S is unreadable).
+    #[test]
+    fn errors_say_what_is_truncated_or_bad() {
+        let bytes = sample().encode();
+        let at = |cut: usize| State::decode(&bytes[..cut]).unwrap_err();
+        assert_eq!(at(3), "truncated members");
+        assert_eq!(at(7), "truncated members");
+        assert_eq!(at(10), "truncated string");
+        assert_eq!(at(20), "truncated leavers");
+        assert_eq!(at(50), "truncated string");
+        assert_eq!(at(54), "truncated topic");
+        assert_eq!(at(60), "truncated owners");
+        assert_eq!(at(74), "truncated learners");
+        let mut bad = bytes.to_vec();
+        bad[7] = 0xff;
+        assert_eq!(State::decode(&bad).unwrap_err(), "string is not UTF-8");
+        let mut bad = sample();
+        bad.owners[1] = 2;
+        assert_eq!(
+            State::decode(&bad.encode()).unwrap_err(),
+            "member index 2 outside a table of 2"
+        );
+        let mut longer = bytes.to_vec();
+        longer.extend([0, 0]);
+        assert_eq!(
+            State::decode(&longer).unwrap_err(),
+            "2 bytes after the learner state"
+        );
+        assert_eq!(
+            State::decode(&[9]).unwrap_err(),
+            "unknown learner state format 9"
+        );
+        let w = format_1();
+        assert_eq!(State::decode(&w[..30]).unwrap_err(), "truncated topics");
+        assert_eq!(State::decode(&w[..47]).unwrap_err(), "truncated tasks");
+    }
+
+    /// What decodes from damaged bytes is a consistent S: its own encoding reads back as it.
+    fn consistent(s: &State) {
+        let members = s.members.len() as u32;
+        let tasks: u64 = s.partitions.iter().map(|&p| u64::from(p)).sum();
+        assert_eq!(s.topics.len(), s.partitions.len());
+        assert_eq!(s.owners.len() as u64, tasks);
+        assert!(s.owners.iter().all(|&o| o == NO_MEMBER || o < members));
+        assert!(s.leaving.iter().all(|&(m, _)| m < members));
+        assert!(s.learners.windows(2).all(|w| w[0].task < w[1].task));
+        assert!(s
+            .learners
+            .iter()
+            .all(|l| l.member < members && u64::from(l.task) < tasks));
+        assert_eq!(State::decode(&s.encode()).as_ref(), Ok(s));
+    }
+
+    /// Both formats: every cut is an error, and a byte damaged anywhere (to 0, 0xff, 0x80 or
+    /// one bit off), whole or cut there, is an error or a consistent S, never a panic.
+    #[test]
+    fn truncated_or_damaged_state_of_either_format_is_an_error_not_a_panic() {
+        for bytes in [sample().encode().to_vec(), format_1().to_vec()] {
+            for cut in 1..bytes.len() {
+                assert!(State::decode(&bytes[..cut]).is_err(), "{cut}");
+            }
+            for at in 0..bytes.len() {
+                for b in [0, 0xff, 0x80, bytes[at] ^ 1] {
+                    let mut bad = bytes.clone();
+                    bad[at] = b;
+                    if let Ok(s) = State::decode(&bad) {
+                        consistent(&s);
+                    }
+                    // A damaged count may make a prefix whole: only no panic is asked of it.
+                    if let Ok(s) = State::decode(&bad[..at]) {
+                        consistent(&s);
+                    }
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Any bytes after a known format byte: an error or a consistent S, never a panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(
+            format in proptest::sample::select(vec![FORMAT, FORMAT_ENTRIES]),
+            rest in proptest::collection::vec(proptest::num::u8::ANY, 0..96),
+        ) {
+            let mut bytes = vec![format];
+            bytes.extend(rest);
+            if let Ok(s) = State::decode(&bytes) {
+                consistent(&s);
+            }
+        }
     }
 }

@@ -331,7 +331,7 @@ impl ClassicGroup {
     /// The next output, in order. Drain until `None` after every input.
     ///
     /// Once drained, the group gives back room it no longer uses (see
-    /// [`ClassicGroup::release_spare_capacity`]).
+    /// `ClassicGroup::release_spare_capacity`).
     pub fn poll_output(&mut self) -> Option<Output> {
         let out = self.outputs.pop_front();
         if out.is_none() {
