@@ -13,6 +13,7 @@ use bytes::Bytes;
 
 use super::batch::{rewrite, AppendError, ValidBatch};
 use super::producer::{Producers, SequenceCheck};
+use crate::metadata::topic_config::LogSettings;
 
 #[derive(Debug, Clone)]
 struct StoredBatch {
@@ -28,6 +29,8 @@ pub struct Appended {
     /// Offset of the batch's first record; for a retried batch, the offset it got the first time.
     pub base_offset: i64,
     pub log_start_offset: i64,
+    /// The broker's time set on the batch under `message.timestamp.type=LogAppendTime`, else -1.
+    pub log_append_time: i64,
     /// The batch was a retry of one already in the log; nothing was appended.
     pub duplicate: bool,
 }
@@ -56,22 +59,35 @@ pub struct PartitionLog {
     log_start: i64,
     log_end: i64,
     size: u64,
-    /// `None`: unbounded.
-    retention_bytes: Option<u64>,
+    /// The topic's configs the log applies.
+    settings: LogSettings,
+    /// Bytes appended since the log last rolled (compacted logs compact when they roll).
+    active_bytes: u64,
     producers: Producers,
 }
 
 impl PartitionLog {
     /// An empty log; `retention_bytes` follows `log.retention.bytes` (negative: unbounded).
     pub fn new(retention_bytes: i64) -> PartitionLog {
+        PartitionLog::with_settings(LogSettings::with_retention_bytes(retention_bytes))
+    }
+
+    /// An empty log applying `settings`.
+    pub fn with_settings(settings: LogSettings) -> PartitionLog {
         PartitionLog {
             batches: VecDeque::new(),
             log_start: 0,
             log_end: 0,
             size: 0,
-            retention_bytes: u64::try_from(retention_bytes).ok(),
+            settings,
+            active_bytes: 0,
             producers: Producers::default(),
         }
+    }
+
+    /// Applies changed topic configs from the next append or expiry on.
+    pub fn set_settings(&mut self, settings: LogSettings) {
+        self.settings = settings;
     }
 
     pub fn log_start_offset(&self) -> i64 {
@@ -92,13 +108,31 @@ impl PartitionLog {
         self.batches.len()
     }
 
-    /// Appends a validated batch at the log end offset, after the idempotent-producer checks.
+    /// [`PartitionLog::append_at`] without a clock: nothing expires by time and LogAppendTime
+    /// batches get timestamp 0.
     ///
     /// # Errors
-    /// [`AppendError::Transactional`] for a transactional batch, or a producer-state refusal
-    /// (see [`super::producer`]). A refused batch changes nothing.
+    /// As [`PartitionLog::append_at`].
     pub fn append(&mut self, batch: &ValidBatch<'_>) -> Result<Appended, AppendError> {
+        self.append_at(batch, 0)
+    }
+
+    /// Appends a validated batch at the log end offset, after the size and idempotent-producer
+    /// checks; `now` (ms since the epoch) is the broker's time for LogAppendTime, time-based
+    /// retention and tombstone expiry.
+    ///
+    /// # Errors
+    /// [`AppendError::BatchTooLarge`] beyond `max.message.bytes`, [`AppendError::Transactional`]
+    /// for a transactional batch, or a producer-state refusal (see [`super::producer`]). A refused
+    /// batch changes nothing.
+    pub fn append_at(&mut self, batch: &ValidBatch<'_>, now: i64) -> Result<Appended, AppendError> {
         let header = &batch.header;
+        if batch.bytes.len() > self.settings.max_message_bytes {
+            return Err(AppendError::BatchTooLarge {
+                size: batch.bytes.len(),
+                max: self.settings.max_message_bytes,
+            });
+        }
         if header.is_transactional() {
             return Err(AppendError::Transactional);
         }
@@ -106,43 +140,161 @@ impl PartitionLog {
             return Ok(Appended {
                 base_offset,
                 log_start_offset: self.log_start,
+                log_append_time: -1,
                 duplicate: true,
             });
         }
         let base_offset = self.log_end;
         let last_offset = base_offset + header.offset_span() - 1;
-        let bytes = rewrite(batch.bytes, base_offset);
+        let mut bytes = rewrite(batch.bytes, base_offset);
+        let mut max_timestamp = header.max_timestamp;
+        let mut log_append_time = -1;
+        if self.settings.log_append_time {
+            bytes = super::batch::set_log_append_time(&bytes, now);
+            max_timestamp = now;
+            log_append_time = now;
+        }
         self.size += bytes.len() as u64;
+        self.active_bytes += bytes.len() as u64;
         self.batches.push_back(StoredBatch {
             base_offset,
             last_offset,
-            max_timestamp: header.max_timestamp,
+            max_timestamp,
             bytes,
         });
         self.log_end = last_offset + 1;
         self.producers.record(header, base_offset);
-        self.enforce_retention();
+        if self.settings.compact && self.active_bytes >= self.settings.segment_bytes {
+            self.active_bytes = 0;
+            self.compact(now);
+        }
+        self.expire(now);
         Ok(Appended {
             base_offset,
             log_start_offset: self.log_start,
+            log_append_time,
             duplicate: false,
         })
     }
 
-    fn enforce_retention(&mut self) {
-        let Some(limit) = self.retention_bytes else {
+    /// Drops what `retention.bytes` and `retention.ms` no longer keep (cleanup.policy delete),
+    /// oldest first. Size retention keeps the newest batch, as Kafka keeps the active segment;
+    /// time retention drops every expired batch, as Kafka rolls an expired active segment.
+    pub fn expire(&mut self, now: i64) {
+        if !self.settings.delete {
             return;
-        };
+        }
         let mut dropped = false;
-        while self.size > limit && self.batches.len() > 1 {
-            if let Some(old) = self.batches.pop_front() {
-                self.size -= old.bytes.len() as u64;
-                dropped = true;
+        if let Some(limit) = self.settings.retention_bytes {
+            while self.size > limit && self.batches.len() > 1 {
+                if let Some(old) = self.batches.pop_front() {
+                    self.size -= old.bytes.len() as u64;
+                    dropped = true;
+                }
+            }
+        }
+        if let Some(ms) = self.settings.retention_ms {
+            let oldest_kept = now.saturating_sub(ms);
+            while self
+                .batches
+                .front()
+                .is_some_and(|b| b.max_timestamp < oldest_kept)
+            {
+                if let Some(old) = self.batches.pop_front() {
+                    self.size -= old.bytes.len() as u64;
+                    dropped = true;
+                }
             }
         }
         if dropped {
             self.log_start = self.batches.front().map_or(self.log_end, |b| b.base_offset);
             self.producers.maybe_evict_below(self.log_start);
+        }
+    }
+
+    /// Compacts the whole log (cleanup.policy compact), which has just rolled: every keyed
+    /// record but the last of its key goes, and tombstones older than `delete.retention.ms`
+    /// (by their batch's max timestamp) go too. Records keep their offsets; a batch that loses
+    /// records is rewritten uncompressed with only those kept, an emptied batch goes.
+    pub fn compact(&mut self, now: i64) {
+        use std::collections::HashMap;
+        let mut decoded = Vec::with_capacity(self.batches.len());
+        let mut last: HashMap<Bytes, i64> = HashMap::new();
+        for b in &self.batches {
+            match super::batch::decode_records(&b.bytes) {
+                Ok(records) => {
+                    for r in &records {
+                        if let Some(k) = &r.key {
+                            last.insert(k.clone(), r.offset);
+                        }
+                    }
+                    decoded.push(Some(records));
+                }
+                Err(e) => {
+                    // Stored batches were validated on append; one that does not decode is kept.
+                    tracing::debug!(error = %e, "stored batch does not decode; not compacted");
+                    decoded.push(None);
+                }
+            }
+        }
+        let tombstone_horizon = now.saturating_sub(self.settings.delete_retention_ms);
+        let old = std::mem::take(&mut self.batches);
+        self.size = 0;
+        for (b, records) in old.into_iter().zip(decoded) {
+            let Some(records) = records else {
+                self.size += b.bytes.len() as u64;
+                self.batches.push_back(b);
+                continue;
+            };
+            let total = records.len();
+            let log_append_time = records.first().is_some_and(|r| {
+                r.timestamp_type == kafka_protocol::records::TimestampType::LogAppend
+            });
+            let mut kept: Vec<_> = records
+                .into_iter()
+                .filter(|r| match &r.key {
+                    None => true,
+                    Some(k) => {
+                        last.get(k) == Some(&r.offset)
+                            && (r.value.is_some() || b.max_timestamp >= tombstone_horizon)
+                    }
+                })
+                .collect();
+            if let Some(first) = kept.first().map(|r| r.offset) {
+                for r in &mut kept {
+                    if r.producer_id < 0 {
+                        // Keeps the base sequence at -1 (no producer), as Kafka writes it.
+                        r.sequence = (r.offset - first) as i32 - 1;
+                    }
+                    if log_append_time {
+                        // The batch's max timestamp is every record's under LogAppendTime.
+                        r.timestamp = b.max_timestamp;
+                    }
+                }
+            }
+            let batch = if kept.len() == total {
+                b
+            } else if kept.is_empty() {
+                continue;
+            } else {
+                match super::batch::encode_records(&kept) {
+                    Ok(bytes) => StoredBatch {
+                        base_offset: kept.first().map_or(b.base_offset, |r| r.offset),
+                        last_offset: kept.last().map_or(b.last_offset, |r| r.offset),
+                        max_timestamp: b.max_timestamp,
+                        bytes: super::batch::rewrite(
+                            &bytes,
+                            kept.first().map_or(b.base_offset, |r| r.offset),
+                        ),
+                    },
+                    Err(e) => {
+                        tracing::debug!(error = %e, "compacted batch does not encode; kept whole");
+                        b
+                    }
+                }
+            };
+            self.size += batch.bytes.len() as u64;
+            self.batches.push_back(batch);
         }
     }
 
@@ -310,6 +462,7 @@ mod tests {
             Appended {
                 base_offset: 4,
                 log_start_offset: 0,
+                log_append_time: -1,
                 duplicate: true
             }
         );
