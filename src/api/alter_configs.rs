@@ -49,7 +49,7 @@ pub(crate) fn alter_broker<'a>(
     Err((
         ResponseError::InvalidRequest,
         format!(
-            "Cannot update these configs dynamically: Set({})",
+            "Cannot update these configs dynamically: [{}]",
             names.join(", ")
         ),
     ))

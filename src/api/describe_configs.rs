@@ -21,7 +21,8 @@ pub const BROKER: i8 = 4;
 
 type Failure = (ResponseError, String);
 
-/// The topic a config request names: it must exist.
+/// The topic a config request names: it must exist (AlterConfigs says so in Kafka's words;
+/// DescribeConfigs gives no message, as Kafka).
 pub(crate) fn topic(broker: &Broker, name: &str) -> Result<crate::metadata::Topic, Failure> {
     validate_topic_name(name).map_err(|m| (ResponseError::InvalidTopicException, m))?;
     broker.topics.get(name).ok_or_else(|| {
@@ -92,9 +93,12 @@ fn topic_configs(
                 if source == Source::Topic {
                     list.push(synonym(d.name, value, Source::Topic));
                 }
+                // Kafka lists broker synonyms only where the broker's configuration sets them.
                 if let Some(b) = d.broker {
                     let (v, s) = broker_default(d, &broker.config);
-                    list.push(synonym(b, v, s));
+                    if s == Source::StaticBroker {
+                        list.push(synonym(b, v, s));
+                    }
                 }
                 r = r.with_synonyms(list);
             }
@@ -194,6 +198,10 @@ pub fn handle(
                 .with_resource_name(r.resource_name.clone());
             match configs {
                 Ok(c) => result.with_configs(c),
+                // Kafka answers an unknown topic with the code alone.
+                Err((e @ ResponseError::UnknownTopicOrPartition, _)) => {
+                    result.with_error_code(e.code()).with_error_message(None)
+                }
                 Err((e, m)) => result
                     .with_error_code(e.code())
                     .with_error_message(Some(str_bytes(m))),

@@ -49,7 +49,14 @@ fn apply(broker: &Broker, name: &str, ops: &[AlterableConfig]) -> Result<TopicCo
                 if !is_list(key) {
                     return Err((
                         ResponseError::InvalidConfig,
-                        format!("Config value append is not allowed for config key: {key}"),
+                        format!(
+                            "Can't {} to key {key} because its type is not LIST.",
+                            if op.config_operation == APPEND {
+                                "APPEND"
+                            } else {
+                                "SUBTRACT"
+                            }
+                        ),
                     ));
                 }
                 let current = effective(d, &configs, &broker.config).0;
