@@ -2450,6 +2450,9 @@ fn pipelined_requests_are_answered_in_request_order() {
 // IncrementalAlterConfigs
 // ---------------------------------------------------------------------------------------------
 
+/// `(value, source)` of every config described, by name.
+type Described = BTreeMap<String, (Option<String>, i8)>;
+
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 /// DescribeConfigs config sources.
@@ -2474,7 +2477,7 @@ fn describe_configs(
     version: i16,
     resource_type: i8,
     name: &str,
-) -> Result<BTreeMap<String, (Option<String>, i8)>, (Option<ResponseError>, String)> {
+) -> Result<Described, (Option<ResponseError>, String)> {
     let resp: DescribeConfigsResponse = c.send(
         version,
         &DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()

@@ -362,6 +362,9 @@ mod tests {
     use super::*;
     use crate::log::batch::tests::{batch, simple, transactional, Spec};
     use crate::log::batch::{validate_produce, BatchHeader};
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
 
     fn append(log: &mut PartitionLog, b: &Bytes) -> Result<Appended, AppendError> {
         log.append(&validate_produce(b, 9).unwrap())
@@ -540,5 +543,193 @@ mod tests {
             (3, 5_020)
         );
         assert!(PartitionLog::new(-1).batch_with_max_timestamp().is_none());
+    }
+
+    fn settings() -> LogSettings {
+        LogSettings::with_retention_bytes(-1)
+    }
+
+    /// One batch of `(key, value)` records (value `None`: a tombstone), timestamps `ts`.
+    fn keyed(records: &[(&str, Option<&str>)], ts: i64, compression: Compression) -> Bytes {
+        let records: Vec<Record> = records
+            .iter()
+            .enumerate()
+            .map(|(i, (k, v))| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: i as i32 - 1,
+                timestamp: ts,
+                key: Some(Bytes::from(k.to_string())),
+                value: v.map(|v| Bytes::from(v.to_string())),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = bytes::BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression,
+            },
+        )
+        .unwrap();
+        buf.freeze()
+    }
+
+    /// `(offset, key, value)` of every record from offset 0, each stored batch checked valid.
+    fn contents(log: &PartitionLog) -> Vec<(i64, String, Option<String>)> {
+        let read = log.read(log.log_start_offset(), usize::MAX, true).unwrap();
+        let mut out = Vec::new();
+        for b in &read.batches {
+            assert!(
+                validate_produce(b, 9).is_ok(),
+                "valid v2 batch, CRC included"
+            );
+            for r in super::super::batch::decode_records(b).unwrap() {
+                let text = |b: Bytes| String::from_utf8(b.to_vec()).unwrap();
+                out.push((r.offset, text(r.key.unwrap()), r.value.map(text)));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn compaction_keeps_the_last_record_per_key_at_its_offset() {
+        let mut log = PartitionLog::with_settings(LogSettings {
+            compact: true,
+            delete: false,
+            // Every append rolls the log, so every append compacts.
+            segment_bytes: 1,
+            delete_retention_ms: 1_000,
+            ..settings()
+        });
+        let b1 = keyed(
+            &[("a", Some("a1")), ("b", Some("b1")), ("c", Some("c1"))],
+            1_000,
+            Compression::Gzip,
+        );
+        let b2 = keyed(&[("a", Some("a2")), ("b", None)], 1_000, Compression::None);
+        let b3 = keyed(&[("d", Some("d1"))], 1_000, Compression::None);
+        for b in [&b1, &b2, &b3] {
+            log.append_at(&validate_produce(b, 9).unwrap(), 1_500)
+                .unwrap();
+        }
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(
+            contents(&log),
+            vec![
+                (2, "c".into(), s("c1")),
+                (3, "a".into(), s("a2")),
+                (4, "b".into(), None),
+                (5, "d".into(), s("d1")),
+            ]
+        );
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 6));
+        // A read from a compacted-away offset starts at the next record kept.
+        let from_one = log.read(1, usize::MAX, true).unwrap();
+        assert_eq!(
+            BatchHeader::parse(&from_one.batches[0])
+                .unwrap()
+                .base_offset,
+            2
+        );
+        // Once older than delete.retention.ms the tombstone goes too.
+        log.compact(2_001);
+        assert_eq!(
+            contents(&log),
+            vec![
+                (2, "c".into(), s("c1")),
+                (3, "a".into(), s("a2")),
+                (5, "d".into(), s("d1")),
+            ]
+        );
+    }
+
+    #[test]
+    fn compaction_waits_for_segment_bytes() {
+        let mut log = PartitionLog::with_settings(LogSettings {
+            compact: true,
+            delete: false,
+            segment_bytes: 1 << 20,
+            ..settings()
+        });
+        for _ in 0..3 {
+            append(
+                &mut log,
+                &keyed(&[("a", Some("x"))], 1_000, Compression::None),
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            contents(&log).len(),
+            3,
+            "nothing compacted before the log rolls"
+        );
+    }
+
+    #[test]
+    fn retention_ms_drops_batches_older_than_it_on_append_and_expire() {
+        let mut log = PartitionLog::with_settings(LogSettings {
+            retention_ms: Some(100),
+            ..settings()
+        });
+        let old = batch(Spec {
+            first_ts: 1_000,
+            ..Spec::default()
+        });
+        log.append_at(&validate_produce(&old, 9).unwrap(), 1_050)
+            .unwrap();
+        assert_eq!(log.batch_count(), 1, "within retention.ms");
+        log.expire(1_200);
+        assert_eq!(log.batch_count(), 0);
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
+        let new = batch(Spec {
+            first_ts: 5_000,
+            ..Spec::default()
+        });
+        log.append_at(&validate_produce(&old, 9).unwrap(), 5_000)
+            .unwrap();
+        log.append_at(&validate_produce(&new, 9).unwrap(), 5_000)
+            .unwrap();
+        assert_eq!(log.batch_count(), 1, "the old batch expired on append");
+        assert_eq!(log.log_start_offset(), 6);
+    }
+
+    #[test]
+    fn max_message_bytes_refuses_a_larger_batch_and_changes_nothing() {
+        let small = simple(1);
+        let mut log = PartitionLog::with_settings(LogSettings {
+            max_message_bytes: small.len(),
+            ..settings()
+        });
+        append(&mut log, &small).unwrap();
+        let err = append(&mut log, &simple(2)).unwrap_err();
+        assert_eq!(err.code(), kafka_protocol::ResponseError::MessageTooLarge);
+        assert_eq!(log.log_end_offset(), 1);
+    }
+
+    #[test]
+    fn log_append_time_sets_the_batch_max_timestamp_and_keeps_the_crc_valid() {
+        let mut log = PartitionLog::with_settings(LogSettings {
+            log_append_time: true,
+            ..settings()
+        });
+        let a = log
+            .append_at(&validate_produce(&simple(3), 9).unwrap(), 5_555)
+            .unwrap();
+        assert_eq!(a.log_append_time, 5_555);
+        let read = log.read(0, usize::MAX, true).unwrap();
+        let h = BatchHeader::parse(&read.batches[0]).unwrap();
+        assert!(h.is_log_append_time());
+        assert_eq!(h.max_timestamp, 5_555);
+        assert!(validate_produce(&read.batches[0], 9).is_ok());
+        assert_eq!(log.batch_with_max_timestamp().unwrap().1, 5_555);
     }
 }
