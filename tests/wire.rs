@@ -3245,3 +3245,55 @@ fn compacted_topic_keeps_the_last_value_of_every_key() {
     }
     assert!(count < RECORDS / 4, "{count} records kept of {RECORDS}");
 }
+
+/// Every topic config Kafka 4.4 describes for a new topic (as Kafka 4.4 listed them).
+const KAFKA_TOPIC_CONFIGS: &[&str] = &[
+    "cleanup.policy",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.type",
+    "compression.zstd.level",
+    "delete.retention.ms",
+    "errors.deadletterqueue.group.enable",
+    "file.delete.delay.ms",
+    "flush.messages",
+    "flush.ms",
+    "follower.replication.throttled.replicas",
+    "index.interval.bytes",
+    "leader.replication.throttled.replicas",
+    "local.retention.bytes",
+    "local.retention.ms",
+    "max.compaction.lag.ms",
+    "max.decompressed.message.bytes",
+    "max.message.bytes",
+    "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.type",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "min.insync.replicas",
+    "preallocate",
+    "remote.copy.lag.bytes",
+    "remote.copy.lag.ms",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+    "remote.storage.enable",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.index.bytes",
+    "segment.jitter.ms",
+    "segment.ms",
+    "unclean.leader.election.enable",
+];
+
+#[test]
+fn describe_configs_lists_every_kafka_topic_config() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let t = new_topic(&mut c, "every-config", 1);
+    let described = topic_configs(&mut c, &t.name);
+    let names: BTreeSet<&str> = described.keys().map(String::as_str).collect();
+    let expected: BTreeSet<&str> = KAFKA_TOPIC_CONFIGS.iter().copied().collect();
+    assert_eq!(names, expected);
+}
