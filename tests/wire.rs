@@ -3297,3 +3297,64 @@ fn describe_configs_lists_every_kafka_topic_config() {
     let expected: BTreeSet<&str> = KAFKA_TOPIC_CONFIGS.iter().copied().collect();
     assert_eq!(names, expected);
 }
+
+#[test]
+fn null_values_unknown_operations_and_duplicate_keys_are_refused_as_kafka_does() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let name = common::unique("nullcfg");
+    let mut t = creatable(&name, 1, 1);
+    t.configs = vec![CreatableTopicConfig::default()
+        .with_name(s("retention.ms"))
+        .with_value(None)];
+    let resp = create_topics(&mut c, 7, vec![t], false);
+    let r = result(&resp, &name);
+    assert_eq!(err(r.error_code), Some(ResponseError::InvalidConfig));
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Null value not supported for topic configs: retention.ms")
+    );
+    let t = new_topic(&mut c, "nullalter", 1);
+    let r = incremental_alter(
+        &mut c,
+        1,
+        RESOURCE_TOPIC,
+        &t.name,
+        &[("retention.ms", SET, None)],
+        false,
+    );
+    assert_eq!(
+        r,
+        (
+            Some(ResponseError::InvalidRequest),
+            "Null value not supported for : retention.ms".to_string()
+        )
+    );
+    let r = incremental_alter(
+        &mut c,
+        1,
+        RESOURCE_TOPIC,
+        &t.name,
+        &[("retention.ms", 9, Some("1"))],
+        false,
+    );
+    assert_eq!(r.0, Some(ResponseError::UnknownServerError), "{r:?}");
+    let r = incremental_alter(
+        &mut c,
+        1,
+        RESOURCE_TOPIC,
+        &t.name,
+        &[
+            ("retention.ms", SET, Some("1")),
+            ("retention.ms", SET, Some("2")),
+        ],
+        false,
+    );
+    assert_eq!(
+        r,
+        (
+            Some(ResponseError::InvalidRequest),
+            "Error due to duplicate config keys".to_string()
+        )
+    );
+}

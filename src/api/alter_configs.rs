@@ -59,10 +59,11 @@ pub(crate) fn alter_broker<'a>(
 pub(crate) fn no_duplicates<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), Failure> {
     let mut seen = std::collections::HashSet::new();
     for n in names {
+        // Kafka's message does not name the key.
         if !seen.insert(n) {
             return Err((
                 ResponseError::InvalidRequest,
-                format!("Error due to duplicate config keys: {n}"),
+                "Error due to duplicate config keys".to_string(),
             ));
         }
     }

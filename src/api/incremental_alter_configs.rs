@@ -72,12 +72,8 @@ fn apply(broker: &Broker, name: &str, ops: &[AlterableConfig]) -> Result<TopicCo
                 }
                 configs.insert(key.to_string(), items.join(","));
             }
-            other => {
-                return Err((
-                    ResponseError::InvalidRequest,
-                    format!("Unknown config operation {other}"),
-                ))
-            }
+            // Kafka fails to map an unknown operation: UNKNOWN_SERVER_ERROR, no message.
+            _ => return Err((ResponseError::UnknownServerError, String::new())),
         }
     }
     Ok(configs)
@@ -110,6 +106,7 @@ pub async fn handle(
             .with_resource_name(r.resource_name);
         responses.push(match outcome {
             Ok(()) => resp.with_error_message(None),
+            Err((e, m)) if m.is_empty() => resp.with_error_code(e.code()).with_error_message(None),
             Err((e, m)) => resp
                 .with_error_code(e.code())
                 .with_error_message(Some(str_bytes(m))),
