@@ -3358,3 +3358,43 @@ fn null_values_unknown_operations_and_duplicate_keys_are_refused_as_kafka_does()
         )
     );
 }
+
+#[test]
+fn a_compacted_topic_refuses_records_without_a_key() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let t = configured_topic(&mut c, "keyless", &[("cleanup.policy", "compact")]);
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: BASE_TIMESTAMP,
+        key: None,
+        value: Some(Bytes::from_static(b"v")),
+        headers: IndexMap::new(),
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        [&record],
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    let p = produce(&mut c, 9, &t, 0, buf.freeze());
+    assert_eq!(
+        err(p.error_code),
+        Some(ResponseError::InvalidRecord),
+        "{p:?}"
+    );
+    let p = produce(&mut c, 9, &t, 0, batch(0, &["keyed"], None));
+    assert_eq!(err(p.error_code), None, "{p:?}");
+}

@@ -133,6 +133,16 @@ impl PartitionLog {
                 max: self.settings.max_message_bytes,
             });
         }
+        if self.settings.compact {
+            // Kafka's LogValidator: a compacted log keeps records by key, so every one needs one.
+            let records = super::batch::decode_records(&Bytes::copy_from_slice(batch.bytes))
+                .map_err(AppendError::InvalidRecord)?;
+            if records.iter().any(|r| r.key.is_none()) {
+                return Err(AppendError::InvalidRecord(
+                    "Compacted topic cannot accept message without key".into(),
+                ));
+            }
+        }
         if header.is_transactional() {
             return Err(AppendError::Transactional);
         }
@@ -650,6 +660,42 @@ mod tests {
                 (5, "d".into(), s("d1")),
             ]
         );
+    }
+
+    #[test]
+    fn a_compacted_log_refuses_records_without_a_key() {
+        let mut log = PartitionLog::with_settings(LogSettings {
+            compact: true,
+            ..settings()
+        });
+        let mut buf = bytes::BytesMut::new();
+        let record = Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: -1,
+            timestamp: 1_000,
+            key: None,
+            value: Some(Bytes::from_static(b"v")),
+            headers: Default::default(),
+        };
+        RecordBatchEncoder::encode(
+            &mut buf,
+            [&record],
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .unwrap();
+        let err = append(&mut log, &buf.freeze()).unwrap_err();
+        assert_eq!(err.code(), kafka_protocol::ResponseError::InvalidRecord);
+        assert_eq!(log.log_end_offset(), 0);
     }
 
     #[test]
