@@ -28,7 +28,7 @@ pub struct Broker {
     /// `host`, `port` clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: i32,
-    /// Every partition's in-memory log, bounded by `log.retention.bytes`.
+    /// Every partition's in-memory log, applying its topic's configs (retention, compaction).
     pub logs: Logs,
     /// Producer ids handed out by InitProducerId.
     pub producer_ids: ProducerIds,

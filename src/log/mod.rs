@@ -10,8 +10,9 @@
 //! - here: [`Logs`], every partition log keyed by (topic id, partition), and [`AppendWatch`],
 //!   which parks a Fetch long-poll until an append to one of its partitions.
 //!
-//! Memory only by design: nothing survives a restart. Each partition is bounded by
-//! `log.retention.bytes`.
+//! Memory only by design: nothing survives a restart. Each partition applies its topic's configs
+//! ([`crate::metadata::topic_config::LogSettings`]): bounded by `retention.bytes` (default
+//! `log.retention.bytes`), and `retention.ms`, `max.message.bytes`, compaction, LogAppendTime.
 
 pub mod batch;
 pub mod partition;

@@ -1,11 +1,14 @@
 //! One partition's log: record batches in offset order, as the producers sent them except for
-//! the base offset and partition leader epoch, which are rewritten on append.
+//! the base offset and partition leader epoch, which are rewritten on append (and the timestamp
+//! under LogAppendTime, and the records a compaction drops).
 //!
-//! Offsets are contiguous: each batch starts where the previous one ended. The log end offset is
+//! Offsets are assigned contiguously: each batch starts where the previous one ended. The log end offset is
 //! also the high watermark and the last stable offset (one replica, no transactions). Retention
 //! (`log.retention.bytes`) drops the oldest batches while the log holds more bytes than allowed,
 //! and moves the log start offset to the first batch kept; the newest batch is always kept, as
-//! Kafka never deletes the active segment.
+//! Kafka never deletes the active segment. `retention.ms` drops batches by max timestamp. A
+//! compacted log (`cleanup.policy=compact`) keeps the last record per key each time it rolls
+//! (every `segment.bytes` appended): offsets stay, so a compacted log has gaps.
 
 use std::collections::VecDeque;
 
