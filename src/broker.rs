@@ -13,6 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::config::Config;
 use crate::coordinator::{Clock, Coordinator, Settings};
 use crate::log::Logs;
+use crate::metadata::topic_config::{LogSettings, TopicConfigs};
 use crate::metadata::{CreateError, Topic, Topics};
 use crate::storage::{EmbeddedStore, Mutation, Storage, Store, StoreError};
 
@@ -27,7 +28,7 @@ pub struct Broker {
     /// `host`, `port` clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: i32,
-    /// Every partition's in-memory log, bounded by `log.retention.bytes`.
+    /// Every partition's in-memory log, applying its topic's configs (retention, compaction).
     pub logs: Logs,
     /// Producer ids handed out by InitProducerId.
     pub producer_ids: ProducerIds,
@@ -106,10 +107,15 @@ impl Broker {
         };
         let store = Arc::new(EmbeddedStore::open(&config.data_dir).map_err(io::Error::other)?);
         let topics = Arc::new(Topics::default());
-        for (name, partitions) in store.load_topics().map_err(io::Error::other)? {
-            topics
+        let logs = Logs::with_default(LogSettings::new(&TopicConfigs::new(), &config));
+        for (name, partitions, configs) in store.load_topics().map_err(io::Error::other)? {
+            let topic = topics
                 .create(&name, partitions)
                 .map_err(|e| io::Error::other(format!("stored topic {name}: {e:?}")))?;
+            if !configs.is_empty() {
+                logs.configure(topic.id, LogSettings::new(&configs, &config));
+                topics.set_configs(&name, configs);
+            }
         }
         for t in &config.topics {
             // A configured topic that is also stored keeps its stored partition count.
@@ -121,7 +127,6 @@ impl Broker {
                 .map_err(|e| io::Error::other(format!("topic {}: {e:?}", t.name)))?;
         }
         let (advertised_host, advertised_port) = config.advertised();
-        let logs = Logs::new(config.log_retention_bytes);
         let storage = Storage::start(store.clone(), config.offsets_commit_sync);
         let coordinator = Coordinator::with_storage(
             Settings::from_config(&config, topics.clone()),
@@ -185,6 +190,7 @@ impl Broker {
             vec![Mutation::PutTopic {
                 name: topic.name.clone(),
                 partitions: topic.partitions,
+                configs: TopicConfigs::new(),
             }],
             Box::new(move |r| {
                 if let Err(e) = r {
@@ -194,14 +200,53 @@ impl Broker {
         );
     }
 
-    /// Creates a topic (CreateTopics) and stores it.
+    /// Creates a topic with `configs` (CreateTopics), applies them, and stores it; returns once
+    /// the record is durable (the store error if it is not: the topic is served regardless).
     ///
     /// # Errors
     /// As [`Topics::create`].
-    pub fn create_topic(&self, name: &str, partitions: i32) -> Result<Topic, CreateError> {
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: TopicConfigs,
+    ) -> Result<(Topic, Result<(), StoreError>), CreateError> {
         let topic = self.topics.create(name, partitions)?;
-        self.persist_topic(&topic);
-        Ok(topic)
+        self.logs
+            .configure(topic.id, LogSettings::new(&configs, &self.config));
+        self.topics.set_configs(name, configs.clone());
+        let stored = self
+            .storage
+            .write(vec![Mutation::PutTopic {
+                name: topic.name.clone(),
+                partitions: topic.partitions,
+                configs,
+            }])
+            .await;
+        Ok((topic, stored))
+    }
+
+    /// Replaces a topic's explicitly set configs: stored first (durable when this returns Ok),
+    /// then applied to its logs and described.
+    ///
+    /// # Errors
+    /// The store's error; nothing changed then.
+    pub async fn set_topic_configs(
+        &self,
+        topic: &Topic,
+        configs: TopicConfigs,
+    ) -> Result<(), StoreError> {
+        self.storage
+            .write(vec![Mutation::PutTopic {
+                name: topic.name.clone(),
+                partitions: topic.partitions,
+                configs: configs.clone(),
+            }])
+            .await?;
+        self.logs
+            .configure(topic.id, LogSettings::new(&configs, &self.config));
+        self.topics.set_configs(&topic.name, configs);
+        Ok(())
     }
 
     pub fn node_id(&self) -> i32 {

@@ -152,6 +152,13 @@ pub struct Key {
     show: fn(&Config) -> Value,
 }
 
+impl Key {
+    /// This key's effective value in `c`.
+    pub fn value(&self, c: &Config) -> Value {
+        (self.show)(c)
+    }
+}
+
 fn int(v: &Value, min: i64, max: i64) -> Result<i64, String> {
     match v {
         Value::Integer(i) if (min..=max).contains(i) => Ok(*i),

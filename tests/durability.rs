@@ -262,3 +262,75 @@ fn a_truncated_store_stops_koord_naming_the_file() {
         file.display()
     );
 }
+
+/// Topic configs set by CreateTopics and IncrementalAlterConfigs are durable once acknowledged:
+/// kill -9, restart, and DescribeConfigs shows them (and the log still applies them).
+#[test]
+fn acknowledged_topic_configs_survive_kill_9() {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        CreateTopicsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest,
+    };
+    let Some(mut koord) = Koord::start_owned("acknowledged_topic_configs_survive_kill_9", &[])
+    else {
+        return;
+    };
+    let mut c = koord.connect();
+    let created = c.send(
+        7,
+        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(s("configured")))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(vec![CreatableTopicConfig::default()
+                .with_name(s("cleanup.policy"))
+                .with_value(Some(s("compact")))])]),
+    );
+    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+    let altered = c.send(
+        1,
+        &IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("configured"))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(s("max.message.bytes"))
+                    .with_config_operation(0)
+                    .with_value(Some(s("5000")))]),
+        ]),
+    );
+    assert_eq!(altered.responses[0].error_code, 0, "{altered:?}");
+    drop(c);
+    koord.kill9();
+    koord.restart();
+    let mut c = koord.connect();
+    let described = c.send(
+        4,
+        &DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("configured"))
+            .with_configuration_keys(Some(vec![s("cleanup.policy"), s("max.message.bytes")]))]),
+    );
+    let got: Vec<(String, Option<String>, i8)> = described.results[0]
+        .configs
+        .iter()
+        .map(|c| {
+            (
+                c.name.to_string(),
+                c.value.as_ref().map(|v| v.to_string()),
+                c.config_source,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("cleanup.policy".to_string(), Some("compact".to_string()), 1),
+            ("max.message.bytes".to_string(), Some("5000".to_string()), 1),
+        ]
+    );
+}

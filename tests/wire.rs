@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -21,8 +21,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use common::{api_versions_request, frame, Client, Koord, DEADLINE};
 use kafka_protocol::error::ParseResponseErrorCode;
 use kafka_protocol::indexmap::IndexMap;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -47,6 +48,10 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, BrokerId, ConsumerProtocolSubscription, CreateTopicsRequest,
     CreateTopicsResponse, DeleteGroupsRequest, DescribeClusterRequest, DescribeGroupsRequest,
@@ -698,6 +703,9 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::DescribeGroups => probe_describe_groups,
         ApiKey::ListGroups => probe_list_groups,
         ApiKey::DeleteGroups => probe_delete_groups,
+        ApiKey::DescribeConfigs => probe_describe_configs,
+        ApiKey::AlterConfigs => probe_alter_configs,
+        ApiKey::IncrementalAlterConfigs => probe_incremental_alter_configs,
         _ => return None,
     })
 }
@@ -2435,4 +2443,958 @@ fn pipelined_requests_are_answered_in_request_order() {
             (key, other) => panic!("response {i}: {key:?} answered with {other:?}"),
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Topic configuration: CreateTopics with configs, DescribeConfigs, AlterConfigs,
+// IncrementalAlterConfigs
+// ---------------------------------------------------------------------------------------------
+
+/// `(value, source)` of every config described, by name.
+type Described = BTreeMap<String, (Option<String>, i8)>;
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+/// DescribeConfigs config sources.
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+const DEFAULT_CONFIG: i8 = 5;
+
+fn with_configs(mut t: CreatableTopic, configs: &[(&str, &str)]) -> CreatableTopic {
+    t.configs = configs
+        .iter()
+        .map(|(k, v)| {
+            CreatableTopicConfig::default()
+                .with_name(s(k))
+                .with_value(Some(s(v)))
+        })
+        .collect();
+    t
+}
+
+/// `(value, source)` of every config DescribeConfigs reports for a resource, or its error.
+fn describe_configs(
+    c: &mut Client,
+    version: i16,
+    resource_type: i8,
+    name: &str,
+) -> Result<Described, (Option<ResponseError>, String)> {
+    let resp: DescribeConfigsResponse = c.send(
+        version,
+        &DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(s(name))]),
+    );
+    assert_eq!(resp.results.len(), 1, "{resp:?}");
+    let r = &resp.results[0];
+    if r.error_code != 0 {
+        return Err((
+            err(r.error_code),
+            r.error_message
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default(),
+        ));
+    }
+    Ok(r.configs
+        .iter()
+        .map(|c| {
+            (
+                c.name.to_string(),
+                (c.value.as_ref().map(|v| v.to_string()), c.config_source),
+            )
+        })
+        .collect())
+}
+
+fn topic_configs(c: &mut Client, name: &str) -> BTreeMap<String, (Option<String>, i8)> {
+    describe_configs(c, 4, RESOURCE_TOPIC, name).expect("topic described")
+}
+
+/// The topic's configs once `name` is described as `(value, source)`: Kafka applies a change on
+/// its brokers after the controller commits it, so a describe right after an alter may lag.
+fn settled(
+    c: &mut Client,
+    topic: &str,
+    name: &str,
+    expected: (&str, i8),
+) -> BTreeMap<String, (Option<String>, i8)> {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let configs = topic_configs(c, topic);
+        if config(&configs, name) == expected || Instant::now() > deadline {
+            assert_eq!(config(&configs, name), expected, "{topic} {name}");
+            return configs;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn config<'a>(configs: &'a BTreeMap<String, (Option<String>, i8)>, name: &str) -> (&'a str, i8) {
+    let (v, src) = configs
+        .get(name)
+        .unwrap_or_else(|| panic!("{name} not described: {configs:?}"));
+    (v.as_deref().unwrap_or(""), *src)
+}
+
+fn alter_configs(
+    c: &mut Client,
+    version: i16,
+    resource_type: i8,
+    name: &str,
+    configs: &[(&str, &str)],
+    validate_only: bool,
+) -> (Option<ResponseError>, String) {
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let resp: AlterConfigsResponse = c.send(
+        version,
+        &AlterConfigsRequest::default()
+            .with_validate_only(validate_only)
+            .with_resources(vec![AlterConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(s(name))
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(k, v)| {
+                            AlterableConfig::default()
+                                .with_name(s(k))
+                                .with_value(Some(s(v)))
+                        })
+                        .collect(),
+                )]),
+    );
+    assert_eq!(resp.responses.len(), 1, "{resp:?}");
+    let r = &resp.responses[0];
+    (
+        err(r.error_code),
+        r.error_message
+            .as_ref()
+            .map(|m| m.to_string())
+            .unwrap_or_default(),
+    )
+}
+
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
+
+fn incremental_alter(
+    c: &mut Client,
+    version: i16,
+    resource_type: i8,
+    name: &str,
+    ops: &[(&str, i8, Option<&str>)],
+    validate_only: bool,
+) -> (Option<ResponseError>, String) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    let resp: IncrementalAlterConfigsResponse = c.send(
+        version,
+        &IncrementalAlterConfigsRequest::default()
+            .with_validate_only(validate_only)
+            .with_resources(vec![AlterConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(s(name))
+                .with_configs(
+                    ops.iter()
+                        .map(|(k, op, v)| {
+                            AlterableConfig::default()
+                                .with_name(s(k))
+                                .with_config_operation(*op)
+                                .with_value(v.map(s))
+                        })
+                        .collect(),
+                )]),
+    );
+    assert_eq!(resp.responses.len(), 1, "{resp:?}");
+    let r = &resp.responses[0];
+    (
+        err(r.error_code),
+        r.error_message
+            .as_ref()
+            .map(|m| m.to_string())
+            .unwrap_or_default(),
+    )
+}
+
+fn probe_describe_configs(c: &mut Client, v: i16) {
+    let t = new_topic(c, "probe-describe-configs", 1);
+    let configs = describe_configs(c, v, RESOURCE_TOPIC, &t.name).expect("described");
+    assert_eq!(
+        config(&configs, "cleanup.policy"),
+        ("delete", DEFAULT_CONFIG),
+        "v{v}"
+    );
+}
+
+fn probe_alter_configs(c: &mut Client, v: i16) {
+    let t = new_topic(c, "probe-alter-configs", 1);
+    let r = alter_configs(
+        c,
+        v,
+        RESOURCE_TOPIC,
+        &t.name,
+        &[("retention.ms", "100000000")],
+        false,
+    );
+    assert_eq!(r.0, None, "v{v}: {r:?}");
+    settled(
+        c,
+        &t.name,
+        "retention.ms",
+        ("100000000", DYNAMIC_TOPIC_CONFIG),
+    );
+}
+
+fn probe_incremental_alter_configs(c: &mut Client, v: i16) {
+    let t = new_topic(c, "probe-incremental-alter", 1);
+    let r = incremental_alter(
+        c,
+        v,
+        RESOURCE_TOPIC,
+        &t.name,
+        &[("retention.ms", SET, Some("100000000"))],
+        false,
+    );
+    assert_eq!(r.0, None, "v{v}: {r:?}");
+    settled(
+        c,
+        &t.name,
+        "retention.ms",
+        ("100000000", DYNAMIC_TOPIC_CONFIG),
+    );
+}
+
+#[test]
+fn create_topics_with_configs_returns_and_keeps_them() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    for v in ends(&mut c, ApiKey::CreateTopics) {
+        let name = common::unique("configs");
+        let t = with_configs(
+            creatable(&name, 1, 1),
+            &[("retention.ms", "100000000"), ("cleanup.policy", "compact")],
+        );
+        let resp = create_topics(&mut c, v, vec![t], false);
+        let r = result(&resp, &name);
+        assert_eq!(err(r.error_code), None, "v{v}: {r:?}");
+        if v >= 5 {
+            let configs = r.configs.as_ref().expect("v5+ returns the configs");
+            let get = |n: &str| {
+                configs.iter().find(|c| c.name.as_str() == n).map(|c| {
+                    (
+                        c.value.as_ref().map(|v| v.to_string()),
+                        c.config_source,
+                        c.read_only,
+                    )
+                })
+            };
+            assert_eq!(
+                get("retention.ms"),
+                Some((Some("100000000".into()), DYNAMIC_TOPIC_CONFIG, false)),
+                "v{v}"
+            );
+            assert_eq!(
+                get("cleanup.policy"),
+                Some((Some("compact".into()), DYNAMIC_TOPIC_CONFIG, false)),
+                "v{v}"
+            );
+            assert_eq!(
+                get("segment.bytes"),
+                Some((Some("1073741824".into()), DEFAULT_CONFIG, false)),
+                "v{v}"
+            );
+            assert_eq!(
+                get("max.message.bytes"),
+                Some((Some("1048588".into()), DEFAULT_CONFIG, false)),
+                "v{v}"
+            );
+        }
+        await_topic(&mut c, &name, 1);
+        let configs = topic_configs(&mut c, &name);
+        assert_eq!(
+            config(&configs, "retention.ms"),
+            ("100000000", DYNAMIC_TOPIC_CONFIG)
+        );
+        assert_eq!(
+            config(&configs, "cleanup.policy"),
+            ("compact", DYNAMIC_TOPIC_CONFIG)
+        );
+        assert_eq!(
+            config(&configs, "message.timestamp.type"),
+            ("CreateTime", DEFAULT_CONFIG)
+        );
+    }
+}
+
+#[test]
+fn create_topics_unknown_config_or_bad_value_is_invalid_config() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    for v in ends(&mut c, ApiKey::CreateTopics) {
+        for validate_only in [false, true] {
+            for (k, val, message) in [
+                ("no.such.config", "1", "Unknown topic config name: no.such.config"),
+                ("retention.ms", "abc", "Invalid value abc for configuration retention.ms: Not a number of type LONG"),
+                ("retention.ms", "-5", "Invalid value -5 for configuration retention.ms: Value must be at least -1"),
+                ("cleanup.policy", "bogus", "Invalid value bogus for configuration cleanup.policy: String must be one of: compact, delete"),
+                ("message.timestamp.type", "Now", "Invalid value Now for configuration message.timestamp.type: String must be one of: CreateTime, LogAppendTime"),
+            ] {
+                let name = common::unique("badconfig");
+                let resp = create_topics(&mut c, v, vec![with_configs(creatable(&name, 1, 1), &[(k, val)])], validate_only);
+                let r = result(&resp, &name);
+                eprintln!("v{v} {k}={val}: {:?} {:?}", err(r.error_code), r.error_message);
+                assert_eq!(err(r.error_code), Some(ResponseError::InvalidConfig), "v{v} {k}={val}: {r:?}");
+                assert_eq!(r.error_message.as_ref().map(|m| m.as_str()), Some(message), "v{v}");
+                assert_eq!(lookup(&mut c, &name), Some(ResponseError::UnknownTopicOrPartition));
+            }
+        }
+    }
+}
+
+#[test]
+fn create_topics_validate_only_with_configs_creates_nothing() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let name = common::unique("validate-configs");
+    let t = with_configs(creatable(&name, 1, 1), &[("retention.ms", "100000000")]);
+    let resp = create_topics(&mut c, 7, vec![t], true);
+    let r = result(&resp, &name);
+    assert_eq!(err(r.error_code), None, "{r:?}");
+    let configs = r.configs.as_ref().expect("configs");
+    assert!(configs
+        .iter()
+        .any(|c| c.name.as_str() == "retention.ms" && c.value.as_deref() == Some("100000000")));
+    assert_eq!(
+        lookup(&mut c, &name),
+        Some(ResponseError::UnknownTopicOrPartition)
+    );
+}
+
+#[test]
+fn describe_configs_at_every_end_and_unknown_topic() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let t = new_topic(&mut c, "describe", 1);
+    for v in ends(&mut c, ApiKey::DescribeConfigs) {
+        let configs = describe_configs(&mut c, v, RESOURCE_TOPIC, &t.name).expect("described");
+        for name in [
+            "cleanup.policy",
+            "retention.ms",
+            "retention.bytes",
+            "max.message.bytes",
+            "segment.bytes",
+            "message.timestamp.type",
+            "delete.retention.ms",
+            "min.insync.replicas",
+            "compression.type",
+            "min.cleanable.dirty.ratio",
+        ] {
+            assert!(
+                configs.contains_key(name),
+                "v{v}: {name} missing: {configs:?}"
+            );
+        }
+        assert_eq!(
+            config(&configs, "delete.retention.ms"),
+            ("86400000", DEFAULT_CONFIG)
+        );
+        let missing =
+            describe_configs(&mut c, v, RESOURCE_TOPIC, &common::unique("nope")).unwrap_err();
+        eprintln!("v{v} unknown topic: {missing:?}");
+        assert_eq!(missing.1, "", "v{v}: Kafka gives the code alone");
+        assert_eq!(
+            missing.0,
+            Some(ResponseError::UnknownTopicOrPartition),
+            "v{v}"
+        );
+    }
+}
+
+#[test]
+fn describe_configs_synonyms_and_documentation_when_asked() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let t = new_topic(&mut c, "synonyms", 1);
+    let r = alter_configs(
+        &mut c,
+        2,
+        RESOURCE_TOPIC,
+        &t.name,
+        &[("retention.ms", "100000000")],
+        false,
+    );
+    assert_eq!(r.0, None, "{r:?}");
+    settled(
+        &mut c,
+        &t.name,
+        "retention.ms",
+        ("100000000", DYNAMIC_TOPIC_CONFIG),
+    );
+    let resp: DescribeConfigsResponse = c.send(
+        4,
+        &DescribeConfigsRequest::default()
+            .with_include_synonyms(true)
+            .with_include_documentation(true)
+            .with_resources(vec![DescribeConfigsResource::default()
+                .with_resource_type(RESOURCE_TOPIC)
+                .with_resource_name(s(&t.name))
+                .with_configuration_keys(Some(vec![s("retention.ms")]))]),
+    );
+    let configs = &resp.results[0].configs;
+    assert_eq!(configs.len(), 1, "{configs:?}");
+    let rc = &configs[0];
+    assert_eq!(rc.config_type, 5, "LONG");
+    assert!(rc.documentation.as_ref().is_some_and(|d| !d.is_empty()));
+    let syn: Vec<(String, i8)> = rc
+        .synonyms
+        .iter()
+        .map(|s| (s.name.to_string(), s.source))
+        .collect();
+    // Kafka lists the topic's own value, then broker settings only where the broker sets them.
+    assert_eq!(syn, [("retention.ms".to_string(), DYNAMIC_TOPIC_CONFIG)]);
+}
+
+#[test]
+fn describe_configs_broker_this_node_and_another() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let (node, _, _) = this_broker(&mut c);
+    let configs =
+        describe_configs(&mut c, 4, RESOURCE_BROKER, &node.to_string()).expect("broker described");
+    assert!(configs.contains_key("num.partitions"), "{configs:?}");
+    assert!(
+        configs.contains_key("auto.create.topics.enable"),
+        "{configs:?}"
+    );
+    let other = describe_configs(&mut c, 4, RESOURCE_BROKER, &(node + 1000).to_string());
+    eprintln!("another broker id: {other:?}");
+    assert_eq!(other.unwrap_err().0, Some(ResponseError::InvalidRequest));
+}
+
+#[test]
+fn alter_configs_replaces_the_whole_set_validates_and_honours_validate_only() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    for v in ends(&mut c, ApiKey::AlterConfigs) {
+        let t = new_topic(&mut c, "alter", 1);
+        let r = alter_configs(
+            &mut c,
+            v,
+            RESOURCE_TOPIC,
+            &t.name,
+            &[("retention.ms", "100000000"), ("cleanup.policy", "compact")],
+            false,
+        );
+        assert_eq!(r.0, None, "v{v}: {r:?}");
+        let r = alter_configs(
+            &mut c,
+            v,
+            RESOURCE_TOPIC,
+            &t.name,
+            &[("max.message.bytes", "2000000")],
+            false,
+        );
+        assert_eq!(r.0, None, "v{v}: {r:?}");
+        let configs = settled(
+            &mut c,
+            &t.name,
+            "max.message.bytes",
+            ("2000000", DYNAMIC_TOPIC_CONFIG),
+        );
+        assert_eq!(
+            config(&configs, "retention.ms"),
+            ("604800000", DEFAULT_CONFIG),
+            "v{v}: AlterConfigs replaces the set"
+        );
+        assert_eq!(
+            config(&configs, "cleanup.policy"),
+            ("delete", DEFAULT_CONFIG)
+        );
+        // validate_only changes nothing.
+        let r = alter_configs(
+            &mut c,
+            v,
+            RESOURCE_TOPIC,
+            &t.name,
+            &[("retention.ms", "5000000")],
+            true,
+        );
+        assert_eq!(r.0, None, "v{v}: {r:?}");
+        assert_eq!(topic_configs(&mut c, &t.name), configs, "v{v}");
+        // Bad value and unknown name: INVALID_CONFIG, nothing changes.
+        for (k, val) in [("retention.ms", "abc"), ("no.such.config", "1")] {
+            let r = alter_configs(&mut c, v, RESOURCE_TOPIC, &t.name, &[(k, val)], false);
+            eprintln!("AlterConfigs v{v} {k}={val}: {r:?}");
+            assert_eq!(r.0, Some(ResponseError::InvalidConfig), "v{v} {k}: {r:?}");
+        }
+        assert_eq!(topic_configs(&mut c, &t.name), configs, "v{v}");
+        let r = alter_configs(
+            &mut c,
+            v,
+            RESOURCE_TOPIC,
+            &common::unique("nope"),
+            &[("retention.ms", "1000")],
+            false,
+        );
+        eprintln!("AlterConfigs v{v} unknown topic: {r:?}");
+        assert_eq!(
+            r.0,
+            Some(ResponseError::UnknownTopicOrPartition),
+            "v{v}: {r:?}"
+        );
+    }
+}
+
+#[test]
+fn incremental_alter_configs_set_delete_append_subtract() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    for v in ends(&mut c, ApiKey::IncrementalAlterConfigs) {
+        let t = new_topic(&mut c, "incremental", 1);
+        let r = incremental_alter(
+            &mut c,
+            v,
+            RESOURCE_TOPIC,
+            &t.name,
+            &[
+                ("retention.ms", SET, Some("100000000")),
+                ("max.message.bytes", SET, Some("2000000")),
+            ],
+            false,
+        );
+        assert_eq!(r.0, None, "v{v}: {r:?}");
+        // Only what is named changes.
+        let r = incremental_alter(
+            &mut c,
+            v,
+            RESOURCE_TOPIC,
+            &t.name,
+            &[("retention.ms", DELETE, None)],
+            false,
+        );
+        assert_eq!(r.0, None, "v{v}: {r:?}");
+        // DELETE returns to the default.
+        let configs = settled(
+            &mut c,
+            &t.name,
+            "retention.ms",
+            ("604800000", DEFAULT_CONFIG),
+        );
+        assert_eq!(
+            config(&configs, "max.message.bytes"),
+            ("2000000", DYNAMIC_TOPIC_CONFIG)
+        );
+        let r = incremental_alter(
+            &mut c,
+            v,
+            RESOURCE_TOPIC,
+            &t.name,
+            &[("cleanup.policy", APPEND, Some("compact"))],
+            false,
+        );
+        assert_eq!(r.0, None, "v{v}: {r:?}");
+        settled(
+            &mut c,
+            &t.name,
+            "cleanup.policy",
+            ("delete,compact", DYNAMIC_TOPIC_CONFIG),
+        );
+        let r = incremental_alter(
+            &mut c,
+            v,
+            RESOURCE_TOPIC,
+            &t.name,
+            &[("cleanup.policy", SUBTRACT, Some("delete"))],
+            false,
+        );
+        assert_eq!(r.0, None, "v{v}: {r:?}");
+        let configs = settled(
+            &mut c,
+            &t.name,
+            "cleanup.policy",
+            ("compact", DYNAMIC_TOPIC_CONFIG),
+        );
+        // validate_only changes nothing.
+        let r = incremental_alter(
+            &mut c,
+            v,
+            RESOURCE_TOPIC,
+            &t.name,
+            &[("cleanup.policy", DELETE, None)],
+            true,
+        );
+        assert_eq!(r.0, None, "v{v}: {r:?}");
+        assert_eq!(topic_configs(&mut c, &t.name), configs);
+        for (k, op, val) in [
+            ("retention.ms", SET, Some("abc")),
+            ("no.such.config", SET, Some("1")),
+            ("retention.ms", APPEND, Some("1")),
+        ] {
+            let r = incremental_alter(&mut c, v, RESOURCE_TOPIC, &t.name, &[(k, op, val)], false);
+            eprintln!("IncrementalAlterConfigs v{v} {k} op {op} {val:?}: {r:?}");
+            assert_eq!(r.0, Some(ResponseError::InvalidConfig), "v{v} {k}: {r:?}");
+            if op == APPEND {
+                assert_eq!(
+                    r.1,
+                    "Can't APPEND to key retention.ms because its type is not LIST."
+                );
+            }
+        }
+        assert_eq!(topic_configs(&mut c, &t.name), configs);
+        let r = incremental_alter(
+            &mut c,
+            v,
+            RESOURCE_TOPIC,
+            &common::unique("nope"),
+            &[("retention.ms", SET, Some("1000"))],
+            false,
+        );
+        eprintln!("IncrementalAlterConfigs v{v} unknown topic: {r:?}");
+        assert_eq!(
+            r.0,
+            Some(ResponseError::UnknownTopicOrPartition),
+            "v{v}: {r:?}"
+        );
+    }
+}
+
+#[test]
+fn altering_a_static_broker_config_is_refused() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let (node, _, _) = this_broker(&mut c);
+    let r = incremental_alter(
+        &mut c,
+        1,
+        RESOURCE_BROKER,
+        &node.to_string(),
+        &[("auto.create.topics.enable", SET, Some("false"))],
+        false,
+    );
+    eprintln!("IncrementalAlterConfigs broker auto.create.topics.enable: {r:?}");
+    assert_eq!(r.0, Some(ResponseError::InvalidRequest), "{r:?}");
+    let r = alter_configs(
+        &mut c,
+        2,
+        RESOURCE_BROKER,
+        &node.to_string(),
+        &[("auto.create.topics.enable", "false")],
+        false,
+    );
+    eprintln!("AlterConfigs broker auto.create.topics.enable: {r:?}");
+    assert_eq!(r.0, Some(ResponseError::InvalidRequest), "{r:?}");
+    assert_eq!(
+        r.1,
+        "Cannot update these configs dynamically: [auto.create.topics.enable]"
+    );
+}
+
+/// A topic created with `configs`, with its id.
+fn configured_topic(c: &mut Client, prefix: &str, configs: &[(&str, &str)]) -> TopicRef {
+    let name = common::unique(prefix);
+    let resp = create_topics(
+        c,
+        7,
+        vec![with_configs(creatable(&name, 1, 1), configs)],
+        false,
+    );
+    assert_eq!(err(result(&resp, &name).error_code), None, "{resp:?}");
+    let id = await_topic(c, &name, 1);
+    TopicRef { name, id }
+}
+
+#[test]
+fn max_message_bytes_refuses_a_larger_batch_with_message_too_large() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let t = configured_topic(&mut c, "maxmsg", &[("max.message.bytes", "200")]);
+    let big = "x".repeat(500);
+    let p = produce(&mut c, 9, &t, 0, batch(0, &[&big], None));
+    assert_eq!(
+        err(p.error_code),
+        Some(ResponseError::MessageTooLarge),
+        "{p:?}"
+    );
+    let p = produce(&mut c, 9, &t, 0, batch(0, &["small"], None));
+    assert_eq!(err(p.error_code), None, "{p:?}");
+}
+
+#[test]
+fn log_append_time_topic_stamps_batches_with_the_broker_time() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let t = configured_topic(
+        &mut c,
+        "appendtime",
+        &[("message.timestamp.type", "LogAppendTime")],
+    );
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let p = produce(&mut c, 9, &t, 0, batch(0, &["a", "b"], None));
+    assert_eq!(err(p.error_code), None, "{p:?}");
+    assert!(p.log_append_time_ms >= before - 1000, "{p:?}");
+    let f = fetch(&mut c, 12, &t, 0, 0);
+    let bytes = f.records.clone().expect("records");
+    // The batch's max timestamp (bytes 35..43 of a v2 batch) is the broker's time.
+    let max_timestamp = i64::from_be_bytes(bytes[35..43].try_into().unwrap());
+    assert_eq!(max_timestamp, p.log_append_time_ms);
+    let mut bytes = bytes;
+    let sets = RecordBatchDecoder::decode_all(&mut bytes).expect("decodes, CRC included");
+    for r in sets.iter().flat_map(|s| &s.records) {
+        assert_eq!(r.timestamp_type, TimestampType::LogAppend);
+    }
+}
+
+#[test]
+fn retention_ms_drops_batches_older_than_it() {
+    let Some(koord) = Koord::start_owned("retention_ms_drops_batches_older_than_it", &[]) else {
+        return;
+    };
+    let mut c = koord.connect();
+    // BASE_TIMESTAMP is in 2023: older than an hour.
+    let t = configured_topic(&mut c, "retention", &[("retention.ms", "3600000")]);
+    let p = produce(&mut c, 9, &t, 0, batch(0, &["old"], None));
+    assert_eq!(err(p.error_code), None, "{p:?}");
+    let f = fetch(&mut c, 12, &t, 0, 1);
+    assert_eq!((f.log_start_offset, f.high_watermark), (1, 1), "{f:?}");
+}
+
+#[test]
+fn compacted_topic_keeps_the_last_value_of_every_key() {
+    let Some(koord) = Koord::start_owned("compacted_topic_keeps_the_last_value_of_every_key", &[])
+    else {
+        return;
+    };
+    let mut c = koord.connect();
+    let t = configured_topic(
+        &mut c,
+        "compacted",
+        &[("cleanup.policy", "compact"), ("segment.bytes", "1048576")],
+    );
+    const RECORDS: i64 = 100_000;
+    const KEYS: i64 = 1_000;
+    const PER_BATCH: i64 = 500;
+    let value = |i: i64| format!("{i:0>100}");
+    let mut next = 0;
+    while next < RECORDS {
+        let records: Vec<Record> = (next..next + PER_BATCH)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i - next,
+                // The encoder keeps records in one batch while offset - sequence is constant.
+                sequence: (i - next) as i32 - 1,
+                timestamp: BASE_TIMESTAMP + i,
+                key: Some(Bytes::from(format!("key-{}", i % KEYS))),
+                value: Some(Bytes::from(value(i))),
+                headers: IndexMap::new(),
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::Lz4,
+            },
+        )
+        .unwrap();
+        let p = produce(&mut c, 9, &t, 0, buf.freeze());
+        assert_eq!(err(p.error_code), None, "{p:?}");
+        next += PER_BATCH;
+    }
+    let mut last: BTreeMap<String, (i64, String)> = BTreeMap::new();
+    let mut count = 0;
+    let mut offset = 0;
+    let mut previous = -1;
+    while offset < RECORDS {
+        let f = fetch(&mut c, 12, &t, 0, offset);
+        assert_eq!(err(f.error_code), None, "{f:?}");
+        let mut bytes = f.records.clone().expect("records");
+        let sets = RecordBatchDecoder::decode_all(&mut bytes).expect("compacted batches decode");
+        assert!(!sets.is_empty(), "fetch at {offset} returned nothing");
+        for r in sets.into_iter().flat_map(|s| s.records) {
+            if r.offset < offset {
+                continue;
+            }
+            assert!(r.offset > previous, "offsets increase");
+            previous = r.offset;
+            count += 1;
+            let key = String::from_utf8(r.key.unwrap().to_vec()).unwrap();
+            let value = String::from_utf8(r.value.unwrap().to_vec()).unwrap();
+            last.insert(key, (r.offset, value));
+            offset = r.offset + 1;
+        }
+    }
+    assert_eq!(last.len(), KEYS as usize);
+    for (key, (off, v)) in &last {
+        let k: i64 = key.trim_start_matches("key-").parse().unwrap();
+        let expected = RECORDS - KEYS + k;
+        assert_eq!((*off, v.clone()), (expected, value(expected)), "{key}");
+    }
+    assert!(count < RECORDS / 4, "{count} records kept of {RECORDS}");
+}
+
+/// Every topic config Kafka 4.4 describes for a new topic (as Kafka 4.4 listed them).
+const KAFKA_TOPIC_CONFIGS: &[&str] = &[
+    "cleanup.policy",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.type",
+    "compression.zstd.level",
+    "delete.retention.ms",
+    "errors.deadletterqueue.group.enable",
+    "file.delete.delay.ms",
+    "flush.messages",
+    "flush.ms",
+    "follower.replication.throttled.replicas",
+    "index.interval.bytes",
+    "leader.replication.throttled.replicas",
+    "local.retention.bytes",
+    "local.retention.ms",
+    "max.compaction.lag.ms",
+    "max.decompressed.message.bytes",
+    "max.message.bytes",
+    "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.type",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "min.insync.replicas",
+    "preallocate",
+    "remote.copy.lag.bytes",
+    "remote.copy.lag.ms",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+    "remote.storage.enable",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.index.bytes",
+    "segment.jitter.ms",
+    "segment.ms",
+    "unclean.leader.election.enable",
+];
+
+#[test]
+fn describe_configs_lists_every_kafka_topic_config() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let t = new_topic(&mut c, "every-config", 1);
+    let described = topic_configs(&mut c, &t.name);
+    let names: BTreeSet<&str> = described.keys().map(String::as_str).collect();
+    let expected: BTreeSet<&str> = KAFKA_TOPIC_CONFIGS.iter().copied().collect();
+    assert_eq!(names, expected);
+}
+
+#[test]
+fn null_values_unknown_operations_and_duplicate_keys_are_refused_as_kafka_does() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let name = common::unique("nullcfg");
+    let mut t = creatable(&name, 1, 1);
+    t.configs = vec![CreatableTopicConfig::default()
+        .with_name(s("retention.ms"))
+        .with_value(None)];
+    let resp = create_topics(&mut c, 7, vec![t], false);
+    let r = result(&resp, &name);
+    assert_eq!(err(r.error_code), Some(ResponseError::InvalidConfig));
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Null value not supported for topic configs: retention.ms")
+    );
+    let t = new_topic(&mut c, "nullalter", 1);
+    let r = incremental_alter(
+        &mut c,
+        1,
+        RESOURCE_TOPIC,
+        &t.name,
+        &[("retention.ms", SET, None)],
+        false,
+    );
+    assert_eq!(
+        r,
+        (
+            Some(ResponseError::InvalidRequest),
+            "Null value not supported for : retention.ms".to_string()
+        )
+    );
+    let r = incremental_alter(
+        &mut c,
+        1,
+        RESOURCE_TOPIC,
+        &t.name,
+        &[("retention.ms", 9, Some("1"))],
+        false,
+    );
+    assert_eq!(r.0, Some(ResponseError::UnknownServerError), "{r:?}");
+    let r = incremental_alter(
+        &mut c,
+        1,
+        RESOURCE_TOPIC,
+        &t.name,
+        &[
+            ("retention.ms", SET, Some("1")),
+            ("retention.ms", SET, Some("2")),
+        ],
+        false,
+    );
+    assert_eq!(
+        r,
+        (
+            Some(ResponseError::InvalidRequest),
+            "Error due to duplicate config keys".to_string()
+        )
+    );
+}
+
+#[test]
+fn a_compacted_topic_refuses_records_without_a_key() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let t = configured_topic(&mut c, "keyless", &[("cleanup.policy", "compact")]);
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: BASE_TIMESTAMP,
+        key: None,
+        value: Some(Bytes::from_static(b"v")),
+        headers: IndexMap::new(),
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        [&record],
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    let p = produce(&mut c, 9, &t, 0, buf.freeze());
+    assert_eq!(
+        err(p.error_code),
+        Some(ResponseError::InvalidRecord),
+        "{p:?}"
+    );
+    let p = produce(&mut c, 9, &t, 0, batch(0, &["keyed"], None));
+    assert_eq!(err(p.error_code), None, "{p:?}");
 }

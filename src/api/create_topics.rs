@@ -1,18 +1,22 @@
 //! CreateTopics (key 19), with Kafka's validation: legal names, no duplicates in one request,
 //! a positive partition count or -1 for `num.partitions`, a replication factor of 1 or -1 (one
 //! broker), manual assignments naming this broker only, `validate_only` creating nothing.
-//! Topic configs are accepted and not applied: the in-memory log has one retention setting,
-//! `log.retention.bytes`, for every topic.
+//! Topic configs are validated as Kafka validates them (INVALID_CONFIG), stored with the topic
+//! and applied to its logs ([`crate::metadata::topic_config`]); v5+ replies list every topic
+//! config with its effective value and source.
 
 use std::collections::HashMap;
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::ResponseError;
 
 use super::str_bytes;
 use crate::broker::Broker;
+use crate::metadata::topic_config::{effective, validate, TopicConfigs, DEFS};
 use crate::metadata::{validate_topic_name, CreateError};
 
 type Failure = (ResponseError, String);
@@ -78,11 +82,43 @@ fn partitions(broker: &Broker, t: &CreatableTopic) -> Result<i32, Failure> {
     }
 }
 
-fn create(
+/// The request's configs, validated by name and value as Kafka's `LogConfig.validate` does.
+fn configs(t: &CreatableTopic) -> Result<TopicConfigs, Failure> {
+    let mut out = TopicConfigs::new();
+    for c in &t.configs {
+        let name = c.name.as_str();
+        let Some(value) = c.value.as_ref() else {
+            return Err((
+                ResponseError::InvalidConfig,
+                format!("Null value not supported for topic configs: {name}"),
+            ));
+        };
+        validate(name, value.as_str()).map_err(|m| (ResponseError::InvalidConfig, m))?;
+        out.insert(name.to_string(), value.as_str().to_string());
+    }
+    Ok(out)
+}
+
+/// Every topic config of a topic with `configs`, as a CreateTopics v5+ reply lists them.
+fn described(broker: &Broker, configs: &TopicConfigs) -> Vec<CreatableTopicConfigs> {
+    DEFS.iter()
+        .map(|d| {
+            let (value, source) = effective(d, configs, &broker.config);
+            CreatableTopicConfigs::default()
+                .with_name(str_bytes(d.name))
+                .with_value(Some(str_bytes(value)))
+                .with_read_only(false)
+                .with_config_source(source as i8)
+                .with_is_sensitive(false)
+        })
+        .collect()
+}
+
+async fn create(
     broker: &Broker,
     t: &CreatableTopic,
     validate_only: bool,
-) -> Result<(uuid::Uuid, i32), Failure> {
+) -> Result<(uuid::Uuid, i32, TopicConfigs), Failure> {
     let name = t.name.as_str();
     validate_topic_name(name).map_err(|m| (ResponseError::InvalidTopicException, m))?;
     let exists = || {
@@ -95,28 +131,36 @@ fn create(
         return Err(exists());
     }
     let n = partitions(broker, t)?;
+    let configs = configs(t)?;
     if validate_only {
-        return Ok((crate::metadata::topic_id(name), n));
+        return Ok((crate::metadata::topic_id(name), n, configs));
     }
-    match broker.create_topic(name, n) {
-        Ok(topic) => {
+    match broker.create_topic(name, n, configs.clone()).await {
+        Ok((topic, stored)) => {
             tracing::info!(topic = name, partitions = n, "created topic");
-            Ok((topic.id, n))
+            if let Err(e) = stored {
+                tracing::error!(topic = name, "topic not stored: {e}");
+                return Err((ResponseError::KafkaStorageError, e.to_string()));
+            }
+            Ok((topic.id, n, configs))
         }
         Err(CreateError::AlreadyExists) => Err(exists()),
         Err(CreateError::InvalidName(m)) => Err((ResponseError::InvalidTopicException, m)),
     }
 }
 
-pub fn handle(broker: &Broker, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+pub async fn handle(
+    broker: &Broker,
+    req: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for t in &req.topics {
         *counts.entry(t.name.as_str()).or_default() += 1;
     }
-    let results = req
-        .topics
-        .iter()
-        .map(|t| {
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        results.push({
             let result = CreatableTopicResult::default().with_name(t.name.clone());
             let outcome = if counts[t.name.as_str()] > 1 {
                 Err((
@@ -127,13 +171,16 @@ pub fn handle(broker: &Broker, req: CreateTopicsRequest, version: i16) -> Create
                     ),
                 ))
             } else {
-                create(broker, t, req.validate_only)
+                create(broker, t, req.validate_only).await
             };
             match outcome {
-                Ok((id, n)) => {
+                Ok((id, n, configs)) => {
                     let mut r = result.with_error_message(None);
                     if version >= 5 {
-                        r = r.with_num_partitions(n).with_replication_factor(1);
+                        r = r
+                            .with_num_partitions(n)
+                            .with_replication_factor(1)
+                            .with_configs(Some(described(broker, &configs)));
                     }
                     if version >= 7 {
                         r = r.with_topic_id(id);
@@ -150,7 +197,7 @@ pub fn handle(broker: &Broker, req: CreateTopicsRequest, version: i16) -> Create
                     r
                 }
             }
-        })
-        .collect();
+        });
+    }
     CreateTopicsResponse::default().with_topics(results)
 }

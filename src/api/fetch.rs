@@ -134,7 +134,9 @@ fn read_partition(
     max_bytes: usize,
     min_one: bool,
 ) -> Result<PartitionRead, ResponseError> {
-    let log = partition.lock();
+    let mut log = partition.lock();
+    // retention.ms applies on read too: a quiet partition still loses its expired batches.
+    log.expire(crate::log::now_ms());
     let offset = plan.fetch_offset;
     if let Some(epoch) = plan.last_fetched_epoch {
         if epoch != LEADER_EPOCH || offset < log.log_start_offset() {

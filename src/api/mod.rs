@@ -3,14 +3,17 @@
 //! version-gated fields only where that version carries them. [`SUPPORTED`] is the table of
 //! served APIs and versions, and [`dispatch`] runs a decoded request through its module.
 
+pub mod alter_configs;
 pub mod api_versions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod describe_cluster;
+pub mod describe_configs;
 pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;

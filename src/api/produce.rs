@@ -39,7 +39,9 @@ fn partition_response(
         .with_log_append_time_ms(-1);
     match result {
         Ok(a) => {
-            let mut r = base.with_base_offset(a.base_offset);
+            let mut r = base
+                .with_base_offset(a.base_offset)
+                .with_log_append_time_ms(a.log_append_time);
             if version >= 5 {
                 r.log_start_offset = a.log_start_offset;
             }

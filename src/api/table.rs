@@ -36,6 +36,9 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeCluster, 0, 2),
+    api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::AlterConfigs, 0, 2),
+    api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::JoinGroup, 0, 9),
     api(ApiKey::SyncGroup, 0, 5),
     api(ApiKey::Heartbeat, 0, 4),
@@ -97,11 +100,20 @@ pub async fn dispatch(
             ResponseKind::FindCoordinator(api::find_coordinator::handle(broker, r, v))
         }
         RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(api::create_topics::handle(broker, r, v))
+            ResponseKind::CreateTopics(api::create_topics::handle(broker, r, v).await)
         }
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(api::describe_cluster::handle(broker, r, v))
         }
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(api::describe_configs::handle(broker, r, v))
+        }
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(api::alter_configs::handle(broker, r, v).await)
+        }
+        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+            api::incremental_alter_configs::handle(broker, r, v).await,
+        ),
         RequestKind::JoinGroup(r) => {
             ResponseKind::JoinGroup(api::join_group::handle(broker, r, v, client_id, peer).await)
         }

@@ -78,6 +78,8 @@ pub enum AppendError {
     Transactional,
     #[error("the records decompress to more than {0} bytes")]
     TooLarge(usize),
+    #[error("the record batch is {size} bytes, larger than max.message.bytes {max}")]
+    BatchTooLarge { size: usize, max: usize },
 }
 
 impl AppendError {
@@ -90,7 +92,9 @@ impl AppendError {
             AppendError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
             AppendError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
             AppendError::Transactional => ResponseError::TransactionalIdAuthorizationFailed,
-            AppendError::TooLarge(_) => ResponseError::MessageTooLarge,
+            AppendError::TooLarge(_) | AppendError::BatchTooLarge { .. } => {
+                ResponseError::MessageTooLarge
+            }
         }
     }
 }
@@ -389,6 +393,50 @@ pub fn rewrite(bytes: &[u8], base_offset: i64) -> Bytes {
         dst.copy_from_slice(&crate::metadata::LEADER_EPOCH.to_be_bytes());
     }
     b.freeze()
+}
+
+/// Marks a stored batch as LogAppendTime with `now` as its max timestamp (Kafka's
+/// `setMaxTimestamp(LOG_APPEND_TIME, now)`), recomputing the CRC those bytes are covered by.
+pub fn set_log_append_time(bytes: &Bytes, now: i64) -> Bytes {
+    const TIMESTAMP_TYPE: u16 = 0x08;
+    const MAX_TIMESTAMP_AT: usize = 35;
+    let mut b = BytesMut::from(&bytes[..]);
+    if b.len() < HEADER_SIZE {
+        return bytes.clone();
+    }
+    let attributes = u16::from_be_bytes([b[ATTRIBUTES_AT], b[ATTRIBUTES_AT + 1]]) | TIMESTAMP_TYPE;
+    b[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    b[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now.to_be_bytes());
+    let crc = crc32c::crc32c(&b[ATTRIBUTES_AT..]);
+    b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    b.freeze()
+}
+
+/// The records of one stored batch, decoded (and decompressed) by kafka-protocol.
+///
+/// # Errors
+/// A message when the batch does not decode.
+pub fn decode_records(batch: &Bytes) -> Result<Vec<kafka_protocol::records::Record>, String> {
+    let mut buf = batch.clone();
+    kafka_protocol::records::RecordBatchDecoder::decode(&mut buf)
+        .map(|set| set.records)
+        .map_err(|e| e.to_string())
+}
+
+/// A new uncompressed v2 batch of `records` (kept from one batch, offsets as they were, so the
+/// batch may have gaps), its leader epoch set as on append.
+///
+/// # Errors
+/// A message when kafka-protocol cannot encode them (records of different producers).
+pub fn encode_records(records: &[kafka_protocol::records::Record]) -> Result<Bytes, String> {
+    use kafka_protocol::records::{Compression, RecordBatchEncoder, RecordEncodeOptions};
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, records, &options).map_err(|e| e.to_string())?;
+    Ok(buf.freeze())
 }
 
 /// The offset and timestamp of every record of one stored batch, in order, walked as on

@@ -10,8 +10,9 @@
 //! - here: [`Logs`], every partition log keyed by (topic id, partition), and [`AppendWatch`],
 //!   which parks a Fetch long-poll until an append to one of its partitions.
 //!
-//! Memory only by design: nothing survives a restart. Each partition is bounded by
-//! `log.retention.bytes`.
+//! Memory only by design: nothing survives a restart. Each partition applies its topic's configs
+//! ([`crate::metadata::topic_config::LogSettings`]): bounded by `retention.bytes` (default
+//! `log.retention.bytes`), and `retention.ms`, `max.message.bytes`, compaction, LogAppendTime.
 
 pub mod batch;
 pub mod partition;
@@ -31,6 +32,7 @@ use uuid::Uuid;
 pub use batch::{AppendError, ValidBatch};
 pub use partition::{Appended, OffsetOutOfRange, PartitionLog, Read};
 
+use crate::metadata::topic_config::LogSettings;
 use crate::metadata::Topic;
 
 /// One partition: its log and the notifier appends wake fetchers with.
@@ -46,9 +48,14 @@ pub struct Partition {
 }
 
 impl Partition {
+    #[cfg(test)]
     fn new(retention_bytes: i64) -> Partition {
+        Partition::with_settings(LogSettings::with_retention_bytes(retention_bytes))
+    }
+
+    fn with_settings(settings: LogSettings) -> Partition {
         Partition {
-            log: Mutex::new(PartitionLog::new(retention_bytes)),
+            log: Mutex::new(PartitionLog::with_settings(settings)),
             appended: Notify::new(),
         }
     }
@@ -65,7 +72,7 @@ impl Partition {
     /// # Errors
     /// See [`PartitionLog::append`].
     pub fn append(&self, batch: &ValidBatch<'_>) -> Result<Appended, AppendError> {
-        let appended = self.lock().append(batch)?;
+        let appended = self.lock().append_at(batch, now_ms())?;
         if !appended.duplicate {
             self.appended.notify_waiters();
         }
@@ -108,20 +115,43 @@ impl Partition {
     }
 }
 
+/// The wall clock in ms since the Unix epoch: the broker's time for the logs.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// Every partition log, created on first use for a partition of a known topic.
 #[derive(Debug)]
 pub struct Logs {
     partitions: DashMap<(Uuid, i32), Arc<Partition>>,
-    retention_bytes: i64,
+    /// Settings of topics with configs of their own; others get `default`.
+    settings: DashMap<Uuid, LogSettings>,
+    default: LogSettings,
 }
 
 impl Logs {
     /// `retention_bytes` is `log.retention.bytes`: bytes kept per partition, negative for no
     /// bound.
     pub fn new(retention_bytes: i64) -> Logs {
+        Logs::with_default(LogSettings::with_retention_bytes(retention_bytes))
+    }
+
+    /// Logs whose topics apply `default` unless configured otherwise.
+    pub fn with_default(default: LogSettings) -> Logs {
         Logs {
             partitions: DashMap::new(),
-            retention_bytes,
+            settings: DashMap::new(),
+            default,
+        }
+    }
+
+    /// Applies `settings` to every partition of topic `id`, present and future.
+    pub fn configure(&self, id: Uuid, settings: LogSettings) {
+        self.settings.insert(id, settings);
+        for p in self.partitions.iter().filter(|e| e.key().0 == id) {
+            p.value().lock().set_settings(settings);
         }
     }
 
@@ -138,7 +168,10 @@ impl Logs {
         Some(
             self.partitions
                 .entry(key)
-                .or_insert_with(|| Arc::new(Partition::new(self.retention_bytes)))
+                .or_insert_with(|| {
+                    let settings = self.settings.get(&topic.id).map_or(self.default, |s| *s);
+                    Arc::new(Partition::with_settings(settings))
+                })
                 .clone(),
         )
     }

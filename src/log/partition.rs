@@ -1,11 +1,14 @@
 //! One partition's log: record batches in offset order, as the producers sent them except for
-//! the base offset and partition leader epoch, which are rewritten on append.
+//! the base offset and partition leader epoch, which are rewritten on append (and the timestamp
+//! under LogAppendTime, and the records a compaction drops).
 //!
-//! Offsets are contiguous: each batch starts where the previous one ended. The log end offset is
+//! Offsets are assigned contiguously: each batch starts where the previous one ended. The log end offset is
 //! also the high watermark and the last stable offset (one replica, no transactions). Retention
 //! (`log.retention.bytes`) drops the oldest batches while the log holds more bytes than allowed,
 //! and moves the log start offset to the first batch kept; the newest batch is always kept, as
-//! Kafka never deletes the active segment.
+//! Kafka never deletes the active segment. `retention.ms` drops batches by max timestamp. A
+//! compacted log (`cleanup.policy=compact`) keeps the last record per key each time it rolls
+//! (every `segment.bytes` appended): offsets stay, so a compacted log has gaps.
 
 use std::collections::VecDeque;
 
@@ -13,6 +16,7 @@ use bytes::Bytes;
 
 use super::batch::{rewrite, AppendError, ValidBatch};
 use super::producer::{Producers, SequenceCheck};
+use crate::metadata::topic_config::LogSettings;
 
 #[derive(Debug, Clone)]
 struct StoredBatch {
@@ -28,6 +32,8 @@ pub struct Appended {
     /// Offset of the batch's first record; for a retried batch, the offset it got the first time.
     pub base_offset: i64,
     pub log_start_offset: i64,
+    /// The broker's time set on the batch under `message.timestamp.type=LogAppendTime`, else -1.
+    pub log_append_time: i64,
     /// The batch was a retry of one already in the log; nothing was appended.
     pub duplicate: bool,
 }
@@ -56,22 +62,35 @@ pub struct PartitionLog {
     log_start: i64,
     log_end: i64,
     size: u64,
-    /// `None`: unbounded.
-    retention_bytes: Option<u64>,
+    /// The topic's configs the log applies.
+    settings: LogSettings,
+    /// Bytes appended since the log last rolled (compacted logs compact when they roll).
+    active_bytes: u64,
     producers: Producers,
 }
 
 impl PartitionLog {
     /// An empty log; `retention_bytes` follows `log.retention.bytes` (negative: unbounded).
     pub fn new(retention_bytes: i64) -> PartitionLog {
+        PartitionLog::with_settings(LogSettings::with_retention_bytes(retention_bytes))
+    }
+
+    /// An empty log applying `settings`.
+    pub fn with_settings(settings: LogSettings) -> PartitionLog {
         PartitionLog {
             batches: VecDeque::new(),
             log_start: 0,
             log_end: 0,
             size: 0,
-            retention_bytes: u64::try_from(retention_bytes).ok(),
+            settings,
+            active_bytes: 0,
             producers: Producers::default(),
         }
+    }
+
+    /// Applies changed topic configs from the next append or expiry on.
+    pub fn set_settings(&mut self, settings: LogSettings) {
+        self.settings = settings;
     }
 
     pub fn log_start_offset(&self) -> i64 {
@@ -92,13 +111,41 @@ impl PartitionLog {
         self.batches.len()
     }
 
-    /// Appends a validated batch at the log end offset, after the idempotent-producer checks.
+    /// [`PartitionLog::append_at`] without a clock: nothing expires by time and LogAppendTime
+    /// batches get timestamp 0.
     ///
     /// # Errors
-    /// [`AppendError::Transactional`] for a transactional batch, or a producer-state refusal
-    /// (see [`super::producer`]). A refused batch changes nothing.
+    /// As [`PartitionLog::append_at`].
     pub fn append(&mut self, batch: &ValidBatch<'_>) -> Result<Appended, AppendError> {
+        self.append_at(batch, 0)
+    }
+
+    /// Appends a validated batch at the log end offset, after the size and idempotent-producer
+    /// checks; `now` (ms since the epoch) is the broker's time for LogAppendTime, time-based
+    /// retention and tombstone expiry.
+    ///
+    /// # Errors
+    /// [`AppendError::BatchTooLarge`] beyond `max.message.bytes`, [`AppendError::Transactional`]
+    /// for a transactional batch, or a producer-state refusal (see [`super::producer`]). A refused
+    /// batch changes nothing.
+    pub fn append_at(&mut self, batch: &ValidBatch<'_>, now: i64) -> Result<Appended, AppendError> {
         let header = &batch.header;
+        if batch.bytes.len() > self.settings.max_message_bytes {
+            return Err(AppendError::BatchTooLarge {
+                size: batch.bytes.len(),
+                max: self.settings.max_message_bytes,
+            });
+        }
+        if self.settings.compact {
+            // Kafka's LogValidator: a compacted log keeps records by key, so every one needs one.
+            let records = super::batch::decode_records(&Bytes::copy_from_slice(batch.bytes))
+                .map_err(AppendError::InvalidRecord)?;
+            if records.iter().any(|r| r.key.is_none()) {
+                return Err(AppendError::InvalidRecord(
+                    "Compacted topic cannot accept message without key".into(),
+                ));
+            }
+        }
         if header.is_transactional() {
             return Err(AppendError::Transactional);
         }
@@ -106,43 +153,161 @@ impl PartitionLog {
             return Ok(Appended {
                 base_offset,
                 log_start_offset: self.log_start,
+                log_append_time: -1,
                 duplicate: true,
             });
         }
         let base_offset = self.log_end;
         let last_offset = base_offset + header.offset_span() - 1;
-        let bytes = rewrite(batch.bytes, base_offset);
+        let mut bytes = rewrite(batch.bytes, base_offset);
+        let mut max_timestamp = header.max_timestamp;
+        let mut log_append_time = -1;
+        if self.settings.log_append_time {
+            bytes = super::batch::set_log_append_time(&bytes, now);
+            max_timestamp = now;
+            log_append_time = now;
+        }
         self.size += bytes.len() as u64;
+        self.active_bytes += bytes.len() as u64;
         self.batches.push_back(StoredBatch {
             base_offset,
             last_offset,
-            max_timestamp: header.max_timestamp,
+            max_timestamp,
             bytes,
         });
         self.log_end = last_offset + 1;
         self.producers.record(header, base_offset);
-        self.enforce_retention();
+        if self.settings.compact && self.active_bytes >= self.settings.segment_bytes {
+            self.active_bytes = 0;
+            self.compact(now);
+        }
+        self.expire(now);
         Ok(Appended {
             base_offset,
             log_start_offset: self.log_start,
+            log_append_time,
             duplicate: false,
         })
     }
 
-    fn enforce_retention(&mut self) {
-        let Some(limit) = self.retention_bytes else {
+    /// Drops what `retention.bytes` and `retention.ms` no longer keep (cleanup.policy delete),
+    /// oldest first. Size retention keeps the newest batch, as Kafka keeps the active segment;
+    /// time retention drops every expired batch, as Kafka rolls an expired active segment.
+    pub fn expire(&mut self, now: i64) {
+        if !self.settings.delete {
             return;
-        };
+        }
         let mut dropped = false;
-        while self.size > limit && self.batches.len() > 1 {
-            if let Some(old) = self.batches.pop_front() {
-                self.size -= old.bytes.len() as u64;
-                dropped = true;
+        if let Some(limit) = self.settings.retention_bytes {
+            while self.size > limit && self.batches.len() > 1 {
+                if let Some(old) = self.batches.pop_front() {
+                    self.size -= old.bytes.len() as u64;
+                    dropped = true;
+                }
+            }
+        }
+        if let Some(ms) = self.settings.retention_ms {
+            let oldest_kept = now.saturating_sub(ms);
+            while self
+                .batches
+                .front()
+                .is_some_and(|b| b.max_timestamp < oldest_kept)
+            {
+                if let Some(old) = self.batches.pop_front() {
+                    self.size -= old.bytes.len() as u64;
+                    dropped = true;
+                }
             }
         }
         if dropped {
             self.log_start = self.batches.front().map_or(self.log_end, |b| b.base_offset);
             self.producers.maybe_evict_below(self.log_start);
+        }
+    }
+
+    /// Compacts the whole log (cleanup.policy compact), which has just rolled: every keyed
+    /// record but the last of its key goes, and tombstones older than `delete.retention.ms`
+    /// (by their batch's max timestamp) go too. Records keep their offsets; a batch that loses
+    /// records is rewritten uncompressed with only those kept, an emptied batch goes.
+    pub fn compact(&mut self, now: i64) {
+        use std::collections::HashMap;
+        let mut decoded = Vec::with_capacity(self.batches.len());
+        let mut last: HashMap<Bytes, i64> = HashMap::new();
+        for b in &self.batches {
+            match super::batch::decode_records(&b.bytes) {
+                Ok(records) => {
+                    for r in &records {
+                        if let Some(k) = &r.key {
+                            last.insert(k.clone(), r.offset);
+                        }
+                    }
+                    decoded.push(Some(records));
+                }
+                Err(e) => {
+                    // Stored batches were validated on append; one that does not decode is kept.
+                    tracing::debug!(error = %e, "stored batch does not decode; not compacted");
+                    decoded.push(None);
+                }
+            }
+        }
+        let tombstone_horizon = now.saturating_sub(self.settings.delete_retention_ms);
+        let old = std::mem::take(&mut self.batches);
+        self.size = 0;
+        for (b, records) in old.into_iter().zip(decoded) {
+            let Some(records) = records else {
+                self.size += b.bytes.len() as u64;
+                self.batches.push_back(b);
+                continue;
+            };
+            let total = records.len();
+            let log_append_time = records.first().is_some_and(|r| {
+                r.timestamp_type == kafka_protocol::records::TimestampType::LogAppend
+            });
+            let mut kept: Vec<_> = records
+                .into_iter()
+                .filter(|r| match &r.key {
+                    None => true,
+                    Some(k) => {
+                        last.get(k) == Some(&r.offset)
+                            && (r.value.is_some() || b.max_timestamp >= tombstone_horizon)
+                    }
+                })
+                .collect();
+            if let Some(first) = kept.first().map(|r| r.offset) {
+                for r in &mut kept {
+                    if r.producer_id < 0 {
+                        // Keeps the base sequence at -1 (no producer), as Kafka writes it.
+                        r.sequence = (r.offset - first) as i32 - 1;
+                    }
+                    if log_append_time {
+                        // The batch's max timestamp is every record's under LogAppendTime.
+                        r.timestamp = b.max_timestamp;
+                    }
+                }
+            }
+            let batch = if kept.len() == total {
+                b
+            } else if kept.is_empty() {
+                continue;
+            } else {
+                match super::batch::encode_records(&kept) {
+                    Ok(bytes) => StoredBatch {
+                        base_offset: kept.first().map_or(b.base_offset, |r| r.offset),
+                        last_offset: kept.last().map_or(b.last_offset, |r| r.offset),
+                        max_timestamp: b.max_timestamp,
+                        bytes: super::batch::rewrite(
+                            &bytes,
+                            kept.first().map_or(b.base_offset, |r| r.offset),
+                        ),
+                    },
+                    Err(e) => {
+                        tracing::debug!(error = %e, "compacted batch does not encode; kept whole");
+                        b
+                    }
+                }
+            };
+            self.size += batch.bytes.len() as u64;
+            self.batches.push_back(batch);
         }
     }
 
@@ -210,6 +375,9 @@ mod tests {
     use super::*;
     use crate::log::batch::tests::{batch, simple, transactional, Spec};
     use crate::log::batch::{validate_produce, BatchHeader};
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
 
     fn append(log: &mut PartitionLog, b: &Bytes) -> Result<Appended, AppendError> {
         log.append(&validate_produce(b, 9).unwrap())
@@ -310,6 +478,7 @@ mod tests {
             Appended {
                 base_offset: 4,
                 log_start_offset: 0,
+                log_append_time: -1,
                 duplicate: true
             }
         );
@@ -387,5 +556,229 @@ mod tests {
             (3, 5_020)
         );
         assert!(PartitionLog::new(-1).batch_with_max_timestamp().is_none());
+    }
+
+    fn settings() -> LogSettings {
+        LogSettings::with_retention_bytes(-1)
+    }
+
+    /// One batch of `(key, value)` records (value `None`: a tombstone), timestamps `ts`.
+    fn keyed(records: &[(&str, Option<&str>)], ts: i64, compression: Compression) -> Bytes {
+        let records: Vec<Record> = records
+            .iter()
+            .enumerate()
+            .map(|(i, (k, v))| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: i as i32 - 1,
+                timestamp: ts,
+                key: Some(Bytes::from(k.to_string())),
+                value: v.map(|v| Bytes::from(v.to_string())),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = bytes::BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression,
+            },
+        )
+        .unwrap();
+        buf.freeze()
+    }
+
+    /// `(offset, key, value)` of every record from offset 0, each stored batch checked valid.
+    fn contents(log: &PartitionLog) -> Vec<(i64, String, Option<String>)> {
+        let read = log.read(log.log_start_offset(), usize::MAX, true).unwrap();
+        let mut out = Vec::new();
+        for b in &read.batches {
+            assert!(
+                validate_produce(b, 9).is_ok(),
+                "valid v2 batch, CRC included"
+            );
+            for r in super::super::batch::decode_records(b).unwrap() {
+                let text = |b: Bytes| String::from_utf8(b.to_vec()).unwrap();
+                out.push((r.offset, text(r.key.unwrap()), r.value.map(text)));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn compaction_keeps_the_last_record_per_key_at_its_offset() {
+        let mut log = PartitionLog::with_settings(LogSettings {
+            compact: true,
+            delete: false,
+            // Every append rolls the log, so every append compacts.
+            segment_bytes: 1,
+            delete_retention_ms: 1_000,
+            ..settings()
+        });
+        let b1 = keyed(
+            &[("a", Some("a1")), ("b", Some("b1")), ("c", Some("c1"))],
+            1_000,
+            Compression::Gzip,
+        );
+        let b2 = keyed(&[("a", Some("a2")), ("b", None)], 1_000, Compression::None);
+        let b3 = keyed(&[("d", Some("d1"))], 1_000, Compression::None);
+        for b in [&b1, &b2, &b3] {
+            log.append_at(&validate_produce(b, 9).unwrap(), 1_500)
+                .unwrap();
+        }
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(
+            contents(&log),
+            vec![
+                (2, "c".into(), s("c1")),
+                (3, "a".into(), s("a2")),
+                (4, "b".into(), None),
+                (5, "d".into(), s("d1")),
+            ]
+        );
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 6));
+        // A read from a compacted-away offset starts at the next record kept.
+        let from_one = log.read(1, usize::MAX, true).unwrap();
+        assert_eq!(
+            BatchHeader::parse(&from_one.batches[0])
+                .unwrap()
+                .base_offset,
+            2
+        );
+        // Once older than delete.retention.ms the tombstone goes too.
+        log.compact(2_001);
+        assert_eq!(
+            contents(&log),
+            vec![
+                (2, "c".into(), s("c1")),
+                (3, "a".into(), s("a2")),
+                (5, "d".into(), s("d1")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_compacted_log_refuses_records_without_a_key() {
+        let mut log = PartitionLog::with_settings(LogSettings {
+            compact: true,
+            ..settings()
+        });
+        let mut buf = bytes::BytesMut::new();
+        let record = Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: -1,
+            timestamp: 1_000,
+            key: None,
+            value: Some(Bytes::from_static(b"v")),
+            headers: Default::default(),
+        };
+        RecordBatchEncoder::encode(
+            &mut buf,
+            [&record],
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .unwrap();
+        let err = append(&mut log, &buf.freeze()).unwrap_err();
+        assert_eq!(err.code(), kafka_protocol::ResponseError::InvalidRecord);
+        assert_eq!(log.log_end_offset(), 0);
+    }
+
+    #[test]
+    fn compaction_waits_for_segment_bytes() {
+        let mut log = PartitionLog::with_settings(LogSettings {
+            compact: true,
+            delete: false,
+            segment_bytes: 1 << 20,
+            ..settings()
+        });
+        for _ in 0..3 {
+            append(
+                &mut log,
+                &keyed(&[("a", Some("x"))], 1_000, Compression::None),
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            contents(&log).len(),
+            3,
+            "nothing compacted before the log rolls"
+        );
+    }
+
+    #[test]
+    fn retention_ms_drops_batches_older_than_it_on_append_and_expire() {
+        let mut log = PartitionLog::with_settings(LogSettings {
+            retention_ms: Some(100),
+            ..settings()
+        });
+        let old = batch(Spec {
+            first_ts: 1_000,
+            ..Spec::default()
+        });
+        log.append_at(&validate_produce(&old, 9).unwrap(), 1_050)
+            .unwrap();
+        assert_eq!(log.batch_count(), 1, "within retention.ms");
+        log.expire(1_200);
+        assert_eq!(log.batch_count(), 0);
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
+        let new = batch(Spec {
+            first_ts: 5_000,
+            ..Spec::default()
+        });
+        log.append_at(&validate_produce(&old, 9).unwrap(), 5_000)
+            .unwrap();
+        log.append_at(&validate_produce(&new, 9).unwrap(), 5_000)
+            .unwrap();
+        assert_eq!(log.batch_count(), 1, "the old batch expired on append");
+        assert_eq!(log.log_start_offset(), 6);
+    }
+
+    #[test]
+    fn max_message_bytes_refuses_a_larger_batch_and_changes_nothing() {
+        let small = simple(1);
+        let mut log = PartitionLog::with_settings(LogSettings {
+            max_message_bytes: small.len(),
+            ..settings()
+        });
+        append(&mut log, &small).unwrap();
+        let err = append(&mut log, &simple(2)).unwrap_err();
+        assert_eq!(err.code(), kafka_protocol::ResponseError::MessageTooLarge);
+        assert_eq!(log.log_end_offset(), 1);
+    }
+
+    #[test]
+    fn log_append_time_sets_the_batch_max_timestamp_and_keeps_the_crc_valid() {
+        let mut log = PartitionLog::with_settings(LogSettings {
+            log_append_time: true,
+            ..settings()
+        });
+        let a = log
+            .append_at(&validate_produce(&simple(3), 9).unwrap(), 5_555)
+            .unwrap();
+        assert_eq!(a.log_append_time, 5_555);
+        let read = log.read(0, usize::MAX, true).unwrap();
+        let h = BatchHeader::parse(&read.batches[0]).unwrap();
+        assert!(h.is_log_append_time());
+        assert_eq!(h.max_timestamp, 5_555);
+        assert!(validate_produce(&read.batches[0], 9).is_ok());
+        assert_eq!(log.batch_with_max_timestamp().unwrap().1, 5_555);
     }
 }

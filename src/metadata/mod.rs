@@ -5,10 +5,14 @@
 //! A topic's id is derived from its name (a name-based UUID), so it is the same across restarts
 //! without being stored, and a client that cached it keeps working.
 
+pub mod topic_config;
+
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 
 use uuid::Uuid;
+
+use topic_config::TopicConfigs;
 
 /// The leader epoch of every partition: one broker, never a leader change.
 pub const LEADER_EPOCH: i32 = 0;
@@ -73,6 +77,8 @@ pub struct Topics {
 struct TopicsInner {
     by_name: BTreeMap<String, Topic>,
     by_id: BTreeMap<Uuid, String>,
+    /// Each topic's explicitly set configs; a topic without an entry has none.
+    configs: BTreeMap<String, TopicConfigs>,
 }
 
 impl Topics {
@@ -123,6 +129,21 @@ impl Topics {
         match self.create(name, partitions) {
             Err(CreateError::AlreadyExists) => self.get(name).ok_or(CreateError::AlreadyExists),
             other => other,
+        }
+    }
+
+    /// The explicitly set configs of topic `name` (empty if none or no such topic).
+    pub fn configs(&self, name: &str) -> TopicConfigs {
+        self.read().configs.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Replaces the explicitly set configs of topic `name`.
+    pub fn set_configs(&self, name: &str, configs: TopicConfigs) {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if configs.is_empty() {
+            inner.configs.remove(name);
+        } else {
+            inner.configs.insert(name.to_string(), configs);
         }
     }
 

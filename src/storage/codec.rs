@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 
+use crate::metadata::topic_config::TopicConfigs;
 use crate::vocab::reader::{ReadError, Reader};
 use crate::vocab::{
     Generation, GroupMetadataRecord, InstanceId, MemberId, MemberRecord, Timestamp,
@@ -15,6 +16,8 @@ const V1: u8 = 1;
 /// Group values since the learner assignor: V1's fields, then the server assignor's state and
 /// follow-up. V1 group values are still read (no state, no follow-up).
 const GROUP_V2: u8 = 2;
+/// Topic values since topic configs: V1's partition count, then the configs. V1 is still read.
+const TOPIC_V2: u8 = 2;
 
 /// Why a stored key or value could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -252,23 +255,51 @@ pub fn decode_group(value: &[u8]) -> Result<GroupMetadataRecord, DecodeError> {
     })
 }
 
-pub fn encode_topic(partitions: i32) -> Vec<u8> {
+/// The topic value at V1: the partition count only. Still read; written by tests.
+#[cfg(test)]
+pub(crate) fn encode_topic_v1(partitions: i32) -> Vec<u8> {
     let mut w = Writer::default();
     w.u8(V1);
     w.i32(partitions);
     w.0
 }
 
-pub fn decode_topic(value: &[u8]) -> Result<i32, DecodeError> {
+/// Topic values since topic configs: V1's partition count, then the explicitly set configs.
+pub fn encode_topic(partitions: i32, configs: &TopicConfigs) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(TOPIC_V2);
+    w.i32(partitions);
+    w.u32(configs.len() as u32);
+    for (name, value) in configs {
+        w.str(name);
+        w.str(value);
+    }
+    w.0
+}
+
+/// The partition count and configs of a topic value (V1: no configs).
+pub fn decode_topic(value: &[u8]) -> Result<(i32, TopicConfigs), DecodeError> {
     const WHAT: &str = "topic value";
     let mut r = Reader::new(value);
-    version(&mut r, WHAT)?;
+    let version = r.u8(WHAT)?;
+    if version != V1 && version != TOPIC_V2 {
+        return Err(err(format!("{WHAT}: unknown format version {version}")));
+    }
     let n = r.i32(WHAT)?;
+    let mut configs = TopicConfigs::new();
+    if version == TOPIC_V2 {
+        let count = r.u32(WHAT)?;
+        for _ in 0..count {
+            let name = r.str_u32(WHAT)?.to_owned();
+            let value = r.str_u32(WHAT)?.to_owned();
+            configs.insert(name, value);
+        }
+    }
     end(&r, WHAT)?;
     if n < 1 {
         return Err(err(format!("{WHAT}: partition count {n}")));
     }
-    Ok(n)
+    Ok((n, configs))
 }
 
 #[cfg(test)]
@@ -315,7 +346,16 @@ mod tests {
             ..o
         };
         assert_eq!(decode_offset(&encode_offset(&o)).unwrap(), o);
-        assert_eq!(decode_topic(&encode_topic(12)).unwrap(), 12);
+        let configs: TopicConfigs = [("retention.ms".to_string(), "1000".to_string())].into();
+        assert_eq!(
+            decode_topic(&encode_topic(12, &configs)).unwrap(),
+            (12, configs)
+        );
+        // A V1 record, written before topic configs, still loads: no configs.
+        assert_eq!(
+            decode_topic(&encode_topic_v1(7)).unwrap(),
+            (7, TopicConfigs::new())
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use redb::{
 };
 
 use super::codec;
-use super::{LoadedGroup, Mutation, Store, StoreError};
+use super::{LoadedGroup, Mutation, Store, StoreError, StoredTopic};
 use crate::vocab::GroupId;
 
 const OFFSETS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("offsets");
@@ -187,8 +187,13 @@ impl EmbeddedStore {
                         offsets.remove(k.as_slice())?;
                     }
                 }
-                Mutation::PutTopic { name, partitions } => {
-                    topics.insert(name.as_bytes(), codec::encode_topic(*partitions).as_slice())?;
+                Mutation::PutTopic {
+                    name,
+                    partitions,
+                    configs,
+                } => {
+                    let value = codec::encode_topic(*partitions, configs);
+                    topics.insert(name.as_bytes(), value.as_slice())?;
                 }
             }
         }
@@ -230,7 +235,7 @@ impl Store for EmbeddedStore {
         self.apply(&[], true)
     }
 
-    fn load_topics(&self) -> Result<Vec<(String, i32)>, StoreError> {
+    fn load_topics(&self) -> Result<Vec<StoredTopic>, StoreError> {
         let tx = self.read()?;
         let table = tx.open_table(TOPICS).map_err(|e| self.corrupt(e))?;
         let mut out = Vec::new();
@@ -238,9 +243,9 @@ impl Store for EmbeddedStore {
             let (k, v) = entry.map_err(|e| self.corrupt(e))?;
             let name = String::from_utf8(k.value().to_vec())
                 .map_err(|_| self.corrupt("a topic name is not UTF-8"))?;
-            let partitions = codec::decode_topic(v.value())
+            let (partitions, configs) = codec::decode_topic(v.value())
                 .map_err(|e| self.corrupt(format!("topic {name}: {e}")))?;
-            out.push((name, partitions));
+            out.push((name, partitions, configs));
         }
         Ok(out)
     }

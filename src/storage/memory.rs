@@ -5,13 +5,14 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use super::{LoadedGroup, Mutation, Store, StoreError};
+use super::{LoadedGroup, Mutation, Store, StoreError, StoredTopic};
+use crate::metadata::topic_config::TopicConfigs;
 use crate::vocab::{GroupId, GroupMetadataRecord};
 use crate::vocab::{OffsetAndMetadata, TopicPartition};
 
 #[derive(Debug, Default)]
 struct Data {
-    topics: BTreeMap<String, i32>,
+    topics: BTreeMap<String, (i32, TopicConfigs)>,
     groups: BTreeMap<GroupId, GroupMetadataRecord>,
     offsets: BTreeMap<(GroupId, TopicPartition), OffsetAndMetadata>,
 }
@@ -55,8 +56,13 @@ impl Store for MemoryStore {
                     d.groups.remove(group);
                     d.offsets.retain(|(g, _), _| g != group);
                 }
-                Mutation::PutTopic { name, partitions } => {
-                    d.topics.insert(name.clone(), *partitions);
+                Mutation::PutTopic {
+                    name,
+                    partitions,
+                    configs,
+                } => {
+                    d.topics
+                        .insert(name.clone(), (*partitions, configs.clone()));
                 }
             }
         }
@@ -67,12 +73,12 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    fn load_topics(&self) -> Result<Vec<(String, i32)>, StoreError> {
+    fn load_topics(&self) -> Result<Vec<StoredTopic>, StoreError> {
         Ok(self
             .data()
             .topics
             .iter()
-            .map(|(n, p)| (n.clone(), *p))
+            .map(|(n, (p, c))| (n.clone(), *p, c.clone()))
             .collect())
     }
 

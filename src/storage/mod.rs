@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use embedded::EmbeddedStore;
 pub use memory::MemoryStore;
 
+use crate::metadata::topic_config::TopicConfigs;
 use crate::vocab::{GroupError, GroupId, GroupMetadataRecord};
 use crate::vocab::{OffsetAndMetadata, TopicPartition};
 
@@ -74,12 +75,16 @@ pub enum Mutation {
     DeleteGroup {
         group: GroupId,
     },
-    /// A topic created at run time.
+    /// A topic created at run time, or its configs changed (replaces the previous record).
     PutTopic {
         name: String,
         partitions: i32,
+        configs: TopicConfigs,
     },
 }
+
+/// A topic as stored: name, partition count, explicitly set configs.
+pub type StoredTopic = (String, i32, TopicConfigs);
 
 /// A group as stored: its metadata record (None for offsets written without one) and offsets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,11 +105,11 @@ pub trait Store: Send + Sync + 'static {
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError>;
     /// Makes every applied batch durable.
     fn sync(&self) -> Result<(), StoreError>;
-    /// Every stored topic: name and partition count.
+    /// Every stored topic: name, partition count and explicitly set configs.
     ///
     /// # Errors
     /// [`StoreError::Corrupt`] naming what cannot be read.
-    fn load_topics(&self) -> Result<Vec<(String, i32)>, StoreError>;
+    fn load_topics(&self) -> Result<Vec<StoredTopic>, StoreError>;
     /// Every stored group with its offsets, ordered by group id.
     ///
     /// # Errors

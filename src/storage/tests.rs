@@ -69,6 +69,7 @@ fn fill(store: &dyn Store) {
                 Mutation::PutTopic {
                     name: "t".into(),
                     partitions: 3,
+                    configs: topic_configs(),
                 },
             ],
             true,
@@ -89,7 +90,17 @@ fn check_filled(store: &dyn Store) {
         ]
     );
     assert_eq!(groups[1].metadata, None);
-    assert_eq!(store.load_topics().unwrap(), vec![("t".to_string(), 3)]);
+    assert_eq!(
+        store.load_topics().unwrap(),
+        vec![("t".to_string(), 3, topic_configs())]
+    );
+}
+
+fn topic_configs() -> crate::metadata::topic_config::TopicConfigs {
+    [("cleanup.policy", "compact"), ("retention.ms", "1000")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 #[test]
