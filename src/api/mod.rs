@@ -6,6 +6,8 @@
 pub mod api_versions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
+pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_groups;
 pub mod fetch;

@@ -190,6 +190,9 @@ impl EmbeddedStore {
                 Mutation::PutTopic { name, partitions } => {
                     topics.insert(name.as_bytes(), codec::encode_topic(*partitions).as_slice())?;
                 }
+                Mutation::DeleteTopic { name } => {
+                    topics.remove(name.as_bytes())?;
+                }
             }
         }
         Ok(())

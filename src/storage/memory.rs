@@ -58,6 +58,9 @@ impl Store for MemoryStore {
                 Mutation::PutTopic { name, partitions } => {
                     d.topics.insert(name.clone(), *partitions);
                 }
+                Mutation::DeleteTopic { name } => {
+                    d.topics.remove(name);
+                }
             }
         }
         Ok(())

@@ -79,6 +79,10 @@ pub enum Mutation {
         name: String,
         partitions: i32,
     },
+    /// A deleted topic (DeleteTopics); groups' offsets for it stay, as in Kafka.
+    DeleteTopic {
+        name: String,
+    },
 }
 
 /// A group as stored: its metadata record (None for offsets written without one) and offsets.
