@@ -249,6 +249,29 @@ impl Broker {
         Ok(())
     }
 
+    /// Deletes a topic (DeleteTopics): its stored record goes first, durably, then the topic
+    /// and its partition logs. Groups' committed offsets for it stay, as in Kafka. `Ok(None)`:
+    /// no such topic (or a racing delete removed it first).
+    ///
+    /// # Errors
+    /// The store could not delete the record; the topic is left as it was.
+    pub async fn delete_topic(&self, name: &str) -> Result<Option<Topic>, StoreError> {
+        if self.topics.get(name).is_none() {
+            return Ok(None);
+        }
+        self.storage
+            .write(vec![Mutation::DeleteTopic {
+                name: name.to_string(),
+            }])
+            .await?;
+        let Some(topic) = self.topics.delete(name) else {
+            return Ok(None);
+        };
+        self.logs.remove_topic(&topic);
+        tracing::info!(topic = name, "deleted topic");
+        Ok(Some(topic))
+    }
+
     pub fn node_id(&self) -> i32 {
         self.config.node_id
     }

@@ -16,7 +16,8 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    GroupId, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName,
+    DeleteTopicsRequest, GroupId, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -224,6 +225,58 @@ fn sigterm_restart_keeps_offsets_and_topics() {
         names,
         vec![("auto-created".to_string(), 3), ("t".to_string(), 50)]
     );
+}
+
+/// Every topic name Metadata lists.
+fn topic_names(c: &mut Client) -> Vec<String> {
+    let resp = c.send(9, &MetadataRequest::default().with_topics(None));
+    let mut names: Vec<String> = resp
+        .topics
+        .iter()
+        .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A topic whose deletion was acknowledged stays deleted after kill -9 and a restart; the
+/// committed offsets of groups stay, as in Kafka.
+#[test]
+fn a_deleted_topic_stays_deleted_after_kill_9() {
+    let Some(mut koord) = Koord::start_owned(
+        "a_deleted_topic_stays_deleted_after_kill_9",
+        &["topics=t:50"],
+    ) else {
+        return;
+    };
+    let mut c = koord.connect();
+    for name in ["gone", "stays"] {
+        let created = c.send(
+            9,
+            &MetadataRequest::default()
+                .with_topics(Some(vec![
+                    kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(s(name)))),
+                ]))
+                .with_allow_auto_topic_creation(true),
+        );
+        assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+    }
+    assert!(try_commit(&mut c, "kept", 7).unwrap());
+    let deleted = c.send(
+        5,
+        &DeleteTopicsRequest::default()
+            .with_timeout_ms(5_000)
+            .with_topic_names(vec![TopicName(s("gone"))]),
+    );
+    assert_eq!(deleted.responses[0].error_code, 0, "{deleted:?}");
+    assert_eq!(topic_names(&mut c), ["stays", "t"]);
+    drop(c);
+    koord.kill9();
+    koord.restart();
+    let mut c = koord.connect();
+    assert_eq!(topic_names(&mut c), ["stays", "t"]);
+    assert_eq!(fetch(&mut c, "kept"), vec![7; PARTITIONS as usize]);
 }
 
 /// A truncated store file: `koord serve` exits non-zero and names the file.

@@ -23,6 +23,11 @@ use kafka_protocol::error::ParseResponseErrorCode;
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
@@ -54,12 +59,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, BrokerId, ConsumerProtocolSubscription, CreateTopicsRequest,
-    CreateTopicsResponse, DeleteGroupsRequest, DescribeClusterRequest, DescribeGroupsRequest,
-    FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest,
-    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-    MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, ResponseHeader, ResponseKind,
-    SyncGroupRequest, TopicName,
+    CreateTopicsResponse, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId,
+    HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
+    ProduceRequest, ResponseHeader, ResponseKind, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
@@ -486,6 +491,101 @@ fn epoch_end(
     resp.topics[0].partitions[0].clone()
 }
 
+/// DeleteRecords for one partition at `version`: `(error, low watermark)`.
+fn delete_records(
+    c: &mut Client,
+    version: i16,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> (Option<ResponseError>, i64) {
+    let req = DeleteRecordsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(partition)
+                .with_offset(offset)])]);
+    let resp = c.send(version, &req);
+    assert_eq!(resp.topics.len(), 1, "v{version}: {resp:?}");
+    assert_eq!(resp.topics[0].name.0.as_str(), topic);
+    assert_eq!(resp.topics[0].partitions.len(), 1, "v{version}: {resp:?}");
+    let p = &resp.topics[0].partitions[0];
+    assert_eq!(p.partition_index, partition);
+    (err(p.error_code), p.low_watermark)
+}
+
+/// DeleteTopics at `version` with raw `topics` (v6+) or `names` (below v6).
+fn delete_topics(
+    c: &mut Client,
+    version: i16,
+    names: &[&str],
+    topics: Vec<DeleteTopicState>,
+) -> Vec<DeletableTopicResult> {
+    let req = DeleteTopicsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topic_names(names.iter().map(|n| topic_name(n)).collect())
+        .with_topics(topics);
+    c.send(version, &req).responses
+}
+
+fn by_name_or_id(name: Option<&str>, id: Uuid) -> DeleteTopicState {
+    DeleteTopicState::default()
+        .with_name(name.map(topic_name))
+        .with_topic_id(id)
+}
+
+/// Deletes one topic, by id when `by_id` (v6+) and by name otherwise: its one result.
+fn delete_topic(
+    c: &mut Client,
+    version: i16,
+    topic: &TopicRef,
+    by_id: bool,
+) -> DeletableTopicResult {
+    let resp = if by_id {
+        delete_topics(c, version, &[], vec![by_name_or_id(None, topic.id)])
+    } else if version >= 6 {
+        delete_topics(
+            c,
+            version,
+            &[],
+            vec![by_name_or_id(Some(&topic.name), Uuid::nil())],
+        )
+    } else {
+        delete_topics(c, version, &[&topic.name], vec![])
+    };
+    assert_eq!(resp.len(), 1, "v{version}: {resp:?}");
+    resp[0].clone()
+}
+
+/// Polls until Metadata and Fetch answer UNKNOWN_TOPIC_OR_PARTITION for a deleted topic: koord
+/// at once; Kafka once the deletion reached its metadata cache.
+fn await_deleted(c: &mut Client, name: &str) {
+    let deadline = Instant::now() + DEADLINE;
+    let topic = TopicRef {
+        name: name.to_string(),
+        id: Uuid::nil(),
+    };
+    loop {
+        let fetched = c.send(12, &fetch_request(12, &topic, 0, 0, 0));
+        let fetch_error = fetched
+            .responses
+            .first()
+            .and_then(|t| t.partitions.first())
+            .and_then(|p| err(p.error_code));
+        if lookup(c, name) == Some(ResponseError::UnknownTopicOrPartition)
+            && fetch_error == Some(ResponseError::UnknownTopicOrPartition)
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} still served {DEADLINE:?} after its deletion: {fetched:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// A fresh idempotent producer id: `(id, epoch)`.
 ///
 /// Retries while the answer is COORDINATOR_LOAD_IN_PROGRESS, as producers do: Kafka gives that
@@ -706,6 +806,8 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::DescribeConfigs => probe_describe_configs,
         ApiKey::AlterConfigs => probe_alter_configs,
         ApiKey::IncrementalAlterConfigs => probe_incremental_alter_configs,
+        ApiKey::DeleteRecords => probe_delete_records,
+        ApiKey::DeleteTopics => probe_delete_topics,
         _ => return None,
     })
 }
@@ -1062,6 +1164,19 @@ fn probe_delete_groups(c: &mut Client, v: i16) {
     assert_eq!(resp.results[0].group_id.0.as_str(), group);
     assert_eq!(err(resp.results[0].error_code), None, "v{v}: {resp:?}");
     assert_eq!(committed(c, 5, &group, &topic), -1, "v{v}: offsets gone");
+}
+
+fn probe_delete_records(c: &mut Client, v: i16) {
+    let topic = new_topic(c, "probe-delrec", 1);
+    produce(c, 9, &topic, 0, batch(0, &["a", "b", "c"], None));
+    assert_eq!(delete_records(c, v, &topic.name, 0, 1), (None, 1), "v{v}");
+}
+
+fn probe_delete_topics(c: &mut Client, v: i16) {
+    let topic = new_topic(c, "probe-deltop", 1);
+    let r = delete_topic(c, v, &topic, v >= 6);
+    assert_eq!(err(r.error_code), None, "v{v}: {r:?}");
+    await_deleted(c, &topic.name);
 }
 
 #[test]
@@ -1949,6 +2064,232 @@ fn list_offsets_and_offset_for_leader_epoch_of_an_unknown_partition() {
             "v{v}: {e:?}"
         );
     }
+}
+
+#[test]
+fn delete_records_answers_error_codes_and_moves_the_log_start() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "delrec", 2);
+    assert_eq!(
+        err(produce(&mut c, 9, &topic, 0, batch(0, &["a", "b", "c"], None)).error_code),
+        None
+    );
+    assert_eq!(
+        err(produce(&mut c, 9, &topic, 0, batch(0, &["d", "e"], None)).error_code),
+        None
+    );
+    let unknown = Some(ResponseError::UnknownTopicOrPartition);
+    let out_of_range = Some(ResponseError::OffsetOutOfRange);
+    for v in ends(&mut c, ApiKey::DeleteRecords) {
+        let missing = common::unique("delrec-missing");
+        assert_eq!(
+            delete_records(&mut c, v, &missing, 0, 0),
+            (unknown, -1),
+            "v{v}"
+        );
+        assert_eq!(
+            delete_records(&mut c, v, &topic.name, 2, 0),
+            (unknown, -1),
+            "v{v}"
+        );
+        assert_eq!(
+            delete_records(&mut c, v, &topic.name, 0, 6),
+            (out_of_range, -1),
+            "v{v}"
+        );
+        assert_eq!(
+            delete_records(&mut c, v, &topic.name, 0, -2),
+            (out_of_range, -1),
+            "v{v}"
+        );
+        assert_eq!(
+            delete_records(&mut c, v, &topic.name, 1, 0),
+            (None, 0),
+            "v{v}: empty"
+        );
+    }
+    // Offset 4 is inside the batch 3..=4: the start moves to it, the batch stays readable.
+    assert_eq!(delete_records(&mut c, 2, &topic.name, 0, 4), (None, 4));
+    assert_eq!(
+        delete_records(&mut c, 0, &topic.name, 0, 1),
+        (None, 4),
+        "backwards"
+    );
+    for v in ends(&mut c, ApiKey::Fetch) {
+        let below = fetch(&mut c, v, &topic, 0, 3);
+        assert_eq!(err(below.error_code), out_of_range, "v{v}: {below:?}");
+        let at = fetch(&mut c, v, &topic, 0, 4);
+        assert_eq!(err(at.error_code), None, "v{v}: {at:?}");
+        if v >= 5 {
+            assert_eq!(at.log_start_offset, 4, "v{v}");
+        }
+        assert_eq!(at.high_watermark, 5, "v{v}");
+        assert_eq!(
+            values(&at.records),
+            vec![(3, "d".into()), (4, "e".into())],
+            "v{v}"
+        );
+    }
+    for v in ends(&mut c, ApiKey::ListOffsets) {
+        let earliest = list_offset(&mut c, v, &topic, 0, -2);
+        assert_eq!(
+            (err(earliest.error_code), earliest.offset),
+            (None, 4),
+            "v{v}"
+        );
+    }
+    // -1: up to the high watermark; nothing is left to read, appends go on at the log end.
+    assert_eq!(delete_records(&mut c, 1, &topic.name, 0, -1), (None, 5));
+    let earliest = list_offset(&mut c, 7, &topic, 0, -2);
+    assert_eq!(earliest.offset, 5);
+    let empty = fetch(&mut c, 12, &topic, 0, 5);
+    assert_eq!((err(empty.error_code), empty.log_start_offset), (None, 5));
+    assert!(values(&empty.records).is_empty());
+    assert_eq!(
+        produce(&mut c, 9, &topic, 0, batch(0, &["f"], None)).base_offset,
+        5
+    );
+    let after = fetch(&mut c, 12, &topic, 0, 5);
+    assert_eq!(values(&after.records), vec![(5, "f".into())]);
+}
+
+#[test]
+fn delete_topics_by_name_and_by_id_with_kafkas_error_codes() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let invalid = Some(ResponseError::InvalidRequest);
+    let unknown = Some(ResponseError::UnknownTopicOrPartition);
+    let missing = common::unique("deltop-missing");
+    for v in ends(&mut c, ApiKey::DeleteTopics) {
+        let r = if v >= 6 {
+            delete_topics(
+                &mut c,
+                v,
+                &[],
+                vec![by_name_or_id(Some(&missing), Uuid::nil())],
+            )
+        } else {
+            delete_topics(&mut c, v, &[&missing], vec![])
+        };
+        assert_eq!(r.len(), 1, "v{v}: {r:?}");
+        assert_eq!(err(r[0].error_code), unknown, "v{v}: {r:?}");
+        assert_eq!(
+            r[0].name.as_ref().map(|n| n.0.as_str()),
+            Some(missing.as_str())
+        );
+    }
+    let kept = new_topic(&mut c, "deltop-kept", 1);
+    let neither = delete_topics(&mut c, 6, &[], vec![by_name_or_id(None, Uuid::nil())]);
+    assert_eq!(neither.len(), 1, "{neither:?}");
+    assert_eq!(err(neither[0].error_code), invalid, "{neither:?}");
+    let both = delete_topics(
+        &mut c,
+        6,
+        &[],
+        vec![by_name_or_id(Some(&kept.name), kept.id)],
+    );
+    assert_eq!(both.len(), 1, "{both:?}");
+    assert_eq!(err(both[0].error_code), invalid, "{both:?}");
+    let unknown_id = Uuid::new_v4();
+    let r = delete_topics(&mut c, 6, &[], vec![by_name_or_id(None, unknown_id)]);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(
+        (err(r[0].error_code), r[0].topic_id),
+        (Some(ResponseError::UnknownTopicId), unknown_id),
+        "{r:?}"
+    );
+    assert_eq!(
+        lookup(&mut c, &kept.name),
+        None,
+        "malformed deletes delete nothing"
+    );
+
+    // By name (v1 and v6) and by id (v6): each reports the topic's name, and at v6 its id.
+    let by_name_v1 = new_topic(&mut c, "deltop-name", 2);
+    let by_name_v6 = new_topic(&mut c, "deltop-name6", 1);
+    let by_id = new_topic(&mut c, "deltop-id", 1);
+    produce(&mut c, 9, &by_name_v1, 1, batch(0, &["a", "b"], None));
+    for (topic, version, use_id) in [
+        (&by_name_v1, 1, false),
+        (&by_name_v6, 6, false),
+        (&by_id, 6, true),
+    ] {
+        let r = delete_topic(&mut c, version, topic, use_id);
+        assert_eq!(err(r.error_code), None, "{r:?}");
+        assert_eq!(
+            r.name.as_ref().map(|n| n.0.as_str()),
+            Some(topic.name.as_str()),
+            "{r:?}"
+        );
+        if version >= 6 {
+            assert_eq!(r.topic_id, topic.id, "{r:?}");
+        }
+        await_deleted(&mut c, &topic.name);
+    }
+    let again = delete_topic(&mut c, 6, &by_id, true);
+    assert_eq!(
+        err(again.error_code),
+        Some(ResponseError::UnknownTopicId),
+        "{again:?}"
+    );
+    let again = delete_topic(&mut c, 5, &by_name_v1, false);
+    assert_eq!(err(again.error_code), unknown, "{again:?}");
+    assert_eq!(lookup(&mut c, &kept.name), None, "other topics stay");
+
+    // Created again, the topic starts empty.
+    let recreated = TopicRef {
+        name: by_name_v1.name.clone(),
+        id: create_topic(&mut c, &by_name_v1.name, 2),
+    };
+    let latest = list_offset(&mut c, 7, &recreated, 1, -1);
+    assert_eq!(
+        (err(latest.error_code), latest.offset),
+        (None, 0),
+        "{latest:?}"
+    );
+    let p = produce(&mut c, 9, &recreated, 1, batch(0, &["new"], None));
+    assert_eq!((err(p.error_code), p.base_offset), (None, 0), "{p:?}");
+    let got = fetch(&mut c, 12, &recreated, 1, 0);
+    assert_eq!(values(&got.records), vec![(0, "new".into())]);
+}
+
+#[test]
+fn produce_of_a_partition_listed_twice_appends_it_once() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "produce-twice", 2);
+    let mut req = produce_request(9, &topic, 0, batch(0, &["first"], None), -1);
+    req.topic_data[0].partition_data.push(
+        PartitionProduceData::default()
+            .with_index(0)
+            .with_records(Some(batch(0, &["second", "x"], None))),
+    );
+    let again = produce_request(9, &topic, 1, batch(0, &["p1-first"], None), -1);
+    let again2 = produce_request(9, &topic, 1, batch(0, &["p1-second", "y", "z"], None), -1);
+    req.topic_data.extend(again.topic_data);
+    req.topic_data.extend(again2.topic_data);
+    let resp = c.send(9, &req);
+    let answered: Vec<(i32, i16, i64)> = resp
+        .responses
+        .iter()
+        .flat_map(|t| &t.partition_responses)
+        .map(|p| (p.index, p.error_code, p.base_offset))
+        .collect();
+    let mut sorted = answered.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, vec![(0, 0, 0), (1, 0, 0)], "{resp:?}");
+    assert_eq!(resp.responses.len(), 1, "{resp:?}");
+    let p0 = fetch(&mut c, 12, &topic, 0, 0);
+    assert_eq!(
+        values(&p0.records),
+        vec![(0, "second".into()), (1, "x".into())]
+    );
+    let p1 = fetch(&mut c, 12, &topic, 1, 0);
+    assert_eq!(
+        values(&p1.records),
+        vec![(0, "p1-second".into()), (1, "y".into()), (2, "z".into())]
+    );
 }
 
 /// A v2 batch with one record whose header count says 0x7fffffff, with a correct CRC.

@@ -7,6 +7,8 @@ pub mod alter_configs;
 pub mod api_versions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
+pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;

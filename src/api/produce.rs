@@ -16,10 +16,17 @@
 //!   authorise for transactions with TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the whole
 //!   request; koord does the same, which makes the producer fail fast instead of retrying.
 //!
+//! A partition listed twice (in one topic entry, or in two entries for the same topic) is
+//! appended once, with the data listed last, and answered once: Kafka collects the request's
+//! partitions in a map keyed by topic and partition.
+//!
 //! A success reports the base offset (the original one for an idempotent retry),
 //! `log_append_time_ms` -1 (CreateTime) and, from v5, the log start offset. `record_errors` stays
 //! empty and `error_message` null, as Kafka leaves them outside per-record validation.
 
+use std::collections::HashMap;
+
+use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
@@ -51,6 +58,34 @@ fn partition_response(
     }
 }
 
+/// The request's topics with each (topic, partition) once: a later entry replaces the data of
+/// an earlier one and keeps its place, as Kafka's map of partitions does.
+fn merge_duplicates(topic_data: Vec<TopicProduceData>) -> Vec<TopicProduceData> {
+    let mut merged: Vec<TopicProduceData> = Vec::with_capacity(topic_data.len());
+    let mut topics = HashMap::new();
+    let mut partitions: HashMap<(usize, i32), usize> = HashMap::new();
+    for mut t in topic_data {
+        let data = std::mem::take(&mut t.partition_data);
+        let ti = *topics
+            .entry((t.name.clone(), t.topic_id))
+            .or_insert_with(|| {
+                merged.push(t);
+                merged.len() - 1
+            });
+        for p in data {
+            let slot = &mut merged[ti].partition_data;
+            match partitions.get(&(ti, p.index)) {
+                Some(&pi) => slot[pi] = p,
+                None => {
+                    partitions.insert((ti, p.index), slot.len());
+                    slot.push(p);
+                }
+            }
+        }
+    }
+    merged
+}
+
 /// Answers one Produce request.
 pub fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Outcome {
     let acks = req.acks;
@@ -61,8 +96,7 @@ pub fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Outcome {
         .any(|p| p.records.as_deref().is_some_and(any_transactional))
         .then_some(ResponseError::TransactionalIdAuthorizationFailed);
     let mut failed = false;
-    let responses = req
-        .topic_data
+    let responses = merge_duplicates(req.topic_data)
         .into_iter()
         .map(|t| {
             let topic = super::resolve_topic(broker, version >= 13, t.topic_id, &t.name);
@@ -235,6 +269,25 @@ mod tests {
         );
         let r = answer(&b, request("t", &[(1, Some(simple(1)))], 1, 13), 13);
         assert_eq!(parts(&r), vec![(1, 0, 0)]);
+    }
+
+    #[test]
+    fn a_partition_listed_twice_is_appended_once_with_the_later_data() {
+        let b = broker();
+        let mut req = request("t", &[(0, Some(simple(2))), (1, Some(simple(1)))], 1, 9);
+        req.topic_data[0].partition_data.push(
+            PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(simple(5))),
+        );
+        let again = request("t", &[(1, Some(simple(3)))], 1, 9);
+        req.topic_data.extend(again.topic_data);
+        let r = answer(&b, req, 9);
+        assert_eq!(r.responses.len(), 1, "{r:?}");
+        assert_eq!(parts(&r), vec![(0, 0, 0), (1, 0, 0)]);
+        let topic = b.topics.get("t").unwrap();
+        let end = |i| b.logs.partition(&topic, i).unwrap().lock().log_end_offset();
+        assert_eq!((end(0), end(1)), (5, 3));
     }
 
     #[test]

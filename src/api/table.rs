@@ -33,6 +33,8 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::FindCoordinator, 0, 6),
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
+    api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeCluster, 0, 2),
@@ -101,6 +103,12 @@ pub async fn dispatch(
         }
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(api::create_topics::handle(broker, r, v).await)
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(api::delete_topics::handle(broker, r, v).await)
+        }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(api::delete_records::handle(broker, r, v))
         }
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(api::describe_cluster::handle(broker, r, v))

@@ -79,6 +79,14 @@ impl Partition {
         Ok(appended)
     }
 
+    /// DeleteRecords on this partition; see [`PartitionLog::delete_records_before`].
+    ///
+    /// # Errors
+    /// As [`PartitionLog::delete_records_before`].
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64, OffsetOutOfRange> {
+        self.lock().delete_records_before(offset)
+    }
+
     /// The first record whose timestamp is at least `timestamp`: `(offset, timestamp)`.
     ///
     /// Kafka's search (`FileRecords.searchForTimestamp`): the first batch whose max timestamp
@@ -89,12 +97,18 @@ impl Partition {
         timestamp: i64,
         max_decompressed: usize,
     ) -> Option<(i64, i64)> {
-        let mut from = i64::MIN;
+        // Records below the log start offset (in a batch straddling it) are not searched, as
+        // Kafka's search starts at the log start offset.
+        let start = self.lock().log_start_offset();
+        let mut from = start;
         loop {
             let (bytes, last_offset) = self.lock().batch_reaching(timestamp, from)?;
             match batch::record_timestamps(&bytes, max_decompressed) {
                 Ok(records) => {
-                    if let Some(found) = records.into_iter().find(|(_, ts)| *ts >= timestamp) {
+                    if let Some(found) = records
+                        .into_iter()
+                        .find(|(o, ts)| *o >= start && *ts >= timestamp)
+                    {
                         return Some(found);
                     }
                 }
@@ -177,6 +191,16 @@ impl Logs {
     }
 }
 
+impl Logs {
+    /// Drops every partition log of `topic` (DeleteTopics): their memory goes once in-flight
+    /// requests holding a partition finish.
+    pub fn remove_topic(&self, topic: &Topic) {
+        for index in 0..topic.partitions {
+            self.partitions.remove(&(topic.id, index));
+        }
+    }
+}
+
 /// Interest in appends to a set of partitions, registered when built. Build it BEFORE reading
 /// the logs: an append that lands between the read and the wait then still wakes the waiter.
 pub struct AppendWatch<'a> {
@@ -244,6 +268,24 @@ mod tests {
             logs.partition(&other, 0).unwrap().lock().log_end_offset(),
             0
         );
+    }
+
+    #[test]
+    fn removed_topic_starts_empty_and_search_skips_deleted_records() {
+        let logs = Logs::new(-1);
+        let t = topic("t", 2);
+        let p0 = logs.partition(&t, 0).unwrap();
+        let b = batch(Spec::default());
+        p0.append(&validate_produce(&b, 9).unwrap()).unwrap();
+        // Offset 1 is inside the batch 0..=2: the search by timestamp starts at it.
+        assert_eq!(p0.offset_for_timestamp(0, MAX).map(|f| f.0), Some(0));
+        assert_eq!(p0.delete_records_before(1), Ok(1));
+        assert_eq!(p0.offset_for_timestamp(0, MAX).map(|f| f.0), Some(1));
+        logs.remove_topic(&t);
+        assert!(!Arc::ptr_eq(&p0, &logs.partition(&t, 0).unwrap()));
+        let fresh = logs.partition(&t, 0).unwrap();
+        let log = fresh.lock();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! and moves the log start offset to the first batch kept; the newest batch is always kept, as
 //! Kafka never deletes the active segment. `retention.ms` drops batches by max timestamp. A
 //! compacted log (`cleanup.policy=compact`) keeps the last record per key each time it rolls
-//! (every `segment.bytes` appended): offsets stay, so a compacted log has gaps.
+//! (every `segment.bytes` appended): offsets stay, so a compacted log has gaps. DeleteRecords
+//! moves the log start offset to any offset up to the log end ([`PartitionLog::delete_records_before`]) and drops the batches
+//! wholly below it; a batch straddling the new start stays, and reads still begin at the start.
 
 use std::collections::VecDeque;
 
@@ -311,6 +313,33 @@ impl PartitionLog {
         }
     }
 
+    /// DeleteRecords: moves the log start offset up to `offset` (Kafka's
+    /// `UnifiedLog.maybeIncrementLogStartOffset`) and releases every batch wholly below it.
+    /// An offset at or below the current start changes nothing. Returns the log start offset.
+    ///
+    /// # Errors
+    /// [`OffsetOutOfRange`] when `offset` is negative or beyond the log end (the high
+    /// watermark); the log is unchanged.
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, OffsetOutOfRange> {
+        if !(0..=self.log_end).contains(&offset) {
+            return Err(OffsetOutOfRange {
+                log_start_offset: self.log_start,
+                log_end_offset: self.log_end,
+            });
+        }
+        if offset <= self.log_start {
+            return Ok(self.log_start);
+        }
+        self.log_start = offset;
+        while self.batches.front().is_some_and(|b| b.last_offset < offset) {
+            if let Some(old) = self.batches.pop_front() {
+                self.size -= old.bytes.len() as u64;
+            }
+        }
+        self.producers.maybe_evict_below(self.log_start);
+        Ok(self.log_start)
+    }
+
     /// Whole batches from the one holding `offset`, while they fit in `max_bytes`; with
     /// `min_one`, the first batch is returned even if it alone is larger (Kafka's KIP-74 rule,
     /// so that a consumer always makes progress).
@@ -428,6 +457,59 @@ mod tests {
             vec![6, 9]
         );
         assert!(log.read(19, usize::MAX, true).unwrap().batches.is_empty());
+    }
+
+    #[test]
+    fn delete_records_moves_the_start_and_releases_whole_batches_below_it() {
+        let mut log = PartitionLog::new(-1);
+        let b = simple(3);
+        let size = b.len() as u64;
+        for _ in 0..4 {
+            append(&mut log, &b).unwrap();
+        }
+        // Offset 4 is inside the second batch (3..=5): the first batch goes, the second stays.
+        assert_eq!(log.delete_records_before(4), Ok(4));
+        assert_eq!(log.log_start_offset(), 4);
+        assert_eq!((log.batch_count(), log.size_bytes()), (3, 3 * size));
+        assert_eq!(
+            log.read(3, usize::MAX, true).unwrap_err(),
+            OffsetOutOfRange {
+                log_start_offset: 4,
+                log_end_offset: 12
+            }
+        );
+        let read = log.read(4, usize::MAX, true).unwrap();
+        assert_eq!(base_offsets(&read), vec![3, 6, 9]);
+        assert_eq!(read.log_start_offset, 4);
+        // Backwards is a no-op that reports the current start.
+        assert_eq!(log.delete_records_before(1), Ok(4));
+        assert_eq!(log.delete_records_before(0), Ok(4));
+        // A batch boundary releases exactly the batches below it.
+        assert_eq!(log.delete_records_before(9), Ok(9));
+        assert_eq!((log.batch_count(), log.size_bytes()), (1, size));
+        // Up to the high watermark: every batch goes, the log end stays.
+        assert_eq!(log.delete_records_before(12), Ok(12));
+        assert_eq!((log.batch_count(), log.size_bytes()), (0, 0));
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (12, 12));
+        assert!(log.read(12, usize::MAX, true).unwrap().batches.is_empty());
+        // Appends continue at the log end.
+        assert_eq!(append(&mut log, &b).unwrap().base_offset, 12);
+        assert_eq!(append(&mut log, &b).unwrap().log_start_offset, 12);
+    }
+
+    #[test]
+    fn delete_records_beyond_the_high_watermark_or_negative_changes_nothing() {
+        let mut log = PartitionLog::new(-1);
+        append(&mut log, &simple(3)).unwrap();
+        let out = OffsetOutOfRange {
+            log_start_offset: 0,
+            log_end_offset: 3,
+        };
+        assert_eq!(log.delete_records_before(4), Err(out));
+        assert_eq!(log.delete_records_before(-1), Err(out));
+        assert_eq!(log.delete_records_before(i64::MIN), Err(out));
+        assert_eq!((log.log_start_offset(), log.batch_count()), (0, 1));
+        assert_eq!(PartitionLog::new(-1).delete_records_before(0), Ok(0));
     }
 
     #[test]

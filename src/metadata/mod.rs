@@ -147,6 +147,16 @@ impl Topics {
         }
     }
 
+    /// Removes a topic (DeleteTopics); `None` if it does not exist.
+    pub fn delete(&self, name: &str) -> Option<Topic> {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let topic = inner.by_name.remove(name)?;
+        inner.by_id.remove(&topic.id);
+        // A topic created again under this name starts with Kafka's defaults.
+        inner.configs.remove(name);
+        Some(topic)
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, TopicsInner> {
         // A poisoned lock only means another thread panicked mid-read; the map is still whole
         // because every write is a pair of inserts done before the guard drops.
@@ -187,5 +197,15 @@ mod tests {
             t.create("bad name", 1),
             Err(CreateError::InvalidName(_))
         ));
+    }
+
+    #[test]
+    fn delete_removes_by_name_and_id() {
+        let t = Topics::default();
+        let a = t.create("a", 3).unwrap();
+        assert_eq!(t.delete("a"), Some(a.clone()));
+        assert_eq!(t.delete("a"), None);
+        assert_eq!((t.get("a"), t.get_by_id(a.id)), (None, None));
+        assert_eq!(t.create("a", 1).unwrap().partitions, 1);
     }
 }

@@ -195,6 +195,9 @@ impl EmbeddedStore {
                     let value = codec::encode_topic(*partitions, configs);
                     topics.insert(name.as_bytes(), value.as_slice())?;
                 }
+                Mutation::DeleteTopic { name } => {
+                    topics.remove(name.as_bytes())?;
+                }
             }
         }
         Ok(())

@@ -64,6 +64,9 @@ impl Store for MemoryStore {
                     d.topics
                         .insert(name.clone(), (*partitions, configs.clone()));
                 }
+                Mutation::DeleteTopic { name } => {
+                    d.topics.remove(name);
+                }
             }
         }
         Ok(())

@@ -81,6 +81,10 @@ pub enum Mutation {
         partitions: i32,
         configs: TopicConfigs,
     },
+    /// A deleted topic (DeleteTopics); groups' offsets for it stay, as in Kafka.
+    DeleteTopic {
+        name: String,
+    },
 }
 
 /// A topic as stored: name, partition count, explicitly set configs.

@@ -137,6 +137,51 @@ fn embedded_store_round_trips_across_reopen_and_deletes() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Deletes topic `t` and stores `u`; offsets of `t` stay (as Kafka keeps them).
+fn delete_topic_t(store: &dyn Store) {
+    store
+        .apply(
+            &[
+                Mutation::DeleteTopic { name: "t".into() },
+                Mutation::DeleteTopic {
+                    name: "never-stored".into(),
+                },
+                Mutation::PutTopic {
+                    name: "u".into(),
+                    partitions: 1,
+                    configs: Default::default(),
+                },
+            ],
+            true,
+        )
+        .unwrap();
+}
+
+#[test]
+fn deleted_topic_stays_deleted_across_reopen_and_keeps_offsets() {
+    let dir = temp_dir("delete-topic");
+    {
+        let store = EmbeddedStore::open(&dir).unwrap();
+        fill(&store);
+        delete_topic_t(&store);
+    }
+    let store = EmbeddedStore::open(&dir).unwrap();
+    assert_eq!(
+        store.load_topics().unwrap(),
+        vec![("u".to_string(), 1, Default::default())]
+    );
+    assert_eq!(store.load_groups().unwrap()[0].offsets.len(), 2);
+    drop(store);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let memory = MemoryStore::default();
+    fill(&memory);
+    delete_topic_t(&memory);
+    assert_eq!(
+        memory.load_topics().unwrap(),
+        vec![("u".to_string(), 1, Default::default())]
+    );
+}
+
 #[test]
 fn memory_store_matches_the_embedded_one() {
     let store = MemoryStore::default();
