@@ -35,6 +35,28 @@ pub(crate) async fn alter_topic(
         .map_err(|e| (ResponseError::KafkaStorageError, e.to_string()))
 }
 
+/// One resource of AlterConfigs or IncrementalAlterConfigs, with the config keys it names:
+/// Kafka's duplicate-key check first, then by resource type; a topic's new configs come from
+/// `topic_configs` (each API computes them its own way).
+pub(crate) async fn alter_resource<'a>(
+    broker: &Broker,
+    resource_type: i8,
+    name: &str,
+    keys: impl Iterator<Item = &'a str> + Clone,
+    topic_configs: impl FnOnce() -> Result<TopicConfigs, Failure>,
+    validate_only: bool,
+) -> Result<(), Failure> {
+    no_duplicates(keys.clone())?;
+    match resource_type {
+        TOPIC => alter_topic(broker, name, topic_configs()?, validate_only).await,
+        BROKER => alter_broker(broker, name, keys),
+        t => Err((
+            ResponseError::InvalidRequest,
+            format!("Unsupported resource type {t}"),
+        )),
+    }
+}
+
 /// koord's broker settings cannot change at run time.
 pub(crate) fn alter_broker<'a>(
     broker: &Broker,
@@ -93,36 +115,38 @@ pub async fn handle(
 ) -> AlterConfigsResponse {
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in req.resources {
-        let name = r.resource_name.as_str();
-        let outcome = match no_duplicates(r.configs.iter().map(|c| c.name.as_str())) {
-            Err(e) => Err(e),
-            Ok(()) => match r.resource_type {
-                TOPIC => {
-                    let mut configs = TopicConfigs::new();
-                    let mut null = None;
-                    for c in &r.configs {
-                        match &c.value {
-                            Some(v) => {
-                                configs.insert(c.name.to_string(), v.to_string());
-                            }
-                            None => null = Some(c.name.to_string()),
-                        }
-                    }
-                    match null {
-                        Some(n) => Err((
-                            ResponseError::InvalidConfig,
-                            format!("Null value not supported for topic configs: {n}"),
-                        )),
-                        None => alter_topic(broker, name, configs, req.validate_only).await,
-                    }
-                }
-                BROKER => alter_broker(broker, name, r.configs.iter().map(|c| c.name.as_str())),
-                t => Err((
-                    ResponseError::InvalidRequest,
-                    format!("Unsupported resource type {t}"),
-                )),
-            },
+        // AlterConfigs replaces the whole set; null values are refused, all named at once as
+        // Kafka's ControllerConfigurationValidator names them.
+        let replacement = || {
+            let nulls: Vec<&str> = r
+                .configs
+                .iter()
+                .filter(|c| c.value.is_none())
+                .map(|c| c.name.as_str())
+                .collect();
+            if !nulls.is_empty() {
+                return Err((
+                    ResponseError::InvalidConfig,
+                    format!(
+                        "Null value not supported for topic configs: {}",
+                        nulls.join(",")
+                    ),
+                ));
+            }
+            Ok(r.configs
+                .iter()
+                .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+                .collect::<TopicConfigs>())
         };
+        let outcome = alter_resource(
+            broker,
+            r.resource_type,
+            r.resource_name.as_str(),
+            r.configs.iter().map(|c| c.name.as_str()),
+            replacement,
+            req.validate_only,
+        )
+        .await;
         responses.push(response(r.resource_type, r.resource_name, outcome));
     }
     AlterConfigsResponse::default().with_responses(responses)

@@ -8,8 +8,8 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use kafka_protocol::ResponseError;
 
-use super::alter_configs::{alter_broker, alter_topic, no_duplicates, Failure};
-use super::describe_configs::{topic, BROKER, TOPIC};
+use super::alter_configs::{alter_resource, Failure};
+use super::describe_configs::topic;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::metadata::topic_config::{def, effective, is_list, list_items, TopicConfigs};
@@ -87,20 +87,15 @@ pub async fn handle(
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in req.resources {
         let name = r.resource_name.as_str();
-        let outcome = match no_duplicates(r.configs.iter().map(|c| c.name.as_str())) {
-            Err(e) => Err(e),
-            Ok(()) => match r.resource_type {
-                TOPIC => match apply(broker, name, &r.configs) {
-                    Ok(configs) => alter_topic(broker, name, configs, req.validate_only).await,
-                    Err(e) => Err(e),
-                },
-                BROKER => alter_broker(broker, name, r.configs.iter().map(|c| c.name.as_str())),
-                t => Err((
-                    ResponseError::InvalidRequest,
-                    format!("Unsupported resource type {t}"),
-                )),
-            },
-        };
+        let outcome = alter_resource(
+            broker,
+            r.resource_type,
+            name,
+            r.configs.iter().map(|c| c.name.as_str()),
+            || apply(broker, name, &r.configs),
+            req.validate_only,
+        )
+        .await;
         let resp = AlterConfigsResourceResponse::default()
             .with_resource_type(r.resource_type)
             .with_resource_name(r.resource_name);
