@@ -70,7 +70,10 @@
 //! assert_eq!(group.state(), GroupState::CompletingRebalance);
 //! ```
 //!
-//! Layout: `classic/` (the machine, split by API), [`member`], [`timers`], [`output`],
+//! [`consumer::ConsumerGroup`] is the consumer group of KIP-848 (ConsumerGroupHeartbeat), in
+//! the same style; see its module.
+//!
+//! Layout: `classic/` (the machine, split by API), `consumer/`, [`member`], [`timers`], [`output`],
 //! [`commands`], [`types`]. The ids, time, errors and records it shares with every layer are
 //! [`crate::vocab`]; subscribed topics come from [`crate::assignor::protocol`], and the
 //! server-assignment seam it calls ([`ServerAssignor`], chosen per group by [`AssignmentMode`])
@@ -97,6 +100,7 @@
 
 pub mod classic;
 pub mod commands;
+pub mod consumer;
 pub mod member;
 pub mod missing;
 pub mod output;

@@ -7,6 +7,7 @@
 //! input and re-checked against this table, so a stale or duplicated expiry does nothing.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use crate::vocab::{MemberId, Timestamp};
 
@@ -37,20 +38,28 @@ pub enum TimerChange {
     Cancel { key: TimerKey },
 }
 
-/// The armed timers of one group.
-#[derive(Debug, Default, Clone)]
-pub struct TimerTable {
-    deadlines: HashMap<TimerKey, Timestamp>,
+/// The armed timers of one group, by key (a classic group's [`TimerKey`]s by default).
+#[derive(Debug, Clone)]
+pub struct TimerTable<K = TimerKey> {
+    deadlines: HashMap<K, Timestamp>,
 }
 
-impl TimerTable {
+impl<K> Default for TimerTable<K> {
+    fn default() -> Self {
+        TimerTable {
+            deadlines: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash + Ord> TimerTable<K> {
     /// Arms `key` at `deadline`, replacing any earlier deadline for it.
-    pub fn set(&mut self, key: TimerKey, deadline: Timestamp) {
+    pub fn set(&mut self, key: K, deadline: Timestamp) {
         self.deadlines.insert(key, deadline);
     }
 
     /// Moves an armed key's deadline without rebuilding the key; false if it is not armed.
-    pub fn reset(&mut self, key: &TimerKey, deadline: Timestamp) -> bool {
+    pub fn reset(&mut self, key: &K, deadline: Timestamp) -> bool {
         match self.deadlines.get_mut(key) {
             Some(d) => {
                 *d = deadline;
@@ -61,11 +70,11 @@ impl TimerTable {
     }
 
     /// Disarms `key`; returns whether it was armed.
-    pub fn cancel(&mut self, key: &TimerKey) -> bool {
+    pub fn cancel(&mut self, key: &K) -> bool {
         self.deadlines.remove(key).is_some()
     }
 
-    pub fn deadline(&self, key: &TimerKey) -> Option<Timestamp> {
+    pub fn deadline(&self, key: &K) -> Option<Timestamp> {
         self.deadlines.get(key).copied()
     }
 
@@ -75,7 +84,7 @@ impl TimerTable {
     }
 
     /// The earliest deadline, ties broken by key order so that firing order is deterministic.
-    pub fn next(&self) -> Option<(TimerKey, Timestamp)> {
+    pub fn next(&self) -> Option<(K, Timestamp)> {
         self.deadlines
             .iter()
             .min_by(|a, b| a.1.cmp(b.1).then_with(|| a.0.cmp(b.0)))
@@ -84,7 +93,7 @@ impl TimerTable {
 
     /// Removes `key` if it is armed with a deadline at or before `now`: the re-check that makes
     /// stale expiries harmless.
-    pub fn take_if_expired(&mut self, key: &TimerKey, now: Timestamp) -> bool {
+    pub fn take_if_expired(&mut self, key: &K, now: Timestamp) -> bool {
         match self.deadlines.get(key) {
             Some(d) if *d <= now => {
                 self.deadlines.remove(key);
@@ -103,7 +112,7 @@ impl TimerTable {
     }
 
     /// Every armed key, in key order (for describing and testing).
-    pub fn keys(&self) -> Vec<TimerKey> {
+    pub fn keys(&self) -> Vec<K> {
         let mut keys: Vec<_> = self.deadlines.keys().cloned().collect();
         keys.sort();
         keys

@@ -71,11 +71,26 @@ pub enum GroupError {
     /// 88
     #[error("UNSTABLE_OFFSET_COMMIT")]
     UnstableOffsetCommit,
+    /// 110: a consumer-group member's epoch is not the coordinator's; it must rejoin.
+    #[error("FENCED_MEMBER_EPOCH")]
+    FencedMemberEpoch,
+    /// 111: a static member's instance id is held by a member that has not left.
+    #[error("UNRELEASED_INSTANCE_ID")]
+    UnreleasedInstanceId,
+    /// 112
+    #[error("UNSUPPORTED_ASSIGNOR")]
+    UnsupportedAssignor,
+    /// 113: an offset commit or fetch at an epoch that is not the member's current one.
+    #[error("STALE_MEMBER_EPOCH")]
+    StaleMemberEpoch,
+    /// 128
+    #[error("INVALID_REGULAR_EXPRESSION")]
+    InvalidRegularExpression,
 }
 
 impl GroupError {
     /// Every variant, for tests and for `from_code`.
-    pub const ALL: [GroupError; 21] = [
+    pub const ALL: [GroupError; 26] = [
         GroupError::UnknownServerError,
         GroupError::UnknownTopicOrPartition,
         GroupError::OffsetMetadataTooLarge,
@@ -97,6 +112,11 @@ impl GroupError {
         GroupError::FencedInstanceId,
         GroupError::GroupSubscribedToTopic,
         GroupError::UnstableOffsetCommit,
+        GroupError::FencedMemberEpoch,
+        GroupError::UnreleasedInstanceId,
+        GroupError::UnsupportedAssignor,
+        GroupError::StaleMemberEpoch,
+        GroupError::InvalidRegularExpression,
     ];
 
     /// The Kafka error code (clients/.../common/protocol/Errors.java).
@@ -123,6 +143,11 @@ impl GroupError {
             GroupError::FencedInstanceId => 82,
             GroupError::GroupSubscribedToTopic => 86,
             GroupError::UnstableOffsetCommit => 88,
+            GroupError::FencedMemberEpoch => 110,
+            GroupError::UnreleasedInstanceId => 111,
+            GroupError::UnsupportedAssignor => 112,
+            GroupError::StaleMemberEpoch => 113,
+            GroupError::InvalidRegularExpression => 128,
         }
     }
 

@@ -12,6 +12,7 @@ pub mod time;
 pub use errors::{error_code, GroupError};
 pub use ids::{Generation, GroupId, InstanceId, MemberId, Protocol};
 pub use records::{
-    ExpirationBase, GroupMetadataRecord, MemberRecord, OffsetAndMetadata, TopicPartition,
+    ConsumerGroupRecord, ConsumerMember, ConsumerMemberState, ExpirationBase, GroupMetadataRecord,
+    MemberRecord, OffsetAndMetadata, Partitions, TopicId, TopicPartition,
 };
 pub use time::Timestamp;

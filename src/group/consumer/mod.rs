@@ -1,0 +1,1048 @@
+//! The consumer group of KIP-848 (ConsumerGroupHeartbeat): the coordinator assigns, and every
+//! member reconciles towards its target one heartbeat at a time. A pure state machine in the
+//! same discipline as [`crate::group::ClassicGroup`]: inputs take `now` (and a read-only
+//! [`TopicImage`]), answers are returned, records to persist and events to log are drained
+//! with [`ConsumerGroup::take_records`] and [`ConsumerGroup::take_events`], and timers are
+//! re-checked when they fire.
+//!
+//! Followed check by check from Apache Kafka's `GroupMetadataManager.consumerGroupHeartbeat`,
+//! `ConsumerGroup` and `CurrentAssignmentBuilder` ([`reconcile`]):
+//! 1. the member is created or updated; a changed subscription, or a change in the subscribed
+//!    topics (created, deleted, more partitions), bumps the group epoch;
+//! 2. when the group epoch is ahead of the target assignment's, the group's assignor computes a
+//!    new target for every member (the [`Assignor`] seam the classic groups use: `uniform`,
+//!    `range`, `learner`, ...);
+//! 3. the member moves towards its target: what it must give up is revoked first (it stays at
+//!    its epoch until its heartbeat no longer reports it), and a partition is granted only when
+//!    no other member holds it.
+//!
+//! Timers: each member's session (`group.consumer.session.timeout.ms`, renewed by its
+//! heartbeats), the rebalance timeout of a member that must revoke, and the assignor's follow-up
+//! (a learner is ready): the first two fence the member, the last bumps the group epoch.
+//!
+//! Where this differs from Kafka, on purpose: the target assignment is computed in the
+//! heartbeat that needs it (Kafka 4.x may defer it by `group.consumer.assignment.interval.ms`);
+//! regular expressions are resolved when the topic image changes, within the heartbeat
+//! (Kafka resolves them in the background), with Rust's `regex` syntax, which accepts what
+//! RE2/J accepts for topic patterns (no look-around or back-references in either).
+
+pub mod reconcile;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use self::reconcile::{reconcile, Holders};
+use crate::assignor::{Assignor, GroupSpec, MemberSpec, Partition, PlanInput, TopicSpec};
+use crate::group::timers::TimerTable;
+use crate::vocab::{
+    ConsumerGroupRecord, ConsumerMember, ConsumerMemberState, GroupError, GroupId, InstanceId,
+    MemberId, Partitions, Timestamp, TopicId,
+};
+
+/// `ConsumerGroupHeartbeatRequest.LEAVE_GROUP_MEMBER_EPOCH`.
+pub const LEAVE_EPOCH: i32 = -1;
+/// `ConsumerGroupHeartbeatRequest.LEAVE_GROUP_STATIC_MEMBER_EPOCH`: a static member leaves for
+/// now and keeps its partitions until its session expires.
+pub const LEAVE_STATIC_EPOCH: i32 = -2;
+
+/// The topics the group can see: a read-only view of the node's topic metadata.
+pub trait TopicImage {
+    /// Changes whenever a topic is created, deleted or gets more partitions.
+    fn version(&self) -> u64;
+    /// A topic's id and partition count.
+    fn topic(&self, name: &str) -> Option<(TopicId, u32)>;
+    /// Every topic's name (regular expressions are matched against them).
+    fn names(&self) -> Vec<String>;
+}
+
+/// The settings of consumer groups (Kafka's `group.consumer.*`).
+#[derive(Debug, Clone)]
+pub struct ConsumerGroupConfig {
+    /// `group.consumer.heartbeat.interval.ms` (5000).
+    pub heartbeat_interval_ms: i32,
+    /// `group.consumer.session.timeout.ms` (45000).
+    pub session_timeout_ms: u64,
+    /// `group.consumer.max.size` (unlimited).
+    pub max_size: usize,
+    /// `group.consumer.assignors`: the first is used unless members name another.
+    pub assignors: Vec<Arc<dyn Assignor>>,
+}
+
+impl Default for ConsumerGroupConfig {
+    fn default() -> Self {
+        let registry = crate::assignor::Registry::builtin();
+        ConsumerGroupConfig {
+            heartbeat_interval_ms: 5000,
+            session_timeout_ms: 45_000,
+            max_size: i32::MAX as usize,
+            assignors: ["uniform", "range"]
+                .iter()
+                .filter_map(|n| registry.get(n))
+                .collect(),
+        }
+    }
+}
+
+impl ConsumerGroupConfig {
+    fn assignor(&self, name: &str) -> Option<&Arc<dyn Assignor>> {
+        self.assignors.iter().find(|a| a.name() == name)
+    }
+}
+
+/// A ConsumerGroupHeartbeat (API key 68) in domain terms; `None` fields were null (unchanged).
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerHeartbeat {
+    /// Never empty: the shell draws one for a v0 member that sent none.
+    pub member_id: MemberId,
+    pub member_epoch: i32,
+    pub instance_id: Option<InstanceId>,
+    pub rack_id: Option<String>,
+    /// -1 when unchanged.
+    pub rebalance_timeout_ms: i32,
+    pub subscribed_topic_names: Option<Vec<String>>,
+    pub subscribed_topic_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    /// What the member holds; `None` when unchanged.
+    pub owned: Option<Partitions>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+/// The answer to a heartbeat that was accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerHeartbeatReply {
+    pub member_id: MemberId,
+    pub member_epoch: i32,
+    pub heartbeat_interval_ms: i32,
+    /// The member's whole assignment, when it changed or the request was a full one.
+    pub assignment: Option<Partitions>,
+}
+
+/// A change to persist, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsumerRecord {
+    Group(ConsumerGroupRecord),
+    Member(Box<ConsumerMember>),
+    RemoveMember(MemberId),
+}
+
+/// Kafka's `ConsumerGroupState`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConsumerGroupState {
+    Empty,
+    /// The group epoch is ahead of the target assignment's.
+    Assigning,
+    /// Some member has not reached the target yet.
+    Reconciling,
+    Stable,
+    /// Deleted.
+    Dead,
+}
+
+impl ConsumerGroupState {
+    /// Kafka's spelling (ListGroups, DescribeGroups); ConsumerGroupDescribe uses the lower case.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsumerGroupState::Empty => "Empty",
+            ConsumerGroupState::Assigning => "Assigning",
+            ConsumerGroupState::Reconciling => "Reconciling",
+            ConsumerGroupState::Stable => "Stable",
+            ConsumerGroupState::Dead => "Dead",
+        }
+    }
+}
+
+/// What a consumer group's timer is for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ConsumerTimer {
+    Session(MemberId),
+    /// The member must have revoked by then, or it is fenced (if still at this epoch).
+    Revocation(MemberId, i32),
+    /// The assignor asked for a new target assignment.
+    FollowUp,
+}
+
+/// What happened, for the shell to log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsumerEvent {
+    Joined {
+        member: MemberId,
+        instance: Option<InstanceId>,
+    },
+    Left {
+        member: MemberId,
+        why: &'static str,
+    },
+    EpochBumped {
+        epoch: i32,
+        why: &'static str,
+    },
+    TargetComputed {
+        epoch: i32,
+        assignor: &'static str,
+        summary: Option<String>,
+    },
+}
+
+/// A consumer group.
+#[derive(Debug)]
+pub struct ConsumerGroup {
+    id: GroupId,
+    config: Arc<ConsumerGroupConfig>,
+    group_epoch: i32,
+    assignment_epoch: i32,
+    members: BTreeMap<MemberId, ConsumerMember>,
+    static_members: HashMap<InstanceId, MemberId>,
+    holders: Holders,
+    metadata_hash: u64,
+    /// The topic image version the hash was last checked against (none after a load).
+    image_version: Option<u64>,
+    assignor_state: Bytes,
+    /// The assignor that computed the last target.
+    assignor_name: Option<&'static str>,
+    timers: TimerTable<ConsumerTimer>,
+    records: Vec<ConsumerRecord>,
+    events: Vec<ConsumerEvent>,
+    dead: bool,
+}
+
+impl ConsumerGroup {
+    pub fn new(id: GroupId, config: Arc<ConsumerGroupConfig>) -> ConsumerGroup {
+        ConsumerGroup {
+            id,
+            config,
+            group_epoch: 0,
+            assignment_epoch: 0,
+            members: BTreeMap::new(),
+            static_members: HashMap::new(),
+            holders: Holders::new(),
+            metadata_hash: 0,
+            image_version: None,
+            assignor_state: Bytes::new(),
+            assignor_name: None,
+            timers: TimerTable::default(),
+            records: Vec::new(),
+            events: Vec::new(),
+            dead: false,
+        }
+    }
+
+    /// A group as stored. Every member's session starts `now`, and a member that was revoking
+    /// gets its rebalance timeout again.
+    pub fn from_records(
+        id: GroupId,
+        config: Arc<ConsumerGroupConfig>,
+        record: ConsumerGroupRecord,
+        members: Vec<ConsumerMember>,
+        now: Timestamp,
+    ) -> ConsumerGroup {
+        let mut group = ConsumerGroup::new(id, config);
+        group.group_epoch = record.group_epoch;
+        group.assignment_epoch = record.assignment_epoch;
+        group.metadata_hash = record.metadata_hash;
+        group.assignor_state = record.assignor_state;
+        for member in members {
+            let session = now.plus_ms(group.config.session_timeout_ms);
+            group
+                .timers
+                .set(ConsumerTimer::Session(member.member_id.clone()), session);
+            group.arm_revocation(&member, now);
+            group.put_member(member);
+        }
+        group
+    }
+
+    pub fn id(&self) -> &GroupId {
+        &self.id
+    }
+
+    pub fn group_epoch(&self) -> i32 {
+        self.group_epoch
+    }
+
+    pub fn assignment_epoch(&self) -> i32 {
+        self.assignment_epoch
+    }
+
+    pub fn members(&self) -> impl ExactSizeIterator<Item = &ConsumerMember> {
+        self.members.values()
+    }
+
+    pub fn member(&self, id: &MemberId) -> Option<&ConsumerMember> {
+        self.members.get(id)
+    }
+
+    /// The assignor the next target assignment would use (Kafka: the one most members name,
+    /// else the first configured).
+    pub fn assignor_name(&self) -> &'static str {
+        self.preferred_assignor().name()
+    }
+
+    /// Kafka's `ConsumerGroup.state`.
+    pub fn state(&self) -> ConsumerGroupState {
+        if self.dead {
+            ConsumerGroupState::Dead
+        } else if self.members.is_empty() {
+            ConsumerGroupState::Empty
+        } else if self.group_epoch > self.assignment_epoch {
+            ConsumerGroupState::Assigning
+        } else if self.members.values().any(|m| !self.is_reconciled(m)) {
+            ConsumerGroupState::Reconciling
+        } else {
+            ConsumerGroupState::Stable
+        }
+    }
+
+    fn is_reconciled(&self, m: &ConsumerMember) -> bool {
+        m.state == ConsumerMemberState::Stable && m.member_epoch == self.assignment_epoch
+    }
+
+    /// Records to persist, in order, since the last call.
+    pub fn take_records(&mut self) -> Vec<ConsumerRecord> {
+        std::mem::take(&mut self.records)
+    }
+
+    pub fn take_events(&mut self) -> Vec<ConsumerEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// After a write failed, the next write carries the whole group, so the store catches up
+    /// with what this group already answered from.
+    pub fn handle_write_failed(&mut self) {
+        self.records
+            .push(ConsumerRecord::Group(self.group_record()));
+        for m in self.members.values() {
+            self.records
+                .push(ConsumerRecord::Member(Box::new(m.clone())));
+        }
+    }
+
+    /// Every record that rebuilds this group (a conversion or a full rewrite).
+    pub fn snapshot(&self) -> Vec<ConsumerRecord> {
+        let mut out = vec![ConsumerRecord::Group(self.group_record())];
+        out.extend(
+            self.members
+                .values()
+                .map(|m| ConsumerRecord::Member(Box::new(m.clone()))),
+        );
+        out
+    }
+
+    pub fn next_deadline(&self) -> Option<Timestamp> {
+        self.timers.next_deadline()
+    }
+
+    fn group_record(&self) -> ConsumerGroupRecord {
+        ConsumerGroupRecord {
+            group_epoch: self.group_epoch,
+            assignment_epoch: self.assignment_epoch,
+            metadata_hash: self.metadata_hash,
+            assignor_state: self.assignor_state.clone(),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // ConsumerGroupHeartbeat
+    // -----------------------------------------------------------------------------------------
+
+    /// A heartbeat: joins, updates, reconciles or leaves a member (Kafka's
+    /// `consumerGroupHeartbeat` and `consumerGroupLeave`). Request checks that need no group
+    /// ([`validate`]) come first.
+    ///
+    /// # Errors
+    /// Kafka's codes: GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
+    /// FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID.
+    pub fn handle_heartbeat(
+        &mut self,
+        req: ConsumerHeartbeat,
+        image: &dyn TopicImage,
+        now: Timestamp,
+    ) -> Result<ConsumerHeartbeatReply, GroupError> {
+        if req.member_epoch == LEAVE_EPOCH || req.member_epoch == LEAVE_STATIC_EPOCH {
+            return self.handle_leave(&req, image);
+        }
+        let joining = req.member_epoch == 0;
+        if self.members.len() >= self.config.max_size && !self.members.contains_key(&req.member_id)
+        {
+            return Err(GroupError::GroupMaxSizeReached);
+        }
+        let mut replaced = None;
+        let member = match &req.instance_id {
+            None => match self.members.get(&req.member_id) {
+                Some(m) => {
+                    check_epoch(m, req.member_epoch, req.owned.as_ref())?;
+                    m.clone()
+                }
+                None if joining => ConsumerMember::new(req.member_id.clone()),
+                None => return Err(GroupError::UnknownMemberId),
+            },
+            Some(instance) => {
+                let existing = self
+                    .static_members
+                    .get(instance)
+                    .and_then(|id| self.members.get(id));
+                match existing {
+                    None if joining => match self.members.get(&req.member_id) {
+                        Some(m) => m.clone(),
+                        None => ConsumerMember::new(req.member_id.clone()),
+                    },
+                    None => return Err(GroupError::UnknownMemberId),
+                    Some(old) if joining => {
+                        if old.member_epoch != LEAVE_STATIC_EPOCH {
+                            return Err(GroupError::UnreleasedInstanceId);
+                        }
+                        // The new instance takes over the old one's partitions and target.
+                        let mut m = old.clone();
+                        m.member_id = req.member_id.clone();
+                        m.member_epoch = 0;
+                        m.previous_member_epoch = 0;
+                        replaced = Some(old.member_id.clone());
+                        m
+                    }
+                    Some(old) => {
+                        if old.member_id != req.member_id {
+                            return Err(GroupError::FencedInstanceId);
+                        }
+                        check_epoch(old, req.member_epoch, req.owned.as_ref())?;
+                        old.clone()
+                    }
+                }
+            }
+        };
+        let is_new = !self.members.contains_key(&member.member_id);
+        if let Some(old) = replaced {
+            self.remove_member(&old);
+            self.records.push(ConsumerRecord::RemoveMember(old));
+        }
+        if is_new {
+            self.events.push(ConsumerEvent::Joined {
+                member: member.member_id.clone(),
+                instance: req.instance_id.clone(),
+            });
+        }
+
+        // 1. The member, updated from the request.
+        let mut updated = member.clone();
+        if req.instance_id.is_some() {
+            updated.instance_id = req.instance_id.clone();
+        }
+        if req.rack_id.is_some() {
+            updated.rack_id = req.rack_id.clone();
+        }
+        if req.rebalance_timeout_ms != -1 {
+            updated.rebalance_timeout_ms = req.rebalance_timeout_ms;
+        }
+        if req.server_assignor.is_some() {
+            updated.server_assignor = req.server_assignor.clone();
+        }
+        if let Some(names) = &req.subscribed_topic_names {
+            let mut names = names.clone();
+            names.sort();
+            names.dedup();
+            updated.subscribed_topic_names = names;
+        }
+        if req.subscribed_topic_regex.is_some() {
+            updated.subscribed_topic_regex = req.subscribed_topic_regex.clone();
+        }
+        updated.client_id = req.client_id.clone();
+        updated.client_host = req.client_host.clone();
+        let subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names
+            || updated.subscribed_topic_regex != member.subscribed_topic_regex;
+        let member_changed = is_new || updated != member;
+        self.put_member(updated);
+        if member_changed {
+            self.persist_member(&req.member_id);
+        }
+        let mut bump =
+            subscription_changed.then_some("a member joined or changed its subscription");
+        if bump.is_some() || self.image_version != Some(image.version()) {
+            let hash = self.subscription_hash(image);
+            self.image_version = Some(image.version());
+            if hash != self.metadata_hash {
+                self.metadata_hash = hash;
+                bump = bump.or(Some("the subscribed topics changed"));
+            }
+        }
+        if let Some(why) = bump {
+            self.bump_epoch(why);
+        }
+
+        // 2. A new target assignment when the group epoch is ahead of it.
+        if self.group_epoch > self.assignment_epoch {
+            self.compute_target(image, now);
+        }
+
+        // 3. The member towards its target.
+        let before = self.members[&req.member_id].assigned.clone();
+        self.reconcile_member(&req.member_id, req.owned.as_ref(), now);
+        let session = now.plus_ms(self.config.session_timeout_ms);
+        self.timers
+            .set(ConsumerTimer::Session(req.member_id.clone()), session);
+
+        let m = &self.members[&req.member_id];
+        let full = joining
+            || (req.rebalance_timeout_ms != -1
+                && req.subscribed_topic_names.is_some()
+                && req.owned.is_some());
+        Ok(ConsumerHeartbeatReply {
+            member_id: m.member_id.clone(),
+            member_epoch: m.member_epoch,
+            heartbeat_interval_ms: self.config.heartbeat_interval_ms,
+            assignment: (full || m.assigned != before).then(|| m.assigned.clone()),
+        })
+    }
+
+    /// Epoch -1 (the member leaves) or -2 (a static member leaves for now).
+    fn handle_leave(
+        &mut self,
+        req: &ConsumerHeartbeat,
+        image: &dyn TopicImage,
+    ) -> Result<ConsumerHeartbeatReply, GroupError> {
+        let member_id = match &req.instance_id {
+            None => {
+                if !self.members.contains_key(&req.member_id) {
+                    return Err(GroupError::UnknownMemberId);
+                }
+                req.member_id.clone()
+            }
+            Some(instance) => {
+                let id = self
+                    .static_members
+                    .get(instance)
+                    .cloned()
+                    .ok_or(GroupError::UnknownMemberId)?;
+                if id != req.member_id {
+                    return Err(GroupError::FencedInstanceId);
+                }
+                id
+            }
+        };
+        if req.member_epoch == LEAVE_STATIC_EPOCH && req.instance_id.is_some() {
+            // Its partitions stay with it (epoch -2) until it is back or its session ends.
+            let mut m = self.members[&member_id].clone();
+            self.timers.cancel(&ConsumerTimer::Revocation(
+                member_id.clone(),
+                m.member_epoch,
+            ));
+            m.member_epoch = LEAVE_STATIC_EPOCH;
+            m.pending_revocation = Partitions::new();
+            self.put_member(m);
+            self.persist_member(&member_id);
+        } else {
+            self.fence(&member_id, "it left the group", image);
+        }
+        Ok(ConsumerHeartbeatReply {
+            member_id,
+            member_epoch: req.member_epoch,
+            heartbeat_interval_ms: 0,
+            assignment: None,
+        })
+    }
+
+    /// Removes a member and bumps the group epoch (Kafka's `consumerGroupFenceMember`).
+    fn fence(&mut self, id: &MemberId, why: &'static str, image: &dyn TopicImage) {
+        if self.remove_member(id).is_none() {
+            return;
+        }
+        self.records.push(ConsumerRecord::RemoveMember(id.clone()));
+        self.events.push(ConsumerEvent::Left {
+            member: id.clone(),
+            why,
+        });
+        self.metadata_hash = self.subscription_hash(image);
+        self.image_version = Some(image.version());
+        // The new target is computed by the next heartbeat (as Kafka does).
+        self.bump_epoch(why);
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Timers
+    // -----------------------------------------------------------------------------------------
+
+    /// Fires every timer due at `now`.
+    pub fn handle_timeout(&mut self, image: &dyn TopicImage, now: Timestamp) {
+        while let Some((key, deadline)) = self.timers.next() {
+            if deadline > now {
+                break;
+            }
+            self.timers.cancel(&key);
+            match key {
+                ConsumerTimer::Session(id) => {
+                    self.fence(&id, "its session expired", image);
+                }
+                ConsumerTimer::Revocation(id, epoch) => {
+                    if self.members.get(&id).is_some_and(|m| {
+                        m.member_epoch == epoch
+                            && m.state == ConsumerMemberState::UnrevokedPartitions
+                    }) {
+                        self.fence(
+                            &id,
+                            "it did not revoke its partitions within its rebalance timeout",
+                            image,
+                        );
+                    }
+                }
+                ConsumerTimer::FollowUp => {
+                    if !self.members.is_empty() {
+                        self.bump_epoch("the assignor asked for a new assignment");
+                        self.compute_target(image, now);
+                    }
+                }
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Offsets and administration
+    // -----------------------------------------------------------------------------------------
+
+    /// Kafka's `ConsumerGroup.validateOffsetCommit` for a non-transactional commit at
+    /// `api_version`.
+    ///
+    /// # Errors
+    /// UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION (a consumer-protocol member below v9),
+    /// STALE_MEMBER_EPOCH.
+    pub fn validate_offset_commit(
+        &self,
+        member_id: &MemberId,
+        member_epoch: i32,
+        transactional: bool,
+        api_version: i16,
+    ) -> Result<(), GroupError> {
+        if member_epoch < 0 && self.members.is_empty() {
+            return Ok(());
+        }
+        let member = self
+            .members
+            .get(member_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        if !transactional && api_version < 9 {
+            return Err(GroupError::UnsupportedVersion);
+        }
+        if member_epoch != member.member_epoch {
+            return Err(GroupError::StaleMemberEpoch);
+        }
+        Ok(())
+    }
+
+    /// Kafka's `ConsumerGroup.validateOffsetFetch`: `member_id` `None` with a negative epoch is
+    /// an admin fetch.
+    ///
+    /// # Errors
+    /// UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH.
+    pub fn validate_offset_fetch(
+        &self,
+        member_id: Option<&MemberId>,
+        member_epoch: i32,
+    ) -> Result<(), GroupError> {
+        let Some(id) = member_id else {
+            if member_epoch < 0 {
+                return Ok(());
+            }
+            return Err(GroupError::UnknownMemberId);
+        };
+        let member = self.members.get(id).ok_or(GroupError::UnknownMemberId)?;
+        if member_epoch != member.member_epoch {
+            return Err(GroupError::StaleMemberEpoch);
+        }
+        Ok(())
+    }
+
+    /// Whether any member subscribes to `topic` (OffsetDelete's GROUP_SUBSCRIBED_TO_TOPIC).
+    pub fn is_subscribed_to(&self, topic: &str, image: &dyn TopicImage) -> bool {
+        self.subscribed_topics(image).contains(topic)
+    }
+
+    /// DeleteGroups: only an Empty group can go; it then is Dead.
+    ///
+    /// # Errors
+    /// NON_EMPTY_GROUP.
+    pub fn delete(&mut self) -> Result<(), GroupError> {
+        if !self.members.is_empty() {
+            return Err(GroupError::NonEmptyGroup);
+        }
+        self.dead = true;
+        self.timers = TimerTable::default();
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Internals
+    // -----------------------------------------------------------------------------------------
+
+    fn bump_epoch(&mut self, why: &'static str) {
+        self.group_epoch += 1;
+        self.records
+            .push(ConsumerRecord::Group(self.group_record()));
+        self.events.push(ConsumerEvent::EpochBumped {
+            epoch: self.group_epoch,
+            why,
+        });
+    }
+
+    fn persist_member(&mut self, id: &MemberId) {
+        if let Some(m) = self.members.get(id) {
+            self.records
+                .push(ConsumerRecord::Member(Box::new(m.clone())));
+        }
+    }
+
+    /// Inserts or replaces a member, keeping the static index and the partition holders.
+    fn put_member(&mut self, member: ConsumerMember) {
+        if let Some(old) = self.members.get(&member.member_id) {
+            let old = old.clone();
+            self.release(&old);
+        }
+        for (topic, parts) in member.assigned.iter().chain(&member.pending_revocation) {
+            for &p in parts {
+                self.holders.insert((*topic, p), member.member_epoch);
+            }
+        }
+        if let Some(instance) = &member.instance_id {
+            self.static_members
+                .insert(instance.clone(), member.member_id.clone());
+        }
+        self.members.insert(member.member_id.clone(), member);
+    }
+
+    fn release(&mut self, member: &ConsumerMember) {
+        for (topic, parts) in member.assigned.iter().chain(&member.pending_revocation) {
+            for &p in parts {
+                self.holders.remove(&(*topic, p));
+            }
+        }
+    }
+
+    fn remove_member(&mut self, id: &MemberId) -> Option<ConsumerMember> {
+        let member = self.members.remove(id)?;
+        self.release(&member);
+        if let Some(instance) = &member.instance_id {
+            if self.static_members.get(instance) == Some(id) {
+                self.static_members.remove(instance);
+            }
+        }
+        self.timers.cancel(&ConsumerTimer::Session(id.clone()));
+        self.timers
+            .cancel(&ConsumerTimer::Revocation(id.clone(), member.member_epoch));
+        Some(member)
+    }
+
+    fn reconcile_member(&mut self, id: &MemberId, owned: Option<&Partitions>, now: Timestamp) {
+        let member = &self.members[id];
+        let Some(next) = reconcile(
+            member,
+            self.assignment_epoch,
+            &member.target,
+            &self.holders,
+            owned,
+        ) else {
+            return;
+        };
+        let old_epoch = member.member_epoch;
+        self.timers
+            .cancel(&ConsumerTimer::Revocation(id.clone(), old_epoch));
+        self.arm_revocation(&next, now);
+        self.put_member(next);
+        self.persist_member(id);
+    }
+
+    fn arm_revocation(&mut self, member: &ConsumerMember, now: Timestamp) {
+        if member.state == ConsumerMemberState::UnrevokedPartitions {
+            let timeout = u64::try_from(member.rebalance_timeout_ms.max(0)).unwrap_or(0);
+            self.timers.set(
+                ConsumerTimer::Revocation(member.member_id.clone(), member.member_epoch),
+                now.plus_ms(timeout),
+            );
+        }
+    }
+
+    /// The assignor most members name (ties: the first configured among them), else the first
+    /// configured one.
+    fn preferred_assignor(&self) -> &Arc<dyn Assignor> {
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in self.members.values() {
+            if let Some(name) = &m.server_assignor {
+                *counts.entry(name.as_str()).or_default() += 1;
+            }
+        }
+        let best = self
+            .config
+            .assignors
+            .iter()
+            .filter_map(|a| counts.get(a.name()).map(|&n| (n, a)))
+            .fold(
+                None::<(usize, &Arc<dyn Assignor>)>,
+                |best, (n, a)| match best {
+                    Some((m, _)) if m >= n => best,
+                    _ => Some((n, a)),
+                },
+            );
+        match best {
+            Some((_, a)) => a,
+            None => &self.config.assignors[0],
+        }
+    }
+
+    /// The topics some member subscribes to (by name or by regular expression) that exist.
+    fn subscribed_topics(&self, image: &dyn TopicImage) -> BTreeSet<String> {
+        let mut names: BTreeSet<String> = BTreeSet::new();
+        let mut regexes: BTreeSet<&str> = BTreeSet::new();
+        for m in self.members.values() {
+            names.extend(m.subscribed_topic_names.iter().cloned());
+            if let Some(r) = m
+                .subscribed_topic_regex
+                .as_deref()
+                .filter(|r| !r.is_empty())
+            {
+                regexes.insert(r);
+            }
+        }
+        if !regexes.is_empty() {
+            let all = image.names();
+            for r in regexes {
+                names.extend(regex_matches(r, &all));
+            }
+        }
+        names.retain(|n| image.topic(n).is_some());
+        names
+    }
+
+    fn subscription_hash(&self, image: &dyn TopicImage) -> u64 {
+        let mut h = DefaultHasher::new();
+        for name in self.subscribed_topics(image) {
+            name.hash(&mut h);
+            image.topic(&name).hash(&mut h);
+        }
+        h.finish()
+    }
+
+    /// A new target assignment for every member at the group epoch.
+    fn compute_target(&mut self, image: &dyn TopicImage, now: Timestamp) {
+        let assignor = self.preferred_assignor().clone();
+        let subscribed = self.subscribed_topics(image);
+        let topics: Vec<(String, TopicId, u32)> = subscribed
+            .into_iter()
+            .filter_map(|n| image.topic(&n).map(|(id, p)| (n, id, p)))
+            .collect();
+        let index: HashMap<&str, u32> = topics
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _, _))| (n.as_str(), i as u32))
+            .collect();
+        let by_id: HashMap<TopicId, u32> = topics
+            .iter()
+            .enumerate()
+            .map(|(i, (_, id, _))| (*id, i as u32))
+            .collect();
+        let all_names = image.names();
+        let to_spec = |parts: &Partitions| -> Vec<Partition> {
+            let mut out: Vec<Partition> = parts
+                .iter()
+                .filter_map(|(id, ps)| by_id.get(id).map(|&t| (t, ps)))
+                .flat_map(|(t, ps)| {
+                    let limit = topics[t as usize].2;
+                    ps.iter()
+                        .filter_map(move |&p| u32::try_from(p).ok().filter(|&p| p < limit))
+                        .map(move |p| Partition::new(t, p))
+                })
+                .collect();
+            out.sort_unstable();
+            out
+        };
+        let mut members = Vec::with_capacity(self.members.len());
+        let mut declared = Vec::with_capacity(self.members.len());
+        for m in self.members.values() {
+            let mut sub: BTreeSet<u32> = m
+                .subscribed_topic_names
+                .iter()
+                .filter_map(|n| index.get(n.as_str()).copied())
+                .collect();
+            if let Some(r) = m
+                .subscribed_topic_regex
+                .as_deref()
+                .filter(|r| !r.is_empty())
+            {
+                sub.extend(
+                    regex_matches(r, &all_names)
+                        .iter()
+                        .filter_map(|n| index.get(n.as_str()).copied()),
+                );
+            }
+            let sub: Vec<u32> = sub.into_iter().collect();
+            let mut owned = to_spec(&m.target);
+            owned.retain(|p| sub.binary_search(&p.topic).is_ok());
+            members.push(MemberSpec {
+                member_id: m.member_id.clone(),
+                instance_id: m.instance_id.clone(),
+                rack: m.rack_id.clone(),
+                subscription: sub.into(),
+                owned,
+                user_data: None,
+            });
+            let mut holds = to_spec(&m.assigned);
+            holds.extend(to_spec(&m.pending_revocation));
+            holds.sort_unstable();
+            declared.push(holds);
+        }
+        let spec = GroupSpec {
+            topics: topics
+                .iter()
+                .map(|(n, _, p)| TopicSpec {
+                    name: n.as_str().into(),
+                    partitions: *p,
+                })
+                .collect(),
+            members,
+        };
+        let plan = assignor.plan(&PlanInput {
+            spec: &spec,
+            declared: &declared,
+            capable: false,
+            state: &self.assignor_state,
+            now,
+        });
+        let plan = match plan {
+            Ok(plan) => plan,
+            // Only user data can be refused, and consumer-protocol members send none: keep
+            // the last target rather than fail the heartbeat.
+            Err(_) => return,
+        };
+        let ids: Vec<MemberId> = self.members.keys().cloned().collect();
+        for (i, id) in ids.iter().enumerate() {
+            let mut target = Partitions::new();
+            for p in plan.assignment.member(i) {
+                target
+                    .entry(topics[p.topic as usize].1)
+                    .or_default()
+                    .push(p.partition as i32);
+            }
+            for list in target.values_mut() {
+                list.sort_unstable();
+            }
+            let m = self.members.get_mut(id).expect("member of this group");
+            if m.target != target {
+                m.target = target;
+                self.records
+                    .push(ConsumerRecord::Member(Box::new(m.clone())));
+            }
+        }
+        self.assignment_epoch = self.group_epoch;
+        self.assignor_state = plan.state;
+        self.assignor_name = Some(assignor.name());
+        match plan.follow_up {
+            Some(at) => self.timers.set(ConsumerTimer::FollowUp, at),
+            None => {
+                self.timers.cancel(&ConsumerTimer::FollowUp);
+            }
+        }
+        self.records
+            .push(ConsumerRecord::Group(self.group_record()));
+        self.events.push(ConsumerEvent::TargetComputed {
+            epoch: self.assignment_epoch,
+            assignor: assignor.name(),
+            summary: plan.summary,
+        });
+    }
+}
+
+/// Kafka's `throwIfConsumerGroupMemberEpochIsInvalid`: an epoch ahead is fenced; one behind is
+/// accepted only as the previous epoch with a subset of the assignment (a lost response).
+fn check_epoch(
+    member: &ConsumerMember,
+    epoch: i32,
+    owned: Option<&Partitions>,
+) -> Result<(), GroupError> {
+    if epoch > member.member_epoch {
+        return Err(GroupError::FencedMemberEpoch);
+    }
+    if epoch < member.member_epoch
+        && (epoch != member.previous_member_epoch || !is_subset(owned, &member.assigned))
+    {
+        return Err(GroupError::FencedMemberEpoch);
+    }
+    Ok(())
+}
+
+fn is_subset(owned: Option<&Partitions>, of: &Partitions) -> bool {
+    let Some(owned) = owned else {
+        return false;
+    };
+    owned.iter().all(|(topic, parts)| {
+        of.get(topic)
+            .is_some_and(|have| parts.iter().all(|p| have.binary_search(p).is_ok()))
+    })
+}
+
+/// The topics of `names` a subscription regex matches as a whole (Kafka matches the whole
+/// name). An invalid one matches nothing (it was refused when sent).
+fn regex_matches(pattern: &str, names: &[String]) -> Vec<String> {
+    match regex::Regex::new(&format!("^(?:{pattern})$")) {
+        Ok(re) => names.iter().filter(|n| re.is_match(n)).cloned().collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The checks of a heartbeat that need no group (Kafka's
+/// `throwIfConsumerGroupHeartbeatRequestIsInvalid`). `group_id` is the request's.
+///
+/// # Errors
+/// INVALID_REQUEST, INVALID_REGULAR_EXPRESSION, UNSUPPORTED_ASSIGNOR.
+pub fn validate(
+    group_id: &str,
+    req: &ConsumerHeartbeat,
+    config: &ConsumerGroupConfig,
+) -> Result<(), GroupError> {
+    let empty = |s: &Option<String>| s.as_deref().is_some_and(str::is_empty);
+    if group_id.is_empty()
+        || req
+            .instance_id
+            .as_ref()
+            .is_some_and(|i| i.as_str().is_empty())
+        || empty(&req.rack_id)
+        || req.member_id.as_str().is_empty()
+    {
+        return Err(GroupError::InvalidRequest);
+    }
+    if req.member_epoch == 0 {
+        let has_names = req
+            .subscribed_topic_names
+            .as_ref()
+            .is_some_and(|n| !n.is_empty());
+        let has_regex = req
+            .subscribed_topic_regex
+            .as_ref()
+            .is_some_and(|r| !r.is_empty());
+        if req.rebalance_timeout_ms == -1
+            || req.owned.as_ref().is_none_or(|o| !o.is_empty())
+            || !(has_names || has_regex)
+        {
+            return Err(GroupError::InvalidRequest);
+        }
+    } else if req.member_epoch == LEAVE_STATIC_EPOCH {
+        if req.instance_id.is_none() {
+            return Err(GroupError::InvalidRequest);
+        }
+    } else if req.member_epoch < LEAVE_STATIC_EPOCH {
+        return Err(GroupError::InvalidRequest);
+    }
+    if let Some(r) = req
+        .subscribed_topic_regex
+        .as_deref()
+        .filter(|r| !r.is_empty())
+    {
+        if regex::Regex::new(r).is_err() {
+            return Err(GroupError::InvalidRegularExpression);
+        }
+    }
+    if let Some(name) = &req.server_assignor {
+        if config.assignor(name).is_none() {
+            return Err(GroupError::UnsupportedAssignor);
+        }
+    }
+    Ok(())
+}
