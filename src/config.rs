@@ -102,6 +102,15 @@ pub struct Config {
     /// `group.assignment.protocols`: protocol names koord assigns on the server beyond
     /// Kafka's consumer assignors' and its own.
     pub group_assignment_protocols: Vec<String>,
+    /// `group.consumer.heartbeat.interval.ms`: how often consumer-group members heartbeat.
+    pub group_consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.session.timeout.ms`: a consumer-group member silent this long is removed.
+    pub group_consumer_session_timeout_ms: u64,
+    /// `group.consumer.max.size`: members a consumer group may have.
+    pub group_consumer_max_size: usize,
+    /// `group.consumer.assignors`: the server assignors consumer groups may name; the first is
+    /// the default.
+    pub group_consumer_assignors: Vec<String>,
     /// Whether each group commit of the store syncs to disk before writes are acknowledged.
     pub offsets_commit_sync: crate::storage::SyncPolicy,
     /// The `learner.*` settings of the learner assignor.
@@ -135,6 +144,10 @@ impl Default for Config {
             group_rebalance_storm_per_minute: 20,
             group_assignment_overrides: Vec::new(),
             group_assignment_protocols: Vec::new(),
+            group_consumer_heartbeat_interval_ms: 5_000,
+            group_consumer_session_timeout_ms: 45_000,
+            group_consumer_max_size: i32::MAX as usize,
+            group_consumer_assignors: vec!["uniform".to_owned(), "range".to_owned()],
             offsets_commit_sync: crate::storage::SyncPolicy::Always,
             learner: crate::assignor::learner::Settings::default(),
         }
@@ -484,6 +497,34 @@ pub static KEYS: &[Key] = &[
         show: |c| {
             Value::Array(
                 c.group_assignment_protocols
+                    .iter()
+                    .cloned()
+                    .map(Value::String)
+                    .collect(),
+            )
+        },
+    },
+    int_key!("group.consumer.heartbeat.interval.ms", Some("group.consumer.heartbeat.interval.ms"), "how often members of consumer groups (KIP-848, group.protocol=consumer) heartbeat", group_consumer_heartbeat_interval_ms: i32, 1, i32::MAX as i64),
+    int_key!("group.consumer.session.timeout.ms", Some("group.consumer.session.timeout.ms"), "a consumer-group member that has not heartbeat for this long is removed", group_consumer_session_timeout_ms: u64, 1, i32::MAX as i64),
+    int_key!("group.consumer.max.size", Some("group.consumer.max.size"), "members a consumer group may have (else GROUP_MAX_SIZE_REACHED)", group_consumer_max_size: usize, 1, i32::MAX as i64),
+    Key {
+        name: "group.consumer.assignors",
+        kafka: Some("group.consumer.assignors"),
+        doc: "server assignors consumer groups may choose (ServerAssignor, group.remote.assignor): uniform, range, roundrobin, learner; the first is used when members name none",
+        apply: |c, v| {
+            let names = string_list(v, "assignor name")?;
+            if names.is_empty() {
+                return Err("name at least one assignor".into());
+            }
+            for name in &names {
+                check_choice(name, &Registry::builtin().names())?;
+            }
+            c.group_consumer_assignors = names;
+            Ok(())
+        },
+        show: |c| {
+            Value::Array(
+                c.group_consumer_assignors
                     .iter()
                     .cloned()
                     .map(Value::String)

@@ -61,6 +61,7 @@ pub async fn handle(
                 -1
             },
             group_id_not_found_supported: version >= 9,
+            api_version: version,
         };
         match broker.coordinator.commit_offsets(group, commit).await {
             Ok(results) => replies.answer(results.into_iter().map(|(_, e)| e)),

@@ -26,10 +26,15 @@ use super::{
     Clock, GroupDescription, GroupListing, Handle, MemberDescription, OffsetCommit,
     PartitionResults, Settings,
 };
+use super::core::Core;
+use super::ConsumerGroupView;
+use crate::group::consumer::{
+    ConsumerEvent, ConsumerGroup, ConsumerHeartbeat, ConsumerHeartbeatReply, ConsumerRecord,
+};
 use crate::group::{
     ClassicGroup, GroupError, GroupEvent, GroupId, GroupRecord, GroupState, Heartbeat, JoinGroup,
-    JoinReply, LeaveGroup, LeaveOutcome, Output, RequestToken, SyncGroup, SyncReply, Timestamp,
-    WriteId,
+    JoinReply, LeaveGroup, LeaveOutcome, MemberId, Output, RequestToken, SyncGroup, SyncReply,
+    Timestamp, WriteId,
 };
 use crate::offsets::{
     self, FetchedOffset, MemoryOffsetStore, OffsetAndMetadata, OffsetStore, TopicPartition,
@@ -61,9 +66,15 @@ pub(super) enum Command {
         oneshot::Sender<Result<PartitionResults, GroupError>>,
     ),
     Fetch(
+        Option<(MemberId, i32)>,
         Option<Vec<TopicPartition>>,
-        oneshot::Sender<Vec<FetchedOffset>>,
+        oneshot::Sender<Result<Vec<FetchedOffset>, GroupError>>,
     ),
+    ConsumerHeartbeat(
+        Box<ConsumerHeartbeat>,
+        oneshot::Sender<Result<ConsumerHeartbeatReply, GroupError>>,
+    ),
+    ConsumerDescribe(oneshot::Sender<Result<ConsumerGroupView, GroupError>>),
     DeleteOffsets(
         Vec<TopicPartition>,
         oneshot::Sender<Result<PartitionResults, GroupError>>,
@@ -94,7 +105,18 @@ enum Pending {
         removed: Vec<TopicPartition>,
     },
     Expired(Vec<TopicPartition>),
+    /// Records of a consumer group, and the heartbeats whose answers depend on them.
+    Consumer {
+        replies: Vec<HeartbeatAnswer>,
+        delete_reply: Option<oneshot::Sender<Result<(), GroupError>>>,
+    },
 }
+
+/// A consumer-group heartbeat's answer, held until the writes before it are durable.
+type HeartbeatAnswer = (
+    oneshot::Sender<Result<ConsumerHeartbeatReply, GroupError>>,
+    ConsumerHeartbeatReply,
+);
 
 /// Commands served back to back from the queue before timers are looked at again.
 const BATCH: usize = 64;
@@ -112,14 +134,14 @@ pub(super) struct Ctx {
 
 /// A group a shard is to own from now on.
 pub(super) struct NewGroup {
-    pub group: ClassicGroup,
+    pub group: Core,
     pub offsets: MemoryOffsetStore,
     pub listing: Arc<Mutex<GroupListing>>,
 }
 
 /// One group's state in its shard: the core, its offsets and the replies it has parked.
 pub(super) struct GroupActor {
-    group: ClassicGroup,
+    group: Core,
     offsets: MemoryOffsetStore,
     listing: Arc<Mutex<GroupListing>>,
     parked_joins: HashMap<RequestToken, oneshot::Sender<JoinReply>>,
@@ -132,6 +154,9 @@ pub(super) struct GroupActor {
     delete_reply: Option<oneshot::Sender<Result<(), GroupError>>>,
     /// The deadline this group has in its shard's timer set.
     armed: Option<Timestamp>,
+    /// The last consumer-group write still in flight: heartbeats answered while it is wait
+    /// for it, so no answer gets ahead of what it depends on.
+    last_consumer_write: Option<u64>,
 }
 
 /// A task that owns many groups (see the module docs).
@@ -256,7 +281,7 @@ impl Shard {
             .collect();
         for slot in due {
             if let Some(actor) = self.slots[slot as usize].as_mut() {
-                actor.group.handle_timeout(now);
+                actor.group.handle_timeout(&*self.ctx.settings.image, now);
                 self.after(slot);
             }
         }
@@ -281,7 +306,7 @@ impl Shard {
         }
         // A Dead group waits for its tombstone (and any other write) to be durable before it
         // leaves the directory, so a group created after it under the same id writes after it.
-        if actor.group.state() == GroupState::Dead && actor.pending.is_empty() {
+        if actor.group.is_dead() && actor.pending.is_empty() {
             self.retire_slot(slot);
         }
     }
@@ -332,6 +357,7 @@ impl GroupActor {
             next_submission: 0,
             delete_reply: None,
             armed: None,
+            last_consumer_write: None,
         }
     }
 
@@ -367,8 +393,9 @@ impl GroupActor {
                 delete_reply,
             } => {
                 let now = ctx.clock.now();
-                self.group
-                    .handle_write_complete(write, error.map_or(Ok(()), Err), now);
+                if let Core::Classic(group) = &mut self.group {
+                    group.handle_write_complete(write, error.map_or(Ok(()), Err), now);
+                }
                 if let Some(reply) = delete_reply {
                     if error.is_none() {
                         let removed = self.offsets.remove_group(self.group.id());
@@ -408,6 +435,30 @@ impl GroupActor {
                 }
                 let _ = reply.send(Ok(results));
             }
+            Pending::Consumer {
+                replies,
+                delete_reply,
+            } => {
+                if self.last_consumer_write == Some(id) {
+                    self.last_consumer_write = None;
+                }
+                for (tx, answer) in replies {
+                    let _ = tx.send(error.map_or(Ok(answer), Err));
+                }
+                if error.is_some() {
+                    if let Core::Consumer(group) = &mut self.group {
+                        group.handle_write_failed();
+                    }
+                }
+                if let Some(reply) = delete_reply {
+                    if error.is_none() {
+                        let removed = self.offsets.remove_group(self.group.id());
+                        let _span = self.log_span();
+                        info!(offsets = removed, "group deleted");
+                    }
+                    let _ = reply.send(error.map_or(Ok(()), Err));
+                }
+            }
             Pending::Expired(expired) => {
                 if error.is_none() {
                     let id = self.group.id().clone();
@@ -429,42 +480,95 @@ impl GroupActor {
         tracing::info_span!("group", group = %self.group.id()).entered()
     }
 
-    fn token(&mut self) -> RequestToken {
-        self.next_token += 1;
-        RequestToken(self.next_token)
-    }
-
     fn handle(&mut self, ctx: &Ctx, cmd: Command) {
         let now = ctx.clock.now();
+        let image = &*ctx.settings.image;
         match cmd {
             Command::Join(mut req, reply) => {
-                let token = self.token();
+                self.become_classic(ctx, now);
+                let Core::Classic(group) = &mut self.group else {
+                    // A consumer group with members: its members use the consumer protocol.
+                    let _ = reply.send(JoinReply::error(
+                        GroupError::InconsistentGroupProtocol,
+                        req.member_id,
+                    ));
+                    return;
+                };
+                let token = RequestToken(self.next_token + 1);
+                self.next_token += 1;
                 req.token = token;
                 self.parked_joins.insert(token, reply);
-                self.group.handle_join(*req, now);
+                group.handle_join(*req, now);
             }
-            Command::Sync(mut req, reply) => {
-                let token = self.token();
-                req.token = token;
-                self.parked_syncs.insert(token, reply);
-                self.group.handle_sync(*req, now);
-            }
+            Command::Sync(mut req, reply) => match &mut self.group {
+                Core::Classic(group) => {
+                    let token = RequestToken(self.next_token + 1);
+                    self.next_token += 1;
+                    req.token = token;
+                    self.parked_syncs.insert(token, reply);
+                    group.handle_sync(*req, now);
+                }
+                Core::Consumer(_) => {
+                    let _ = reply.send(SyncReply::error(GroupError::UnknownMemberId));
+                }
+            },
             Command::Heartbeat(req, reply) => {
-                let _ = reply.send(self.group.handle_heartbeat(&req, now));
+                let _ = reply.send(match &mut self.group {
+                    Core::Classic(group) => group.handle_heartbeat(&req, now),
+                    Core::Consumer(_) => Err(GroupError::UnknownMemberId),
+                });
             }
             Command::Leave(req, reply) => {
-                let _ = reply.send(self.group.handle_leave(&req, now));
+                let _ = reply.send(match &mut self.group {
+                    Core::Classic(group) => group.handle_leave(&req, now),
+                    Core::Consumer(_) => LeaveOutcome {
+                        error: Some(GroupError::UnknownMemberId),
+                        members: Vec::new(),
+                    },
+                });
+            }
+            Command::ConsumerHeartbeat(req, reply) => {
+                if req.member_epoch == 0 {
+                    self.become_consumer(ctx);
+                }
+                let Core::Consumer(group) = &mut self.group else {
+                    // A classic group with members (or a Dead one).
+                    let _ = reply.send(Err(GroupError::GroupIdNotFound));
+                    return;
+                };
+                match group.handle_heartbeat(*req, image, now) {
+                    Ok(answer) => self.answer_after_writes(ctx, reply, answer),
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
+            }
+            Command::ConsumerDescribe(reply) => {
+                let _ = reply.send(match &self.group {
+                    Core::Consumer(g) if !self.group.is_dead() => Ok(ConsumerGroupView {
+                        state: g.state(),
+                        group_epoch: g.group_epoch(),
+                        assignment_epoch: g.assignment_epoch(),
+                        assignor_name: g.assignor_name().to_string(),
+                        members: g.members().cloned().collect(),
+                    }),
+                    _ => Err(GroupError::GroupIdNotFound),
+                });
             }
             Command::Commit(commit, reply) => self.commit(ctx, *commit, reply),
             Command::WriteDone(id, result) => self.complete(ctx, id, result),
-            Command::Fetch(partitions, reply) => {
+            Command::Fetch(member, partitions, reply) => {
+                if let Err(e) = self.group.validate_offset_fetch(&member) {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
                 let readable = self.group.serves_offset_fetch();
-                let _ = reply.send(offsets::fetch(
+                let _ = reply.send(Ok(offsets::fetch(
                     &self.offsets,
                     self.group.id(),
                     readable,
                     partitions.as_deref(),
-                ));
+                )));
             }
             Command::DeleteOffsets(partitions, reply) => {
                 self.delete_offsets(ctx, partitions, reply)
@@ -472,24 +576,137 @@ impl GroupActor {
             Command::Describe(reply) => {
                 let _ = reply.send(self.describe());
             }
-            Command::Delete(reply) => {
-                let result = if self.group.state() == GroupState::Dead {
-                    Err(GroupError::GroupIdNotFound)
-                } else {
-                    self.group.handle_delete(now)
-                };
-                match result {
-                    // Answered once the tombstone the core just emitted is durable.
-                    Ok(()) => self.delete_reply = Some(reply),
-                    Err(e) => {
-                        let _ = reply.send(Err(e));
-                    }
-                }
-            }
+            Command::Delete(reply) => self.delete(ctx, reply, now),
             Command::ExpireOffsets => self.expire_offsets(ctx),
             // Served by the shard.
             Command::Create(_) | Command::Forget(_) => {}
         }
+    }
+
+    /// DeleteGroups: only an Empty group goes; answered once its tombstone is durable.
+    fn delete(&mut self, ctx: &Ctx, reply: oneshot::Sender<Result<(), GroupError>>, now: Timestamp) {
+        if self.group.is_dead() {
+            let _ = reply.send(Err(GroupError::GroupIdNotFound));
+            return;
+        }
+        match &mut self.group {
+            Core::Classic(group) => match group.handle_delete(now) {
+                // Answered once the tombstone the core just emitted is durable.
+                Ok(()) => self.delete_reply = Some(reply),
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
+            Core::Consumer(group) => match group.delete() {
+                Ok(()) => {
+                    let batch = vec![Mutation::DeleteGroup {
+                        group: group.id().clone(),
+                    }];
+                    self.submit_consumer(ctx, batch, Vec::new(), Some(reply));
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
+        }
+    }
+
+    /// An Empty consumer group that a classic member joins becomes a classic group (Kafka's
+    /// conversion of an empty group), keeping its offsets.
+    fn become_classic(&mut self, ctx: &Ctx, now: Timestamp) {
+        if !matches!(self.group, Core::Consumer(_)) || !self.group.is_empty() {
+            return;
+        }
+        let id = self.group.id().clone();
+        let config = ctx.settings.group_config(&id);
+        self.group = Core::Classic(ClassicGroup::new(id.clone(), config, now));
+        let _span = self.log_span();
+        info!("empty consumer group becomes a classic group");
+        self.submit_consumer(ctx, vec![Mutation::ClearGroupRecords { group: id }], Vec::new(), None);
+    }
+
+    /// An Empty classic group that a consumer-protocol member joins becomes a consumer group,
+    /// keeping its offsets.
+    fn become_consumer(&mut self, ctx: &Ctx) {
+        if !matches!(self.group, Core::Classic(_)) || !self.group.is_empty() {
+            return;
+        }
+        let id = self.group.id().clone();
+        self.group = Core::Consumer(Box::new(ConsumerGroup::new(
+            id.clone(),
+            ctx.settings.consumer.clone(),
+        )));
+        let _span = self.log_span();
+        info!("empty classic group becomes a consumer group");
+        self.submit_consumer(ctx, vec![Mutation::ClearGroupRecords { group: id }], Vec::new(), None);
+    }
+
+    /// Answers a consumer heartbeat once the writes it depends on are durable: its own
+    /// records, or any still in flight.
+    fn answer_after_writes(
+        &mut self,
+        ctx: &Ctx,
+        reply: oneshot::Sender<Result<ConsumerHeartbeatReply, GroupError>>,
+        answer: ConsumerHeartbeatReply,
+    ) {
+        let batch = self.consumer_mutations();
+        if !batch.is_empty() {
+            self.submit_consumer(ctx, batch, vec![(reply, answer)], None);
+            return;
+        }
+        if let Some(Pending::Consumer { replies, .. }) = self
+            .last_consumer_write
+            .and_then(|id| self.pending.get_mut(&id))
+        {
+            replies.push((reply, answer));
+            return;
+        }
+        let _ = reply.send(Ok(answer));
+    }
+
+    /// The consumer group's records as mutations (empty for a classic group).
+    fn consumer_mutations(&mut self) -> Vec<Mutation> {
+        let Core::Consumer(group) = &mut self.group else {
+            return Vec::new();
+        };
+        let id = group.id().clone();
+        group
+            .take_records()
+            .into_iter()
+            .map(|r| match r {
+                ConsumerRecord::Group(record) => Mutation::PutConsumerGroup {
+                    group: id.clone(),
+                    record,
+                },
+                ConsumerRecord::Member(member) => Mutation::PutConsumerMember {
+                    group: id.clone(),
+                    member,
+                },
+                ConsumerRecord::RemoveMember(member) => Mutation::DeleteConsumerMember {
+                    group: id.clone(),
+                    member,
+                },
+            })
+            .collect()
+    }
+
+    fn submit_consumer(
+        &mut self,
+        ctx: &Ctx,
+        batch: Vec<Mutation>,
+        replies: Vec<HeartbeatAnswer>,
+        delete_reply: Option<oneshot::Sender<Result<(), GroupError>>>,
+    ) {
+        let id = self.next_submission;
+        self.submit(
+            ctx,
+            batch,
+            Pending::Consumer {
+                replies,
+                delete_reply,
+            },
+        );
+        self.last_consumer_write = Some(id);
     }
 
     fn commit(
@@ -499,7 +716,7 @@ impl GroupActor {
         reply: oneshot::Sender<Result<PartitionResults, GroupError>>,
     ) {
         let now = ctx.clock.now();
-        if let Err(e) = self.group.validate_offset_commit(&commit.auth, now) {
+        if let Err(e) = self.group.validate_offset_commit(&commit, now) {
             let _ = reply.send(Err(e));
             return;
         }
@@ -548,7 +765,10 @@ impl GroupActor {
         let results: PartitionResults = partitions
             .into_iter()
             .map(|tp| {
-                if self.group.is_subscribed_to_topic(&tp.topic) {
+                if self
+                    .group
+                    .is_subscribed_to_topic(&tp.topic, &*ctx.settings.image)
+                {
                     (tp, Some(GroupError::GroupSubscribedToTopic))
                 } else {
                     removed.push(tp.clone());
@@ -580,15 +800,19 @@ impl GroupActor {
     }
 
     fn describe(&self) -> Option<GroupDescription> {
-        let state = self.group.state();
+        let group = match &self.group {
+            Core::Classic(group) => group,
+            // DescribeGroups describes classic groups only (Kafka 4.x).
+            Core::Consumer(_) => return None,
+        };
+        let state = group.state();
         if state == GroupState::Dead {
             return None;
         }
         let stable_protocol = (state == GroupState::Stable)
-            .then(|| self.group.protocol_name())
+            .then(|| group.protocol_name())
             .flatten();
-        let members = self
-            .group
+        let members = group
             .members()
             .map(|m| MemberDescription {
                 member_id: m.id.clone(),
@@ -604,11 +828,11 @@ impl GroupActor {
         // A server-assigned group shows the assignor that really assigned it, so that
         // `kafka-consumer-groups --describe` tells the truth.
         let protocol = stable_protocol
-            .map(|p| self.group.server_assignor_name().unwrap_or(p))
+            .map(|p| group.server_assignor_name().unwrap_or(p))
             .unwrap_or_default();
         Some(GroupDescription {
             state,
-            protocol_type: self.group.protocol_type().unwrap_or_default().to_string(),
+            protocol_type: group.protocol_type().unwrap_or_default().to_string(),
             protocol: protocol.to_string(),
             members,
         })
@@ -635,7 +859,10 @@ impl GroupActor {
         let expired = offsets::expired_offsets(
             &current,
             self.group.offset_expiration_base(),
-            |topic| self.group.is_subscribed_to_topic(topic),
+            |topic| {
+                self.group
+                    .is_subscribed_to_topic(topic, &*ctx.settings.image)
+            },
             |_| false,
             now,
             ctx.settings.offsets.retention_ms,
@@ -651,19 +878,46 @@ impl GroupActor {
                 .collect();
             self.submit(ctx, batch, Pending::Expired(expired.expired));
         }
-        if expired.all_expired
-            && self.group.state() == GroupState::Empty
-            && self.group.handle_delete(now).is_ok()
-        {
-            let _span = self.log_span();
-            info!("empty group with no offsets left deleted");
+        if expired.all_expired && self.group.is_empty() {
+            let deleted = match &mut self.group {
+                Core::Classic(group) => group.handle_delete(now).is_ok(),
+                Core::Consumer(group) => {
+                    let deleted = group.delete().is_ok();
+                    if deleted {
+                        let batch = vec![Mutation::DeleteGroup { group: id.clone() }];
+                        self.submit_consumer(ctx, batch, Vec::new(), None);
+                    }
+                    deleted
+                }
+            };
+            if deleted {
+                let _span = self.log_span();
+                info!("empty group with no offsets left deleted");
+            }
         }
     }
 
     /// Delivers every output of the core; records go to the storage task, and their
     /// completions come back through [`GroupActor::complete`].
     fn drain(&mut self, ctx: &Ctx) {
-        while let Some(out) = self.group.poll_output() {
+        if let Core::Consumer(group) = &mut self.group {
+            let events = group.take_events();
+            if !events.is_empty() {
+                let _span = self.log_span();
+                for event in &events {
+                    log_consumer_event(event);
+                }
+            }
+            // Records a timer or a fenced member produced (heartbeats submit their own).
+            let batch = self.consumer_mutations();
+            if !batch.is_empty() {
+                self.submit_consumer(ctx, batch, Vec::new(), None);
+            }
+        }
+        while let Some(out) = match &mut self.group {
+            Core::Classic(group) => group.poll_output(),
+            Core::Consumer(_) => None,
+        } {
             match out {
                 Output::JoinReply { token, reply } => {
                     if let Some(tx) = self.parked_joins.remove(&token) {
@@ -708,8 +962,8 @@ impl GroupActor {
         shrink_if_empty(&mut self.parked_syncs);
         shrink_if_empty(&mut self.pending);
         let mut listing = self.listing.lock().unwrap_or_else(|p| p.into_inner());
-        listing.state = self.group.state();
-        let protocol_type = self.group.protocol_type().unwrap_or_default();
+        listing.state = self.group.listed_state();
+        let protocol_type = self.group.protocol_type();
         if listing.protocol_type != protocol_type {
             listing.protocol_type = protocol_type.to_string();
         }
@@ -719,6 +973,30 @@ impl GroupActor {
 fn shrink_if_empty<K, V>(map: &mut HashMap<K, V>) {
     if map.is_empty() && map.capacity() > 0 {
         *map = HashMap::new();
+    }
+}
+
+fn log_consumer_event(event: &ConsumerEvent) {
+    match event {
+        ConsumerEvent::Joined { member, instance } => info!(
+            member = %member,
+            instance_id = instance.as_ref().map(|i| i.as_str()).unwrap_or(""),
+            "member joined the consumer group"
+        ),
+        ConsumerEvent::Left { member, why } => info!(member = %member, "member removed: {why}"),
+        ConsumerEvent::EpochBumped { epoch, why } => {
+            info!(epoch, "group epoch bumped: {why}")
+        }
+        ConsumerEvent::TargetComputed {
+            epoch,
+            assignor,
+            summary,
+        } => info!(
+            epoch,
+            assignor,
+            "target assignment computed{}",
+            summary.as_deref().map(|s| format!(": {s}")).unwrap_or_default()
+        ),
     }
 }
 

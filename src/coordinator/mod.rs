@@ -25,6 +25,7 @@
 
 mod actor;
 mod clock;
+mod core;
 
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher, RandomState};
@@ -38,9 +39,13 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use clock::Clock;
 
-use crate::assignor::consumer::TopicCatalog;
 use crate::assignor::policy::AssignmentPolicy;
 use crate::config::Config;
+use crate::group::consumer::{
+    ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerHeartbeat,
+    ConsumerHeartbeatReply, TopicImage,
+};
+use crate::metadata::Topics;
 use crate::group::{
     missing, ClassicGroup, GroupConfig, GroupError, GroupId, GroupState, Heartbeat, InstanceId,
     JoinGroup, JoinReply, LeaveGroup, LeaveOutcome, MemberId, OffsetCommitAuth, SyncGroup,
@@ -51,6 +56,7 @@ use crate::offsets::{
 };
 use crate::storage::{LoadedGroup, Storage};
 
+use self::core::Core;
 use actor::{Command, Ctx, Envelope, NewGroup, Shard};
 
 /// What every group actor is configured with.
@@ -61,16 +67,32 @@ pub struct Settings {
     pub offsets: OffsetConfig,
     /// Who assigns each group (`group.assignor`, `group.assignment.overrides`).
     pub assignment: AssignmentPolicy,
+    /// The settings of consumer groups (KIP-848).
+    pub consumer: Arc<ConsumerGroupConfig>,
+    /// The topics consumer groups subscribe to.
+    pub image: Arc<dyn TopicImage + Send + Sync>,
 }
 
 impl Settings {
     /// `topics` gives server assignors the partition counts of subscribed topics.
-    pub fn from_config(c: &Config, topics: Arc<dyn TopicCatalog>) -> Settings {
+    pub fn from_config(c: &Config, topics: Arc<Topics>) -> Settings {
+        let registry = c.assignors();
         Settings {
+            consumer: Arc::new(ConsumerGroupConfig {
+                heartbeat_interval_ms: c.group_consumer_heartbeat_interval_ms,
+                session_timeout_ms: c.group_consumer_session_timeout_ms,
+                max_size: c.group_consumer_max_size,
+                assignors: c
+                    .group_consumer_assignors
+                    .iter()
+                    .filter_map(|n| registry.get(n))
+                    .collect(),
+            }),
+            image: topics.clone(),
             assignment: AssignmentPolicy::new(
                 &c.group_assignor,
                 &c.group_assignment_overrides,
-                c.assignors(),
+                registry,
                 topics,
             )
             .with_protocols(&c.group_assignment_protocols),
@@ -100,11 +122,43 @@ impl Settings {
     }
 }
 
+/// A group's state as ListGroups shows it, by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListedState {
+    Classic(GroupState),
+    Consumer(ConsumerGroupState),
+}
+
+impl ListedState {
+    /// Kafka's spelling of the state.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ListedState::Classic(s) => s.as_str(),
+            ListedState::Consumer(s) => s.as_str(),
+        }
+    }
+
+    /// ListGroups v5's `GroupType`.
+    pub fn group_type(self) -> &'static str {
+        match self {
+            ListedState::Classic(_) => "classic",
+            ListedState::Consumer(_) => "consumer",
+        }
+    }
+
+    pub fn is_dead(self) -> bool {
+        matches!(
+            self,
+            ListedState::Classic(GroupState::Dead) | ListedState::Consumer(ConsumerGroupState::Dead)
+        )
+    }
+}
+
 /// ListGroups' view of a group, kept current by its actor so listing never waits on actors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupListing {
     pub group_id: GroupId,
-    pub state: GroupState,
+    pub state: ListedState,
     /// Empty for a simple group (created by an offset commit).
     pub protocol_type: String,
 }
@@ -132,6 +186,16 @@ pub struct GroupDescription {
     pub members: Vec<MemberDescription>,
 }
 
+/// A ConsumerGroupDescribe answer: the group as it is, members by id.
+#[derive(Debug, Clone)]
+pub struct ConsumerGroupView {
+    pub state: ConsumerGroupState,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor_name: String,
+    pub members: Vec<crate::vocab::ConsumerMember>,
+}
+
 /// An OffsetCommit that passed `api/` checks, in domain terms.
 #[derive(Debug, Clone)]
 pub struct OffsetCommit {
@@ -142,6 +206,8 @@ pub struct OffsetCommit {
     /// v9+: a commit naming a generation of a missing group is GROUP_ID_NOT_FOUND (before:
     /// ILLEGAL_GENERATION).
     pub group_id_not_found_supported: bool,
+    /// The request's version: consumer-group members must commit with v9+.
+    pub api_version: i16,
 }
 
 /// Per-partition results of a commit or an offset delete, in request order.
@@ -159,6 +225,8 @@ enum Create {
     Classic,
     /// A simple group (OffsetCommit outside group management): no protocol type.
     Simple,
+    /// A consumer group (ConsumerGroupHeartbeat at epoch 0): Empty, epoch 0.
+    Consumer,
 }
 
 /// The group directory. Cheap to share (`Arc`); every method can be called from any task.
@@ -237,10 +305,22 @@ impl Coordinator {
         let (mut count, mut offsets) = (0usize, 0usize);
         for loaded in groups {
             let config = self.settings.group_config(&loaded.id);
-            let group = match &loaded.metadata {
-                Some(record) => ClassicGroup::from_record(loaded.id.clone(), config, record, now),
+            let group = match (loaded.consumer, &loaded.metadata) {
+                (Some(consumer), _) => Core::Consumer(Box::new(ConsumerGroup::from_records(
+                    loaded.id.clone(),
+                    self.settings.consumer.clone(),
+                    consumer.record,
+                    consumer.members,
+                    now,
+                ))),
+                (None, Some(record)) => Core::Classic(ClassicGroup::from_record(
+                    loaded.id.clone(),
+                    config,
+                    record,
+                    now,
+                )),
                 // Offsets whose group record was never written: a simple group.
-                None => ClassicGroup::new_simple(loaded.id.clone(), config, now),
+                (None, None) => Core::Classic(ClassicGroup::new_simple(loaded.id.clone(), config, now)),
             };
             offsets += loaded.offsets.len();
             let store = MemoryOffsetStore::from_group(&loaded.id, loaded.offsets);
@@ -300,8 +380,12 @@ impl Coordinator {
         let now = self.clock.now();
         let config = self.settings.group_config(id);
         let group = match create {
-            Create::Classic => ClassicGroup::new(id.clone(), config, now),
-            Create::Simple => ClassicGroup::new_simple(id.clone(), config, now),
+            Create::Classic => Core::Classic(ClassicGroup::new(id.clone(), config, now)),
+            Create::Simple => Core::Classic(ClassicGroup::new_simple(id.clone(), config, now)),
+            Create::Consumer => Core::Consumer(Box::new(ConsumerGroup::new(
+                id.clone(),
+                self.settings.consumer.clone(),
+            ))),
         };
         tracing::debug!(group = %id, ?create, "group created");
         self.spawn_actor(group, MemoryOffsetStore::default())
@@ -309,11 +393,11 @@ impl Coordinator {
 
     /// Hands a new group to its shard. The caller inserts the returned entry in the directory
     /// (the group's first command can only follow that).
-    fn spawn_actor(&self, group: ClassicGroup, offsets: MemoryOffsetStore) -> Handle {
+    fn spawn_actor(&self, group: Core, offsets: MemoryOffsetStore) -> Handle {
         let listing = Arc::new(Mutex::new(GroupListing {
             group_id: group.id().clone(),
-            state: group.state(),
-            protocol_type: group.protocol_type().unwrap_or_default().to_string(),
+            state: group.listed_state(),
+            protocol_type: group.protocol_type().to_string(),
         }));
         let id = group.id().clone();
         let _ = self.shard(&id).send(Envelope {
@@ -475,6 +559,20 @@ impl Coordinator {
         id: GroupId,
         partitions: Option<Vec<TopicPartition>>,
     ) -> Vec<FetchedOffset> {
+        self.fetch_offsets_as(id, None, partitions)
+            .await
+            .unwrap_or_default()
+    }
+
+    /// OffsetFetch for one group by a consumer-group member (v9+ `MemberId` and
+    /// `MemberEpoch`; `None` for admin tools and classic members). `Err` is the group-level
+    /// error (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
+    pub async fn fetch_offsets_as(
+        &self,
+        id: GroupId,
+        member: Option<(MemberId, i32)>,
+        partitions: Option<Vec<TopicPartition>>,
+    ) -> Result<Vec<FetchedOffset>, GroupError> {
         let (tx, rx) = oneshot::channel();
         let missing_answer = |partitions: Option<Vec<TopicPartition>>| {
             offsets::fetch(
@@ -484,10 +582,10 @@ impl Coordinator {
                 partitions.as_deref(),
             )
         };
-        match self.send(id, None, Command::Fetch(partitions, tx)) {
-            Ok(()) => Self::answer(rx, Vec::new).await,
-            Err(Command::Fetch(partitions, _)) => missing_answer(partitions),
-            Err(_) => Vec::new(),
+        match self.send(id, None, Command::Fetch(member, partitions, tx)) {
+            Ok(()) => Self::answer(rx, || Ok(Vec::new())).await,
+            Err(Command::Fetch(_, partitions, _)) => Ok(missing_answer(partitions)),
+            Err(_) => Ok(Vec::new()),
         }
     }
 
@@ -503,6 +601,38 @@ impl Coordinator {
         let (tx, rx) = oneshot::channel();
         match self.send(id, None, Command::DeleteOffsets(partitions, tx)) {
             Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
+            Err(_) => Err(GroupError::GroupIdNotFound),
+        }
+    }
+
+    /// ConsumerGroupHeartbeat. A heartbeat at epoch 0 creates the group (or turns an Empty
+    /// classic group into a consumer group); any other heartbeat for a group that does not
+    /// exist is GROUP_ID_NOT_FOUND, as in Kafka.
+    pub async fn consumer_heartbeat(
+        &self,
+        id: GroupId,
+        req: ConsumerHeartbeat,
+    ) -> Result<ConsumerHeartbeatReply, GroupError> {
+        if self.is_loading() {
+            return Err(GroupError::CoordinatorLoadInProgress);
+        }
+        let create = (req.member_epoch == 0).then_some(Create::Consumer);
+        let (tx, rx) = oneshot::channel();
+        match self.send(id, create, Command::ConsumerHeartbeat(Box::new(req), tx)) {
+            Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
+            Err(_) => Err(GroupError::GroupIdNotFound),
+        }
+    }
+
+    /// ConsumerGroupDescribe for one group: GROUP_ID_NOT_FOUND when it does not exist or is
+    /// not a consumer group.
+    pub async fn consumer_describe(&self, id: GroupId) -> Result<ConsumerGroupView, GroupError> {
+        if self.is_loading() {
+            return Err(GroupError::CoordinatorLoadInProgress);
+        }
+        let (tx, rx) = oneshot::channel();
+        match self.send(id, None, Command::ConsumerDescribe(tx)) {
+            Ok(()) => Self::answer(rx, || Err(GroupError::GroupIdNotFound)).await,
             Err(_) => Err(GroupError::GroupIdNotFound),
         }
     }
@@ -539,7 +669,7 @@ impl Coordinator {
                     .unwrap_or_else(|p| p.into_inner())
                     .clone()
             })
-            .filter(|l| l.state != GroupState::Dead)
+            .filter(|l| !l.state.is_dead())
             .collect();
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         out

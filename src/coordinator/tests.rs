@@ -44,6 +44,8 @@ fn settings() -> Settings {
             crate::assignor::Registry::builtin(),
             Arc::new(std::collections::BTreeMap::<String, u32>::new()),
         ),
+        consumer: Arc::default(),
+        image: Arc::new(crate::metadata::Topics::default()),
     }
 }
 

@@ -8,9 +8,13 @@
 pub mod topic_config;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use uuid::Uuid;
+
+use crate::group::consumer::TopicImage;
+use crate::vocab::TopicId;
 
 use topic_config::TopicConfigs;
 
@@ -71,6 +75,9 @@ pub fn topic_id(name: &str) -> Uuid {
 #[derive(Debug, Default)]
 pub struct Topics {
     inner: RwLock<TopicsInner>,
+    /// Bumped by every creation and deletion: consumer groups re-check their subscribed topics
+    /// when it moves ([`TopicImage::version`]).
+    version: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -118,6 +125,7 @@ impl Topics {
         };
         inner.by_id.insert(topic.id, topic.name.clone());
         inner.by_name.insert(topic.name.clone(), topic.clone());
+        self.version.fetch_add(1, Ordering::Release);
         Ok(topic)
     }
 
@@ -154,6 +162,7 @@ impl Topics {
         inner.by_id.remove(&topic.id);
         // A topic created again under this name starts with Kafka's defaults.
         inner.configs.remove(name);
+        self.version.fetch_add(1, Ordering::Release);
         Some(topic)
     }
 
@@ -161,6 +170,22 @@ impl Topics {
         // A poisoned lock only means another thread panicked mid-read; the map is still whole
         // because every write is a pair of inserts done before the guard drops.
         self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl TopicImage for Topics {
+    fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    fn topic(&self, name: &str) -> Option<(TopicId, u32)> {
+        let inner = self.read();
+        let t = inner.by_name.get(name)?;
+        Some((t.id, u32::try_from(t.partitions).ok()?))
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.read().by_name.keys().cloned().collect()
     }
 }
 

@@ -5,16 +5,27 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use super::{LoadedGroup, Mutation, Store, StoreError, StoredTopic};
+use super::{LoadedConsumerGroup, LoadedGroup, Mutation, Store, StoreError, StoredTopic};
 use crate::metadata::topic_config::TopicConfigs;
-use crate::vocab::{GroupId, GroupMetadataRecord};
+use crate::vocab::{ConsumerGroupRecord, ConsumerMember, GroupId, GroupMetadataRecord, MemberId};
 use crate::vocab::{OffsetAndMetadata, TopicPartition};
 
 #[derive(Debug, Default)]
 struct Data {
     topics: BTreeMap<String, (i32, TopicConfigs)>,
     groups: BTreeMap<GroupId, GroupMetadataRecord>,
+    consumer_groups: BTreeMap<GroupId, ConsumerGroupRecord>,
+    consumer_members: BTreeMap<(GroupId, MemberId), ConsumerMember>,
     offsets: BTreeMap<(GroupId, TopicPartition), OffsetAndMetadata>,
+}
+
+impl Data {
+    /// Every record of the group, of either kind (not its offsets).
+    fn clear_group(&mut self, group: &GroupId) {
+        self.groups.remove(group);
+        self.consumer_groups.remove(group);
+        self.consumer_members.retain(|(g, _), _| g != group);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -53,8 +64,21 @@ impl Store for MemoryStore {
                     d.groups.insert(group.clone(), record.clone());
                 }
                 Mutation::DeleteGroup { group } => {
-                    d.groups.remove(group);
+                    d.clear_group(group);
                     d.offsets.retain(|(g, _), _| g != group);
+                }
+                Mutation::ClearGroupRecords { group } => d.clear_group(group),
+                Mutation::PutConsumerGroup { group, record } => {
+                    d.consumer_groups.insert(group.clone(), record.clone());
+                }
+                Mutation::PutConsumerMember { group, member } => {
+                    d.consumer_members.insert(
+                        (group.clone(), member.member_id.clone()),
+                        (**member).clone(),
+                    );
+                }
+                Mutation::DeleteConsumerMember { group, member } => {
+                    d.consumer_members.remove(&(group.clone(), member.clone()));
                 }
                 Mutation::PutTopic {
                     name,
@@ -96,16 +120,38 @@ impl Store for MemoryStore {
                     LoadedGroup {
                         id: id.clone(),
                         metadata: Some(r.clone()),
+                        consumer: None,
                         offsets: Vec::new(),
                     },
                 )
             })
             .collect();
+        for (id, record) in &d.consumer_groups {
+            let members = d
+                .consumer_members
+                .range((id.clone(), MemberId::new(""))..)
+                .take_while(|((g, _), _)| g == id)
+                .map(|(_, m)| m.clone())
+                .collect();
+            out.insert(
+                id.clone(),
+                LoadedGroup {
+                    id: id.clone(),
+                    metadata: None,
+                    consumer: Some(LoadedConsumerGroup {
+                        record: record.clone(),
+                        members,
+                    }),
+                    offsets: Vec::new(),
+                },
+            );
+        }
         for ((g, tp), o) in &d.offsets {
             out.entry(g.clone())
                 .or_insert_with(|| LoadedGroup {
                     id: g.clone(),
                     metadata: None,
+                    consumer: None,
                     offsets: Vec::new(),
                 })
                 .offsets

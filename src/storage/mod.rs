@@ -27,7 +27,9 @@ pub use embedded::EmbeddedStore;
 pub use memory::MemoryStore;
 
 use crate::metadata::topic_config::TopicConfigs;
-use crate::vocab::{GroupError, GroupId, GroupMetadataRecord};
+use crate::vocab::{
+    ConsumerGroupRecord, ConsumerMember, GroupError, GroupId, GroupMetadataRecord, MemberId,
+};
 use crate::vocab::{OffsetAndMetadata, TopicPartition};
 
 /// Why the store failed.
@@ -71,8 +73,27 @@ pub enum Mutation {
         group: GroupId,
         record: GroupMetadataRecord,
     },
-    /// The group's metadata and every offset of it.
+    /// The group's records (of either kind) and every offset of it.
     DeleteGroup {
+        group: GroupId,
+    },
+    /// A consumer group's group-level record (replaces the previous one).
+    PutConsumerGroup {
+        group: GroupId,
+        record: ConsumerGroupRecord,
+    },
+    /// One consumer-group member's record (replaces the previous one of its member id).
+    PutConsumerMember {
+        group: GroupId,
+        member: Box<ConsumerMember>,
+    },
+    /// A member that left a consumer group.
+    DeleteConsumerMember {
+        group: GroupId,
+        member: MemberId,
+    },
+    /// The group's records of either kind, not its offsets: an Empty group changed kind.
+    ClearGroupRecords {
         group: GroupId,
     },
     /// A topic created at run time, or its configs changed (replaces the previous record).
@@ -95,7 +116,16 @@ pub type StoredTopic = (String, i32, TopicConfigs);
 pub struct LoadedGroup {
     pub id: GroupId,
     pub metadata: Option<GroupMetadataRecord>,
+    /// A consumer group's records (then `metadata` is `None`).
+    pub consumer: Option<LoadedConsumerGroup>,
     pub offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+}
+
+/// A consumer group as stored: its group record and every member's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedConsumerGroup {
+    pub record: ConsumerGroupRecord,
+    pub members: Vec<ConsumerMember>,
 }
 
 /// A durable key-value home for koord's state. Implementations are internally synchronised:

@@ -51,7 +51,7 @@ pub const LEAVE_EPOCH: i32 = -1;
 pub const LEAVE_STATIC_EPOCH: i32 = -2;
 
 /// The topics the group can see: a read-only view of the node's topic metadata.
-pub trait TopicImage {
+pub trait TopicImage: std::fmt::Debug {
     /// Changes whenever a topic is created, deleted or gets more partitions.
     fn version(&self) -> u64;
     /// A topic's id and partition count.

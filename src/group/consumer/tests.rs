@@ -30,7 +30,7 @@ impl Image {
 }
 
 fn tid(name: &str) -> TopicId {
-    crate::metadata::topic_id(name)
+    TopicId::new_v5(&TopicId::NAMESPACE_OID, name.as_bytes())
 }
 
 impl TopicImage for Image {
