@@ -541,9 +541,9 @@ fn first_heartbeat_with_a_client_member_id_gets_epoch_interval_and_every_partiti
     let id = Uuid::new_v4().to_string();
     let resp = ok_hb(&mut c, &join_request(&group, &id, &[&topic]));
     assert_eq!(resp.member_id.as_deref(), Some(id.as_str()), "{resp:?}");
-    // Kafka 4.4: the first member of a new group that subscribes to an existing topic is at
-    // epoch 2, not 1 (one bump for the member, one for the group's subscribed-topic metadata;
-    // a member with an empty subscription gets epoch 1, and each later member one bump).
+    // Kafka 4.4: the first member of a new group that subscribes by name is at epoch 2, not 1
+    // (also when the topic does not exist yet; a first member with an empty subscription list,
+    // or a regex not yet resolved, is at epoch 1), and each later member bumps it by one.
     assert_eq!(resp.member_epoch, 2, "{resp:?}");
     assert_eq!(
         resp.heartbeat_interval_ms, HEARTBEAT_INTERVAL_MS,
@@ -1699,4 +1699,161 @@ fn partitions_added_to_a_subscribed_topic_are_assigned() {
     assert_eq!(m.epoch, 3, "{m:?}");
     let g = describe_one(&mut c, &group);
     assert_eq!((g.group_epoch, g.assignment_epoch), (3, 3), "{g:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rebalance timeout, subscription changes, rejoining
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn member_that_does_not_revoke_within_its_rebalance_timeout_is_removed() {
+    let koord = server();
+    let mut c = koord.connect();
+    let (group, topic) = (unique("g-revoke-timeout"), unique("t-revoke-timeout"));
+    let tid = create_topic(&mut c, &topic, 4);
+    let resp = ok_hb(
+        &mut c,
+        &join_request(&group, "slow", &[&topic]).with_rebalance_timeout_ms(2_000),
+    );
+    let everything = assigned(&resp).expect("an assignment");
+    assert_eq!(everything, parts(tid, 0..4));
+    let mut b = join(&mut c, &group, &[&topic]);
+    // A is asked to revoke and keeps heartbeating without doing so: once its rebalance timeout
+    // has passed it is removed from the group.
+    let resp = ok_hb(
+        &mut c,
+        &heartbeat_request(&group, "slow", 2, Some(&everything)),
+    );
+    assert_eq!(
+        (resp.member_epoch, assigned(&resp).map(|a| count(&a))),
+        (2, Some(2)),
+        "{resp:?}"
+    );
+    let started = Instant::now();
+    let answer = eventually_within(
+        "the slow member is removed",
+        Duration::from_millis(2_000) + DEADLINE,
+        || {
+            let resp = send_hb(
+                &mut c,
+                1,
+                &heartbeat_request(&group, "slow", 2, Some(&everything)),
+            );
+            (resp.error_code != 0).then(|| {
+                (
+                    err(resp.error_code),
+                    resp.error_message.map(|m| m.to_string()),
+                )
+            })
+        },
+    );
+    assert_eq!(
+        answer,
+        (
+            Some(ResponseError::UnknownMemberId),
+            Some(format!("Member slow is not a member of group {group}."))
+        )
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(1_500),
+        "{:?}",
+        started.elapsed()
+    );
+    eventually("the other member owns every partition", || {
+        beat(&mut c, &group, &mut b);
+        (b.owns == parts(tid, 0..4)).then_some(())
+    });
+}
+
+#[test]
+fn changing_the_subscription_bumps_the_group_epoch_and_assigns_the_new_topic() {
+    let koord = server();
+    let mut c = koord.connect();
+    let group = unique("g-resubscribe");
+    let (t1, t2) = (unique("t-resub1"), unique("t-resub2"));
+    let id1 = create_topic(&mut c, &t1, 2);
+    let id2 = create_topic(&mut c, &t2, 1);
+    let m = join(&mut c, &group, &[&t1]);
+    assert_eq!((m.epoch, m.owns.clone()), (2, parts(id1, 0..2)));
+    let req = heartbeat_request(&group, &m.id, m.epoch, Some(&m.owns))
+        .with_subscribed_topic_names(Some(vec![topic_name(&t1), topic_name(&t2)]));
+    let resp = ok_hb(&mut c, &req);
+    let mut want = parts(id1, 0..2);
+    want.extend(parts(id2, [0]));
+    assert_eq!(
+        (resp.member_epoch, assigned(&resp)),
+        (3, Some(want)),
+        "{resp:?}"
+    );
+    // Dropping t1: the group epoch is bumped to 4, but the member stays at 3 and is told to keep
+    // only t2 (t1 must be revoked first); once it no longer owns t1, it is at 4.
+    let req = heartbeat_request(&group, &m.id, 3, None)
+        .with_subscribed_topic_names(Some(vec![topic_name(&t2)]));
+    let resp = ok_hb(&mut c, &req);
+    assert_eq!(
+        (resp.member_epoch, assigned(&resp)),
+        (3, Some(parts(id2, [0]))),
+        "{resp:?}"
+    );
+    assert_eq!(describe_one(&mut c, &group).group_epoch, 4);
+    let resp = ok_hb(
+        &mut c,
+        &heartbeat_request(&group, &m.id, 3, Some(&parts(id2, [0]))),
+    );
+    assert_eq!(resp.member_epoch, 4, "{resp:?}");
+    let g = describe_one(&mut c, &group);
+    assert_eq!(
+        g.members[0].subscribed_topic_names,
+        vec![topic_name(&t2)],
+        "{g:?}"
+    );
+}
+
+#[test]
+fn a_known_member_rejoining_with_epoch_zero_gets_its_assignment_back() {
+    let koord = server();
+    let mut c = koord.connect();
+    let (group, topic) = (unique("g-rejoin"), unique("t-rejoin"));
+    let tid = create_topic(&mut c, &topic, 2);
+    let m = join(&mut c, &group, &[&topic]);
+    // Fenced (too high an epoch), the member rejoins with epoch 0 and the same id.
+    let (e, _) = hb_error(
+        &mut c,
+        1,
+        &heartbeat_request(&group, &m.id, m.epoch + 1, None),
+    );
+    assert_eq!(e, Some(ResponseError::FencedMemberEpoch));
+    let resp = ok_hb(&mut c, &join_request(&group, &m.id, &[&topic]));
+    assert_eq!(
+        (resp.member_epoch, assigned(&resp)),
+        (m.epoch, Some(parts(tid, 0..2))),
+        "{resp:?}"
+    );
+    let g = describe_one(&mut c, &group);
+    assert_eq!((g.group_epoch, g.members.len()), (m.epoch, 1), "{g:?}");
+}
+
+#[test]
+fn subscribing_to_a_missing_topic_assigns_nothing_until_it_is_created() {
+    let koord = server();
+    let mut c = koord.connect();
+    let (group, topic) = (unique("g-missing-topic"), unique("t-missing-topic"));
+    // Epoch 2, as for an existing topic (see the first test), with nothing assigned.
+    let resp = ok_hb(&mut c, &join_request(&group, "m1", &[&topic]));
+    assert_eq!(
+        (resp.member_epoch, assigned(&resp)),
+        (2, Some(Parts::new())),
+        "{resp:?}"
+    );
+    let mut m = Member {
+        id: "m1".into(),
+        epoch: 2,
+        owns: Parts::new(),
+    };
+    let tid = create_topic_only(&mut c, &topic, 2);
+    eventually("the created topic is assigned", || {
+        beat(&mut c, &group, &mut m);
+        (m.owns == parts(tid, 0..2)).then_some(())
+    });
+    assert_eq!(m.epoch, 3, "{m:?}");
 }
