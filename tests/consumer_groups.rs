@@ -46,6 +46,7 @@ use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -61,9 +62,9 @@ use kafka_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerProtocolSubscription,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, DeleteGroupsRequest,
-    DescribeGroupsRequest, GroupId, JoinGroupRequest, ListGroupsRequest, MetadataRequest,
-    MetadataResponse, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
-    SyncGroupRequest, TopicName,
+    DescribeGroupsRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::ResponseError;
@@ -649,11 +650,11 @@ fn second_member_gets_partitions_only_after_the_first_member_revokes_them() {
     assert_eq!((resp.member_epoch, assigned(&resp)), (3, None), "{resp:?}");
     assert_eq!(b.owns, Parts::new());
 
-    // A reports it owns only its target: it moves to epoch 3.
+    // A reports it owns only its target: it moves to epoch 3, with a null assignment (what it
+    // owns is its assignment).
     a.owns = a_target.clone();
     let resp = beat(&mut c, &group, &mut a);
-    assert_eq!(resp.member_epoch, 3, "{resp:?}");
-    assert_eq!(a.owns, a_target, "{resp:?}");
+    assert_eq!((resp.member_epoch, assigned(&resp)), (3, None), "{resp:?}");
 
     // Now B is given the released partitions.
     let resp = beat(&mut c, &group, &mut b);
@@ -1228,6 +1229,15 @@ fn consumer_group_describe_shows_epochs_state_assignor_and_members() {
         assert_eq!(g.assignor_name.as_str(), "uniform", "{g:?}");
         // Not asked for: i32::MIN.
         assert_eq!(g.authorized_operations, i32::MIN, "{g:?}");
+        // Asked for, with no authorizer: READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS and
+        // ALTER_CONFIGS, as DescribeGroups answers (tests/groups.rs).
+        let asked = c.send(
+            version,
+            &ConsumerGroupDescribeRequest::default()
+                .with_group_ids(vec![group_id(&group)])
+                .with_include_authorized_operations(true),
+        );
+        assert_eq!(asked.groups[0].authorized_operations, 3400, "{asked:?}");
         assert_eq!(g.members.len(), 1, "{g:?}");
         let m = &g.members[0];
         assert_eq!(m.member_id.as_str(), "m1", "{m:?}");
@@ -1856,4 +1866,121 @@ fn subscribing_to_a_missing_topic_assigns_nothing_until_it_is_created() {
         (m.owns == parts(tid, 0..2)).then_some(())
     });
     assert_eq!(m.epoch, 3, "{m:?}");
+}
+
+#[test]
+fn classic_heartbeat_leave_and_join_on_a_consumer_group() {
+    let koord = server();
+    let mut c = koord.connect();
+    let (group, topic) = (unique("g-classic-apis"), unique("t-classic-apis"));
+    create_topic(&mut c, &topic, 2);
+    let a = join(&mut c, &group, &[&topic]);
+    let b = join(&mut c, &group, &[&topic]);
+    // A classic Heartbeat from a consumer-protocol member: UNKNOWN_MEMBER_ID.
+    let resp = c.send(
+        4,
+        &HeartbeatRequest::default()
+            .with_group_id(group_id(&group))
+            .with_generation_id(a.epoch)
+            .with_member_id(s(&a.id)),
+    );
+    assert_eq!(
+        err(resp.error_code),
+        Some(ResponseError::UnknownMemberId),
+        "{resp:?}"
+    );
+    // A classic LeaveGroup (v5, batch) of a consumer-protocol member: accepted, the member is
+    // removed as by a heartbeat with epoch -1.
+    let resp = c.send(
+        5,
+        &LeaveGroupRequest::default()
+            .with_group_id(group_id(&group))
+            .with_members(vec![MemberIdentity::default().with_member_id(s(&b.id))]),
+    );
+    assert_eq!(err(resp.error_code), None, "{resp:?}");
+    assert_eq!(resp.members.len(), 1, "{resp:?}");
+    assert_eq!(err(resp.members[0].error_code), None, "{resp:?}");
+    let g = describe_one(&mut c, &group);
+    let ids: Vec<&str> = g.members.iter().map(|m| m.member_id.as_str()).collect();
+    assert_eq!(ids, vec![a.id.as_str()], "{g:?}");
+    // A classic JoinGroup (v9, no member id): a classic consumer member may join a consumer
+    // group (a mixed group): MEMBER_ID_REQUIRED with a generated id, as for a classic group.
+    // With another protocol type: INCONSISTENT_GROUP_PROTOCOL.
+    let join = |c: &mut Client, protocol_type: &str| {
+        c.send(
+            9,
+            &JoinGroupRequest::default()
+                .with_group_id(group_id(&group))
+                .with_session_timeout_ms(30_000)
+                .with_rebalance_timeout_ms(30_000)
+                .with_member_id(s(""))
+                .with_protocol_type(s(protocol_type))
+                .with_protocols(vec![JoinGroupRequestProtocol::default()
+                    .with_name(s("range"))
+                    .with_metadata(subscription(&[&topic]))]),
+        )
+    };
+    let resp = join(&mut c, "consumer");
+    assert_eq!(
+        err(resp.error_code),
+        Some(ResponseError::MemberIdRequired),
+        "{resp:?}"
+    );
+    assert!(!resp.member_id.is_empty(), "{resp:?}");
+    let resp = join(&mut c, "connect");
+    assert_eq!(
+        err(resp.error_code),
+        Some(ResponseError::InconsistentGroupProtocol),
+        "{resp:?}"
+    );
+    assert_eq!(resp.member_id.as_str(), "", "{resp:?}");
+}
+
+#[test]
+fn static_member_that_left_and_does_not_come_back_is_removed_after_the_session_timeout() {
+    let koord = server();
+    let mut c = koord.connect();
+    let (group, topic) = (unique("g-static-expiry"), unique("t-static-expiry"));
+    let tid = create_topic(&mut c, &topic, 2);
+    let resp = ok_hb(
+        &mut c,
+        &join_request(&group, "s1", &[&topic]).with_instance_id(Some(s("i1"))),
+    );
+    assert_eq!(resp.member_epoch, 2, "{resp:?}");
+    let mut other = join(&mut c, &group, &[&topic]);
+    let mut members = [
+        Member {
+            id: "s1".into(),
+            epoch: 2,
+            owns: assigned(&resp).unwrap_or_default(),
+        },
+        other.clone(),
+    ];
+    let epoch = describe_one(&mut c, &group).group_epoch;
+    converge(&mut c, &group, &mut members, epoch);
+    other = members[1].clone();
+    ok_hb(
+        &mut c,
+        &heartbeat_request(&group, "s1", -2, None).with_instance_id(Some(s("i1"))),
+    );
+    eventually_within(
+        "the departed static member expires",
+        Duration::from_millis(SESSION_MS) + DEADLINE,
+        || {
+            beat(&mut c, &group, &mut other);
+            let g = describe_one(&mut c, &group);
+            (g.members.len() == 1).then_some(())
+        },
+    );
+    eventually("the other member owns every partition", || {
+        beat(&mut c, &group, &mut other);
+        (other.owns == parts(tid, 0..2)).then_some(())
+    });
+    assert!(other.epoch > epoch, "{other:?}");
+    // The instance now joins as a new member, at a new epoch.
+    let resp = ok_hb(
+        &mut c,
+        &join_request(&group, "s2", &[&topic]).with_instance_id(Some(s("i1"))),
+    );
+    assert_eq!(resp.member_epoch, other.epoch + 1, "{resp:?}");
 }
