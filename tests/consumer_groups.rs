@@ -7,29 +7,39 @@
 //! Kafka's answers case by case. koord is started with [`CONSUMER_LIKE`], the values
 //! `scripts/kafka.sh` gives the broker.
 //!
-//! Behaviours covered (one test each unless noted):
+//! Behaviours covered (the test names say the rest):
 //! - ApiVersions advertises ConsumerGroupHeartbeat (68) v0-1 and ConsumerGroupDescribe (69) v0-1.
-//! - First heartbeat (epoch 0) with a client-generated member id: epoch 1, the broker's
-//!   heartbeat interval, every partition (by topic id) to the lone member; an empty member id at
-//!   v0 gets a server-generated id, at v1 is INVALID_REQUEST.
-//! - A second member joining: group epoch bump, the first member is asked to revoke first, the
-//!   newcomer gets the revoked partitions only after the first member's heartbeat no longer
-//!   owns them (reconciliation step by step, with explicit owned partitions).
+//! - First heartbeat (epoch 0) with a client-generated member id: epoch 2 (not 1) for the first
+//!   member subscribing by name, the broker's heartbeat interval, every partition (by topic id)
+//!   to the lone member; an empty member id at v0 gets a server-generated id, at v1 is
+//!   INVALID_REQUEST.
+//! - A second member joining: group epoch bump, the newcomer at the new epoch with nothing, the
+//!   first member asked to revoke first (it stays at its epoch), the newcomer gets the revoked
+//!   partitions only after the first member's heartbeat no longer owns them.
 //! - Incremental heartbeats (null fields) get a null assignment when nothing changed; a full
 //!   heartbeat gets the assignment.
-//! - INVALID_REQUEST for malformed heartbeats, UNSUPPORTED_ASSIGNOR, FENCED_MEMBER_EPOCH (and
-//!   the accepted previous epoch), UNKNOWN_MEMBER_ID, a missing group with epoch > 0,
-//!   UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, a heartbeat naming a classic group.
-//! - Leave with epoch -1 (dynamic) and -2 (static, the rejoining instance takes its partitions
-//!   back without moving others).
-//! - Session timeout: a member that stops heartbeating is removed, its partitions go to the rest.
-//! - ConsumerGroupDescribe: epochs, state, assignor, members; unknown group and a classic group
-//!   are GROUP_ID_NOT_FOUND.
-//! - ListGroups v5 type and state filters; DescribeGroups of a consumer group.
-//! - OffsetCommit v9 with member epochs, OffsetCommit below v9, OffsetFetch v9 with member
-//!   epochs, OffsetDelete of a subscribed topic, DeleteGroups.
-//! - Regex subscription (a topic created later is assigned; a bad regex is rejected).
-//! - Partitions added with CreatePartitions are assigned (koord has no CreatePartitions yet).
+//! - INVALID_REQUEST for malformed heartbeats (with Kafka's messages), UNSUPPORTED_ASSIGNOR,
+//!   FENCED_MEMBER_EPOCH (too high, too old; the previous epoch with a subset of the assignment
+//!   is accepted), UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND for a missing group with epoch > 0 or
+//!   -1, UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, INVALID_REGULAR_EXPRESSION.
+//! - A heartbeat naming a classic group (non-empty or empty) converts it to a consumer group.
+//! - Leave with epoch -1 (group epoch bump; Assigning until a remaining member heartbeats) and
+//!   -2 (static: the member stays at epoch -2 with its assignment; the instance rejoining with a
+//!   new member id takes it over without a rebalance).
+//! - Session timeout: a silent member, and a static member that left and does not come back,
+//!   are removed and their partitions go to the rest. Rebalance timeout: a member that does not
+//!   revoke in time is removed.
+//! - Subscription changes (a topic added, a topic dropped: revoked first), a known member
+//!   rejoining with epoch 0, a subscribed topic created later, partitions added by
+//!   CreatePartitions (koord has no CreatePartitions yet), regex subscriptions.
+//! - ConsumerGroupDescribe: epochs, state, assignor, members, authorized operations; a missing
+//!   or classic group is GROUP_ID_NOT_FOUND.
+//! - ListGroups v5 type and state filters; DescribeGroups of a consumer group (Dead below v6,
+//!   GROUP_ID_NOT_FOUND at v6); the classic Heartbeat, LeaveGroup and JoinGroup on a consumer
+//!   group.
+//! - OffsetCommit v9 with member epochs (STALE_MEMBER_EPOCH either way), OffsetCommit below v9
+//!   (UNSUPPORTED_VERSION), OffsetFetch v9 with member epochs, OffsetDelete of a subscribed topic
+//!   (GROUP_SUBSCRIBED_TO_TOPIC), DeleteGroups (NON_EMPTY_GROUP, then OK).
 //!
 //! Each test uses its own group ids and topics, so they run in parallel. Nothing waits on a
 //! fixed sleep: state changes are awaited by polling with a deadline.
