@@ -567,6 +567,17 @@ fn first_heartbeat_with_a_client_member_id_gets_epoch_interval_and_every_partiti
     // A second member: one bump.
     let second = join(&mut c, &group, &[&topic]);
     assert_eq!(second.epoch, 3, "{second:?}");
+    // Only a new group's first member gets the double bump: in a group whose first member
+    // subscribed to nothing (epoch 1), the next member subscribing to a topic is at 2; a member
+    // joining a group that became Empty is one above the group epoch.
+    let other = unique("g-first-empty");
+    assert_eq!(join(&mut c, &other, &[]).epoch, 1);
+    assert_eq!(join(&mut c, &other, &[&topic]).epoch, 2);
+    let again = unique("g-first-again");
+    let m = join(&mut c, &again, &[&topic]);
+    ok_hb(&mut c, &heartbeat_request(&again, &m.id, -1, None));
+    assert_eq!(describe_one(&mut c, &again).group_epoch, 3);
+    assert_eq!(join(&mut c, &again, &[&topic]).epoch, 4);
 }
 
 #[test]
