@@ -1685,7 +1685,7 @@ fn regex_subscription_assigns_matching_topics_including_one_created_later() {
 }
 
 #[test]
-fn bad_regex_is_invalid_regular_expression() {
+fn bad_regex_is_invalid_regular_expression_and_names_with_a_regex_are_accepted() {
     let koord = server();
     let mut c = koord.connect();
     let group = unique("g-bad-regex");
@@ -1700,6 +1700,13 @@ fn bad_regex_is_invalid_regular_expression() {
                 .to_string()
         )
     );
+    // Names and a regex together: accepted.
+    let topic = unique("t-names-and-regex");
+    let tid = create_topic(&mut c, &topic, 1);
+    let req = join_request(&group, "m1", &[&topic])
+        .with_subscribed_topic_regex(Some(s(&format!("{topic}-nothing-.*"))));
+    let resp = ok_hb(&mut c, &req);
+    assert_eq!(assigned(&resp), Some(parts(tid, [0])), "{resp:?}");
 }
 
 #[test]
