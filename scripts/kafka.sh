@@ -9,7 +9,13 @@
 #   scripts/kafka.sh status   prints the bootstrap address if it is running
 #
 # Settings: offsets topic replication factor 1, group.initial.rebalance.delay.ms=0 and short
-# minimum session timeouts, so tests against it run as fast as against koord.
+# minimum session timeouts, so tests against it run as fast as against koord. KIP-848 consumer
+# groups (tests/consumer_groups.rs, which starts koord with the same values): a 6 s session
+# timeout (a member that stops heartbeating is gone within a test's deadline), a 1 s heartbeat
+# interval and at most 5 members a group (classic groups keep group.max.size's default), and the
+# target assignment computed in the heartbeat that changes the group, as koord does (Kafka 4.4
+# by default computes it at most once a second, on a background thread: a member's first
+# heartbeat then gets an empty assignment).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 home="$root/.build/kafka"
@@ -96,6 +102,11 @@ group.initial.rebalance.delay.ms=0
 group.min.session.timeout.ms=1000
 group.consumer.min.session.timeout.ms=1000
 group.consumer.min.heartbeat.interval.ms=500
+group.consumer.session.timeout.ms=6000
+group.consumer.heartbeat.interval.ms=1000
+group.consumer.max.size=5
+group.consumer.assignment.interval.ms=0
+group.consumer.assignor.offload.enable=false
 PROPS
   cat > "$home/log4j2.yaml" <<'LOG'
 Configuration:

@@ -8,11 +8,11 @@
 #   python  pytest proto-tests/ with real clients against target/release/koord
 #   load    koord-load (load/) at a small size against a fresh koord: every group Stable, no
 #           request failed
-#   kafka   the raw conformance tier (tests/wire.rs, tests/groups.rs), the franz-go groups
-#           (proto-tests/test_franz.py) and Kafka Streams, a custom assignor and the admin tools
-#           (proto-tests/test_streams.py) again, against Apache Kafka 4.4 (scripts/kafka.sh),
-#           proving their expectations are Kafka's own answers; and the same koord-load smoke
-#           run against Kafka
+#   kafka   the raw conformance tier (tests/wire.rs, tests/groups.rs, tests/consumer_groups.rs),
+#           the franz-go groups (proto-tests/test_franz.py) and Kafka Streams, a custom assignor
+#           and the admin tools (proto-tests/test_streams.py) again, against Apache Kafka 4.4
+#           (scripts/kafka.sh), proving their expectations are Kafka's own answers; and the same
+#           koord-load smoke run against Kafka
 # Exits non-zero if any step fails, after printing a summary of all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -262,7 +262,8 @@ kafka_conformance() {
     # step() runs this in a subshell: stop the broker whenever it exits, failed or not.
     trap 'scripts/kafka.sh stop' EXIT
     echo "Kafka 4.4 at $bootstrap"
-    KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test wire --test groups
+    KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test wire --test groups \
+        --test consumer_groups
     say "franz-go groups against Kafka 4.4 (proto-tests/test_franz.py)"
     KOORD_BOOTSTRAP="$bootstrap" "$venv/bin/python" -m pytest proto-tests/test_franz.py -ra \
         --tb=short -p no:cacheprovider
