@@ -262,8 +262,10 @@ kafka_conformance() {
     # step() runs this in a subshell: stop the broker whenever it exits, failed or not.
     trap 'scripts/kafka.sh stop' EXIT
     echo "Kafka 4.4 at $bootstrap"
-    KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test wire --test groups \
-        --test consumer_groups
+    KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test wire --test groups
+    # What koord does not do yet is #[ignore]d for koord and still proven against Kafka here.
+    KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test consumer_groups -- \
+        --include-ignored
     say "franz-go groups against Kafka 4.4 (proto-tests/test_franz.py)"
     KOORD_BOOTSTRAP="$bootstrap" "$venv/bin/python" -m pytest proto-tests/test_franz.py -ra \
         --tb=short -p no:cacheprovider

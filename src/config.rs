@@ -106,6 +106,12 @@ pub struct Config {
     pub group_consumer_heartbeat_interval_ms: i32,
     /// `group.consumer.session.timeout.ms`: a consumer-group member silent this long is removed.
     pub group_consumer_session_timeout_ms: u64,
+    /// `group.consumer.{min,max}.session.timeout.ms`: the bounds the session timeout must lie in.
+    pub group_consumer_min_session_timeout_ms: u64,
+    pub group_consumer_max_session_timeout_ms: u64,
+    /// `group.consumer.{min,max}.heartbeat.interval.ms`: the bounds of the heartbeat interval.
+    pub group_consumer_min_heartbeat_interval_ms: i32,
+    pub group_consumer_max_heartbeat_interval_ms: i32,
     /// `group.consumer.max.size`: members a consumer group may have.
     pub group_consumer_max_size: usize,
     /// `group.consumer.assignors`: the server assignors consumer groups may name; the first is
@@ -146,6 +152,10 @@ impl Default for Config {
             group_assignment_protocols: Vec::new(),
             group_consumer_heartbeat_interval_ms: 5_000,
             group_consumer_session_timeout_ms: 45_000,
+            group_consumer_min_session_timeout_ms: 45_000,
+            group_consumer_max_session_timeout_ms: 60_000,
+            group_consumer_min_heartbeat_interval_ms: 5_000,
+            group_consumer_max_heartbeat_interval_ms: 15_000,
             group_consumer_max_size: i32::MAX as usize,
             group_consumer_assignors: vec!["uniform".to_owned(), "range".to_owned()],
             offsets_commit_sync: crate::storage::SyncPolicy::Always,
@@ -506,6 +516,10 @@ pub static KEYS: &[Key] = &[
     },
     int_key!("group.consumer.heartbeat.interval.ms", Some("group.consumer.heartbeat.interval.ms"), "how often members of consumer groups (KIP-848, group.protocol=consumer) heartbeat", group_consumer_heartbeat_interval_ms: i32, 1, i32::MAX as i64),
     int_key!("group.consumer.session.timeout.ms", Some("group.consumer.session.timeout.ms"), "a consumer-group member that has not heartbeat for this long is removed", group_consumer_session_timeout_ms: u64, 1, i32::MAX as i64),
+    int_key!("group.consumer.min.session.timeout.ms", Some("group.consumer.min.session.timeout.ms"), "the smallest group.consumer.session.timeout.ms allowed", group_consumer_min_session_timeout_ms: u64, 1, i32::MAX as i64),
+    int_key!("group.consumer.max.session.timeout.ms", Some("group.consumer.max.session.timeout.ms"), "the largest group.consumer.session.timeout.ms allowed", group_consumer_max_session_timeout_ms: u64, 1, i32::MAX as i64),
+    int_key!("group.consumer.min.heartbeat.interval.ms", Some("group.consumer.min.heartbeat.interval.ms"), "the smallest group.consumer.heartbeat.interval.ms allowed", group_consumer_min_heartbeat_interval_ms: i32, 1, i32::MAX as i64),
+    int_key!("group.consumer.max.heartbeat.interval.ms", Some("group.consumer.max.heartbeat.interval.ms"), "the largest group.consumer.heartbeat.interval.ms allowed", group_consumer_max_heartbeat_interval_ms: i32, 1, i32::MAX as i64),
     int_key!("group.consumer.max.size", Some("group.consumer.max.size"), "members a consumer group may have (else GROUP_MAX_SIZE_REACHED)", group_consumer_max_size: usize, 1, i32::MAX as i64),
     Key {
         name: "group.consumer.assignors",
@@ -661,7 +675,50 @@ impl Config {
         for kv in overrides {
             config.set_override(kv)?;
         }
+        config.check()?;
         Ok(config)
+    }
+
+    /// The checks across keys (Kafka's `GroupCoordinatorConfig` requirements).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the key out of its bounds.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            key: key.to_string(),
+            message,
+        };
+        let (min, max, session) = (
+            self.group_consumer_min_session_timeout_ms,
+            self.group_consumer_max_session_timeout_ms,
+            self.group_consumer_session_timeout_ms,
+        );
+        if !(min..=max).contains(&session) {
+            return Err(invalid(
+                "group.consumer.session.timeout.ms",
+                format!("{session} is outside group.consumer.{{min,max}}.session.timeout.ms [{min}, {max}]"),
+            ));
+        }
+        let (min, max, interval) = (
+            self.group_consumer_min_heartbeat_interval_ms,
+            self.group_consumer_max_heartbeat_interval_ms,
+            self.group_consumer_heartbeat_interval_ms,
+        );
+        if !(min..=max).contains(&interval) {
+            return Err(invalid(
+                "group.consumer.heartbeat.interval.ms",
+                format!("{interval} is outside group.consumer.{{min,max}}.heartbeat.interval.ms [{min}, {max}]"),
+            ));
+        }
+        if u64::try_from(interval).unwrap_or(0) >= session {
+            return Err(invalid(
+                "group.consumer.heartbeat.interval.ms",
+                format!(
+                    "{interval} must be smaller than group.consumer.session.timeout.ms ({session})"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The `host:port` clients are told to use.

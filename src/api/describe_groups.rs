@@ -53,10 +53,20 @@ async fn describe(broker: &Broker, id: GroupId, version: i16, with_ops: bool) ->
                     })
                     .collect(),
             ),
-        None if version >= 6 => base
-            .with_error_code(GroupError::GroupIdNotFound.code())
-            .with_error_message(Some(str_bytes(format!("Group {} not found.", id.as_str()))))
-            .with_group_state(str_bytes("Dead")),
+        None if version >= 6 => {
+            let consumer = broker
+                .coordinator
+                .listing(&crate::group::GroupId::new(id.as_str()))
+                .is_some_and(|l| l.state.group_type() != "classic");
+            let message = if consumer {
+                format!("Group {} is not a classic group.", id.as_str())
+            } else {
+                format!("Group {} not found.", id.as_str())
+            };
+            base.with_error_code(GroupError::GroupIdNotFound.code())
+                .with_error_message(Some(str_bytes(message)))
+                .with_group_state(str_bytes("Dead"))
+        }
         None => base.with_group_state(str_bytes("Dead")),
     }
 }

@@ -1,14 +1,11 @@
 //! ListGroups (key 16), v0-5: every group this node coordinates, optionally filtered by state
-//! (v4+, case-insensitive) and by type (v5+: every group here is `classic`).
+//! (v4+, case-insensitive) and by type (v5+: `classic` or `consumer`, case-insensitive).
 
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::str_bytes;
 use crate::broker::Broker;
-
-/// The group type of every group koord hosts today.
-const CLASSIC: &str = "classic";
 
 pub fn handle(broker: &Broker, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
     let states: Vec<String> = if version >= 4 {
@@ -21,9 +18,6 @@ pub fn handle(broker: &Broker, req: ListGroupsRequest, version: i16) -> ListGrou
     } else {
         Vec::new()
     };
-    if !types.is_empty() && !types.iter().any(|t| t == CLASSIC) {
-        return ListGroupsResponse::default();
-    }
     if broker.coordinator.is_loading() {
         return ListGroupsResponse::default()
             .with_error_code(crate::group::GroupError::CoordinatorLoadInProgress.code());
@@ -33,6 +27,7 @@ pub fn handle(broker: &Broker, req: ListGroupsRequest, version: i16) -> ListGrou
         .list()
         .into_iter()
         .filter(|g| states.is_empty() || states.contains(&g.state.as_str().to_lowercase()))
+        .filter(|g| types.is_empty() || types.iter().any(|t| t == g.state.group_type()))
         .map(|g| {
             let mut listed = ListedGroup::default()
                 .with_group_id(GroupId(str_bytes(g.group_id.0)))
@@ -41,7 +36,7 @@ pub fn handle(broker: &Broker, req: ListGroupsRequest, version: i16) -> ListGrou
                 listed.group_state = str_bytes(g.state.as_str());
             }
             if version >= 5 {
-                listed.group_type = str_bytes(CLASSIC);
+                listed.group_type = str_bytes(g.state.group_type());
             }
             listed
         })

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicNam
 
 use super::{check_group_id, str_bytes};
 use crate::broker::Broker;
-use crate::group::GroupError;
+use crate::group::{GroupError, MemberId};
 use crate::offsets::{FetchedOffset, TopicPartition};
 
 /// One group's answer: offsets grouped by topic in request (or stored) order, or a group error.
@@ -22,6 +22,7 @@ type GroupAnswer = Result<Vec<(String, Vec<FetchedOffset>)>, GroupError>;
 async fn fetch_group(
     broker: &Broker,
     group_id: &str,
+    member: Option<(MemberId, i32)>,
     wanted: Option<Vec<(String, Vec<i32>)>>,
 ) -> GroupAnswer {
     let group = check_group_id(group_id)?;
@@ -39,7 +40,10 @@ async fn fetch_group(
             })
             .collect::<Vec<_>>()
     });
-    let fetched = broker.coordinator.fetch_offsets(group, partitions).await;
+    let fetched = broker
+        .coordinator
+        .fetch_offsets_as(group, member, partitions)
+        .await?;
     // Group by topic in first-seen order; an index keeps this linear for a fetch of every
     // offset of a group with many topics.
     let mut by_topic: Vec<(String, Vec<FetchedOffset>)> = Vec::new();
@@ -72,7 +76,15 @@ pub async fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> O
                     .map(|t| (t.name.as_str().to_string(), t.partition_indexes))
                     .collect()
             });
-            let answer = fetch_group(broker, &g.group_id, wanted).await;
+            // v9: a consumer-group member names itself and its epoch (admin tools do not).
+            let member = (version >= 9)
+                .then(|| {
+                    g.member_id
+                        .as_ref()
+                        .map(|id| (MemberId::new(id.as_str()), g.member_epoch))
+                })
+                .flatten();
+            let answer = fetch_group(broker, &g.group_id, member, wanted).await;
             let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
             groups.push(match answer {
                 Err(e) => group.with_error_code(e.code()),
@@ -118,7 +130,7 @@ pub async fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> O
             p
         }
     };
-    match fetch_group(broker, &req.group_id, wanted).await {
+    match fetch_group(broker, &req.group_id, None, wanted).await {
         Ok(topics) => OffsetFetchResponse::default().with_topics(
             topics
                 .into_iter()

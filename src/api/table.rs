@@ -51,6 +51,8 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::DescribeGroups, 0, 6),
     api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::DeleteGroups, 0, 2),
+    api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    api(ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 /// The served range for `key`, if it is served at all.
@@ -152,6 +154,12 @@ pub async fn dispatch(
         RequestKind::DeleteGroups(r) => {
             ResponseKind::DeleteGroups(api::delete_groups::handle(broker, r, v).await)
         }
+        RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
+            api::consumer_group_heartbeat::handle(broker, r, v, client_id, peer).await,
+        ),
+        RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
+            api::consumer_group_describe::handle(broker, r, v).await,
+        ),
         // The codec only hands over requests whose key is in SUPPORTED, so this arm means the
         // table and this match disagree: a bug, answered by closing the connection.
         other => {

@@ -22,19 +22,20 @@ use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
+use super::core::Core;
+use super::ConsumerGroupView;
 use super::{
     Clock, GroupDescription, GroupListing, Handle, MemberDescription, OffsetCommit,
     PartitionResults, Settings,
 };
-use super::core::Core;
-use super::ConsumerGroupView;
 use crate::group::consumer::{
     ConsumerEvent, ConsumerGroup, ConsumerHeartbeat, ConsumerHeartbeatReply, ConsumerRecord,
+    Refusal,
 };
 use crate::group::{
     ClassicGroup, GroupError, GroupEvent, GroupId, GroupRecord, GroupState, Heartbeat, JoinGroup,
-    JoinReply, LeaveGroup, LeaveOutcome, MemberId, Output, RequestToken, SyncGroup, SyncReply,
-    Timestamp, WriteId,
+    JoinReply, LeaveGroup, LeaveMemberResult, LeaveOutcome, MemberId, Output, RequestToken,
+    SyncGroup, SyncReply, Timestamp, WriteId,
 };
 use crate::offsets::{
     self, FetchedOffset, MemoryOffsetStore, OffsetAndMetadata, OffsetStore, TopicPartition,
@@ -72,9 +73,10 @@ pub(super) enum Command {
     ),
     ConsumerHeartbeat(
         Box<ConsumerHeartbeat>,
-        oneshot::Sender<Result<ConsumerHeartbeatReply, GroupError>>,
+        oneshot::Sender<Result<ConsumerHeartbeatReply, Refusal>>,
     ),
-    ConsumerDescribe(oneshot::Sender<Result<ConsumerGroupView, GroupError>>),
+    /// `None`: the group is not a consumer group.
+    ConsumerDescribe(oneshot::Sender<Option<ConsumerGroupView>>),
     DeleteOffsets(
         Vec<TopicPartition>,
         oneshot::Sender<Result<PartitionResults, GroupError>>,
@@ -114,7 +116,7 @@ enum Pending {
 
 /// A consumer-group heartbeat's answer, held until the writes before it are durable.
 type HeartbeatAnswer = (
-    oneshot::Sender<Result<ConsumerHeartbeatReply, GroupError>>,
+    oneshot::Sender<Result<ConsumerHeartbeatReply, Refusal>>,
     ConsumerHeartbeatReply,
 );
 
@@ -443,7 +445,7 @@ impl GroupActor {
                     self.last_consumer_write = None;
                 }
                 for (tx, answer) in replies {
-                    let _ = tx.send(error.map_or(Ok(answer), Err));
+                    let _ = tx.send(error.map_or(Ok(answer), |e| Err(e.into())));
                 }
                 if error.is_some() {
                     if let Core::Consumer(group) = &mut self.group {
@@ -521,9 +523,17 @@ impl GroupActor {
             Command::Leave(req, reply) => {
                 let _ = reply.send(match &mut self.group {
                     Core::Classic(group) => group.handle_leave(&req, now),
-                    Core::Consumer(_) => LeaveOutcome {
-                        error: Some(GroupError::UnknownMemberId),
-                        members: Vec::new(),
+                    Core::Consumer(group) => LeaveOutcome {
+                        error: None,
+                        members: group
+                            .handle_classic_leave(&req.members, image)
+                            .into_iter()
+                            .map(|(member_id, instance_id, error)| LeaveMemberResult {
+                                member_id,
+                                instance_id,
+                                error,
+                            })
+                            .collect(),
                     },
                 });
             }
@@ -533,7 +543,7 @@ impl GroupActor {
                 }
                 let Core::Consumer(group) = &mut self.group else {
                     // A classic group with members (or a Dead one).
-                    let _ = reply.send(Err(GroupError::GroupIdNotFound));
+                    let _ = reply.send(Err(GroupError::GroupIdNotFound.into()));
                     return;
                 };
                 match group.handle_heartbeat(*req, image, now) {
@@ -545,14 +555,14 @@ impl GroupActor {
             }
             Command::ConsumerDescribe(reply) => {
                 let _ = reply.send(match &self.group {
-                    Core::Consumer(g) if !self.group.is_dead() => Ok(ConsumerGroupView {
+                    Core::Consumer(g) if !self.group.is_dead() => Some(ConsumerGroupView {
                         state: g.state(),
                         group_epoch: g.group_epoch(),
                         assignment_epoch: g.assignment_epoch(),
                         assignor_name: g.assignor_name().to_string(),
                         members: g.members().cloned().collect(),
                     }),
-                    _ => Err(GroupError::GroupIdNotFound),
+                    _ => None,
                 });
             }
             Command::Commit(commit, reply) => self.commit(ctx, *commit, reply),
@@ -584,7 +594,12 @@ impl GroupActor {
     }
 
     /// DeleteGroups: only an Empty group goes; answered once its tombstone is durable.
-    fn delete(&mut self, ctx: &Ctx, reply: oneshot::Sender<Result<(), GroupError>>, now: Timestamp) {
+    fn delete(
+        &mut self,
+        ctx: &Ctx,
+        reply: oneshot::Sender<Result<(), GroupError>>,
+        now: Timestamp,
+    ) {
         if self.group.is_dead() {
             let _ = reply.send(Err(GroupError::GroupIdNotFound));
             return;
@@ -622,7 +637,12 @@ impl GroupActor {
         self.group = Core::Classic(ClassicGroup::new(id.clone(), config, now));
         let _span = self.log_span();
         info!("empty consumer group becomes a classic group");
-        self.submit_consumer(ctx, vec![Mutation::ClearGroupRecords { group: id }], Vec::new(), None);
+        self.submit_consumer(
+            ctx,
+            vec![Mutation::ClearGroupRecords { group: id }],
+            Vec::new(),
+            None,
+        );
     }
 
     /// An Empty classic group that a consumer-protocol member joins becomes a consumer group,
@@ -638,7 +658,12 @@ impl GroupActor {
         )));
         let _span = self.log_span();
         info!("empty classic group becomes a consumer group");
-        self.submit_consumer(ctx, vec![Mutation::ClearGroupRecords { group: id }], Vec::new(), None);
+        self.submit_consumer(
+            ctx,
+            vec![Mutation::ClearGroupRecords { group: id }],
+            Vec::new(),
+            None,
+        );
     }
 
     /// Answers a consumer heartbeat once the writes it depends on are durable: its own
@@ -646,7 +671,7 @@ impl GroupActor {
     fn answer_after_writes(
         &mut self,
         ctx: &Ctx,
-        reply: oneshot::Sender<Result<ConsumerHeartbeatReply, GroupError>>,
+        reply: oneshot::Sender<Result<ConsumerHeartbeatReply, Refusal>>,
         answer: ConsumerHeartbeatReply,
     ) {
         let batch = self.consumer_mutations();
@@ -995,7 +1020,10 @@ fn log_consumer_event(event: &ConsumerEvent) {
             epoch,
             assignor,
             "target assignment computed{}",
-            summary.as_deref().map(|s| format!(": {s}")).unwrap_or_default()
+            summary
+                .as_deref()
+                .map(|s| format!(": {s}"))
+                .unwrap_or_default()
         ),
     }
 }

@@ -12,6 +12,9 @@ use crate::vocab::{ExpirationBase, MemberId};
 use super::{ListedState, OffsetCommit};
 
 /// The state machine behind a group id.
+// The actor holding it is boxed already; a consumer group is boxed so that the common classic
+// group is not.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(super) enum Core {
     Classic(ClassicGroup),
@@ -86,7 +89,10 @@ impl Core {
 
     /// The group checks of an OffsetFetch (a consumer-group member's epoch); classic groups
     /// check nothing.
-    pub fn validate_offset_fetch(&self, member: &Option<(MemberId, i32)>) -> Result<(), GroupError> {
+    pub fn validate_offset_fetch(
+        &self,
+        member: &Option<(MemberId, i32)>,
+    ) -> Result<(), GroupError> {
         match (self, member) {
             (Core::Consumer(g), Some((id, epoch))) => g.validate_offset_fetch(Some(id), *epoch),
             _ => Ok(()),

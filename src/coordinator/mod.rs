@@ -43,14 +43,14 @@ use crate::assignor::policy::AssignmentPolicy;
 use crate::config::Config;
 use crate::group::consumer::{
     ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerHeartbeat,
-    ConsumerHeartbeatReply, TopicImage,
+    ConsumerHeartbeatReply, Refusal, TopicImage,
 };
-use crate::metadata::Topics;
 use crate::group::{
     missing, ClassicGroup, GroupConfig, GroupError, GroupId, GroupState, Heartbeat, InstanceId,
     JoinGroup, JoinReply, LeaveGroup, LeaveOutcome, MemberId, OffsetCommitAuth, SyncGroup,
     SyncReply,
 };
+use crate::metadata::Topics;
 use crate::offsets::{
     self, FetchedOffset, MemoryOffsetStore, OffsetConfig, PartitionCommit, TopicPartition,
 };
@@ -149,7 +149,8 @@ impl ListedState {
     pub fn is_dead(self) -> bool {
         matches!(
             self,
-            ListedState::Classic(GroupState::Dead) | ListedState::Consumer(ConsumerGroupState::Dead)
+            ListedState::Classic(GroupState::Dead)
+                | ListedState::Consumer(ConsumerGroupState::Dead)
         )
     }
 }
@@ -320,7 +321,9 @@ impl Coordinator {
                     now,
                 )),
                 // Offsets whose group record was never written: a simple group.
-                (None, None) => Core::Classic(ClassicGroup::new_simple(loaded.id.clone(), config, now)),
+                (None, None) => {
+                    Core::Classic(ClassicGroup::new_simple(loaded.id.clone(), config, now))
+                }
             };
             offsets += loaded.offsets.len();
             let store = MemoryOffsetStore::from_group(&loaded.id, loaded.offsets);
@@ -612,29 +615,67 @@ impl Coordinator {
         &self,
         id: GroupId,
         req: ConsumerHeartbeat,
-    ) -> Result<ConsumerHeartbeatReply, GroupError> {
+    ) -> Result<ConsumerHeartbeatReply, Refusal> {
         if self.is_loading() {
-            return Err(GroupError::CoordinatorLoadInProgress);
+            return Err(GroupError::CoordinatorLoadInProgress.into());
         }
         let create = (req.member_epoch == 0).then_some(Create::Consumer);
+        let leaving = req.member_epoch < 0;
         let (tx, rx) = oneshot::channel();
-        match self.send(id, create, Command::ConsumerHeartbeat(Box::new(req), tx)) {
-            Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
-            Err(_) => Err(GroupError::GroupIdNotFound),
+        match self.send(
+            id.clone(),
+            create,
+            Command::ConsumerHeartbeat(Box::new(req), tx),
+        ) {
+            Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable.into())).await,
+            // Kafka's two wordings (a leave looks the group up differently).
+            Err(_) if leaving => Err(Refusal::new(
+                GroupError::GroupIdNotFound,
+                format!("Group {id} not found."),
+            )),
+            Err(_) => Err(Refusal::new(
+                GroupError::GroupIdNotFound,
+                format!("Consumer group {id} not found."),
+            )),
         }
     }
 
     /// ConsumerGroupDescribe for one group: GROUP_ID_NOT_FOUND when it does not exist or is
     /// not a consumer group.
-    pub async fn consumer_describe(&self, id: GroupId) -> Result<ConsumerGroupView, GroupError> {
+    pub async fn consumer_describe(&self, id: GroupId) -> Result<ConsumerGroupView, Refusal> {
         if self.is_loading() {
-            return Err(GroupError::CoordinatorLoadInProgress);
+            return Err(GroupError::CoordinatorLoadInProgress.into());
         }
+        let missing = || {
+            Refusal::new(
+                GroupError::GroupIdNotFound,
+                format!("Group {id} not found."),
+            )
+        };
         let (tx, rx) = oneshot::channel();
-        match self.send(id, None, Command::ConsumerDescribe(tx)) {
-            Ok(()) => Self::answer(rx, || Err(GroupError::GroupIdNotFound)).await,
-            Err(_) => Err(GroupError::GroupIdNotFound),
+        match self.send(id.clone(), None, Command::ConsumerDescribe(tx)) {
+            Ok(()) => match rx.await {
+                Ok(Some(view)) => Ok(view),
+                Ok(None) => Err(Refusal::new(
+                    GroupError::GroupIdNotFound,
+                    format!("Group {id} is not a consumer group."),
+                )),
+                Err(_) => Err(missing()),
+            },
+            Err(_) => Err(missing()),
         }
+    }
+
+    /// The settings of consumer groups.
+    pub fn consumer_config(&self) -> Arc<ConsumerGroupConfig> {
+        self.settings.consumer.clone()
+    }
+
+    /// ListGroups' view of one group, if it exists.
+    pub fn listing(&self, id: &GroupId) -> Option<GroupListing> {
+        self.groups
+            .get(id)
+            .map(|h| h.listing.lock().unwrap_or_else(|p| p.into_inner()).clone())
     }
 
     /// DescribeGroups for one group; `None` when it does not exist.

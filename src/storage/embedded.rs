@@ -235,8 +235,12 @@ impl EmbeddedStore {
         tx: &ReadTransaction,
         out: &mut Vec<LoadedGroup>,
     ) -> Result<(), StoreError> {
-        let groups = tx.open_table(CONSUMER_GROUPS).map_err(|e| self.corrupt(e))?;
-        let members = tx.open_table(CONSUMER_MEMBERS).map_err(|e| self.corrupt(e))?;
+        let groups = tx
+            .open_table(CONSUMER_GROUPS)
+            .map_err(|e| self.corrupt(e))?;
+        let members = tx
+            .open_table(CONSUMER_MEMBERS)
+            .map_err(|e| self.corrupt(e))?;
         let mut loaded: std::collections::BTreeMap<String, LoadedConsumerGroup> =
             std::collections::BTreeMap::new();
         for entry in groups.iter().map_err(|e| self.corrupt(e))? {

@@ -113,6 +113,35 @@ pub struct ConsumerHeartbeat {
     pub client_host: String,
 }
 
+/// Why a heartbeat was refused: Kafka's error code and its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub error: GroupError,
+    pub message: Option<String>,
+}
+
+impl Refusal {
+    pub fn new(error: GroupError, message: impl Into<String>) -> Refusal {
+        Refusal {
+            error,
+            message: Some(message.into()),
+        }
+    }
+
+    fn invalid(message: &str) -> Refusal {
+        Refusal::new(GroupError::InvalidRequest, message)
+    }
+}
+
+impl From<GroupError> for Refusal {
+    fn from(error: GroupError) -> Refusal {
+        Refusal {
+            error,
+            message: None,
+        }
+    }
+}
+
 /// The answer to a heartbeat that was accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerHeartbeatReply {
@@ -362,24 +391,33 @@ impl ConsumerGroup {
         req: ConsumerHeartbeat,
         image: &dyn TopicImage,
         now: Timestamp,
-    ) -> Result<ConsumerHeartbeatReply, GroupError> {
+    ) -> Result<ConsumerHeartbeatReply, Refusal> {
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == LEAVE_STATIC_EPOCH {
             return self.handle_leave(&req, image);
         }
         let joining = req.member_epoch == 0;
         if self.members.len() >= self.config.max_size && !self.members.contains_key(&req.member_id)
         {
-            return Err(GroupError::GroupMaxSizeReached);
+            return Err(Refusal::new(
+                GroupError::GroupMaxSizeReached,
+                format!(
+                    "The consumer group has reached its maximum capacity of {} members.",
+                    self.config.max_size
+                ),
+            ));
         }
         let mut replaced = None;
         let member = match &req.instance_id {
             None => match self.members.get(&req.member_id) {
+                // A known member joining again (it was fenced, or restarted with its id): it
+                // gets its assignment again (Kafka 4.4).
+                Some(m) if joining => m.clone(),
                 Some(m) => {
                     check_epoch(m, req.member_epoch, req.owned.as_ref())?;
                     m.clone()
                 }
                 None if joining => ConsumerMember::new(req.member_id.clone()),
-                None => return Err(GroupError::UnknownMemberId),
+                None => return Err(self.unknown_member(&req.member_id)),
             },
             Some(instance) => {
                 let existing = self
@@ -391,10 +429,18 @@ impl ConsumerGroup {
                         Some(m) => m.clone(),
                         None => ConsumerMember::new(req.member_id.clone()),
                     },
-                    None => return Err(GroupError::UnknownMemberId),
+                    None => return Err(unknown_instance(instance)),
+                    Some(old) if joining && old.member_id == req.member_id => old.clone(),
                     Some(old) if joining => {
                         if old.member_epoch != LEAVE_STATIC_EPOCH {
-                            return Err(GroupError::UnreleasedInstanceId);
+                            return Err(Refusal::new(
+                                GroupError::UnreleasedInstanceId,
+                                format!(
+                                    "Static member {} with instance id {instance} cannot join \
+                                     the group because the instance id is owned by {} member.",
+                                    req.member_id, old.member_id
+                                ),
+                            ));
                         }
                         // The new instance takes over the old one's partitions and target.
                         let mut m = old.clone();
@@ -406,7 +452,7 @@ impl ConsumerGroup {
                     }
                     Some(old) => {
                         if old.member_id != req.member_id {
-                            return Err(GroupError::FencedInstanceId);
+                            return Err(fenced_instance(&req.member_id, instance, &old.member_id));
                         }
                         check_epoch(old, req.member_epoch, req.owned.as_ref())?;
                         old.clone()
@@ -469,6 +515,11 @@ impl ConsumerGroup {
             }
         }
         if let Some(why) = bump {
+            // Kafka 4.4 bumps a brand-new group twice for its first member subscribing to
+            // something (measured: the member answers epoch 2); koord keeps its epochs.
+            if self.group_epoch == 0 && self.subscribes_to_anything(&req.member_id) {
+                self.group_epoch += 1;
+            }
             self.bump_epoch(why);
         }
 
@@ -502,11 +553,11 @@ impl ConsumerGroup {
         &mut self,
         req: &ConsumerHeartbeat,
         image: &dyn TopicImage,
-    ) -> Result<ConsumerHeartbeatReply, GroupError> {
+    ) -> Result<ConsumerHeartbeatReply, Refusal> {
         let member_id = match &req.instance_id {
             None => {
                 if !self.members.contains_key(&req.member_id) {
-                    return Err(GroupError::UnknownMemberId);
+                    return Err(self.unknown_member(&req.member_id));
                 }
                 req.member_id.clone()
             }
@@ -515,9 +566,9 @@ impl ConsumerGroup {
                     .static_members
                     .get(instance)
                     .cloned()
-                    .ok_or(GroupError::UnknownMemberId)?;
+                    .ok_or_else(|| unknown_instance(instance))?;
                 if id != req.member_id {
-                    return Err(GroupError::FencedInstanceId);
+                    return Err(fenced_instance(&req.member_id, instance, &id));
                 }
                 id
             }
@@ -544,6 +595,39 @@ impl ConsumerGroup {
         })
     }
 
+    /// LeaveGroup (the classic API) naming consumer-protocol members: each one named (by member
+    /// id, or by instance id) leaves as with a heartbeat at epoch -1 (Kafka 4.4 does this).
+    pub fn handle_classic_leave(
+        &mut self,
+        members: &[crate::group::LeavingMember],
+        image: &dyn TopicImage,
+    ) -> Vec<(MemberId, Option<InstanceId>, Option<GroupError>)> {
+        members
+            .iter()
+            .map(|l| {
+                let found = match &l.instance_id {
+                    Some(instance) => match self.static_members.get(instance) {
+                        Some(id) if l.member_id.as_str().is_empty() || *id == l.member_id => {
+                            Ok(id.clone())
+                        }
+                        Some(_) => Err(GroupError::FencedInstanceId),
+                        None => Err(GroupError::UnknownMemberId),
+                    },
+                    None if self.members.contains_key(&l.member_id) => Ok(l.member_id.clone()),
+                    None => Err(GroupError::UnknownMemberId),
+                };
+                let error = match found {
+                    Ok(id) => {
+                        self.fence(&id, "it left the group (LeaveGroup)", image);
+                        None
+                    }
+                    Err(e) => Some(e),
+                };
+                (l.member_id.clone(), l.instance_id.clone(), error)
+            })
+            .collect()
+    }
+
     /// Removes a member and bumps the group epoch (Kafka's `consumerGroupFenceMember`).
     fn fence(&mut self, id: &MemberId, why: &'static str, image: &dyn TopicImage) {
         if self.remove_member(id).is_none() {
@@ -556,8 +640,16 @@ impl ConsumerGroup {
         });
         self.metadata_hash = self.subscription_hash(image);
         self.image_version = Some(image.version());
-        // The new target is computed by the next heartbeat (as Kafka does).
+        // The new target is computed by the next heartbeat (as Kafka does); an Empty group has
+        // nothing to compute: its (empty) target is at the new epoch at once (Kafka 4.4).
         self.bump_epoch(why);
+        if self.members.is_empty() {
+            self.assignment_epoch = self.group_epoch;
+            self.timers.cancel(&ConsumerTimer::FollowUp);
+            if let Some(ConsumerRecord::Group(record)) = self.records.last_mut() {
+                record.assignment_epoch = self.assignment_epoch;
+            }
+        }
     }
 
     // -----------------------------------------------------------------------------------------
@@ -788,6 +880,23 @@ impl ConsumerGroup {
         }
     }
 
+    fn unknown_member(&self, member: &MemberId) -> Refusal {
+        Refusal::new(
+            GroupError::UnknownMemberId,
+            format!("Member {member} is not a member of group {}.", self.id),
+        )
+    }
+
+    /// Whether the member subscribes to any topic name or to a regular expression.
+    fn subscribes_to_anything(&self, id: &MemberId) -> bool {
+        self.members.get(id).is_some_and(|m| {
+            !m.subscribed_topic_names.is_empty()
+                || m.subscribed_topic_regex
+                    .as_deref()
+                    .is_some_and(|r| !r.is_empty())
+        })
+    }
+
     /// The topics some member subscribes to (by name or by regular expression) that exist.
     fn subscribed_topics(&self, image: &dyn TopicImage) -> BTreeSet<String> {
         let mut names: BTreeSet<String> = BTreeSet::new();
@@ -956,16 +1065,41 @@ fn check_epoch(
     member: &ConsumerMember,
     epoch: i32,
     owned: Option<&Partitions>,
-) -> Result<(), GroupError> {
+) -> Result<(), Refusal> {
+    let fenced = |which: &str| {
+        Refusal::new(
+            GroupError::FencedMemberEpoch,
+            format!(
+                "The consumer group member has a {which} member epoch ({epoch}) than the one \
+                 known by the group coordinator ({}). The member must abandon all its \
+                 partitions and rejoin.",
+                member.member_epoch
+            ),
+        )
+    };
     if epoch > member.member_epoch {
-        return Err(GroupError::FencedMemberEpoch);
+        return Err(fenced("greater"));
     }
     if epoch < member.member_epoch
         && (epoch != member.previous_member_epoch || !is_subset(owned, &member.assigned))
     {
-        return Err(GroupError::FencedMemberEpoch);
+        return Err(fenced("smaller"));
     }
     Ok(())
+}
+
+fn unknown_instance(instance: &InstanceId) -> Refusal {
+    Refusal::new(
+        GroupError::UnknownMemberId,
+        format!("Instance id {instance} is unknown."),
+    )
+}
+
+fn fenced_instance(member: &MemberId, instance: &InstanceId, owner: &MemberId) -> Refusal {
+    Refusal::new(
+        GroupError::FencedInstanceId,
+        format!("Static member {member} with instance id {instance} is fenced by member {owner}."),
+    )
 }
 
 fn is_subset(owned: Option<&Partitions>, of: &Partitions) -> bool {
@@ -996,52 +1130,74 @@ pub fn validate(
     group_id: &str,
     req: &ConsumerHeartbeat,
     config: &ConsumerGroupConfig,
-) -> Result<(), GroupError> {
+) -> Result<(), Refusal> {
     let empty = |s: &Option<String>| s.as_deref().is_some_and(str::is_empty);
-    if group_id.is_empty()
-        || req
-            .instance_id
-            .as_ref()
-            .is_some_and(|i| i.as_str().is_empty())
-        || empty(&req.rack_id)
-        || req.member_id.as_str().is_empty()
+    if group_id.is_empty() {
+        return Err(Refusal::invalid("GroupId can't be empty."));
+    }
+    if req
+        .instance_id
+        .as_ref()
+        .is_some_and(|i| i.as_str().is_empty())
     {
-        return Err(GroupError::InvalidRequest);
+        return Err(Refusal::invalid("InstanceId can't be empty."));
+    }
+    if empty(&req.rack_id) {
+        return Err(Refusal::invalid("RackId can't be empty."));
+    }
+    if req.member_id.as_str().is_empty() {
+        return Err(Refusal::invalid("MemberId can't be empty."));
     }
     if req.member_epoch == 0 {
-        let has_names = req
-            .subscribed_topic_names
-            .as_ref()
-            .is_some_and(|n| !n.is_empty());
-        let has_regex = req
-            .subscribed_topic_regex
-            .as_ref()
-            .is_some_and(|r| !r.is_empty());
-        if req.rebalance_timeout_ms == -1
-            || req.owned.as_ref().is_none_or(|o| !o.is_empty())
-            || !(has_names || has_regex)
-        {
-            return Err(GroupError::InvalidRequest);
+        if req.rebalance_timeout_ms == -1 {
+            return Err(Refusal::invalid(
+                "RebalanceTimeoutMs must be provided in first request.",
+            ));
+        }
+        if req.owned.as_ref().is_none_or(|o| !o.is_empty()) {
+            return Err(Refusal::invalid(
+                "TopicPartitions must be empty when (re-)joining.",
+            ));
+        }
+        if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+            return Err(Refusal::invalid(
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when \
+                 (re-)joining.",
+            ));
         }
     } else if req.member_epoch == LEAVE_STATIC_EPOCH {
         if req.instance_id.is_none() {
-            return Err(GroupError::InvalidRequest);
+            return Err(Refusal::invalid("InstanceId can't be null."));
         }
     } else if req.member_epoch < LEAVE_STATIC_EPOCH {
-        return Err(GroupError::InvalidRequest);
+        return Err(Refusal::invalid("MemberEpoch is invalid."));
     }
     if let Some(r) = req
         .subscribed_topic_regex
         .as_deref()
         .filter(|r| !r.is_empty())
     {
-        if regex::Regex::new(r).is_err() {
-            return Err(GroupError::InvalidRegularExpression);
+        if let Err(e) = regex::Regex::new(r) {
+            let reason = match e {
+                regex::Error::Syntax(s) => s.lines().last().unwrap_or_default().to_string(),
+                other => other.to_string(),
+            };
+            return Err(Refusal::new(
+                GroupError::InvalidRegularExpression,
+                format!("SubscribedTopicRegex `{r}` is not a valid regular expression: {reason}."),
+            ));
         }
     }
     if let Some(name) = &req.server_assignor {
         if config.assignor(name).is_none() {
-            return Err(GroupError::UnsupportedAssignor);
+            let names: Vec<&str> = config.assignors.iter().map(|a| a.name()).collect();
+            return Err(Refusal::new(
+                GroupError::UnsupportedAssignor,
+                format!(
+                    "ServerAssignor {name} is not supported. Supported assignors: {}.",
+                    names.join(", ")
+                ),
+            ));
         }
     }
     Ok(())

@@ -93,22 +93,22 @@ fn count(p: &Partitions) -> usize {
 }
 
 #[test]
-fn a_lone_member_gets_every_partition_at_epoch_1() {
+fn a_lone_member_gets_every_partition_at_epoch_2_as_in_kafka() {
     let image = Image::with(&[("t", 4)]);
     let mut g = group();
     let r = g.handle_heartbeat(join("a", &["t"]), &image, T0).unwrap();
-    assert_eq!(r.member_epoch, 1);
+    assert_eq!(r.member_epoch, 2);
     assert_eq!(r.heartbeat_interval_ms, 5000);
     assert_eq!(r.assignment, Some(parts(&[("t", &[0, 1, 2, 3])])));
-    assert_eq!(g.group_epoch(), 1);
-    assert_eq!(g.assignment_epoch(), 1);
+    assert_eq!(g.group_epoch(), 2);
+    assert_eq!(g.assignment_epoch(), 2);
     assert_eq!(g.state(), ConsumerGroupState::Stable);
     let records = g.take_records();
     assert!(records
         .iter()
-        .any(|r| matches!(r, ConsumerRecord::Group(g) if g.group_epoch == 1)));
+        .any(|r| matches!(r, ConsumerRecord::Group(g) if g.group_epoch == 2)));
     assert!(records.iter().any(|r| matches!(r,
-        ConsumerRecord::Member(m) if m.member_epoch == 1 && count(&m.assigned) == 4)));
+        ConsumerRecord::Member(m) if m.member_epoch == 2 && count(&m.assigned) == 4)));
 }
 
 #[test]
@@ -118,9 +118,9 @@ fn an_incremental_heartbeat_gets_no_assignment_and_writes_nothing() {
     g.handle_heartbeat(join("a", &["t"]), &image, T0).unwrap();
     g.take_records();
     let r = g
-        .handle_heartbeat(beat("a", 1, parts(&[("t", &[0, 1])])), &image, T0)
+        .handle_heartbeat(beat("a", 2, parts(&[("t", &[0, 1])])), &image, T0)
         .unwrap();
-    assert_eq!(r.member_epoch, 1);
+    assert_eq!(r.member_epoch, 2);
     assert_eq!(r.assignment, None);
     assert!(g.take_records().is_empty());
 }
@@ -131,31 +131,31 @@ fn a_newcomer_gets_partitions_only_after_the_owner_revoked_them() {
     let mut g = group();
     g.handle_heartbeat(join("a", &["t"]), &image, T0).unwrap();
     let b = g.handle_heartbeat(join("b", &["t"]), &image, T0).unwrap();
-    assert_eq!(g.group_epoch(), 2);
+    assert_eq!(g.group_epoch(), 3);
     // b's target is half, but a still holds them: b is at epoch 2 with nothing.
-    assert_eq!(b.member_epoch, 2);
+    assert_eq!(b.member_epoch, 3);
     assert_eq!(b.assignment, Some(Partitions::new()));
     assert_eq!(g.state(), ConsumerGroupState::Reconciling);
     // a is asked to revoke: it stays at epoch 1 with the half it keeps.
     let a = g
-        .handle_heartbeat(beat("a", 1, parts(&[("t", &[0, 1, 2, 3])])), &image, T0)
+        .handle_heartbeat(beat("a", 2, parts(&[("t", &[0, 1, 2, 3])])), &image, T0)
         .unwrap();
-    assert_eq!(a.member_epoch, 1);
+    assert_eq!(a.member_epoch, 2);
     let kept = a.assignment.clone().unwrap();
     assert_eq!(count(&kept), 2);
     // b still gets nothing while a reports the partitions.
     let b = g
-        .handle_heartbeat(beat("b", 2, Partitions::new()), &image, T0)
+        .handle_heartbeat(beat("b", 3, Partitions::new()), &image, T0)
         .unwrap();
     assert_eq!(b.assignment, None);
     // a acknowledges: epoch 2.
     let a = g
-        .handle_heartbeat(beat("a", 1, kept.clone()), &image, T0)
+        .handle_heartbeat(beat("a", 2, kept.clone()), &image, T0)
         .unwrap();
-    assert_eq!(a.member_epoch, 2);
+    assert_eq!(a.member_epoch, 3);
     // Now b gets the other half.
     let b = g
-        .handle_heartbeat(beat("b", 2, Partitions::new()), &image, T0)
+        .handle_heartbeat(beat("b", 3, Partitions::new()), &image, T0)
         .unwrap();
     let got = b.assignment.unwrap();
     assert_eq!(count(&got), 2);
@@ -196,7 +196,7 @@ fn malformed_first_heartbeats_are_invalid_requests() {
         (
             "no subscription",
             ConsumerHeartbeat {
-                subscribed_topic_names: Some(Vec::new()),
+                subscribed_topic_names: None,
                 ..ok.clone()
             },
             "g",
@@ -245,7 +245,7 @@ fn malformed_first_heartbeats_are_invalid_requests() {
     ];
     for (what, req, group) in cases {
         assert_eq!(
-            validate(group, &req, &config),
+            validate(group, &req, &config).map_err(|r| r.error),
             Err(GroupError::InvalidRequest),
             "{what}"
         );
@@ -261,7 +261,7 @@ fn malformed_first_heartbeats_are_invalid_requests() {
         ..ok.clone()
     };
     assert_eq!(
-        validate("g", &bad_regex, &config),
+        validate("g", &bad_regex, &config).map_err(|r| r.error),
         Err(GroupError::InvalidRegularExpression)
     );
     let bad_assignor = ConsumerHeartbeat {
@@ -269,7 +269,7 @@ fn malformed_first_heartbeats_are_invalid_requests() {
         ..ok.clone()
     };
     assert_eq!(
-        validate("g", &bad_assignor, &config),
+        validate("g", &bad_assignor, &config).map_err(|r| r.error),
         Err(GroupError::UnsupportedAssignor)
     );
     let range = ConsumerHeartbeat {
@@ -285,33 +285,44 @@ fn epochs_ahead_or_stale_are_fenced_but_a_lost_response_is_accepted() {
     let mut g = group();
     g.handle_heartbeat(join("a", &["t"]), &image, T0).unwrap();
     let all = parts(&[("t", &[0, 1])]);
+    let fenced = Err(GroupError::FencedMemberEpoch);
     assert_eq!(
-        g.handle_heartbeat(beat("a", 2, all.clone()), &image, T0),
-        Err(GroupError::FencedMemberEpoch)
+        g.handle_heartbeat(beat("a", 3, all.clone()), &image, T0)
+            .map_err(|r| r.error),
+        fenced
     );
-    // Epoch 0 is a's previous epoch and it owns a subset of its assignment: the response
-    // with epoch 1 was lost.
-    let r = g
-        .handle_heartbeat(beat("a", 0, Partitions::new()), &image, T0)
-        .unwrap();
-    assert_eq!(r.member_epoch, 1);
-    // b joins (epoch 2); a moves to 2 after revoking; then epoch 1 with more than it has is
-    // fenced, and epoch 0 is no longer its previous one.
+    // b joins (epoch 3); a moves from 2 to 3 once it has revoked.
     g.handle_heartbeat(join("b", &["t"]), &image, T0).unwrap();
     let a = g
-        .handle_heartbeat(beat("a", 1, all.clone()), &image, T0)
+        .handle_heartbeat(beat("a", 2, all.clone()), &image, T0)
         .unwrap();
     let kept = a.assignment.unwrap();
-    let a = g.handle_heartbeat(beat("a", 1, kept), &image, T0).unwrap();
-    assert_eq!(a.member_epoch, 2);
+    let a = g
+        .handle_heartbeat(beat("a", 2, kept.clone()), &image, T0)
+        .unwrap();
+    assert_eq!(a.member_epoch, 3);
+    // Epoch 2 is a's previous epoch and it owns a subset of its assignment: the answer that
+    // moved it to 3 was lost. With more than it has, or two epochs back, it is fenced.
+    let r = g
+        .handle_heartbeat(beat("a", 2, kept.clone()), &image, T0)
+        .unwrap();
+    assert_eq!(r.member_epoch, 3);
     assert_eq!(
-        g.handle_heartbeat(beat("a", 1, all), &image, T0),
-        Err(GroupError::FencedMemberEpoch)
+        g.handle_heartbeat(beat("a", 2, all), &image, T0)
+            .map_err(|r| r.error),
+        fenced
     );
     assert_eq!(
-        g.handle_heartbeat(beat("a", 0, Partitions::new()), &image, T0),
-        Err(GroupError::FencedMemberEpoch)
+        g.handle_heartbeat(beat("a", 1, kept.clone()), &image, T0)
+            .map_err(|r| r.error),
+        fenced
     );
+    // Joining again with its own id (epoch 0) is not fenced: it gets its assignment again,
+    // and the group epoch stays (Kafka 4.4).
+    let r = g.handle_heartbeat(join("a", &["t"]), &image, T0).unwrap();
+    assert_eq!(r.member_epoch, 3);
+    assert_eq!(r.assignment, Some(kept));
+    assert_eq!(g.group_epoch(), 3);
 }
 
 #[test]
@@ -319,7 +330,8 @@ fn an_unknown_member_with_an_epoch_is_unknown() {
     let image = Image::with(&[("t", 2)]);
     let mut g = group();
     assert_eq!(
-        g.handle_heartbeat(beat("x", 3, Partitions::new()), &image, T0),
+        g.handle_heartbeat(beat("x", 4, Partitions::new()), &image, T0)
+            .map_err(|r| r.error),
         Err(GroupError::UnknownMemberId)
     );
     let leave = ConsumerHeartbeat {
@@ -327,7 +339,7 @@ fn an_unknown_member_with_an_epoch_is_unknown() {
         ..beat("x", -1, Partitions::new())
     };
     assert_eq!(
-        g.handle_heartbeat(leave, &image, T0),
+        g.handle_heartbeat(leave, &image, T0).map_err(|r| r.error),
         Err(GroupError::UnknownMemberId)
     );
 }
@@ -341,11 +353,12 @@ fn a_full_group_refuses_newcomers_but_serves_its_members() {
     });
     g.handle_heartbeat(join("a", &["t"]), &image, T0).unwrap();
     assert_eq!(
-        g.handle_heartbeat(join("b", &["t"]), &image, T0),
+        g.handle_heartbeat(join("b", &["t"]), &image, T0)
+            .map_err(|r| r.error),
         Err(GroupError::GroupMaxSizeReached)
     );
     assert!(g
-        .handle_heartbeat(beat("a", 1, parts(&[("t", &[0, 1])])), &image, T0)
+        .handle_heartbeat(beat("a", 2, parts(&[("t", &[0, 1])])), &image, T0)
         .is_ok());
 }
 
@@ -361,7 +374,7 @@ fn leaving_removes_the_member_and_bumps_the_epoch() {
     };
     let r = g.handle_heartbeat(leave, &image, T0).unwrap();
     assert_eq!(r.member_epoch, -1);
-    assert_eq!(g.group_epoch(), 2);
+    assert_eq!(g.group_epoch(), 3);
     assert_eq!(g.state(), ConsumerGroupState::Empty);
     let records = g.take_records();
     assert!(records.contains(&ConsumerRecord::RemoveMember(MemberId::new("a"))));
@@ -385,16 +398,16 @@ fn a_static_member_that_left_for_now_is_replaced_without_moving_partitions() {
         .unwrap();
     let a = g
         .handle_heartbeat(
-            beat("a1", 1, parts(&[("t", &[0, 1, 2, 3])])).with_instance("A"),
+            beat("a1", 2, parts(&[("t", &[0, 1, 2, 3])])).with_instance("A"),
             &image,
             T0,
         )
         .unwrap();
     let kept = a.assignment.unwrap();
-    g.handle_heartbeat(beat("a1", 1, kept.clone()).with_instance("A"), &image, T0)
+    g.handle_heartbeat(beat("a1", 2, kept.clone()).with_instance("A"), &image, T0)
         .unwrap();
     g.handle_heartbeat(
-        beat("b1", 2, Partitions::new()).with_instance("B"),
+        beat("b1", 3, Partitions::new()).with_instance("B"),
         &image,
         T0,
     )
@@ -403,12 +416,14 @@ fn a_static_member_that_left_for_now_is_replaced_without_moving_partitions() {
     let epoch = g.group_epoch();
     // A joins again under another id while a1 has not left: refused.
     assert_eq!(
-        g.handle_heartbeat(static_join("a2", "A"), &image, T0),
+        g.handle_heartbeat(static_join("a2", "A"), &image, T0)
+            .map_err(|r| r.error),
         Err(GroupError::UnreleasedInstanceId)
     );
     // Another id heartbeating for A: fenced.
     assert_eq!(
-        g.handle_heartbeat(beat("a2", 2, kept.clone()).with_instance("A"), &image, T0),
+        g.handle_heartbeat(beat("a2", 3, kept.clone()).with_instance("A"), &image, T0)
+            .map_err(|r| r.error),
         Err(GroupError::FencedInstanceId)
     );
     // a1 leaves for now (-2), a2 takes over with the same partitions and no new epoch.
@@ -449,13 +464,13 @@ fn a_silent_member_is_fenced_when_its_session_ends() {
     assert!(g.member(&MemberId::new("a")).is_some());
     g.handle_timeout(&image, T0.plus_ms(45_000));
     assert!(g.member(&MemberId::new("a")).is_none());
-    assert_eq!(g.group_epoch(), 3);
+    assert_eq!(g.group_epoch(), 4);
     // b's next heartbeat computes the new target: everything.
     let b = g
-        .handle_heartbeat(beat("b", 2, Partitions::new()), &image, later)
+        .handle_heartbeat(beat("b", 3, Partitions::new()), &image, later)
         .unwrap();
     assert_eq!(b.assignment, Some(parts(&[("t", &[0, 1])])));
-    assert_eq!(b.member_epoch, 3);
+    assert_eq!(b.member_epoch, 4);
 }
 
 #[test]
@@ -466,7 +481,7 @@ fn a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() {
     a.rebalance_timeout_ms = 10_000;
     g.handle_heartbeat(a, &image, T0).unwrap();
     g.handle_heartbeat(join("b", &["t"]), &image, T0).unwrap();
-    g.handle_heartbeat(beat("a", 1, parts(&[("t", &[0, 1])])), &image, T0)
+    g.handle_heartbeat(beat("a", 2, parts(&[("t", &[0, 1])])), &image, T0)
         .unwrap();
     assert_eq!(
         g.member(&MemberId::new("a")).unwrap().state,
@@ -475,8 +490,8 @@ fn a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() {
     // b keeps heartbeating; a keeps its sessions alive but never revokes.
     for s in 1..=10u64 {
         let now = T0.plus_ms(s * 1000);
-        let _ = g.handle_heartbeat(beat("a", 1, parts(&[("t", &[0, 1])])), &image, now);
-        let _ = g.handle_heartbeat(beat("b", 2, Partitions::new()), &image, now);
+        let _ = g.handle_heartbeat(beat("a", 2, parts(&[("t", &[0, 1])])), &image, now);
+        let _ = g.handle_heartbeat(beat("b", 3, Partitions::new()), &image, now);
         g.handle_timeout(&image, now);
     }
     assert!(g.member(&MemberId::new("a")).is_none());
@@ -495,17 +510,17 @@ fn more_partitions_or_a_matching_new_topic_start_a_new_target() {
     assert_eq!(r.assignment, Some(parts(&[("orders-1", &[0])])));
     image.set("orders-2", 2);
     let r = g
-        .handle_heartbeat(beat("a", 1, parts(&[("orders-1", &[0])])), &image, T0)
+        .handle_heartbeat(beat("a", 2, parts(&[("orders-1", &[0])])), &image, T0)
         .unwrap();
-    assert_eq!(r.member_epoch, 2);
+    assert_eq!(r.member_epoch, 3);
     assert_eq!(
         r.assignment,
         Some(parts(&[("orders-1", &[0]), ("orders-2", &[0, 1])]))
     );
     image.set("orders-1", 3);
     let owned = r.assignment.unwrap();
-    let r = g.handle_heartbeat(beat("a", 2, owned), &image, T0).unwrap();
-    assert_eq!(r.member_epoch, 3);
+    let r = g.handle_heartbeat(beat("a", 3, owned), &image, T0).unwrap();
+    assert_eq!(r.member_epoch, 4);
     assert_eq!(
         r.assignment,
         Some(parts(&[("orders-1", &[0, 1, 2]), ("orders-2", &[0, 1])]))
@@ -513,8 +528,8 @@ fn more_partitions_or_a_matching_new_topic_start_a_new_target() {
     // A topic that does not match changes nothing.
     let owned = r.assignment.unwrap();
     image.set("unrelated", 4);
-    let r = g.handle_heartbeat(beat("a", 3, owned), &image, T0).unwrap();
-    assert_eq!(r.member_epoch, 3);
+    let r = g.handle_heartbeat(beat("a", 4, owned), &image, T0).unwrap();
+    assert_eq!(r.member_epoch, 4);
     assert_eq!(r.assignment, None);
 }
 
@@ -529,16 +544,16 @@ fn offset_commits_and_fetches_check_the_member_epoch() {
     );
     g.handle_heartbeat(join("a", &["t"]), &image, T0).unwrap();
     let a = MemberId::new("a");
-    assert_eq!(g.validate_offset_commit(&a, 1, false, 9), Ok(()));
+    assert_eq!(g.validate_offset_commit(&a, 2, false, 9), Ok(()));
     assert_eq!(
-        g.validate_offset_commit(&a, 0, false, 9),
+        g.validate_offset_commit(&a, 1, false, 9),
         Err(GroupError::StaleMemberEpoch)
     );
     assert_eq!(
-        g.validate_offset_commit(&a, 1, false, 8),
+        g.validate_offset_commit(&a, 2, false, 8),
         Err(GroupError::UnsupportedVersion)
     );
-    assert_eq!(g.validate_offset_commit(&a, 1, true, 3), Ok(()));
+    assert_eq!(g.validate_offset_commit(&a, 2, true, 3), Ok(()));
     assert_eq!(
         g.validate_offset_commit(&MemberId::new("x"), 1, false, 9),
         Err(GroupError::UnknownMemberId)
@@ -548,9 +563,9 @@ fn offset_commits_and_fetches_check_the_member_epoch() {
         Err(GroupError::UnknownMemberId)
     );
     assert_eq!(g.validate_offset_fetch(None, -1), Ok(()));
-    assert_eq!(g.validate_offset_fetch(Some(&a), 1), Ok(()));
+    assert_eq!(g.validate_offset_fetch(Some(&a), 2), Ok(()));
     assert_eq!(
-        g.validate_offset_fetch(Some(&a), 2),
+        g.validate_offset_fetch(Some(&a), 3),
         Err(GroupError::StaleMemberEpoch)
     );
     assert_eq!(
@@ -604,9 +619,9 @@ fn a_stored_group_comes_back_as_it_was() {
     assert_eq!(back.state(), g.state());
     let mut back = back;
     let a = back
-        .handle_heartbeat(beat("a", 1, parts(&[("t", &[0, 1, 2, 3])])), &image, T0)
+        .handle_heartbeat(beat("a", 2, parts(&[("t", &[0, 1, 2, 3])])), &image, T0)
         .unwrap();
-    assert_eq!(a.member_epoch, 1, "a still has to revoke");
+    assert_eq!(a.member_epoch, 2, "a still has to revoke");
     assert_eq!(count(&a.assignment.unwrap()), 2);
 }
 
