@@ -38,6 +38,16 @@ pub struct Broker {
     store: Arc<EmbeddedStore>,
     /// The node's storage task: every durable write goes through it.
     pub storage: Storage,
+    /// Held by each change of a topic's stored record (create, configs, partitions, delete)
+    /// from reading the topic to applying the change: each writes the whole record, so two at
+    /// once could store a stale count or stale configs last.
+    topic_writes: tokio::sync::Mutex<()>,
+}
+
+/// The right to change topic records, from [`Broker::topic_writes`]: whatever was read about
+/// topics while it is held is still true when the change is applied.
+pub struct TopicWrites<'a> {
+    _guard: tokio::sync::MutexGuard<'a, ()>,
 }
 
 /// Allocates producer ids: a counter, never reusing an id within a run.
@@ -145,6 +155,7 @@ impl Broker {
             coordinator,
             store,
             storage,
+            topic_writes: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -183,7 +194,8 @@ impl Broker {
     }
 
     /// Makes a topic created at run time durable (with the next group commit), so Metadata
-    /// is the same after a restart.
+    /// is the same after a restart. Not under [`TopicWrites`] (Metadata does not wait): the
+    /// record is queued the moment after the topic appears, before a client has been told of it.
     fn persist_topic(&self, topic: &Topic) {
         let name = topic.name.clone();
         self.storage.submit(
@@ -211,6 +223,7 @@ impl Broker {
         partitions: i32,
         configs: TopicConfigs,
     ) -> Result<(Topic, Result<(), StoreError>), CreateError> {
+        let _writes = self.topic_writes().await;
         let topic = self.topics.create(name, partitions)?;
         self.logs
             .configure(topic.id, LogSettings::new(&configs, &self.config));
@@ -236,10 +249,16 @@ impl Broker {
         topic: &Topic,
         configs: TopicConfigs,
     ) -> Result<(), StoreError> {
+        let _writes = self.topic_writes().await;
+        // The count as it is now: CreatePartitions may have raised it since `topic` was read.
+        let partitions = self
+            .topics
+            .get(&topic.name)
+            .map_or(topic.partitions, |t| t.partitions);
         self.storage
             .write(vec![Mutation::PutTopic {
                 name: topic.name.clone(),
-                partitions: topic.partitions,
+                partitions,
                 configs: configs.clone(),
             }])
             .await?;
@@ -256,6 +275,7 @@ impl Broker {
     /// # Errors
     /// The store could not delete the record; the topic is left as it was.
     pub async fn delete_topic(&self, name: &str) -> Result<Option<Topic>, StoreError> {
+        let _writes = self.topic_writes().await;
         if self.topics.get(name).is_none() {
             return Ok(None);
         }
@@ -270,6 +290,46 @@ impl Broker {
         self.logs.remove_topic(&topic);
         tracing::info!(topic = name, "deleted topic");
         Ok(Some(topic))
+    }
+
+    /// Waits for the right to change topic records ([`TopicWrites`]).
+    pub async fn topic_writes(&self) -> TopicWrites<'_> {
+        TopicWrites {
+            _guard: self.topic_writes.lock().await,
+        }
+    }
+
+    /// Raises each `(topic, count)` of `grow` to `count` partitions (CreatePartitions): the new
+    /// counts are stored first, in one write with each topic's configs, and served once that
+    /// write is durable; the new partitions' logs start empty on first use. The caller read
+    /// the topics and checked the counts while holding `_writes`.
+    ///
+    /// # Errors
+    /// The store's error; no topic changed then.
+    pub async fn add_partitions(
+        &self,
+        _writes: &TopicWrites<'_>,
+        grow: &[(Topic, i32)],
+    ) -> Result<(), StoreError> {
+        let mutations = grow
+            .iter()
+            .map(|(topic, count)| Mutation::PutTopic {
+                name: topic.name.clone(),
+                partitions: *count,
+                configs: self.topics.configs(&topic.name),
+            })
+            .collect();
+        self.storage.write(mutations).await?;
+        for (topic, count) in grow {
+            self.topics.add_partitions(&topic.name, *count);
+            tracing::info!(
+                topic = %topic.name,
+                from = topic.partitions,
+                to = count,
+                "added partitions"
+            );
+        }
+        Ok(())
     }
 
     pub fn node_id(&self) -> i32 {
