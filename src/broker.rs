@@ -413,6 +413,41 @@ fn base64url(bytes: &[u8; 16]) -> String {
 mod tests {
     use super::*;
 
+    /// AlterConfigs holding a topic read before CreatePartitions raised it stores the raised
+    /// count, not the one it read: the record is whole, so a stale count would win at restart.
+    #[tokio::test]
+    async fn a_configs_change_after_added_partitions_stores_the_new_count() {
+        let dir = std::env::temp_dir().join(format!("koord-broker-grow-{}", uuid::Uuid::new_v4()));
+        let config = Config {
+            data_dir: dir.clone(),
+            ..Config::default()
+        };
+        let broker = Broker::new(config).unwrap();
+        let (read_before, stored) = broker
+            .create_topic("g", 2, TopicConfigs::new())
+            .await
+            .unwrap();
+        stored.unwrap();
+        {
+            let writes = broker.topic_writes().await;
+            broker
+                .add_partitions(&writes, &[(read_before.clone(), 5)])
+                .await
+                .unwrap();
+        }
+        let mut configs = TopicConfigs::new();
+        configs.insert("retention.ms".into(), "1000".into());
+        broker
+            .set_topic_configs(&read_before, configs.clone())
+            .await
+            .unwrap();
+        assert_eq!(broker.topics.get("g").map(|t| t.partitions), Some(5));
+        let stored = broker.store.load_topics().unwrap();
+        assert_eq!(stored, vec![("g".to_string(), 5, configs)]);
+        drop(broker);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     #[test]
     fn cluster_id_is_22_url_safe_chars_and_kept() {
         let dir = std::env::temp_dir().join(format!("koord-broker-test-{}", std::process::id()));

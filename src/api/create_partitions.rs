@@ -92,31 +92,40 @@ pub fn java_hash_set_order<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<
 }
 
 /// Kafka's `validateManualPartitionAssignment` with one broker, `node`: the ids are checked in
-/// ascending order, each registered and none twice. (Its last check, as many replicas as the
-/// topic's other partitions have, cannot fail here: more than one id means a stranger or a
-/// repeat.)
+/// ascending order, each registered and none twice, so the first failure is the smallest id
+/// below `node`, else `node` twice, else the smallest id above it (found in one pass, no sort of
+/// a list the peer sized). Its last check, as many replicas as the topic's other partitions
+/// have, cannot fail here: more than one id means a stranger or a repeat.
 fn check_replicas(ids: &[BrokerId], node: i32) -> Result<(), Failure> {
     let invalid = |m: String| Err((ResponseError::InvalidReplicaAssignment, Some(m)));
+    let unknown = |id: i32| {
+        invalid(format!(
+            "The manual partition assignment includes broker {id}, but no such broker is registered."
+        ))
+    };
     if ids.is_empty() {
         return invalid("The manual partition assignment includes an empty replica list.".into());
     }
-    let mut sorted: Vec<i32> = ids.iter().map(|b| b.0).collect();
-    sorted.sort_unstable();
-    let mut previous = None;
-    for id in sorted {
-        if id != node {
-            return invalid(format!(
-                "The manual partition assignment includes broker {id}, but no such broker is registered."
-            ));
+    let (mut below, mut this, mut above) = (None::<i32>, 0usize, None::<i32>);
+    for &BrokerId(id) in ids {
+        match id.cmp(&node) {
+            std::cmp::Ordering::Less => below = Some(below.map_or(id, |b| b.min(id))),
+            std::cmp::Ordering::Equal => this += 1,
+            std::cmp::Ordering::Greater => above = Some(above.map_or(id, |a| a.min(id))),
         }
-        if previous == Some(id) {
-            return invalid(format!(
-                "The manual partition assignment includes the broker {id} more than once."
-            ));
-        }
-        previous = Some(id);
     }
-    Ok(())
+    if let Some(id) = below {
+        return unknown(id);
+    }
+    if this > 1 {
+        return invalid(format!(
+            "The manual partition assignment includes the broker {node} more than once."
+        ));
+    }
+    match above {
+        Some(id) => unknown(id),
+        None => Ok(()),
+    }
 }
 
 /// The topic `t` names, if `t` is a valid increase of it.
@@ -319,6 +328,28 @@ mod tests {
             names.push(names[0]);
             assert_eq!(java_hash_set_order(names).join(","), iterated);
         }
+    }
+
+    #[test]
+    fn replicas_fail_as_kafkas_sorted_walk_does() {
+        let node = 5;
+        let message = |ids: &[i32]| {
+            let ids: Vec<BrokerId> = ids.iter().copied().map(BrokerId).collect();
+            check_replicas(&ids, node).err().and_then(|(_, m)| m)
+        };
+        let unknown = |id: i32| {
+            Some(format!(
+                "The manual partition assignment includes broker {id}, but no such broker is registered."
+            ))
+        };
+        let twice = Some(format!(
+            "The manual partition assignment includes the broker {node} more than once."
+        ));
+        assert_eq!(message(&[5]), None);
+        assert_eq!(message(&[9, 5, 5, 3, 1]), unknown(1));
+        assert_eq!(message(&[9, 5, 5, 7]), twice);
+        assert_eq!(message(&[9, 5, 7]), unknown(7));
+        assert_eq!(message(&[i32::MAX, i32::MIN]), unknown(i32::MIN));
     }
 
     #[tokio::test]
