@@ -7,7 +7,8 @@ defaults: koord started with nothing but its port and data dir, as a user would 
 - A group of Java consumers whose assignor only the client knows ("koord-custom",
   java/.../CustomAssignor.java) gets exactly the leader's assignment and user data.
 - kafka-topics and kafka-configs (kafka-tools 4.4) create, describe, alter and delete a topic
-  with configs.
+  with configs, and kafka-topics adds partitions to it (and refuses a count that is no increase,
+  with Kafka's message).
 
 Every wait is on an event (a JSON line of a client, a record read back, an answer of the broker),
 with a deadline that only bounds a failure. KOORD_BOOTSTRAP=HOST:PORT runs the same tests
@@ -408,6 +409,14 @@ def tool(main_class, bootstrap, *args):
     return out
 
 
+def tool_fails(main_class, bootstrap, *args):
+    """Runs a kafka-tools command line that must fail; returns its stdout."""
+    p = subprocess.run(java_command(main_class, "--bootstrap-server", bootstrap, *args),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0, f"{' '.join(args)} succeeded\nstdout: {p.stdout[-2000:]}"
+    return p.stdout
+
+
 def topics_described(out):
     """kafka-topics --describe: the topic line's fields (PartitionCount, Configs, ...) and the
     partition lines."""
@@ -426,7 +435,8 @@ def dynamic_configs(out):
 def test_kafka_topics_and_kafka_configs_tools(bootstrap, request):
     """kafka-topics creates a topic with --config retention.ms and describes it (3 partitions,
     the config shown); kafka-configs describes the config, adds max.message.bytes, and both tools
-    show both; kafka-topics deletes it and --list no longer has it."""
+    show both; kafka-topics --alter raises it to 5 partitions (a produced record reaches the new
+    last one) and refuses 4; kafka-topics deletes it and --list no longer has it."""
     topic = unique(request, "topic")[-60:].lstrip("-")
 
     # A client per question: none outlives the broker (a failed test's traceback keeps its
@@ -467,6 +477,30 @@ def test_kafka_topics_and_kafka_configs_tools(bootstrap, request):
     assert dynamic_configs(configs_out) == both, configs_out
     _, configs, _ = topics_described(topic_out)
     assert {k: configs.get(k) for k in both} == both, configs
+
+    tool(TOPIC_COMMAND, bootstrap, "--alter", "--topic", topic, "--partitions", "5")
+
+    def partitions_are(n):
+        topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+        return True if topic in topics and len(topics[topic].partitions) == n else None
+
+    wait_until(f"{topic} has 5 partitions", lambda: partitions_are(5), timeout=30)
+    fields, configs, parts = topics_described(tool(TOPIC_COMMAND, bootstrap, *describe_topic[1:]))
+    assert fields["PartitionCount"] == "5" and len(parts) == 5, (fields, parts)
+    assert {k: configs.get(k) for k in both} == both, configs
+
+    def produce_to(partition):
+        delivered = []
+        producer = Producer({"bootstrap.servers": bootstrap})
+        producer.produce(topic, value=b"new", partition=partition,
+                         on_delivery=lambda e, m: delivered.append((e, m.partition())))
+        producer.flush(30)
+        return delivered
+
+    assert produce_to(4) == [(None, 4)]
+    out = tool_fails(TOPIC_COMMAND, bootstrap, "--alter", "--topic", topic, "--partitions", "4")
+    assert (f"The topic {topic} currently has 5 partition(s); 4 would not be an increase."
+            in out), out
 
     tool(TOPIC_COMMAND, bootstrap, "--delete", "--topic", topic)
     wait_until(f"{topic} gone from the metadata", lambda: metadata_has(False), timeout=30)

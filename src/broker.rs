@@ -38,6 +38,16 @@ pub struct Broker {
     store: Arc<EmbeddedStore>,
     /// The node's storage task: every durable write goes through it.
     pub storage: Storage,
+    /// Held by each change of a topic's stored record (create, configs, partitions, delete)
+    /// from reading the topic to applying the change: each writes the whole record, so two at
+    /// once could store a stale count or stale configs last.
+    topic_writes: tokio::sync::Mutex<()>,
+}
+
+/// The right to change topic records, from [`Broker::topic_writes`]: whatever was read about
+/// topics while it is held is still true when the change is applied.
+pub struct TopicWrites<'a> {
+    _guard: tokio::sync::MutexGuard<'a, ()>,
 }
 
 /// Allocates producer ids: a counter, never reusing an id within a run.
@@ -145,6 +155,7 @@ impl Broker {
             coordinator,
             store,
             storage,
+            topic_writes: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -183,7 +194,8 @@ impl Broker {
     }
 
     /// Makes a topic created at run time durable (with the next group commit), so Metadata
-    /// is the same after a restart.
+    /// is the same after a restart. Not under [`TopicWrites`] (Metadata does not wait): the
+    /// record is queued the moment after the topic appears, before a client has been told of it.
     fn persist_topic(&self, topic: &Topic) {
         let name = topic.name.clone();
         self.storage.submit(
@@ -211,6 +223,7 @@ impl Broker {
         partitions: i32,
         configs: TopicConfigs,
     ) -> Result<(Topic, Result<(), StoreError>), CreateError> {
+        let _writes = self.topic_writes().await;
         let topic = self.topics.create(name, partitions)?;
         self.logs
             .configure(topic.id, LogSettings::new(&configs, &self.config));
@@ -236,10 +249,16 @@ impl Broker {
         topic: &Topic,
         configs: TopicConfigs,
     ) -> Result<(), StoreError> {
+        let _writes = self.topic_writes().await;
+        // The count as it is now: CreatePartitions may have raised it since `topic` was read.
+        let partitions = self
+            .topics
+            .get(&topic.name)
+            .map_or(topic.partitions, |t| t.partitions);
         self.storage
             .write(vec![Mutation::PutTopic {
                 name: topic.name.clone(),
-                partitions: topic.partitions,
+                partitions,
                 configs: configs.clone(),
             }])
             .await?;
@@ -256,6 +275,7 @@ impl Broker {
     /// # Errors
     /// The store could not delete the record; the topic is left as it was.
     pub async fn delete_topic(&self, name: &str) -> Result<Option<Topic>, StoreError> {
+        let _writes = self.topic_writes().await;
         if self.topics.get(name).is_none() {
             return Ok(None);
         }
@@ -270,6 +290,46 @@ impl Broker {
         self.logs.remove_topic(&topic);
         tracing::info!(topic = name, "deleted topic");
         Ok(Some(topic))
+    }
+
+    /// Waits for the right to change topic records ([`TopicWrites`]).
+    pub async fn topic_writes(&self) -> TopicWrites<'_> {
+        TopicWrites {
+            _guard: self.topic_writes.lock().await,
+        }
+    }
+
+    /// Raises each `(topic, count)` of `grow` to `count` partitions (CreatePartitions): the new
+    /// counts are stored first, in one write with each topic's configs, and served once that
+    /// write is durable; the new partitions' logs start empty on first use. The caller read
+    /// the topics and checked the counts while holding `_writes`.
+    ///
+    /// # Errors
+    /// The store's error; no topic changed then.
+    pub async fn add_partitions(
+        &self,
+        _writes: &TopicWrites<'_>,
+        grow: &[(Topic, i32)],
+    ) -> Result<(), StoreError> {
+        let mutations = grow
+            .iter()
+            .map(|(topic, count)| Mutation::PutTopic {
+                name: topic.name.clone(),
+                partitions: *count,
+                configs: self.topics.configs(&topic.name),
+            })
+            .collect();
+        self.storage.write(mutations).await?;
+        for (topic, count) in grow {
+            self.topics.add_partitions(&topic.name, *count);
+            tracing::info!(
+                topic = %topic.name,
+                from = topic.partitions,
+                to = count,
+                "added partitions"
+            );
+        }
+        Ok(())
     }
 
     pub fn node_id(&self) -> i32 {
@@ -352,6 +412,41 @@ fn base64url(bytes: &[u8; 16]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// AlterConfigs holding a topic read before CreatePartitions raised it stores the raised
+    /// count, not the one it read: the record is whole, so a stale count would win at restart.
+    #[tokio::test]
+    async fn a_configs_change_after_added_partitions_stores_the_new_count() {
+        let dir = std::env::temp_dir().join(format!("koord-broker-grow-{}", uuid::Uuid::new_v4()));
+        let config = Config {
+            data_dir: dir.clone(),
+            ..Config::default()
+        };
+        let broker = Broker::new(config).unwrap();
+        let (read_before, stored) = broker
+            .create_topic("g", 2, TopicConfigs::new())
+            .await
+            .unwrap();
+        stored.unwrap();
+        {
+            let writes = broker.topic_writes().await;
+            broker
+                .add_partitions(&writes, &[(read_before.clone(), 5)])
+                .await
+                .unwrap();
+        }
+        let mut configs = TopicConfigs::new();
+        configs.insert("retention.ms".into(), "1000".into());
+        broker
+            .set_topic_configs(&read_before, configs.clone())
+            .await
+            .unwrap();
+        assert_eq!(broker.topics.get("g").map(|t| t.partitions), Some(5));
+        let stored = broker.store.load_topics().unwrap();
+        assert_eq!(stored, vec![("g".to_string(), 5, configs)]);
+        drop(broker);
+        let _ = std::fs::remove_dir_all(dir);
+    }
 
     #[test]
     fn cluster_id_is_22_url_safe_chars_and_kept() {

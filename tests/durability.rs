@@ -387,3 +387,85 @@ fn acknowledged_topic_configs_survive_kill_9() {
         ]
     );
 }
+
+/// Partitions added by CreatePartitions are durable once acknowledged: kill -9, restart, and
+/// Metadata serves the new counts, for a created topic (its configs kept) and for one from
+/// `topics` (the stored count wins over the configured one).
+#[test]
+fn added_partitions_survive_kill_9() {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::{
+        CreatePartitionsRequest, CreateTopicsRequest, DescribeConfigsRequest,
+    };
+    let Some(mut koord) = Koord::start_owned("added_partitions_survive_kill_9", &["topics=t:50"])
+    else {
+        return;
+    };
+    let mut c = koord.connect();
+    let created = c.send(
+        7,
+        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(s("grown")))
+            .with_num_partitions(2)
+            .with_replication_factor(1)
+            .with_configs(vec![CreatableTopicConfig::default()
+                .with_name(s("cleanup.policy"))
+                .with_value(Some(s("compact")))])]),
+    );
+    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+    // (Without assignments the entries need `None`: the crate's default, like Java's, is an
+    // empty list, which asks for no new partitions at all.)
+    let grown = c.send(
+        3,
+        &CreatePartitionsRequest::default()
+            .with_timeout_ms(5_000)
+            .with_topics(vec![
+                CreatePartitionsTopic::default()
+                    .with_name(TopicName(s("grown")))
+                    .with_count(5)
+                    .with_assignments(None),
+                CreatePartitionsTopic::default()
+                    .with_name(TopicName(s(TOPIC)))
+                    .with_count(60)
+                    .with_assignments(None),
+            ]),
+    );
+    assert!(grown.results.iter().all(|r| r.error_code == 0), "{grown:?}");
+    let counts = |c: &mut Client| {
+        let resp = c.send(9, &MetadataRequest::default().with_topics(None));
+        let mut counts: Vec<(String, usize)> = resp
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default(),
+                    t.partitions.len(),
+                )
+            })
+            .collect();
+        counts.sort();
+        counts
+    };
+    let expected = vec![("grown".to_string(), 5), ("t".to_string(), 60)];
+    assert_eq!(counts(&mut c), expected);
+    drop(c);
+    koord.kill9();
+    koord.restart();
+    let mut c = koord.connect();
+    assert_eq!(counts(&mut c), expected);
+    let described = c.send(
+        4,
+        &DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("grown"))
+            .with_configuration_keys(Some(vec![s("cleanup.policy")]))]),
+    );
+    let policy = &described.results[0].configs[0];
+    assert_eq!(
+        (policy.value.as_deref(), policy.config_source),
+        (Some("compact"), 1),
+        "{described:?}"
+    );
+}

@@ -21,6 +21,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use common::{api_versions_request, frame, Client, Koord, DEADLINE};
 use kafka_protocol::error::ParseResponseErrorCode;
 use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::messages::create_partitions_request::{
+    CreatePartitionsAssignment, CreatePartitionsTopic,
+};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_records_request::{
@@ -58,13 +61,14 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, BrokerId, ConsumerProtocolSubscription, CreateTopicsRequest,
-    CreateTopicsResponse, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId,
-    HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, JoinGroupResponse,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse,
-    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
-    ProduceRequest, ResponseHeader, ResponseKind, SyncGroupRequest, TopicName,
+    ApiKey, ApiVersionsResponse, BrokerId, ConsumerProtocolSubscription, CreatePartitionsRequest,
+    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteGroupsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest,
+    FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
+    MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, ResponseHeader, ResponseKind,
+    SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
@@ -808,6 +812,7 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::IncrementalAlterConfigs => probe_incremental_alter_configs,
         ApiKey::DeleteRecords => probe_delete_records,
         ApiKey::DeleteTopics => probe_delete_topics,
+        ApiKey::CreatePartitions => probe_create_partitions,
         _ => return None,
     })
 }
@@ -1772,6 +1777,386 @@ fn create_topics_duplicate_names_are_invalid_request() {
         assert_eq!(err(result(&resp, &fine).error_code), None, "v{v}");
         await_topic(&mut c, &fine, 1);
     }
+}
+
+// --- CreatePartitions ------------------------------------------------------------------------
+
+/// An entry of a CreatePartitions request: `name` to `count` partitions, with `assignments`
+/// (broker ids per new partition) if given.
+fn grow(name: &str, count: i32, assignments: Option<Vec<Vec<i32>>>) -> CreatePartitionsTopic {
+    CreatePartitionsTopic::default()
+        .with_name(topic_name(name))
+        .with_count(count)
+        .with_assignments(assignments.map(|a| {
+            a.into_iter()
+                .map(|ids| {
+                    CreatePartitionsAssignment::default()
+                        .with_broker_ids(ids.into_iter().map(BrokerId).collect())
+                })
+                .collect()
+        }))
+}
+
+fn create_partitions(
+    c: &mut Client,
+    version: i16,
+    topics: Vec<CreatePartitionsTopic>,
+    timeout_ms: i32,
+    validate_only: bool,
+) -> CreatePartitionsResponse {
+    c.send(
+        version,
+        &CreatePartitionsRequest::default()
+            .with_topics(topics)
+            .with_timeout_ms(timeout_ms)
+            .with_validate_only(validate_only),
+    )
+}
+
+/// Each result of a CreatePartitions answer, in order: name, error, message.
+fn grown(resp: &CreatePartitionsResponse) -> Vec<(String, Option<ResponseError>, Option<String>)> {
+    resp.results
+        .iter()
+        .map(|r| {
+            (
+                r.name.0.to_string(),
+                err(r.error_code),
+                r.error_message.as_ref().map(|m| m.to_string()),
+            )
+        })
+        .collect()
+}
+
+/// The one result of a CreatePartitions of `topics` that must all be answered alike.
+fn grow_one(
+    c: &mut Client,
+    version: i16,
+    topic: CreatePartitionsTopic,
+    validate_only: bool,
+) -> (Option<ResponseError>, Option<String>) {
+    let name = topic.name.0.to_string();
+    let resp = create_partitions(c, version, vec![topic], 5_000, validate_only);
+    let mut results = grown(&resp);
+    assert_eq!(results.len(), 1, "v{version}: {resp:?}");
+    let (n, e, m) = results.remove(0);
+    assert_eq!(n, name, "v{version}");
+    (e, m)
+}
+
+/// Creates a topic with one partition, raises it to 3 at `v`, and produces to and fetches from
+/// the new last partition.
+fn probe_create_partitions(c: &mut Client, v: i16) {
+    let topic = new_topic(c, "probe-cp", 1);
+    assert_eq!(
+        grow_one(c, v, grow(&topic.name, 3, None), false),
+        (None, None),
+        "v{v}"
+    );
+    await_topic(c, &topic.name, 3);
+    let p = produce(c, 9, &topic, 2, batch(0, &["new"], None));
+    assert_eq!((err(p.error_code), p.base_offset), (None, 0), "v{v}: {p:?}");
+    let f = fetch(c, 12, &topic, 2, 0);
+    assert_eq!(values(&f.records), vec![(0, "new".to_string())], "v{v}");
+}
+
+#[test]
+fn create_partitions_at_lowest_and_highest_version() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    for v in ends(&mut c, ApiKey::CreatePartitions) {
+        probe_create_partitions(&mut c, v);
+    }
+}
+
+/// Every partition of a grown topic is served: Metadata lists them, and each takes a produce
+/// and gives it back; the old partitions keep their records.
+#[test]
+fn create_partitions_new_partitions_are_served_and_old_ones_kept() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "cp-served", 2);
+    produce(&mut c, 9, &topic, 1, batch(0, &["old"], None));
+    assert_eq!(
+        grow_one(&mut c, 3, grow(&topic.name, 6, None), false),
+        (None, None)
+    );
+    await_topic(&mut c, &topic.name, 6);
+    let md = metadata(&mut c, 12, &named_topics(&[&topic.name]));
+    let indexes: Vec<i32> = find_topic(&md, &topic.name)
+        .unwrap()
+        .partitions
+        .iter()
+        .map(|p| p.partition_index)
+        .collect();
+    assert_eq!(indexes, (0..6).collect::<Vec<_>>());
+    for p in 2..6 {
+        let r = produce(&mut c, 9, &topic, p, batch(0, &["new"], None));
+        assert_eq!(err(r.error_code), None, "partition {p}: {r:?}");
+        let f = fetch(&mut c, 12, &topic, p, 0);
+        assert_eq!(
+            values(&f.records),
+            vec![(0, "new".to_string())],
+            "partition {p}"
+        );
+    }
+    let f = fetch(&mut c, 12, &topic, 1, 0);
+    assert_eq!(values(&f.records), vec![(0, "old".to_string())]);
+}
+
+#[test]
+fn create_partitions_not_an_increase_unknown_and_duplicate_names() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let invalid = Some(ResponseError::InvalidPartitions);
+    for v in ends(&mut c, ApiKey::CreatePartitions) {
+        let name = common::unique("cp-counts");
+        create_topic(&mut c, &name, 3);
+        let same = Some("Topic already has 3 partition(s).".to_string());
+        assert_eq!(
+            grow_one(&mut c, v, grow(&name, 3, None), false),
+            (invalid, same)
+        );
+        for count in [2, 0, -1, i32::MIN] {
+            let lower = format!(
+                "The topic {name} currently has 3 partition(s); {count} would not be an increase."
+            );
+            assert_eq!(
+                grow_one(&mut c, v, grow(&name, count, None), false),
+                (invalid, Some(lower)),
+                "v{v} {count}"
+            );
+        }
+        let nope = common::unique("cp-nope");
+        let unknown = Some(ResponseError::UnknownTopicOrPartition);
+        for count in [1, 5, i32::MAX] {
+            assert_eq!(
+                grow_one(&mut c, v, grow(&nope, count, None), false),
+                (unknown, None),
+                "v{v} {count}"
+            );
+        }
+        // A name given twice is refused, once; the rest of the request is served.
+        let other = common::unique("cp-other");
+        create_topic(&mut c, &other, 1);
+        let resp = create_partitions(
+            &mut c,
+            v,
+            vec![
+                grow(&name, 4, None),
+                grow(&other, 2, None),
+                grow(&name, 5, None),
+            ],
+            5_000,
+            false,
+        );
+        assert_eq!(
+            grown(&resp),
+            vec![
+                (
+                    name.clone(),
+                    Some(ResponseError::InvalidRequest),
+                    Some("Duplicate topic name.".to_string())
+                ),
+                (other.clone(), None, None),
+            ],
+            "v{v}"
+        );
+        await_topic(&mut c, &other, 2);
+        let md = metadata(&mut c, 12, &named_topics(&[&name]));
+        assert_eq!(find_topic(&md, &name).unwrap().partitions.len(), 3, "v{v}");
+    }
+}
+
+#[test]
+fn create_partitions_manual_assignments_must_name_this_broker_once_per_new_partition() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let (node, _, _) = this_broker(&mut c);
+    let bad = Some(ResponseError::InvalidReplicaAssignment);
+    let stranger = node + 1;
+    for v in ends(&mut c, ApiKey::CreatePartitions) {
+        let name = common::unique("cp-assign");
+        create_topic(&mut c, &name, 1);
+        for (assignments, message) in [
+            (vec![vec![node]], "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.".to_string()),
+            (vec![], "Attempted to add 2 additional partition(s), but only 0 assignment(s) were specified.".to_string()),
+            (vec![vec![node]; 3], "Attempted to add 2 additional partition(s), but only 3 assignment(s) were specified.".to_string()),
+            (vec![vec![node], vec![]], "The manual partition assignment includes an empty replica list.".to_string()),
+            (vec![vec![node], vec![stranger]], format!("The manual partition assignment includes broker {stranger}, but no such broker is registered.")),
+            (vec![vec![node], vec![stranger, node]], format!("The manual partition assignment includes broker {stranger}, but no such broker is registered.")),
+            (vec![vec![node], vec![-1]], "The manual partition assignment includes broker -1, but no such broker is registered.".to_string()),
+            (vec![vec![node, node], vec![node]], format!("The manual partition assignment includes the broker {node} more than once.")),
+        ] {
+            for validate_only in [true, false] {
+                assert_eq!(
+                    grow_one(&mut c, v, grow(&name, 3, Some(assignments.clone())), validate_only),
+                    (bad, Some(message.clone())),
+                    "v{v} {assignments:?}"
+                );
+            }
+        }
+        let md = metadata(&mut c, 12, &named_topics(&[&name]));
+        assert_eq!(find_topic(&md, &name).unwrap().partitions.len(), 1, "v{v}");
+        let ok = grow(&name, 3, Some(vec![vec![node], vec![node]]));
+        assert_eq!(grow_one(&mut c, v, ok, false), (None, None), "v{v}");
+        await_topic(&mut c, &name, 3);
+    }
+}
+
+#[test]
+fn create_partitions_validate_only_changes_nothing() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    for v in ends(&mut c, ApiKey::CreatePartitions) {
+        let name = common::unique("cp-validate");
+        create_topic(&mut c, &name, 2);
+        assert_eq!(
+            grow_one(&mut c, v, grow(&name, 5, None), true),
+            (None, None),
+            "v{v}"
+        );
+        // Still 2: the same increase is valid again, and a count of 2 is no increase.
+        assert_eq!(
+            grow_one(&mut c, v, grow(&name, 5, None), true),
+            (None, None),
+            "v{v}"
+        );
+        assert_eq!(
+            grow_one(&mut c, v, grow(&name, 2, None), true),
+            (
+                Some(ResponseError::InvalidPartitions),
+                Some("Topic already has 2 partition(s).".to_string())
+            ),
+            "v{v}"
+        );
+        let md = metadata(&mut c, 12, &named_topics(&[&name]));
+        assert_eq!(find_topic(&md, &name).unwrap().partitions.len(), 2, "v{v}");
+    }
+}
+
+/// Kafka's controller call fails as a whole: every entry of the request (duplicates too, in
+/// request order) gets REQUEST_TIMED_OUT for a timeout of 0 or less, POLICY_VIOLATION when more
+/// than 10000 partitions would be added in all. Neither applies when only duplicates are left.
+#[test]
+fn create_partitions_timeout_and_too_many_partitions_fail_the_whole_request() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let [lo, hi] = ends(&mut c, ApiKey::CreatePartitions);
+    let a = common::unique("cp-whole-a");
+    let b = common::unique("cp-whole-b");
+    create_topic(&mut c, &a, 1);
+    create_topic(&mut c, &b, 1);
+    let nope = common::unique("cp-whole-nope");
+    let every = |resp: &CreatePartitionsResponse, e: ResponseError, m: Option<&str>| {
+        grown(resp)
+            .into_iter()
+            .map(|(n, got, message)| {
+                assert_eq!((got, message.as_deref()), (Some(e), m), "{n}: {resp:?}");
+                n
+            })
+            .collect::<Vec<_>>()
+    };
+    for v in [lo, hi] {
+        for timeout in [0, -1] {
+            let resp = create_partitions(
+                &mut c,
+                v,
+                vec![grow(&a, 2, None), grow(&nope, 2, None), grow(&a, 3, None)],
+                timeout,
+                false,
+            );
+            let names = every(&resp, ResponseError::RequestTimedOut, None);
+            assert_eq!(names, [a.clone(), nope.clone(), a.clone()], "v{v}");
+            let resp = create_partitions(
+                &mut c,
+                v,
+                vec![grow(&a, 2, None), grow(&a, 3, None)],
+                timeout,
+                false,
+            );
+            assert_eq!(
+                grown(&resp),
+                vec![(
+                    a.clone(),
+                    Some(ResponseError::InvalidRequest),
+                    Some("Duplicate topic name.".to_string())
+                )],
+                "v{v}"
+            );
+        }
+        let policy = Some("Excessively large number of additional partitions per request.");
+        for topics in [
+            vec![grow(&a, 10_002, None)],
+            vec![grow(&a, i32::MAX, None)],
+            vec![
+                grow(&a, 6_000, None),
+                grow(&nope, 3, None),
+                grow(&b, 6_000, None),
+            ],
+            vec![grow(&a, 10_002, Some(vec![vec![1]; 10_001]))],
+        ] {
+            let asked: Vec<String> = topics.iter().map(|t| t.name.0.to_string()).collect();
+            for validate_only in [true, false] {
+                let resp = create_partitions(&mut c, v, topics.clone(), 5_000, validate_only);
+                let names = every(&resp, ResponseError::PolicyViolation, policy);
+                assert_eq!(names, asked, "v{v}");
+            }
+        }
+        // Exactly 10000 more, and counts the cap does not see (no increase, unknown topics).
+        let resp = create_partitions(
+            &mut c,
+            v,
+            vec![
+                grow(&a, 5_001, None),
+                grow(&b, 5_001, None),
+                grow(&nope, i32::MAX, None),
+            ],
+            5_000,
+            true,
+        );
+        let mut results = grown(&resp);
+        results.sort_by(|x, y| x.0.cmp(&y.0));
+        let mut expected = vec![
+            (a.clone(), None, None),
+            (b.clone(), None, None),
+            (
+                nope.clone(),
+                Some(ResponseError::UnknownTopicOrPartition),
+                None,
+            ),
+        ];
+        expected.sort_by(|x, y| x.0.cmp(&y.0));
+        assert_eq!(results, expected, "v{v}");
+    }
+    let md = metadata(&mut c, 12, &named_topics(&[&a, &b]));
+    assert_eq!(find_topic(&md, &a).unwrap().partitions.len(), 1);
+    assert_eq!(find_topic(&md, &b).unwrap().partitions.len(), 1);
+}
+
+/// Results come in the order Kafka's `ControllerApis` produces: the duplicated names, then the
+/// others, each in the iteration order of the Java `HashSet` that collected them.
+#[test]
+fn create_partitions_results_come_in_kafkas_order() {
+    use koord::api::create_partitions::java_hash_set_order;
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let known = common::unique("cp-order");
+    create_topic(&mut c, &known, 1);
+    let base = common::unique("cp-order");
+    let mut names: Vec<String> = (0..30).map(|i| format!("{base}-{i}")).collect();
+    names.insert(7, known.clone());
+    let repeated = [names[20].clone(), names[3].clone(), names[11].clone()];
+    let mut topics: Vec<CreatePartitionsTopic> = names.iter().map(|n| grow(n, 2, None)).collect();
+    topics.extend(repeated.iter().map(|n| grow(n, 2, None)));
+    let resp = create_partitions(&mut c, 3, topics, 5_000, true);
+    let got: Vec<String> = grown(&resp).into_iter().map(|(n, _, _)| n).collect();
+    let mut expected: Vec<&str> = java_hash_set_order(repeated.iter().map(String::as_str));
+    expected.extend(
+        java_hash_set_order(names.iter().map(String::as_str))
+            .into_iter()
+            .filter(|n| !repeated.iter().any(|r| r == n)),
+    );
+    assert_eq!(got, expected);
 }
 
 // --- DescribeCluster -------------------------------------------------------------------------

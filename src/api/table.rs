@@ -34,6 +34,7 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
@@ -108,6 +109,9 @@ pub async fn dispatch(
         }
         RequestKind::DeleteTopics(r) => {
             ResponseKind::DeleteTopics(api::delete_topics::handle(broker, r, v).await)
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(api::create_partitions::handle(broker, r, v).await)
         }
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(api::delete_records::handle(broker, r, v))

@@ -140,6 +140,19 @@ impl Topics {
         }
     }
 
+    /// Raises topic `name` to `partitions` (CreatePartitions); a count that is not larger
+    /// changes nothing. Returns the topic as it now is, `None` if it does not exist. The new
+    /// partitions' logs are created on first use ([`crate::log::Logs::partition`]).
+    pub fn add_partitions(&self, name: &str, partitions: i32) -> Option<Topic> {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let topic = inner.by_name.get_mut(name)?;
+        if partitions > topic.partitions {
+            topic.partitions = partitions;
+            self.version.fetch_add(1, Ordering::Release);
+        }
+        Some(topic.clone())
+    }
+
     /// The explicitly set configs of topic `name` (empty if none or no such topic).
     pub fn configs(&self, name: &str) -> TopicConfigs {
         self.read().configs.get(name).cloned().unwrap_or_default()
@@ -222,6 +235,16 @@ mod tests {
             t.create("bad name", 1),
             Err(CreateError::InvalidName(_))
         ));
+    }
+
+    #[test]
+    fn add_partitions_only_grows() {
+        let t = Topics::default();
+        let a = t.create("a", 2).unwrap();
+        assert_eq!(t.add_partitions("a", 5).map(|t| t.partitions), Some(5));
+        assert_eq!(t.add_partitions("a", 3).map(|t| t.partitions), Some(5));
+        assert_eq!(t.get_by_id(a.id).map(|t| t.partitions), Some(5));
+        assert_eq!(t.add_partitions("b", 5), None);
     }
 
     #[test]
