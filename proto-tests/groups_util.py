@@ -544,12 +544,15 @@ class JavaMembers:
     def start(self, name, *flags, **props):
         """Starts member `name`; props are consumer properties with dots written as
         underscores (session_timeout_ms=3000), flags GroupClient's (--commit, --stop-after=N)."""
-        config = {"session.timeout.ms": SESSION_TIMEOUT_MS,
-                  "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
-                  "partition.assignment.strategy": JAVA_ASSIGNORS["range"]}
-        config.update({k.replace("_", "."): v for k, v in props.items()})
-        strategy = config["partition.assignment.strategy"]
-        config["partition.assignment.strategy"] = JAVA_ASSIGNORS.get(strategy, strategy)
+        config = {k.replace("_", "."): v for k, v in props.items()}
+        if config.get("group.protocol") != "consumer":
+            # The classic protocol's settings; the consumer protocol (KIP-848) refuses them:
+            # the coordinator sets the heartbeat interval and assigns.
+            config = {"session.timeout.ms": SESSION_TIMEOUT_MS,
+                      "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+                      "partition.assignment.strategy": JAVA_ASSIGNORS["range"], **config}
+            strategy = config["partition.assignment.strategy"]
+            config["partition.assignment.strategy"] = JAVA_ASSIGNORS.get(strategy, strategy)
         args = [*flags, *(f"{k}={v}" for k, v in config.items())]
         g = self.group
         self._send(f"start {name} {g.bootstrap} {g.id} {g.topic} {' '.join(args)}")
@@ -695,7 +698,7 @@ class PythonMember(threading.Thread):
                     self._status.clear()
                     generation, member_id = self.identity()
                     self.emit("status", generation=generation, member_id=member_id,
-                              assignment=sorted(self.owned))
+                              assignment=sorted(self.owned), **self.more())
             consumer.close()
             self.emit("closed")
         except Exception as e:  # reported, and fails the test's next wait
@@ -713,6 +716,13 @@ class ConfluentMember(PythonMember):
                        "session.timeout.ms": SESSION_TIMEOUT_MS,
                        "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
                        "enable.auto.commit": False, "auto.offset.reset": "earliest", **config}
+        if self.config["group.protocol"] == "consumer":
+            # KIP-848: the coordinator assigns (with the assignor named here) and sets the
+            # heartbeat interval; librdkafka refuses the classic settings.
+            for key in ("partition.assignment.strategy", "session.timeout.ms",
+                        "heartbeat.interval.ms"):
+                del self.config[key]
+            self.config["group.remote.assignor"] = assignor
         self.consumer = None
 
     def identity(self):

@@ -266,8 +266,9 @@ kafka_conformance() {
     # What koord does not do yet is #[ignore]d for koord and still proven against Kafka here.
     KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test consumer_groups -- \
         --include-ignored
-    say "franz-go groups against Kafka 4.4 (proto-tests/test_franz.py)"
-    KOORD_BOOTSTRAP="$bootstrap" "$venv/bin/python" -m pytest proto-tests/test_franz.py -ra \
+    say "franz-go groups and consumer-protocol (KIP-848) groups against Kafka 4.4"
+    KOORD_BOOTSTRAP="$bootstrap" "$venv/bin/python" -m pytest proto-tests/test_franz.py \
+        proto-tests/test_consumer_protocol.py -ra \
         --tb=short -p no:cacheprovider
     say "koord-load smoke run against Kafka 4.4"
     load_smoke_run "$bootstrap"

@@ -1,0 +1,154 @@
+"""Consumer groups of KIP-848 (group.protocol=consumer) with real clients: Java 4.4 and
+confluent-kafka members join, leave and crash, and every partition ends up owned by exactly one
+live member, as the members themselves report it, never by two at once; with the uniform
+assignor no partition moves between members that stay. The coordinator assigns: the members
+name the assignor with group.remote.assignor.
+
+koord runs with group.consumer.session.timeout.ms=6000 and heartbeats every 500 ms, so that a
+killed member expires within a test. No step passes because of a sleep: each asks the members
+for their state (their poll threads answer) until it is the expected one, with a deadline.
+
+KOORD_BOOTSTRAP=HOST:PORT runs the same tests against a running broker (e.g. the Apache Kafka
+of `scripts/kafka.sh start`, which has the same consumer-group settings).
+"""
+
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from groups_util import (POLL_INTERVAL, SETTLE_TIMEOUT, Group, java_command, owners_at_once,
+                         reported_generation)
+
+SETTINGS = ("group.consumer.min.session.timeout.ms=1000",
+            "group.consumer.session.timeout.ms=6000",
+            "group.consumer.min.heartbeat.interval.ms=100",
+            "group.consumer.heartbeat.interval.ms=500",
+            "group.consumer.assignors=uniform,range")
+EXTERNAL_BOOTSTRAP = os.environ.get("KOORD_BOOTSTRAP")
+
+
+@pytest.fixture
+def bootstrap(request):
+    if EXTERNAL_BOOTSTRAP:
+        return EXTERNAL_BOOTSTRAP
+    return request.getfixturevalue("koord")(*SETTINGS).bootstrap
+
+
+@pytest.fixture
+def group(bootstrap, tmp_path, request):
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name).strip("-")
+    g = Group(bootstrap, tmp_path, name=name)
+    yield g
+    g.shutdown()
+
+
+def settle(group, live, sizes, after, what):
+    """Asks each live member for its epoch and assignment until every partition is held by
+    exactly one of them, each holding a count in `sizes`, all at one member epoch newer than
+    `after` (a stable consumer group: every member is at the target's epoch). Returns
+    (epoch, {member: frozenset of partitions})."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while True:
+        status = {m: group.status(m) for m in live}
+        owned = {m: frozenset(s["assignment"]) for m, s in status.items()}
+        # (None: a client that does not tell its epoch.)
+        epochs = {reported_generation(s) for s in status.values()} - {None}
+        held = sorted(p for parts in owned.values() for p in parts)
+        if (held == list(range(group.partitions))
+                and all(len(parts) in sizes for parts in owned.values())
+                and len(epochs) <= 1 and all(e > after for e in epochs)):
+            epoch = min(epochs, default=after)
+            print(f"{what}: settled at epoch {epoch}: {dict(owned)}")
+            return epoch, owned
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: members hold {owned} at epochs {epochs}\n"
+                        f"{group.events.summary()}")
+        time.sleep(POLL_INTERVAL)
+
+
+def no_errors(group):
+    bad = [e for e in group.events.snapshot() if e["event"] in ("error", "lost")]
+    assert not bad, f"unexpected events: {bad}\n{group.events.summary()}"
+
+
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_java_members_join_leave_and_crash(group, assignor):
+    """3 Java members get 4 partitions each; 2 more join; 2 close; one more is killed (-9) and
+    is removed once its session times out. Never two owners at once among the members of one
+    JVM, and with uniform no partition moves between two members that stay."""
+    props = {"group_protocol": "consumer", "group_remote_assignor": assignor}
+    members, victim = group.java(), group.java()
+    members.start("m1", **props)
+    members.start("m2", **props)
+    victim.start("m3", **props)
+    e3, three = settle(group, ["m1", "m2", "m3"], {4}, 0, "3 members")
+
+    members.start("m4", **props)
+    members.start("m5", **props)
+    e5, five = settle(group, ["m1", "m2", "m3", "m4", "m5"], {2, 3}, e3, "m4 and m5 joined")
+
+    group.close("m1", "m2")
+    e_left, left = settle(group, ["m3", "m4", "m5"], {4}, e5, "m1 and m2 left")
+
+    victim.kill()
+    _, two = settle(group, ["m4", "m5"], {6}, e_left, "m3 killed, expired after its session")
+
+    no_errors(group)
+    overlaps = owners_at_once(group.events.snapshot())
+    assert not overlaps, f"(event, partition, member, other holder): {overlaps}"
+    if assignor == "uniform":
+        # Minimum moves: scaling up, members that stay only give partitions away; scaling
+        # down, they only gain.
+        for before, after in [(three, five)]:
+            for m, parts in after.items():
+                assert parts <= before.get(m, parts), f"{m}: {before.get(m)} -> {parts}"
+        for before, after in [(five, left), (left, two)]:
+            for m, parts in after.items():
+                assert before[m] <= parts, f"{m}: {before[m]} -> {parts}"
+
+
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_confluent_members_join_and_leave(group, assignor):
+    """confluent-kafka (librdkafka) members with group.protocol=consumer: 3, then 5, then 3."""
+    for m in ("c1", "c2", "c3"):
+        group.confluent(m, assignor, **{"group.protocol": "consumer"})
+    e3, _ = settle(group, ["c1", "c2", "c3"], {4}, 0, "3 members")
+    for m in ("c4", "c5"):
+        group.confluent(m, assignor, **{"group.protocol": "consumer"})
+    e5, _ = settle(group, ["c1", "c2", "c3", "c4", "c5"], {2, 3}, e3, "c4 and c5 joined")
+    group.close("c1", "c2")
+    settle(group, ["c3", "c4", "c5"], {4}, e5, "c1 and c2 left")
+    no_errors(group)
+    overlaps = owners_at_once(group.events.snapshot())
+    assert not overlaps, f"(event, partition, member, other holder): {overlaps}"
+
+
+def test_kafka_consumer_groups_describes_a_consumer_group(group):
+    """kafka-consumer-groups --describe --members and --list show the consumer group, its
+    members and their partitions (through ConsumerGroupDescribe and ListGroups v5)."""
+    props = {"group_protocol": "consumer", "group_remote_assignor": "uniform"}
+    members = group.java()
+    members.start("m1", **props)
+    members.start("m2", **props)
+    settle(group, ["m1", "m2"], {6}, 0, "2 members")
+    tool = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+    out = subprocess.run(
+        java_command(tool, "--bootstrap-server", group.bootstrap, "--describe", "--members",
+                     "--group", group.id),
+        capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    print(out.stdout)
+    rows = [line.split() for line in out.stdout.splitlines() if line.startswith(group.id)]
+    assert len(rows) == 2, out.stdout
+    # GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS
+    assert sorted(int(r[4]) for r in rows) == [6, 6], out.stdout
+    listed = subprocess.run(
+        java_command(tool, "--bootstrap-server", group.bootstrap, "--list", "--type"),
+        capture_output=True, text=True, timeout=60, check=False)
+    assert listed.returncode == 0, listed.stderr
+    print(listed.stdout)
+    line = next(l for l in listed.stdout.splitlines() if l.startswith(group.id))
+    assert line.split()[1:] == ["Consumer"], listed.stdout
