@@ -152,3 +152,39 @@ def test_kafka_consumer_groups_describes_a_consumer_group(group):
     print(listed.stdout)
     line = next(l for l in listed.stdout.splitlines() if l.startswith(group.id))
     assert line.split()[1:] == ["Consumer"], listed.stdout
+
+
+@pytest.mark.skipif(bool(EXTERNAL_BOOTSTRAP), reason="restarts the koord it started")
+@pytest.mark.parametrize("how", ["sigterm", "kill-9"])
+def test_group_resumes_after_koord_restarts(koord, tmp_path, how):
+    """koord stopped (SIGTERM) or killed (-9) under a consumer-protocol group: once it is back
+    on the same data dir, the members carry on at the same epoch with the same partitions (no
+    partition lost or moved), commits go on, and the group is described as before."""
+    server = koord(*SETTINGS)
+    group = Group(server.bootstrap, tmp_path, name=f"restart-{how}")
+    try:
+        # No rebootstrap while the only broker is down (as in test_durability.py).
+        props = {"group_protocol": "consumer", "group_remote_assignor": "uniform",
+                 "metadata_recovery_strategy": "none"}
+        members = group.java()
+        members.start("r1", "--commit", **props)
+        members.start("r2", "--commit", **props)
+        epoch, owned = settle(group, ["r1", "r2"], {6}, 0, "2 members")
+        if how == "sigterm":
+            server.restart()
+        else:
+            server.proc.kill()
+            server.proc.wait()
+            server.start(port=server.port)
+        produced = group.produce(240)
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while group.committed() != produced:
+            if time.monotonic() > deadline:
+                pytest.fail(f"commits after the restart: {group.committed()}, want {produced}\n"
+                            f"{group.events.summary()}")
+            time.sleep(POLL_INTERVAL)
+        after, owned_after = settle(group, ["r1", "r2"], {6}, epoch - 1, "after the restart")
+        assert (after, owned_after) == (epoch, owned), group.events.summary()
+        no_errors(group)
+    finally:
+        group.shutdown()
