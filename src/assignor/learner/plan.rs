@@ -457,45 +457,46 @@ pub(super) fn plan_with(
             !plane.in_n[m] || load < q || load > big_q
         });
     let mut owned = Owned::default();
-    // (a) drain leaving members.
+    // (a) drain leaving members, (b) fill members below q, then (c) shave members above Q;
+    // again while step 3a moved a task or a learner was added (each lowers the loads'
+    // spread, and a drain's receiver may be below Q again after a fill), so that the plan is
+    // settled: planned again at once, it moves nothing more.
     let leavers: Vec<usize> = plane
         .order
         .iter()
         .copied()
         .filter(|&m| !plane.in_n[m] && !plane.gone[m])
         .collect();
-    'drain: for d in leavers.into_iter().filter(|_| work) {
-        for task in owned.of(&plane, d) {
-            let task = task as usize;
-            if plane.marked(task) || plane.owner[task] != d as u32 {
-                continue;
-            }
-            let cold = plane.cold(task);
-            if budget == 0 && !cold {
-                if !plane.cold_any {
-                    break 'drain;
-                }
-                continue;
-            }
-            let receiver = plane.order.iter().copied().find(|&r| {
-                plane.in_n[r] && plane.load[r] < big_q && plane.subscribed(r as u32, task)
-            });
-            if let Some(r) = receiver {
-                if cold {
-                    move_cold(&mut plane, &mut owned, task, d, r, "owner cold, drain");
-                } else {
-                    add_learner(&mut plane, task, d, r, "drain");
-                    budget -= 1;
-                }
-            }
-        }
-    }
-    // (b) fill members below q, then (c) shave members above Q; again while step 3a moved a
-    // task or a learner was added (each lowers the loads' spread), so that the plan is
-    // settled: planned again at once, it moves nothing more.
     let mut skipped = vec![false; if work { members } else { 0 }];
     loop {
         let mut progress = false;
+        'drain: for &d in leavers.iter().filter(|_| work) {
+            for task in owned.of(&plane, d) {
+                let task = task as usize;
+                if plane.marked(task) || plane.owner[task] != d as u32 {
+                    continue;
+                }
+                let cold = plane.cold(task);
+                if budget == 0 && !cold {
+                    if !plane.cold_any {
+                        break 'drain;
+                    }
+                    continue;
+                }
+                let receiver = plane.order.iter().copied().find(|&r| {
+                    plane.in_n[r] && plane.load[r] < big_q && plane.subscribed(r as u32, task)
+                });
+                if let Some(r) = receiver {
+                    if cold {
+                        move_cold(&mut plane, &mut owned, task, d, r, "owner cold, drain");
+                    } else {
+                        add_learner(&mut plane, task, d, r, "drain");
+                        budget -= 1;
+                    }
+                    progress = true;
+                }
+            }
+        }
         skipped.fill(false);
         while (budget > 0 || plane.cold_any) && work {
             let Some(r) = plane
@@ -782,6 +783,18 @@ fn intern_state<'a>(
                     && src[p] == NONE
                     && plane.in_n[m as usize]
                     && plane.subscribes(m, t);
+                if pending && !plane.held_by_other(dst + p, m) {
+                    // The holder gave it up: granted now (the log says so; S named no owner).
+                    let to = plane.member_id(m);
+                    plane.event(
+                        dst + p,
+                        TaskEventKind::Moved {
+                            from: None,
+                            to,
+                            why: "given up by its cold owner",
+                        },
+                    );
+                }
                 if owner == m || pending {
                     plane.owner[dst + p] = m;
                     plane.flags[dst + p] |= COLD;

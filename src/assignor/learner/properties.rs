@@ -559,7 +559,7 @@ fn staying_loads(sim: &Sim) -> Vec<usize> {
         .collect()
 }
 
-/// I7's end: no learners, no follow-up, every task a staying member subscribes to is active
+/// I7's end: no learners, no follow-up, no task in flight, every task a staying member subscribes to is active
 /// (none withheld) and, when subscriptions are homogeneous, balanced among the staying
 /// members, and drained from the leavers.
 fn converged(sim: &Sim) -> bool {
@@ -582,7 +582,14 @@ fn converged(sim: &Sim) -> bool {
             .max()
             .zip(loads.iter().min())
             .is_none_or(|(max, min)| max - min <= 1);
-    p.state.learners() == 0 && p.follow_up.is_none() && complete && balanced
+    // A task step 3a took from a cold owner that still held it is in flight without a
+    // learner: S names its receiver (a cold entry) but no owner until it is granted.
+    let in_flight = p
+        .state
+        .cold
+        .iter()
+        .any(|c| p.state.owners[c.task as usize] == NO_MEMBER);
+    p.state.learners() == 0 && p.follow_up.is_none() && !in_flight && complete && balanced
 }
 
 /// Runs the case's steps, then I7: frozen membership, every learner ready at each round.

@@ -696,6 +696,14 @@ fn a_cold_cooperative_owner_gives_up_first_then_the_tasks_are_granted() {
         NOW.plus_ms(300),
     );
     assert_eq!(r2.assigned, vec![ts(&[4, 5]), ts(&[1, 3]), ts(&[2])]);
+    assert_eq!(
+        r2.events[0].kind,
+        TaskEventKind::Moved {
+            from: None,
+            to: MemberId::new("S2"),
+            why: "given up by its cold owner",
+        }
+    );
     assert_eq!(r2.state.learners(), 0);
     assert_eq!(r2.follow_up, None);
 }
