@@ -19,6 +19,12 @@ ever gives partitions up, never gets one back or a new one, and what it gave up 
 newcomer; no partition is held by two members at once, nor given to two in one generation; and
 cooperative members see revoked exactly what they give up.
 
+The three first members are warm before the newcomer starts: an owner that got a partition
+cold (here: the first assignment) less than `learner.warmup.ms` ago is still restoring it, and
+koord moves such a partition without a learner (learner-spec.md 6.5 step 3a; issue 26). The cold
+start itself is the last test: three members joining one after another settle as they would
+with `uniform`, two generations after the last join, without learners.
+
 All members run in one JVM, so that their events are one ordered stream (owners_at_once).
 koord-only: skipped with KOORD_BOOTSTRAP.
 """
@@ -26,6 +32,7 @@ koord-only: skipped with KOORD_BOOTSTRAP.
 import datetime
 import os
 import re
+import time
 
 import pytest
 
@@ -193,14 +200,27 @@ def check_learner_scale_up(group, before, after, since, cooperative):
     return gains
 
 
+def wait_warm(k, generation, warmup_ms):
+    """Returns once the owners of `generation` are warm: `warmup_ms` after koord formed it (its
+    log; the plan that gave them their partitions ran before that line), no member having got
+    a partition cold since. A precondition of the scenario (the clock is what makes an owner
+    warm), not an outcome: there is nothing to wait for but the time."""
+    formed = generations_formed(k)
+    assert generation in formed, f"no 'new generation generation={generation}' in koord's log"
+    left = formed[generation] + warmup_ms - time.time() * 1000
+    if left > 0:
+        time.sleep(left / 1000)
+
+
 def scale_up(group, assignor):
-    """m1..m3 settle with 4 partitions each; m4 joins and, after the warm-ups, settles with its
-    share. Returns (before, after, log index at m4's start)."""
+    """m1..m3 settle with 4 partitions each and warm up; m4 joins and, after the warm-ups,
+    settles with its share. Returns (before, after, log index at m4's start)."""
     jvm = group.java()
     for m in OLD:
         jvm.start(m, partition_assignment_strategy=assignor)
     before = group.wait_settled(OLD, {PARTITIONS // 3}, what="3 members")
     assert group.protocol() == "learner"
+    wait_warm(group.koord, before.generation, WARMUP_MS)
     since = len(group.events)
     jvm.start(NEW, partition_assignment_strategy=assignor)
     # Two rounds of (warm-up + one or two generations): generous, no tight upper bound.
@@ -258,3 +278,56 @@ def last_assignment(log, member, generation):
     (a member whose SyncGroup comes after another member's rejoin has none in that one)."""
     held = [e["assignment"] for e in assignments(log, member) if e["generation"] < generation]
     return held[-1] if held else []
+
+
+# The cold start of issue 26: a warm-up long enough that the three members, started one after
+# another, all join while the first one is still cold (however busy the machine).
+COLD_WARMUP_MS = 30_000
+COLD_SETTINGS = ("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000",
+                 "group.assignor=learner", f"learner.warmup.ms={COLD_WARMUP_MS}",
+                 f"learner.max.learners={MAX_LEARNERS}")
+
+
+def test_learner_cooperative_java_cold_start_settles_like_uniform(koord, tmp_path):
+    """Cooperative-sticky Java members under group.assignor=learner, no initial delay, started
+    one after another on an empty group (each once the previous one has its first assignment:
+    a join apart, a few hundred milliseconds). The first takes every partition, cold; the next
+    ones get theirs without learners: the group is balanced within two generations of the last
+    member's first one (a revoke and a grant, as with uniform), koord planned no learner, and no
+    partition ever had two owners. Asserted on the members' generations and ownership."""
+    k = koord(*COLD_SETTINGS)
+    group = Group(k.bootstrap, tmp_path, partitions=PARTITIONS, name="cold-start")
+    try:
+        jvm = group.java()
+        members = ["c1", "c2", "c3"]
+        firsts = {}
+        for m in members:
+            since = len(group.events)
+            jvm.start(m, partition_assignment_strategy="cooperative-sticky")
+            firsts[m] = group.wait_event(f"{m}'s first assignment", [m], "assigned", since)[m]
+        assert len(firsts["c1"]["assignment"]) == PARTITIONS, firsts["c1"]
+        last_join = firsts["c3"]["generation"]
+        after = group.wait_settled(members, {PARTITIONS // 3}, what="3 members balanced",
+                                   max_generation=last_join + 2)
+        assert group.protocol() == "learner"
+        summary = group.events.summary()
+        assert after.generation <= last_join + 2, (
+            f"balanced at generation {after.generation}, the last member joined at "
+            f"{last_join}\n{summary}")
+        # No learner: every move was direct (step 3a), nothing waited for a warm-up.
+        log = k.log_path.read_text(errors="replace")
+        assert "learner added" not in log, [l for l in log.splitlines() if "learner added" in l]
+        assert "owner cold" in log, "koord's log names the cold moves"
+        # Every partition one owner, balanced; never two owners at once.
+        owner = {}
+        for m, parts in after.owned.items():
+            for p in parts:
+                assert p not in owner, f"partition {p} owned by {owner[p]} and {m}"
+                owner[p] = m
+        assert sorted(owner) == list(range(PARTITIONS)), after.owned
+        group.check_history()
+        overlaps = owners_at_once(group.events.snapshot())
+        assert not overlaps, f"(event index, partition, member, other holder): {overlaps}\n{summary}"
+    finally:
+        group.shutdown()
+

@@ -573,7 +573,7 @@ pub static KEYS: &[Key] = &[
     },
     learner_int_key!("learner.max.learners", "learners a group may have at once (the group-wide budget)", max_learners: usize, 1, i32::MAX as i64),
     learner_int_key!("learner.acceptable.recovery.lag", "a learner that reports a lag at most this is ready", acceptable_recovery_lag: i64, 0, i64::MAX),
-    learner_int_key!("learner.warmup.ms", "unmodified clients: a learner is ready this long after it was planned (0: at the next rebalance)", warmup_ms: u64, 0, i64::MAX),
+    learner_int_key!("learner.warmup.ms", "unmodified clients: a learner is ready this long after it was planned (0: at the next rebalance); an owner that got a partition cold less than this long ago moves it without a learner", warmup_ms: u64, 0, i64::MAX),
     Key {
         name: "learner.scale.down.timeout.ms",
         kafka: None,

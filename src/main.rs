@@ -46,7 +46,8 @@ enum Command {
 
 #[derive(Args)]
 struct SimulateArgs {
-    /// Members of the settled group the scenario starts from.
+    /// Members of the settled group the scenario starts from; 0 is a cold start (the group
+    /// starts empty and members join one after another, every --interval-ms).
     #[arg(long, default_value_t = 3)]
     before: usize,
     /// Members after the scale-out (more than --before) or scale-in (fewer).
@@ -78,6 +79,10 @@ struct SimulateArgs {
     /// learner.max.learners: concurrent learners group-wide.
     #[arg(long, default_value_t = 2)]
     max_learners: usize,
+    /// learner.warmup.ms: an owner that got a task cold less than this long ago is cold for it
+    /// (the task moves without a learner).
+    #[arg(long, default_value_t = 0)]
+    warmup_ms: u64,
     /// Stop a run this long after the first change if it has not settled, ms.
     #[arg(long, default_value_t = 86_400_000)]
     horizon_ms: u64,
@@ -212,6 +217,7 @@ fn simulate(args: SimulateArgs) -> ExitCode {
         schedule: (!schedule.is_empty()).then_some(schedule),
         barrier_ms: args.barrier_ms,
         max_learners: args.max_learners,
+        warmup_ms: args.warmup_ms,
         horizon_ms: args.horizon_ms,
         ..Scenario::default()
     };

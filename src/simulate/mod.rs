@@ -4,7 +4,9 @@
 //!
 //! A scenario starts from a settled group of `before` members that process every task, then
 //! applies a schedule of membership changes (by default `before -> after`, one member every
-//! `interval_ms`), and runs until nothing is left to happen. It reports the number of
+//! `interval_ms`), and runs until nothing is left to happen. With `before` 0 it is a cold
+//! start: the group starts empty, members join one after another from the first change on,
+//! and every task is restored from nothing by its first owner. It reports the number of
 //! rebalances, per-task downtime (sum, max, p99) and the time until the group is balanced, and
 //! can draw each task's timeline as an SVG ([`svg`]).
 //!
@@ -21,7 +23,9 @@
 //!   up and rejoins, and the next generation grants it). Scale-in: a learner-capable member
 //!   rejoins with `leaving`, keeps processing while koord drains it through learners, and sends
 //!   LeaveGroup once it holds nothing; eager and cooperative members send LeaveGroup at once.
-//!   The learner assignor runs with `learner.*` defaults except `mode` and `max.learners`.
+//!   The learner assignor runs with `learner.*` defaults except `mode`, `max.learners` and
+//!   `warmup.ms` (default 0, as koord's; with more, an owner that got a task cold less than
+//!   that long ago is cold for it and step 3a moves the task without a learner).
 //! - **Rebalance barrier** (`barrier_ms`): the time from a rebalance starting to members
 //!   receiving their SyncGroup answers. Members learn of a rebalance the moment it starts (a
 //!   heartbeat answered REBALANCE_IN_PROGRESS) and rejoin at once, giving up at the join what
@@ -130,6 +134,8 @@ pub struct Scenario {
     pub strategy: Strategy,
     /// `learner.max.learners`.
     pub max_learners: usize,
+    /// `learner.warmup.ms`.
+    pub warmup_ms: u64,
     /// Give up this long after the first change.
     pub horizon_ms: u64,
 }
@@ -146,6 +152,7 @@ impl Default for Scenario {
             barrier_ms: 2_000,
             strategy: Strategy::Range,
             max_learners: 2,
+            warmup_ms: 0,
             horizon_ms: 24 * 3600 * 1000,
         }
     }
@@ -188,17 +195,19 @@ impl Scenario {
                     .collect::<Vec<_>>()
                     .join(",")
             ),
+            None if self.before == 0 => format!("cold start 0 -> {}", self.after),
             None if self.after >= self.before => {
                 format!("scale-out {} -> {}", self.before, self.after)
             }
             None => format!("scale-in {} -> {}", self.before, self.after),
         };
         format!(
-            "{change}, {} tasks, barrier {}, interval {}, max.learners {}",
+            "{change}, {} tasks, barrier {}, interval {}, max.learners {}, warmup {}",
             self.tasks,
             secs(self.barrier_ms),
             secs(self.interval_ms),
-            self.max_learners
+            self.max_learners,
+            secs(self.warmup_ms)
         )
     }
 
@@ -214,6 +223,7 @@ impl Scenario {
                 _ => LearnerSettings::default().mode,
             },
             max_learners: self.max_learners,
+            warmup_ms: self.warmup_ms,
             ..LearnerSettings::default()
         })));
         let policy =
@@ -225,12 +235,12 @@ impl Scenario {
         if self.tasks == 0 {
             return Err("--tasks must be at least 1".into());
         }
-        if self.before == 0 {
-            return Err("--before must be at least 1".into());
-        }
         let mut live = self.before as i64;
         let mut schedule = self.schedule();
         schedule.sort_by_key(|(at, _)| *at);
+        if self.before == 0 && schedule.first().is_none_or(|&(_, d)| d < 1) {
+            return Err("a cold start (--before 0) needs members to join first".into());
+        }
         for (_, d) in schedule {
             live += i64::from(d);
             if live < 1 {
@@ -349,7 +359,7 @@ pub fn json(scenario: &Scenario, reports: &[Report]) -> String {
         let _ = write!(
             out,
             "  {{\"assignor\": {}, \"mode\": {}, \"clients\": {}, \"tasks\": {}, \"barrier_ms\": {}, \
-             \"restore_ms\": {}, \"rebalances\": {}, \"downtime_sum_ms\": {}, \"downtime_max_ms\": {}, \
+             \"warmup_ms\": {}, \"restore_ms\": {}, \"rebalances\": {}, \"downtime_sum_ms\": {}, \"downtime_max_ms\": {}, \
              \"downtime_p99_ms\": {}, \"tasks_down\": {}, \"balanced_after_ms\": {}, \"end_ms\": {}, \
              \"anomalies\": [{}]}}",
             json_string(r.strategy.assignor()),
@@ -357,6 +367,7 @@ pub fn json(scenario: &Scenario, reports: &[Report]) -> String {
             json_string(r.strategy.client_kind().label()),
             scenario.tasks,
             scenario.barrier_ms,
+            scenario.warmup_ms,
             r.restore_ms,
             r.rebalances,
             r.downtime.sum_ms,

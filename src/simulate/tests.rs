@@ -239,3 +239,49 @@ fn moved_tasks(r: &Report) -> Vec<u32> {
         .map(|(t, _)| t as u32)
         .collect()
 }
+
+/// A cold start (issue 26): 3 members join an empty group 200 ms apart, 12 tasks. With a
+/// warm-up, the learner assignor's first owner is cold for every task, so the tasks move
+/// without learners and the group settles within one barrier of uniform's; without one (the
+/// default), every move waits for a learner, two at a time.
+#[test]
+fn a_cold_start_settles_about_as_fast_as_uniform_once_owners_are_cold() {
+    let cold = |strategy, warmup_ms| Scenario {
+        tasks: 12,
+        before: 0,
+        after: 3,
+        interval_ms: 200,
+        restore_ms: 3_000,
+        barrier_ms: 100,
+        warmup_ms,
+        strategy,
+        ..Scenario::default()
+    };
+    let balanced = |s: &Scenario| {
+        let r = run(s).unwrap();
+        clean(&r);
+        r.balanced_after_ms.unwrap()
+    };
+    let uniform = balanced(&cold(Strategy::Uniform, 0));
+    for mode in [Mode::Seed, Mode::ReadyGated] {
+        let learner = balanced(&cold(Strategy::Learner(mode), 3_000));
+        assert!(
+            learner <= uniform + 100,
+            "{mode:?}: learner {learner} ms, uniform {uniform} ms"
+        );
+        let before = balanced(&cold(Strategy::Learner(mode), 0));
+        assert!(
+            before > learner + 3_000,
+            "{mode:?}: {before} ms without cold owners"
+        );
+    }
+    assert!(cold(Strategy::Range, 0)
+        .describe()
+        .starts_with("cold start 0 -> 3"));
+    let empty = Scenario {
+        before: 0,
+        after: 0,
+        ..Scenario::default()
+    };
+    assert!(run(&empty).is_err(), "a cold start needs joiners");
+}

@@ -3,8 +3,9 @@
 //! A task (partition) that must move is first *learned* by its new owner, which restores the
 //! task's state while the old owner keeps processing it; it moves only when the learner is
 //! ready, so scaling a group does not stop the world. The coordinator keeps the authoritative
-//! state S ([`State`]: owner, learner, marks, warm-up start, leavers) with the group's durable
-//! record, and [`plan()`] runs the spec's deterministic algorithm over it at every rebalance.
+//! state S ([`State`]: owner, learner, marks, warm-up start, cold owners, leavers) with the
+//! group's durable record, and [`plan()`] runs the spec's deterministic algorithm over it at
+//! every rebalance.
 //!
 //! - [`LearnerAssignor`]: the assignor as the group cores call it ([`crate::assignor::Assignor`]):
 //!   members' reports in, S in and out, each member's `LearnerAssignment` user data.
@@ -18,6 +19,21 @@
 //! is ready (revoke in one generation, grant in the next). Unmodified clients cannot read marks,
 //! so for them both modes are ready-gated, and their learners are ready `learner.warmup.ms`
 //! after they were planned (section 12); koord starts the rebalance itself when that time comes.
+//!
+//! Cold owners (6.5 step 3a): protecting an owner's processing only makes sense once it has
+//! state worth protecting. A member that got a task cold (an orphan, a first assignment, a
+//! learner promoted before it was ready, or a move of this very rule) less than
+//! `learner.warmup.ms` ago is still restoring it, so step 4 (drain, fill, shave) moves such a
+//! task directly to its receiver: no learner, not counted against `learner.max.learners`, and
+//! a donor's cold tasks go before its warm ones (those not held by anyone else first). The
+//! cooperative revoke-then-grant still applies: while the old owner holds the task it is
+//! granted to nobody, and S remembers the receiver, which the next generation grants it to. A
+//! task granted through a ready learner is warm at once; a warm owner's task moves only
+//! through a ready learner, as before. S keeps, per cold task, its member and since when
+//! ([`state::Cold`]), dropped once the warm-up has passed. With `learner.warmup.ms=0` (the
+//! default) no owner is ever cold, and section 7's trace is unchanged. So a group that starts
+//! from nothing, members joining a few hundred milliseconds apart, settles as fast as with
+//! `uniform`: each join costs one revoke and one grant generation, not a warm-up per move.
 
 pub mod plan;
 pub mod state;
@@ -102,7 +118,8 @@ pub struct TaskEvent {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskEventKind {
-    /// The task moved to its learner (step 1), from its owner if it had one.
+    /// The task moved to its learner (step 1), from its owner if it had one; or, its owner
+    /// being cold, straight to its receiver (step 3a).
     Moved {
         from: Option<MemberId>,
         to: MemberId,

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::state::{Learner, Names, State};
+use super::state::{Cold, Learner, Names, State};
 use super::{Settings, TaskEvent, TaskEventKind};
 use crate::assignor::{Assignment, GroupSpec, Partition, TopicIndex};
 use crate::vocab::{MemberId, Timestamp};
@@ -28,6 +28,10 @@ const ORPHAN_EVENTS: usize = 32;
 const WITHHELD: u8 = 1;
 /// Task flags: someone learns it.
 const MARKED: u8 = 2;
+/// Task flags: its owner (in the owner vector) is cold for it (step 3a).
+const COLD: u8 = 4;
+/// Task flags: moved by step 3a in this plan (its new owner is cold for it since now).
+const MOVED: u8 = 8;
 
 /// What one live member brings to a rebalance, besides its subscription (in the spec).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -104,8 +108,16 @@ struct Plane<'a> {
     /// The single member declaring each task, NONE, or MANY; empty when nobody declares.
     declared: Vec<u32>,
     owner: Vec<u32>,
-    /// WITHHELD and MARKED, per task.
+    /// WITHHELD, MARKED, COLD and MOVED, per task.
     flags: Vec<u8>,
+    /// When a cold owner started restoring, for the COLD tasks whose owner did not start now
+    /// (carried over from S, or a learner promoted before it was ready), in no order; the last
+    /// entry of a task wins. Empty with `learner.warmup.ms=0`.
+    cold_since: Vec<(u32, Timestamp)>,
+    /// Some task is COLD.
+    cold_any: bool,
+    /// Step 3a moved a task (a fresh group's deal no longer is the assignment).
+    moved_cold: bool,
     load: Vec<i64>,
     slots: Vec<Slot>,
     events: Vec<TaskEvent>,
@@ -161,6 +173,26 @@ impl Plane<'_> {
             .is_some_and(|&d| d != NONE && d != member)
     }
 
+    /// Step 3a: the task's owner is cold for it.
+    fn cold(&self, task: usize) -> bool {
+        self.flags[task] & COLD != 0
+    }
+
+    /// Whether owners can be cold at all (`learner.warmup.ms > 0`).
+    fn colds(&self) -> bool {
+        self.settings.warmup_ms > 0
+    }
+
+    /// Marks `tasks` as just given cold to their owner (an orphan or a first assignment).
+    fn given_cold(&mut self, tasks: std::ops::Range<usize>) {
+        if self.colds() && !tasks.is_empty() {
+            for f in &mut self.flags[tasks] {
+                *f |= COLD;
+            }
+            self.cold_any = true;
+        }
+    }
+
     fn marked(&self, task: usize) -> bool {
         self.flags[task] & MARKED != 0
     }
@@ -191,7 +223,9 @@ impl Plane<'_> {
     }
 }
 
-/// Runs steps 1 to 6 of learner-spec.md 6.5 (standbys, step 5, are out of scope).
+/// Runs steps 1 to 6 of learner-spec.md 6.5 (standbys, step 5, are out of scope), with step
+/// 3a: a task whose owner is cold for it moves directly in step 4, without a learner and
+/// outside the budget (see the module docs of [`super`]).
 ///
 /// `inputs` is parallel to `spec.members`; `prev` is S as the last rebalance left it.
 pub fn plan(
@@ -367,6 +401,9 @@ pub(super) fn plan_with(
             vec![NONE; n]
         },
         flags: vec![0; n],
+        cold_since: Vec::new(),
+        cold_any: false,
+        moved_cold: false,
         load: vec![0; members],
         slots: Vec::new(),
         events: Vec::new(),
@@ -411,83 +448,114 @@ pub(super) fn plan_with(
         None
     };
 
-    // Step 4: new learners within the budget.
+    // Step 4: new learners within the budget, and (3a) tasks of cold owners moved directly,
+    // outside it.
     let mut budget = settings.max_learners.saturating_sub(plane.slots.len());
-    let work = budget > 0
+    let work = (budget > 0 || plane.cold_any)
         && plane.order.iter().any(|&m| {
             let load = plane.load[m];
             !plane.in_n[m] || load < q || load > big_q
         });
     let mut owned = Owned::default();
-    // (a) drain leaving members.
+    // (a) drain leaving members, (b) fill members below q, then (c) shave members above Q;
+    // again while step 3a moved a task or a learner was added (each lowers the loads'
+    // spread, and a drain's receiver may be below Q again after a fill), so that the plan is
+    // settled: planned again at once, it moves nothing more.
     let leavers: Vec<usize> = plane
         .order
         .iter()
         .copied()
         .filter(|&m| !plane.in_n[m] && !plane.gone[m])
         .collect();
-    'drain: for d in leavers.into_iter().filter(|_| work) {
-        for task in owned.of(&plane, d) {
-            let task = task as usize;
-            if plane.marked(task) {
-                continue;
-            }
-            if budget == 0 {
-                break 'drain;
-            }
-            let receiver = plane.order.iter().copied().find(|&r| {
-                plane.in_n[r] && plane.load[r] < big_q && plane.subscribed(r as u32, task)
-            });
-            if let Some(r) = receiver {
-                add_learner(&mut plane, task, d, r, "drain");
-                budget -= 1;
-            }
-        }
-    }
-    // (b) fill members below q, then (c) shave members above Q.
     let mut skipped = vec![false; if work { members } else { 0 }];
-    while budget > 0 && work {
-        let Some(r) = plane
-            .order
-            .iter()
-            .copied()
-            .find(|&r| plane.in_n[r] && !skipped[r] && plane.load[r] < q)
-        else {
-            break;
-        };
-        let donor = find_donor(&plane, &mut owned, r, big_q)
-            .or_else(|| find_donor(&plane, &mut owned, r, q));
-        match donor {
-            Some((d, task)) => {
-                add_learner(&mut plane, task, d, r, "fill");
-                budget -= 1;
+    loop {
+        let mut progress = false;
+        'drain: for &d in leavers.iter().filter(|_| work) {
+            for task in owned.of(&plane, d) {
+                let task = task as usize;
+                if plane.marked(task) || plane.owner[task] != d as u32 {
+                    continue;
+                }
+                let cold = plane.cold(task);
+                if budget == 0 && !cold {
+                    if !plane.cold_any {
+                        break 'drain;
+                    }
+                    continue;
+                }
+                let receiver = plane.order.iter().copied().find(|&r| {
+                    plane.in_n[r] && plane.load[r] < big_q && plane.subscribed(r as u32, task)
+                });
+                if let Some(r) = receiver {
+                    if cold {
+                        move_cold(&mut plane, &mut owned, task, d, r, "owner cold, drain");
+                    } else {
+                        add_learner(&mut plane, task, d, r, "drain");
+                        budget -= 1;
+                    }
+                    progress = true;
+                }
             }
-            None => skipped[r] = true,
         }
-    }
-    skipped.fill(false);
-    while budget > 0 && work {
-        let Some(d) = plane
-            .order
-            .iter()
-            .copied()
-            .find(|&d| plane.in_n[d] && !skipped[d] && plane.load[d] > big_q)
-        else {
-            break;
-        };
-        let tasks = owned.of(&plane, d);
-        let found = plane
-            .order
-            .iter()
-            .copied()
-            .filter(|&r| plane.in_n[r] && plane.load[r] < big_q && plane.share_a_topic(d, r))
-            .find_map(|r| lowest_unmarked(&plane, &tasks, r).map(|task| (r, task)));
-        match found {
-            Some((r, task)) => {
-                add_learner(&mut plane, task, d, r, "shave");
-                budget -= 1;
+        skipped.fill(false);
+        while (budget > 0 || plane.cold_any) && work {
+            let Some(r) = plane
+                .order
+                .iter()
+                .copied()
+                .find(|&r| plane.in_n[r] && !skipped[r] && plane.load[r] < q)
+            else {
+                break;
+            };
+            let donor = find_donor(&plane, &mut owned, r, big_q, budget)
+                .or_else(|| find_donor(&plane, &mut owned, r, q, budget));
+            match donor {
+                Some((d, task)) if plane.cold(task) => {
+                    move_cold(&mut plane, &mut owned, task, d, r, "owner cold, fill");
+                    progress = true;
+                }
+                Some((d, task)) => {
+                    add_learner(&mut plane, task, d, r, "fill");
+                    budget -= 1;
+                    progress = true;
+                }
+                None => skipped[r] = true,
             }
-            None => skipped[d] = true,
+        }
+        skipped.fill(false);
+        while (budget > 0 || plane.cold_any) && work {
+            let Some(d) = plane
+                .order
+                .iter()
+                .copied()
+                .find(|&d| plane.in_n[d] && !skipped[d] && plane.load[d] > big_q)
+            else {
+                break;
+            };
+            let tasks = owned.of(&plane, d);
+            let found = plane
+                .order
+                .iter()
+                .copied()
+                .filter(|&r| plane.in_n[r] && plane.load[r] < big_q && plane.share_a_topic(d, r))
+                .find_map(|r| pick(&plane, &tasks, r, budget).map(|task| (r, task)));
+            match found {
+                Some((r, task)) if plane.cold(task) => {
+                    move_cold(&mut plane, &mut owned, task, d, r, "owner cold, shave");
+                    progress = true;
+                }
+                Some((r, task)) => {
+                    add_learner(&mut plane, task, d, r, "shave");
+                    budget -= 1;
+                    progress = true;
+                }
+                None => skipped[d] = true,
+            }
+        }
+        // Without cold owners one pass is step 4 as written (its moves are learners, and a
+        // second pass would find the loads where the first left them).
+        if !progress || !plane.cold_any {
+            break;
         }
     }
 
@@ -559,6 +627,15 @@ fn sticky<'a>(plane: &mut Plane<'a>, prev: &'a State, from_prev: &[u32], big_q: 
             }
             Some(why) => {
                 plane.owner[task] = l;
+                // Through a ready learner: warm at once. Promoted before it was ready (its
+                // owner is gone): cold until its warm-up would have ended.
+                plane.flags[task] &= !COLD;
+                let warm_at = slot.planned.plus_ms(plane.settings.warmup_ms);
+                if plane.colds() && why == "owner gone" && warm_at > plane.now {
+                    plane.flags[task] |= COLD;
+                    plane.cold_any = true;
+                    plane.cold_since.push((task as u32, slot.planned));
+                }
                 let from = (o != NONE).then(|| plane.member_id(o));
                 plane.event(
                     task,
@@ -634,6 +711,7 @@ fn intern_state<'a>(
     let mut slots = Vec::with_capacity(prev.learners.len());
     let mut kept = false;
     let mut learners = prev.learners.iter().peekable();
+    let mut cold = prev.cold.iter().peekable();
     let mut end = 0usize;
     for (i, (name, &partitions)) in prev.topics.iter().zip(&prev.partitions).enumerate() {
         let first = end;
@@ -684,6 +762,47 @@ fn intern_state<'a>(
                 kept |= keep != NONE;
             }
             *d = keep;
+        }
+        // S's cold members of this topic's tasks, while still cold: owners that keep their
+        // task, and the receivers of step 3a's moves that waited for the holder to give the
+        // task up (S names no owner meanwhile), unless they left N or unsubscribed (I8).
+        if plane.settings.warmup_ms > 0 {
+            let dst = plane.offset[t];
+            // (Entries of earlier topics that the spec no longer has are skipped here.)
+            while let Some(c) = cold.next_if(|c| (c.task as usize) < end) {
+                let Some(p) = (c.task as usize).checked_sub(first) else {
+                    continue;
+                };
+                let m = keeps.get(c.member as usize).copied().unwrap_or(NONE);
+                let warm_at = c.since.plus_ms(plane.settings.warmup_ms);
+                if p >= shared || m == NONE || warm_at <= plane.now {
+                    continue;
+                }
+                let owner = plane.owner[dst + p];
+                let pending = owner == NONE
+                    && src[p] == NONE
+                    && plane.in_n[m as usize]
+                    && plane.subscribes(m, t);
+                if pending && !plane.held_by_other(dst + p, m) {
+                    // The holder gave it up: granted now (the log says so; S named no owner).
+                    let to = plane.member_id(m);
+                    plane.event(
+                        dst + p,
+                        TaskEventKind::Moved {
+                            from: None,
+                            to,
+                            why: "given up by its cold owner",
+                        },
+                    );
+                }
+                if owner == m || pending {
+                    plane.owner[dst + p] = m;
+                    plane.flags[dst + p] |= COLD;
+                    plane.cold_any = true;
+                    plane.cold_since.push(((dst + p) as u32, c.since));
+                    kept = true;
+                }
+            }
         }
     }
     slots.sort_by_key(|s| s.task);
@@ -800,6 +919,7 @@ fn orphans(plane: &mut Plane<'_>, big_q: i64) {
                     }
                 };
                 plane.owner[task..task + take].fill(m);
+                plane.given_cold(task..task + take);
                 plane.load[m as usize] += take as i64;
                 for t in task..(task + take).min(task + ORPHAN_EVENTS.saturating_sub(placed)) {
                     let to = plane.member_id(m);
@@ -880,6 +1000,15 @@ fn deal(plane: &mut Plane<'_>, big_q: i64) -> Assignment {
             (left, tasks) = (left - take, tasks - take);
         }
     }
+    // Every dealt task is a first assignment: cold (step 3a).
+    if plane.colds() && !granted.is_empty() {
+        for (f, &o) in plane.flags.iter_mut().zip(&plane.owner) {
+            if o != NONE {
+                *f |= COLD;
+            }
+        }
+        plane.cold_any = true;
+    }
     plane.events.reserve(granted.len().min(ORPHAN_EVENTS));
     for &p in granted.iter().take(ORPHAN_EVENTS) {
         let task = plane.offset[p.topic as usize] + p.partition as usize;
@@ -893,10 +1022,15 @@ fn deal(plane: &mut Plane<'_>, big_q: i64) -> Assignment {
 /// it asks for few members' tasks: the first [`Owned::SCANS`] are found by scanning the owner
 /// vector, and only past that (a heterogeneous fill may try many donors) are all members'
 /// lists built at once.
+///
+/// Step 3a moves tasks while the lists are in use: a built list drops what its member no
+/// longer owns and gains what it was moved (`moved_in`, few).
 #[derive(Default)]
 struct Owned {
     lists: Option<OwnedLists>,
     scans: usize,
+    /// (member, task) moved to the member by step 3a in this plan.
+    moved_in: Vec<(u32, u32)>,
 }
 
 impl Owned {
@@ -930,7 +1064,19 @@ impl Owned {
             return scanned;
         }
         let lists = self.lists.get_or_insert_with(|| OwnedLists::new(plane));
-        lists.tasks[lists.start[m]..lists.start[m + 1]].to_vec()
+        let mut tasks = lists.tasks[lists.start[m]..lists.start[m + 1]].to_vec();
+        if !self.moved_in.is_empty() {
+            tasks.extend(
+                self.moved_in
+                    .iter()
+                    .filter(|&&(to, _)| to as usize == m)
+                    .map(|&(_, t)| t),
+            );
+            tasks.retain(|&t| plane.owner[t as usize] == m as u32);
+            tasks.sort_unstable();
+            tasks.dedup();
+        }
+        tasks
     }
 }
 
@@ -991,12 +1137,14 @@ impl OwnedLists {
     }
 }
 
-/// The first donor with P > `above` holding an unmarked task that `r` may take, and that task.
+/// The first donor with P > `above` holding a task that `r` may take ([`pick`]), and that
+/// task.
 fn find_donor(
     plane: &Plane<'_>,
     owned: &mut Owned,
     r: usize,
     above: i64,
+    budget: usize,
 ) -> Option<(usize, usize)> {
     plane
         .order
@@ -1004,14 +1152,69 @@ fn find_donor(
         .copied()
         .filter(|&d| plane.in_n[d] && d != r && plane.load[d] > above)
         .filter(|&d| plane.share_a_topic(d, r))
-        .find_map(|d| lowest_unmarked(plane, &owned.of(plane, d), r).map(|task| (d, task)))
+        .find_map(|d| pick(plane, &owned.of(plane, d), r, budget).map(|task| (d, task)))
 }
 
-fn lowest_unmarked(plane: &Plane<'_>, owned: &[u32], r: usize) -> Option<usize> {
-    owned
-        .iter()
-        .map(|&t| t as usize)
-        .find(|&t| !plane.marked(t) && plane.subscribed(r as u32, t))
+/// The task `r` takes of a donor's `owned` (in task order), among those it subscribes to that
+/// nobody learns: the lowest one whose owner is cold (it moves
+/// directly, step 3a), one that no other member holds first (it is granted now, not revoked
+/// first); else, while the budget allows a learner, the lowest one. Without cold owners, the
+/// donor's lowest unmarked task (6.5 step 4).
+fn pick(plane: &Plane<'_>, owned: &[u32], r: usize, budget: usize) -> Option<usize> {
+    let (mut held, mut warm) = (None, None);
+    for t in owned.iter().map(|&t| t as usize) {
+        if plane.marked(t) || !plane.subscribed(r as u32, t) {
+            continue;
+        }
+        if plane.cold(t) {
+            if !plane.held_by_other(t, r as u32) {
+                return Some(t);
+            }
+            held = held.or(Some(t));
+        } else if budget > 0 && warm.is_none() {
+            warm = Some(t);
+            if !plane.cold_any {
+                break;
+            }
+        }
+    }
+    held.or(warm)
+}
+
+/// Step 3a: `task`'s owner `from` is cold for it, so it goes to `to` without a learner and
+/// outside the budget. `to` restores it cold (from now). Should `from` (or anyone else) still
+/// hold it, [`granted`] withholds it (I1): S names no owner, and its cold entry names `to`,
+/// to whom the next rebalance grants it once the holder gave it up.
+fn move_cold(
+    plane: &mut Plane<'_>,
+    owned: &mut Owned,
+    task: usize,
+    from: usize,
+    to: usize,
+    why: &'static str,
+) {
+    owned.moved_in.push((to as u32, task as u32));
+    plane.owner[task] = to as u32;
+    plane.flags[task] |= COLD | MOVED;
+    plane.load[from] -= 1;
+    plane.load[to] += 1;
+    plane.moved_cold = true;
+    let to_id = plane.member_id(to as u32);
+    let kind = if plane.held_by_other(task, to as u32) {
+        let holder = plane.declared[task];
+        TaskEventKind::Revoking {
+            from: (holder != MANY).then(|| plane.member_id(holder)),
+            to: to_id,
+            why,
+        }
+    } else {
+        TaskEventKind::Moved {
+            from: Some(plane.member_id(from as u32)),
+            to: to_id,
+            why,
+        }
+    };
+    plane.event(task, kind);
 }
 
 fn add_learner(
@@ -1112,6 +1315,51 @@ fn granted(plane: &mut Plane<'_>) -> Assignment {
     Assignment::from_spans(granted, spans)
 }
 
+/// S's cold members after the plan: every COLD task's owner, or for a task withheld from
+/// its holder, the member it is `pending` for; since when: now, unless carried over from S
+/// or promoted from a learner (and not moved by step 3a since).
+fn cold_owners(plane: &mut Plane<'_>, pending: &[(u32, u32)]) -> Vec<Cold> {
+    // Stable: of two entries of a task, the later one wins.
+    plane.cold_since.sort_by_key(|&(t, _)| t);
+    let entries = &plane.cold_since;
+    let (mut next, mut next_pending) = (0usize, 0usize);
+    let mut cold = Vec::new();
+    for (t, (&o, &flags)) in plane.owner.iter().zip(&plane.flags).enumerate() {
+        if flags & COLD == 0 {
+            continue;
+        }
+        // Entries of earlier tasks belong to tasks that are no longer cold.
+        let mut carried = None;
+        while let Some(&(task, since)) = entries.get(next).filter(|e| e.0 as usize <= t) {
+            if task as usize == t {
+                carried = Some(since);
+            }
+            next += 1;
+        }
+        let mut member = o;
+        while let Some(&(task, m)) = pending.get(next_pending).filter(|e| e.0 as usize <= t) {
+            if task as usize == t {
+                member = m;
+            }
+            next_pending += 1;
+        }
+        if member == NONE {
+            continue;
+        }
+        let since = if flags & MOVED != 0 {
+            plane.now
+        } else {
+            carried.unwrap_or(plane.now)
+        };
+        cold.push(Cold {
+            task: t as u32,
+            member,
+            since,
+        });
+    }
+    cold
+}
+
 /// Step 6: the outputs, the new S and the follow-up.
 fn emit(mut plane: Plane<'_>, any_revoked: bool, dealt: Option<Assignment>) -> Plan {
     let members = plane.spec.members.len();
@@ -1130,7 +1378,25 @@ fn emit(mut plane: Plane<'_>, any_revoked: bool, dealt: Option<Assignment>) -> P
         .collect();
     let learning = Assignment::from_pairs(members, &learning);
 
+    // Step 3a changed a deal's owners: the assignment is the owner vector's.
+    let dealt = dealt.filter(|_| !plane.moved_cold);
+    // Cold tasks that another member still holds: granted to nobody now (I1), and S names
+    // their cold member, to whom the next rebalance grants them once given up.
+    let pending: Vec<(u32, u32)> = if plane.cold_any && !plane.declared.is_empty() {
+        (0..plane.n())
+            .filter(|&t| plane.cold(t) && plane.owner[t] != NONE)
+            .filter(|&t| plane.held_by_other(t, plane.owner[t]))
+            .map(|t| (t as u32, plane.owner[t]))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let assigned = dealt.unwrap_or_else(|| granted(&mut plane));
+    let cold = if plane.cold_any {
+        cold_owners(&mut plane, &pending)
+    } else {
+        Vec::new()
+    };
     // Marked tasks are the slots' (one each); those granted are marks.
     let marks: Vec<(u32, Partition)> = slots
         .iter()
@@ -1204,6 +1470,7 @@ fn emit(mut plane: Plane<'_>, any_revoked: bool, dealt: Option<Assignment>) -> P
                 planned: s.planned,
             })
             .collect(),
+        cold,
     };
     Plan {
         assigned,

@@ -467,6 +467,87 @@ fn check(sim: &Sim, spec: &GroupSpec, inputs: &[LearnerInput], p: &Plan) {
             "round {round}: S owner of {t:?}"
         );
     }
+    warm_owners_are_protected(sim, spec, inputs, &owner);
+}
+
+/// Step 3a moves only a cold owner's task directly. An owner that is warm for its task (it did
+/// not get it cold within `warmup_ms`) keeps it unless a ready learner of S takes it (or the
+/// owner left S's view: crashed, past its deadline, unsubscribed).
+fn warm_owners_are_protected(
+    sim: &Sim,
+    spec: &GroupSpec,
+    inputs: &[LearnerInput],
+    owner: &HashMap<Partition, u32>,
+) {
+    let round = sim.rounds;
+    let prev = &sim.state;
+    let index: HashMap<&str, usize> = spec
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.member_id.as_str(), i))
+        .collect();
+    let live: Vec<Option<usize>> = prev
+        .members
+        .iter()
+        .map(|id| index.get(id).copied())
+        .collect();
+    for (task, (name, partition, o)) in prev.tasks().enumerate() {
+        let task = task as u32;
+        let Some(&Some(m)) = live.get(o as usize) else {
+            continue;
+        };
+        let topic = spec
+            .topics
+            .iter()
+            .position(|t| *t.name == *name)
+            .expect("the topics stay") as u32;
+        let t = Partition::new(topic, partition);
+        let cold = prev
+            .cold
+            .iter()
+            .find(|c| c.task == task)
+            .is_some_and(|c| c.since.plus_ms(sim.settings.warmup_ms) > sim.now);
+        let may_go = inputs[m].leaving && sim.settings.scale_down_timeout_ms.is_some();
+        if cold || may_go || !spec.members[m].subscription.contains(&topic) {
+            continue;
+        }
+        let now_owner = owner.get(&t).copied();
+        if now_owner == Some(m as u32) {
+            continue;
+        }
+        let held_by_other = inputs
+            .iter()
+            .enumerate()
+            .any(|(i, input)| i != m && input.declared.contains(&t));
+        if now_owner.is_none() && held_by_other {
+            continue;
+        }
+        let learner = prev.learners.iter().find(|l| l.task == task);
+        let learner = learner.and_then(|l| live.get(l.member as usize).copied().flatten());
+        let Some(l) = learner else {
+            panic!(
+                "round {round}: warm owner {} lost {t:?} to {now_owner:?} without a learner",
+                spec.members[m].member_id
+            );
+        };
+        let ready = if inputs[l].capable {
+            inputs[l].ready.contains(&t)
+        } else {
+            let planned = prev
+                .learners
+                .iter()
+                .find(|x| x.task == task)
+                .map(|x| x.planned);
+            planned.is_some_and(|p| p.plus_ms(sim.settings.warmup_ms) <= sim.now)
+        };
+        assert!(
+            ready && (now_owner.is_none() || now_owner == Some(l as u32)),
+            "round {round}: warm owner {} lost {t:?} to {now_owner:?}, its learner {} not ready",
+            spec.members[m].member_id,
+            spec.members[l].member_id
+        );
+    }
 }
 
 /// Loads of the members that are not leaving.
@@ -478,7 +559,7 @@ fn staying_loads(sim: &Sim) -> Vec<usize> {
         .collect()
 }
 
-/// I7's end: no learners, no follow-up, every task a staying member subscribes to is active
+/// I7's end: no learners, no follow-up, no task in flight, every task a staying member subscribes to is active
 /// (none withheld) and, when subscriptions are homogeneous, balanced among the staying
 /// members, and drained from the leavers.
 fn converged(sim: &Sim) -> bool {
@@ -501,7 +582,14 @@ fn converged(sim: &Sim) -> bool {
             .max()
             .zip(loads.iter().min())
             .is_none_or(|(max, min)| max - min <= 1);
-    p.state.learners() == 0 && p.follow_up.is_none() && complete && balanced
+    // A task step 3a took from a cold owner that still held it is in flight without a
+    // learner: S names its receiver (a cold entry) but no owner until it is granted.
+    let in_flight = p
+        .state
+        .cold
+        .iter()
+        .any(|c| p.state.owners[c.task as usize] == NO_MEMBER);
+    p.state.learners() == 0 && p.follow_up.is_none() && !in_flight && complete && balanced
 }
 
 /// Runs the case's steps, then I7: frozen membership, every learner ready at each round.
@@ -813,4 +901,129 @@ fn found_cases() {
             ],
         )
     });
+}
+
+/// A group formed cold (every task a first assignment) that `joiners` members join `delay` ms
+/// later, `warm` deciding whether the warm-up has passed by then; returns the simulation after
+/// the joiners' first rebalance, and what the first members held before it.
+fn joined(
+    kind: Kind,
+    parts: Vec<u32>,
+    first: usize,
+    joiners: usize,
+    settings: Settings,
+    delay: u64,
+) -> (Sim, Vec<Vec<Partition>>) {
+    let case = Case {
+        kind,
+        parts,
+        heterogeneous: None,
+        initial: first,
+        settings,
+        steps: Vec::new(),
+    };
+    let mut sim = Sim::new(&case);
+    sim.rebalance();
+    let held: Vec<Vec<Partition>> = sim.members.iter().map(|m| m.assigned.clone()).collect();
+    sim.now = sim.now.plus_ms(delay);
+    for j in 0..joiners {
+        sim.join(j as u8 * 53 + 1, 0);
+    }
+    sim.rebalance();
+    (sim, held)
+}
+
+fn cold_start() -> impl Strategy<Value = (Kind, Vec<u32>, usize, usize, Settings)> {
+    (
+        prop_oneof![Just(Kind::Capable), Just(Kind::Coop), Just(Kind::Eager)],
+        prop::collection::vec(1u32..=12, 1..=3),
+        1usize..=2,
+        1usize..=5,
+        (
+            prop_oneof![Just(Mode::Seed), Just(Mode::ReadyGated)],
+            1usize..=3,
+            prop_oneof![Just(1_000u64), Just(3_000), Just(10_000)],
+        ),
+    )
+        .prop_map(
+            |(kind, parts, first, joiners, (mode, max_learners, warmup_ms))| {
+                let settings = Settings {
+                    mode,
+                    max_learners,
+                    warmup_ms,
+                    ..Settings::default()
+                };
+                (kind, parts, first, joiners, settings)
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    /// Step 3a: members join a group whose owners are still cold. No learner is planned, the
+    /// budget does not bound the moves, and a task taken from a cold owner moves in one
+    /// generation: at once for eager owners (balanced now), and for owners that still hold it
+    /// (cooperative, learner-capable) withheld now and granted in the next generation. Two
+    /// generations balance the group.
+    #[test]
+    fn a_cold_owners_tasks_move_in_one_generation(
+        (kind, parts, first, joiners, settings) in cold_start(),
+        delay_per_mille in 0u64..1000,
+    ) {
+        let delay = settings.warmup_ms * delay_per_mille / 1000;
+        let (mut sim, _) = joined(kind, parts, first, joiners, settings, delay);
+        let p = sim.last.clone().expect("a plan");
+        prop_assert_eq!(p.state.learners(), 0);
+        prop_assert_eq!(p.follow_up, None);
+        if kind == Kind::Eager {
+            prop_assert!(converged(&sim), "eager: balanced at once: {:?}", staying_loads(&sim));
+            return Ok(());
+        }
+        // Withheld now: no member is granted them.
+        let granted: BTreeSet<Partition> =
+            sim.members.iter().flat_map(|m| m.assigned.iter().copied()).collect();
+        let withheld: Vec<Partition> = (0..sim.parts.len() as u32)
+            .flat_map(|t| (0..sim.parts[t as usize]).map(move |n| Partition::new(t, n)))
+            .filter(|t| !granted.contains(t))
+            .collect();
+        sim.now = sim.now.plus_ms(1);
+        sim.rebalance();
+        let p = sim.last.clone().expect("a plan");
+        prop_assert_eq!(p.state.learners(), 0);
+        for t in &withheld {
+            prop_assert!(
+                sim.members.iter().any(|m| m.assigned.contains(t)),
+                "{:?} withheld from its cold owner is granted in the next generation", t
+            );
+        }
+        prop_assert!(converged(&sim), "balanced in two generations: {:?}", staying_loads(&sim));
+    }
+
+    /// Step 3a does not touch a warm owner: joining after the warm-up, members learn first
+    /// (within the budget) and the owners keep every task.
+    #[test]
+    fn a_warm_owner_keeps_its_tasks_until_learners_are_ready(
+        (kind, parts, first, joiners, settings) in cold_start(),
+        late in 0u64..5_000,
+    ) {
+        let budget = settings.max_learners;
+        let delay = settings.warmup_ms + late;
+        let (sim, held) = joined(kind, parts, first, joiners, settings, delay);
+        let p = sim.last.as_ref().expect("a plan");
+        prop_assert!(p.state.learners() <= budget);
+        for (m, before) in held.iter().enumerate() {
+            let mut now = sim.members[m].assigned.clone();
+            if kind == Kind::Capable && sim.settings.mode == Mode::Seed {
+                // Marked tasks are still granted (given up at the next join).
+                now.extend(&sim.members[m].marks);
+            }
+            now.sort_unstable();
+            now.dedup();
+            prop_assert_eq!(&now, before, "a warm owner keeps its tasks");
+        }
+        for m in &sim.members[held.len()..] {
+            prop_assert!(m.assigned.is_empty(), "a joiner learns first");
+        }
+    }
 }

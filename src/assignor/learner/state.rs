@@ -8,9 +8,14 @@
 //!
 //! Stored as bytes inside the group record (opaque to the group core): a format version byte,
 //! then a member table (S names members by index into it), the leavers, the topics with their
-//! partition counts, every task's owner, and the learners. Decoding checks every length against
-//! the bytes left and every index against its table. Format 1 (one entry per task with an owner
-//! or a learner) is still read.
+//! partition counts, every task's owner, and the learners; format 3 adds, after them, the tasks
+//! whose owner is still cold for them (learner-spec.md 6.5 step 3a). Decoding checks every
+//! length against the bytes left and every index against its table.
+//!
+//! Versions: a state without cold owners (always so with `learner.warmup.ms=0`, the default) is
+//! written in format 2, byte for byte as before format 3 existed, so a koord that predates it
+//! still reads it; format 3 is written only when some owner is cold. Format 1 (one entry per
+//! task with an owner or a learner) is still read.
 
 use std::fmt;
 
@@ -24,6 +29,8 @@ pub const NO_MEMBER: u32 = u32::MAX;
 
 const FORMAT: u8 = 2;
 const FORMAT_ENTRIES: u8 = 1;
+/// Format 2 followed by the cold owners.
+const FORMAT_COLD: u8 = 3;
 const MAX_PARTITIONS_V1: usize = 1 << 20;
 
 /// A task's learner.
@@ -35,6 +42,23 @@ pub struct Learner {
     pub member: u32,
     /// When the learner was planned (its warm-up starts then).
     pub planned: Timestamp,
+}
+
+/// A member that got a task cold (an orphan or a first assignment, restored from nothing; a
+/// learner promoted before it was ready; a move of step 3a) and is still restoring it: step 3a
+/// moves such a task without a learner. Kept only while `since + learner.warmup.ms` is in the
+/// future.
+///
+/// `member` is the task's owner in S; or, while S names no owner because another member still
+/// holds the task (cooperative revoke-then-grant), the member it goes to once given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cold {
+    /// Index into [`State::owners`].
+    pub task: u32,
+    /// Index into [`State::members`].
+    pub member: u32,
+    /// When it was given to the member.
+    pub since: Timestamp,
 }
 
 /// A table of names (S's member ids, S's topics) in one buffer. A plan writes S's tables for
@@ -130,6 +154,8 @@ pub struct State {
     pub owners: Vec<u32>,
     /// Sorted by task, at most one per task.
     pub learners: Vec<Learner>,
+    /// Tasks whose owner is still cold for them, sorted by task, at most one per task.
+    pub cold: Vec<Cold>,
 }
 
 impl State {
@@ -164,12 +190,17 @@ impl State {
         let mut w = BytesMut::with_capacity(
             32 + 4 * self.owners.len()
                 + 16 * self.learners.len()
+                + 16 * self.cold.len()
                 + 2 * self.members.len()
                 + self.members.text.len()
                 + 6 * self.topics.len()
                 + self.topics.text.len(),
         );
-        w.put_u8(FORMAT);
+        w.put_u8(if self.cold.is_empty() {
+            FORMAT
+        } else {
+            FORMAT_COLD
+        });
         w.put_u32(self.members.len() as u32);
         for m in self.members.iter() {
             put_str(&mut w, m);
@@ -193,6 +224,14 @@ impl State {
             w.put_u32(l.member);
             w.put_u64(l.planned.as_millis());
         }
+        if !self.cold.is_empty() {
+            w.put_u32(self.cold.len() as u32);
+            for c in &self.cold {
+                w.put_u32(c.task);
+                w.put_u32(c.member);
+                w.put_u64(c.since.as_millis());
+            }
+        }
         w.freeze()
     }
 
@@ -206,7 +245,7 @@ impl State {
         }
         let mut r = Reader::new(bytes);
         let format = r.u8("format").map_err(why)?;
-        if format != FORMAT && format != FORMAT_ENTRIES {
+        if ![FORMAT, FORMAT_ENTRIES, FORMAT_COLD].contains(&format) {
             return Err(format!("unknown learner state format {format}"));
         }
         let table = r.count_u32("members", 2).map_err(why)?;
@@ -230,7 +269,7 @@ impl State {
             }
             leaving.push((m, Timestamp(r.u64("leavers").map_err(why)?)));
         }
-        let mut state = if format == FORMAT {
+        let mut state = if format != FORMAT_ENTRIES {
             let topics_len = r.count_u32("topics", 6).map_err(why)?;
             let mut topics = Names::with_capacity(topics_len);
             let mut partitions = Vec::with_capacity(topics_len);
@@ -265,6 +304,27 @@ impl State {
                     planned: Timestamp(r.u64("learners").map_err(why)?),
                 });
             }
+            let mut cold: Vec<Cold> = Vec::new();
+            if format == FORMAT_COLD {
+                let cold_len = r.count_u32("cold owners", 16).map_err(why)?;
+                cold.reserve_exact(cold_len);
+                for _ in 0..cold_len {
+                    let task = r.u32("cold owners").map_err(why)?;
+                    if task >= tasks || cold.last().is_some_and(|c| c.task >= task) {
+                        return Err(format!("cold owner of task {task} out of order or range"));
+                    }
+                    let m = member(r.u32("cold owners").map_err(why)?)?;
+                    if m == NO_MEMBER {
+                        return Err("a cold owner without member".to_owned());
+                    }
+                    let since = Timestamp(r.u64("cold owners").map_err(why)?);
+                    cold.push(Cold {
+                        task,
+                        member: m,
+                        since,
+                    });
+                }
+            }
             State {
                 members: Names::default(),
                 leaving: Vec::new(),
@@ -272,6 +332,7 @@ impl State {
                 partitions,
                 owners,
                 learners,
+                cold,
             }
         } else {
             decode_entries(&mut r, &member)?
@@ -365,7 +426,96 @@ mod tests {
                 member: 1,
                 planned: Timestamp(1_700_000_000_000),
             }],
+            cold: Vec::new(),
         }
+    }
+
+    /// [`sample`] with its owners cold for two tasks (format 3).
+    fn sample_cold() -> State {
+        State {
+            cold: vec![
+                Cold {
+                    task: 1,
+                    member: 0,
+                    since: Timestamp(1_700_000_000_500),
+                },
+                Cold {
+                    task: 2,
+                    member: 1,
+                    since: Timestamp(1_700_000_001_000),
+                },
+            ],
+            ..sample()
+        }
+    }
+
+    /// Cold owners add format 3; without any, the bytes are format 2's exactly (a koord that
+    /// predates cold owners reads them), and format 2's bytes read as no cold owner.
+    #[test]
+    fn cold_owners_round_trip_in_format_3_and_format_2_is_unchanged() {
+        let s = sample_cold();
+        let bytes = s.encode();
+        assert_eq!(bytes[0], FORMAT_COLD);
+        assert_eq!(State::decode(&bytes).unwrap(), s);
+        let plain = sample().encode();
+        assert_eq!(plain[0], FORMAT);
+        assert_eq!(
+            &bytes[1..plain.len()],
+            &plain[1..],
+            "format 2, then the cold owners"
+        );
+        assert_eq!(bytes.len(), plain.len() + 4 + 2 * 16);
+        // Format 2 as written before format 3: this exact layout.
+        let mut want = BytesMut::new();
+        want.put_u8(2);
+        want.put_u32(2);
+        put_str(&mut want, "S1");
+        put_str(&mut want, "S4");
+        want.put_u32(1);
+        want.put_u32(0);
+        want.put_u64(5);
+        want.put_u32(2);
+        put_str(&mut want, "orders");
+        want.put_u32(3);
+        put_str(&mut want, "users");
+        want.put_u32(1);
+        for o in [0, 0, NO_MEMBER, 1] {
+            want.put_u32(o);
+        }
+        want.put_u32(1);
+        want.put_u32(0);
+        want.put_u32(1);
+        want.put_u64(1_700_000_000_000);
+        assert_eq!(plain, want.freeze());
+        // A format 3 record with no cold owner reads too (and is written back as format 2).
+        let mut empty = plain.to_vec();
+        empty[0] = FORMAT_COLD;
+        empty.extend(0u32.to_be_bytes());
+        assert_eq!(State::decode(&empty).unwrap(), sample());
+    }
+
+    #[test]
+    fn cold_owners_out_of_order_or_range_are_errors() {
+        let mut bad = sample_cold();
+        bad.cold[1].task = 4;
+        assert_eq!(
+            State::decode(&bad.encode()).unwrap_err(),
+            "cold owner of task 4 out of order or range"
+        );
+        let mut bad = sample_cold();
+        bad.cold[1].task = 1;
+        assert!(State::decode(&bad.encode()).is_err(), "twice");
+        let mut bad = sample_cold();
+        bad.cold[1].member = 2;
+        assert_eq!(
+            State::decode(&bad.encode()).unwrap_err(),
+            "member index 2 outside a table of 2"
+        );
+        let bytes = sample_cold().encode();
+        assert_eq!(
+            State::decode(&bytes[..bytes.len() - 1]).unwrap_err(),
+            "truncated cold owners"
+        );
     }
 
     #[test]
@@ -517,14 +667,23 @@ mod tests {
             .learners
             .iter()
             .all(|l| l.member < members && u64::from(l.task) < tasks));
+        assert!(s.cold.windows(2).all(|w| w[0].task < w[1].task));
+        assert!(s
+            .cold
+            .iter()
+            .all(|c| c.member < members && u64::from(c.task) < tasks));
         assert_eq!(State::decode(&s.encode()).as_ref(), Ok(s));
     }
 
-    /// Both formats: every cut is an error, and a byte damaged anywhere (to 0, 0xff, 0x80 or
+    /// Every format: every cut is an error, and a byte damaged anywhere (to 0, 0xff, 0x80 or
     /// one bit off), whole or cut there, is an error or a consistent S, never a panic.
     #[test]
     fn truncated_or_damaged_state_of_either_format_is_an_error_not_a_panic() {
-        for bytes in [sample().encode().to_vec(), format_1().to_vec()] {
+        for bytes in [
+            sample().encode().to_vec(),
+            sample_cold().encode().to_vec(),
+            format_1().to_vec(),
+        ] {
             for cut in 1..bytes.len() {
                 assert!(State::decode(&bytes[..cut]).is_err(), "{cut}");
             }
@@ -548,7 +707,7 @@ mod tests {
         /// Any bytes after a known format byte: an error or a consistent S, never a panic.
         #[test]
         fn arbitrary_bytes_never_panic(
-            format in proptest::sample::select(vec![FORMAT, FORMAT_ENTRIES]),
+            format in proptest::sample::select(vec![FORMAT, FORMAT_ENTRIES, FORMAT_COLD]),
             rest in proptest::collection::vec(proptest::num::u8::ANY, 0..96),
         ) {
             let mut bytes = vec![format];

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::state::NO_MEMBER;
 use super::*;
 use crate::assignor::testing::member;
 use crate::assignor::{GroupSpec, TopicSpec};
@@ -427,12 +428,13 @@ fn unmodified_learners_are_ready_after_the_warm_up() {
         ..Default::default()
     };
     let ids = ["S1", "S2", "S3", "S4"];
+    // Formed a warm-up ago: the owners are warm (step 3a does not apply).
     let r0 = plan(
         &spec(&ids[..3]),
         &[plain(&[]), plain(&[]), plain(&[])],
         &State::default(),
         &settings,
-        NOW,
+        Timestamp(NOW.0 - 2_000),
     );
     let r1 = plan(
         &spec(&ids),
@@ -557,4 +559,227 @@ fn spec_of(spec: &GroupSpec, count: usize) -> GroupSpec {
         topics: spec.topics.clone(),
         members: spec.members[..count].to_vec(),
     }
+}
+
+/// Step 3a's settings: a 3 s warm-up.
+fn warm_up_3s() -> Settings {
+    Settings {
+        warmup_ms: 3_000,
+        ..Settings::default()
+    }
+}
+
+fn unmodified(declared: &[u32]) -> LearnerInput {
+    LearnerInput {
+        declared: ts(declared),
+        ..Default::default()
+    }
+}
+
+fn cold_tasks(state: &State) -> Vec<(u32, u64)> {
+    state
+        .cold
+        .iter()
+        .map(|c| (c.task + 1, c.since.0 - NOW.0))
+        .collect()
+}
+
+/// 6.5 step 3a: S1 got every task cold (a first assignment) 200 ms ago; S2 and S3 join. Its
+/// tasks go straight to them, without learners and beyond the budget of one: eager owners
+/// (who gave everything up at the join) are balanced in this generation.
+#[test]
+fn a_cold_owners_tasks_move_directly_outside_the_budget() {
+    let settings = Settings {
+        max_learners: 1,
+        ..warm_up_3s()
+    };
+    let r0 = plan(
+        &spec(&["S1"]),
+        &[unmodified(&[])],
+        &State::default(),
+        &settings,
+        NOW,
+    );
+    assert_eq!(r0.assigned[0], ts(&[1, 2, 3, 4, 5]));
+    assert_eq!(
+        cold_tasks(&r0.state),
+        vec![(1, 0), (2, 0), (3, 0), (4, 0), (5, 0)],
+        "a first assignment is cold"
+    );
+    let ids = ["S1", "S2", "S3"];
+    let eager = [unmodified(&[]), unmodified(&[]), unmodified(&[])];
+    let r1 = plan(&spec(&ids), &eager, &r0.state, &settings, NOW.plus_ms(200));
+    // q = 1, Q = 2. Fill: S2 takes S1's lowest (T1), S3 the next (T2); shave: S1 still has 3,
+    // S2 (below Q) takes T3.
+    assert_eq!(r1.assigned, vec![ts(&[4, 5]), ts(&[1, 3]), ts(&[2])]);
+    assert_eq!(r1.state.learners(), 0);
+    assert!(r1.learning.iter().all(<[Partition]>::is_empty));
+    assert_eq!(r1.follow_up, None);
+    assert_eq!(
+        r1.events[0],
+        TaskEvent {
+            partition: t(1),
+            kind: TaskEventKind::Moved {
+                from: Some(MemberId::new("S1")),
+                to: MemberId::new("S2"),
+                why: "owner cold, fill",
+            },
+        }
+    );
+    // S1 is still cold for T4 and T5 (since NOW); the movers are cold since they got theirs.
+    assert_eq!(
+        cold_tasks(&r1.state),
+        vec![(1, 200), (2, 200), (3, 200), (4, 0), (5, 0)]
+    );
+    // Once the warm-up has passed, nobody is cold any more (and S is format 2 again).
+    let r2 = plan(
+        &spec(&ids),
+        &eager,
+        &r1.state,
+        &settings,
+        NOW.plus_ms(3_200),
+    );
+    assert_eq!(r2.assigned, r1.assigned);
+    assert!(r2.state.cold.is_empty());
+    assert_eq!(r2.state.encode()[0], 2);
+}
+
+/// The same with cooperative owners: S1 still holds its tasks, so they are revoked in this
+/// generation (granted to nobody: never two owners) and granted in the next, to the members
+/// they were moved to (S names them meanwhile).
+#[test]
+fn a_cold_cooperative_owner_gives_up_first_then_the_tasks_are_granted() {
+    let settings = warm_up_3s();
+    let r0 = plan(
+        &spec(&["S1"]),
+        &[unmodified(&[])],
+        &State::default(),
+        &settings,
+        NOW,
+    );
+    let ids = ["S1", "S2", "S3"];
+    let r1 = plan(
+        &spec(&ids),
+        &[
+            unmodified(&[1, 2, 3, 4, 5]),
+            unmodified(&[]),
+            unmodified(&[]),
+        ],
+        &r0.state,
+        &settings,
+        NOW.plus_ms(200),
+    );
+    assert_eq!(r1.assigned, vec![ts(&[4, 5]), ts(&[]), ts(&[])]);
+    assert_eq!(r1.state.learners(), 0);
+    assert_eq!(r1.follow_up, None, "the owner's rejoin is the trigger");
+    assert!(matches!(
+        &r1.events[0].kind,
+        TaskEventKind::Revoking { from: Some(m), why: "owner cold, fill", .. } if m.as_str() == "S1"
+    ));
+    let owners: Vec<u32> = r1.state.owners.clone();
+    assert_eq!(
+        owners[..3],
+        [NO_MEMBER; 3],
+        "S names no owner while S1 holds them"
+    );
+    let pending: Vec<(u32, u32)> = r1.state.cold.iter().map(|c| (c.task, c.member)).collect();
+    assert_eq!(
+        pending[..3],
+        [(0, 1), (1, 2), (2, 1)],
+        "but their receivers"
+    );
+    let r2 = plan(
+        &spec(&ids),
+        &[unmodified(&[4, 5]), unmodified(&[]), unmodified(&[])],
+        &r1.state,
+        &settings,
+        NOW.plus_ms(300),
+    );
+    assert_eq!(r2.assigned, vec![ts(&[4, 5]), ts(&[1, 3]), ts(&[2])]);
+    assert_eq!(
+        r2.events[0].kind,
+        TaskEventKind::Moved {
+            from: None,
+            to: MemberId::new("S2"),
+            why: "given up by its cold owner",
+        }
+    );
+    assert_eq!(r2.state.learners(), 0);
+    assert_eq!(r2.follow_up, None);
+}
+
+/// A warm owner is still protected: joining after the warm-up, S2 and S3 learn first and S1
+/// keeps everything (ready-gated by time for unmodified members).
+#[test]
+fn a_warm_owner_keeps_its_tasks_until_a_learner_is_ready() {
+    let settings = warm_up_3s();
+    let r0 = plan(
+        &spec(&["S1"]),
+        &[unmodified(&[])],
+        &State::default(),
+        &settings,
+        NOW,
+    );
+    let ids = ["S1", "S2", "S3"];
+    let r1 = plan(
+        &spec(&ids),
+        &[unmodified(&[]), unmodified(&[]), unmodified(&[])],
+        &r0.state,
+        &settings,
+        NOW.plus_ms(3_000),
+    );
+    assert_eq!(r1.assigned, vec![ts(&[1, 2, 3, 4, 5]), ts(&[]), ts(&[])]);
+    assert_eq!(r1.learning, vec![ts(&[]), ts(&[1]), ts(&[2])]);
+    assert!(r1.state.cold.is_empty());
+}
+
+/// A learner promoted before it was ready (its owner crashed) is cold for the task until its
+/// warm-up would have ended; a learner that was ready is warm at once.
+#[test]
+fn a_learner_promoted_unready_is_cold_until_its_warm_up_ends() {
+    let settings = warm_up_3s();
+    let earlier = Timestamp(NOW.0 - 10_000);
+    let r0 = plan(
+        &spec(&["S1", "S2"]),
+        &[unmodified(&[]), unmodified(&[])],
+        &State::default(),
+        &settings,
+        earlier,
+    );
+    assert_eq!(r0.assigned, vec![ts(&[1, 2, 3]), ts(&[4, 5])]);
+    let ids = ["S1", "S2", "S3"];
+    let r1 = plan(
+        &spec(&ids),
+        &[unmodified(&[]), unmodified(&[]), unmodified(&[])],
+        &r0.state,
+        &settings,
+        Timestamp(NOW.0 - 1_000),
+    );
+    assert_eq!(r1.learning[2], ts(&[1]));
+    // S1 crashes.
+    let r2 = plan(
+        &spec(&ids[1..]),
+        &[unmodified(&[]), unmodified(&[])],
+        &r1.state,
+        &settings,
+        NOW,
+    );
+    assert_eq!(r2.assigned[1].first(), Some(&t(1)));
+    let t1 = r2.state.cold.iter().find(|c| c.task == 0).unwrap();
+    assert_eq!(
+        t1.since,
+        Timestamp(NOW.0 - 1_000),
+        "since its learner was planned"
+    );
+    // T2 and T3 were S1's orphans: cold since now.
+    assert!(r2.state.cold.iter().any(|c| c.task == 1 && c.since == NOW));
+}
+
+/// With `learner.warmup.ms=0` (the default) nobody is ever cold: S keeps no cold owner and is
+/// written in format 2, as before step 3a.
+#[test]
+fn without_a_warm_up_nobody_is_cold() {
+    let plans = seed_trace();
+    assert!(plans.iter().all(|p| p.state.cold.is_empty()));
+    assert!(plans.iter().all(|p| p.state.encode()[0] == 2));
 }

@@ -182,6 +182,17 @@ fn newcomer(ctx: &mut Ctx, cooperative: bool, protocol: &str, topics: &[&str]) -
     }
 }
 
+/// `ms` pass, the clients heartbeating every 5 s of it (the group stays Stable).
+fn stay_for(ctx: &mut Ctx, clients: &[Client], ms: u64) {
+    let generation = ctx.group.generation();
+    for _ in 0..ms.div_ceil(5_000) {
+        ctx.sleep(5_000);
+        for c in clients {
+            assert_eq!(ctx.heartbeat(&c.id, generation), Ok(()));
+        }
+    }
+}
+
 fn total(assigned: &[BTreeSet<(String, i32)>]) -> usize {
     assigned.iter().map(BTreeSet::len).sum()
 }
@@ -413,6 +424,51 @@ fn learner_unmodified_members_wait_for_the_warm_up_then_koord_rebalances() {
     }
 }
 
+/// Issue 26, through the group core: cooperative clients under `group.assignor=learner` with a
+/// warm-up join one after another right after the first. The first member's partitions are
+/// cold (it is restoring them, not processing them), so they move without learners: each join
+/// is one revoke generation and one grant generation, and the group is balanced two
+/// generations after the last join, with no learner and no follow-up. Once warm, a newcomer
+/// learns first and nothing moves until the warm-up has passed.
+#[test]
+fn learner_cold_owners_hand_partitions_over_without_learners() {
+    // The group forms after the initial delay, and `start` returns 2 delays later: a warm-up
+    // of 30 s keeps the first member cold through the joins.
+    let mut ctx = learner_ctx(&[("t", 12)], warmup(30_000));
+    let mut clients = start(&mut ctx, 1, true, "cooperative-sticky", &["t"]);
+    assert_eq!(clients[0].owned.len(), 12);
+    for joined in 2..=3 {
+        clients.push(newcomer(&mut ctx, true, "cooperative-sticky", &["t"]));
+        let first = ctx.group.generation();
+        let mut rounds = 0;
+        let assigned = loop {
+            let assigned = round(&mut ctx, &mut clients, "cooperative-sticky", &["t"]);
+            rounds += 1;
+            assert_eq!(ctx.group.metadata_record().follow_up, None, "no learner");
+            if !clients.iter().any(|c| c.rejoins) {
+                break assigned;
+            }
+            assert!(rounds < 2, "more than two generations: {assigned:?}");
+        };
+        assert_eq!(ctx.group.generation().0 - first.0, 2);
+        let loads: Vec<usize> = assigned.iter().map(BTreeSet::len).collect();
+        assert_eq!(loads, vec![12 / joined; joined], "balanced");
+    }
+    // Warm now: a fourth member learns first; the others keep everything until the warm-up.
+    stay_for(&mut ctx, &clients, 30_000);
+    let before: Vec<_> = clients.iter().map(|c| c.owned.clone()).collect();
+    clients.push(newcomer(&mut ctx, true, "cooperative-sticky", &["t"]));
+    let planned = round(&mut ctx, &mut clients, "cooperative-sticky", &["t"]);
+    assert!(planned[3].is_empty(), "learning first: {planned:?}");
+    assert_eq!(&planned[..3], &before[..], "nobody gives anything up yet");
+    let due = ctx.group.metadata_record().follow_up;
+    assert_eq!(
+        due,
+        Some(ctx.now.plus_ms(30_000)),
+        "the warm-up is the follow-up"
+    );
+}
+
 /// A follow-up that comes due before every member has synced waits for the last SyncGroup, so
 /// that no member's sync is failed by it.
 #[test]
@@ -442,6 +498,8 @@ fn learner_follow_up_waits_for_every_sync() {
 fn learner_state_and_follow_up_come_back_from_the_record() {
     let mut ctx = learner_ctx(&[("t", 6)], warmup(60_000));
     let mut clients = start(&mut ctx, 2, true, "cooperative-sticky", &["t"]);
+    // The owners warm up (until then step 3a would move their partitions without learners).
+    stay_for(&mut ctx, &clients, 60_000);
     clients.push(newcomer(&mut ctx, true, "cooperative-sticky", &["t"]));
     round(&mut ctx, &mut clients, "cooperative-sticky", &["t"]);
     let record = ctx.group.metadata_record();
