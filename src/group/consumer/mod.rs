@@ -993,10 +993,11 @@ impl ConsumerGroup {
                 owned,
                 user_data: None,
             });
-            let mut holds = to_spec(&m.assigned);
-            holds.extend(to_spec(&m.pending_revocation));
-            holds.sort_unstable();
-            declared.push(holds);
+            // Nothing is declared held: reconciliation already grants a partition only once its
+            // holder has revoked it, so an assignor that withheld held partitions itself would
+            // wait for a target computation that never comes (targets are computed on epoch
+            // bumps, not on revocations).
+            declared.push(Vec::new());
         }
         let spec = GroupSpec {
             topics: topics

@@ -800,3 +800,52 @@ fn apply(
         }
     }
 }
+
+#[test]
+fn with_the_learner_assignor_a_newcomer_gets_partitions_only_after_the_warm_up() {
+    use crate::assignor::learner::{LearnerAssignor, Settings};
+    let learner = LearnerAssignor::new(Settings {
+        warmup_ms: 3000,
+        ..Settings::default()
+    });
+    let mut g = group_with(ConsumerGroupConfig {
+        assignors: vec![Arc::new(learner)],
+        ..ConsumerGroupConfig::default()
+    });
+    let image = Image::with(&[("t", 4)]);
+    let all = parts(&[("t", &[0, 1, 2, 3])]);
+    g.handle_heartbeat(join("a", &["t"]), &image, T0).unwrap();
+    // a has held its partitions long enough to have state worth protecting.
+    let warm = T0.plus_ms(10_000);
+    g.handle_heartbeat(beat("a", 2, all.clone()), &image, warm)
+        .unwrap();
+    let b = g.handle_heartbeat(join("b", &["t"]), &image, warm).unwrap();
+    assert_eq!(b.assignment, Some(Partitions::new()));
+    // While b warms up, a keeps every partition and b's target is still empty.
+    let a = g
+        .handle_heartbeat(beat("a", 2, all.clone()), &image, warm.plus_ms(1000))
+        .unwrap();
+    assert_eq!(a.assignment.unwrap_or(all.clone()), all);
+    assert!(count(&g.member(&MemberId::new("b")).unwrap().target) == 0);
+    // The warm-up ends: the assignor's follow-up starts a new target that moves half to b.
+    let follow_up = g.next_deadline().expect("a follow-up is armed");
+    assert!(follow_up <= warm.plus_ms(3000), "{follow_up:?}");
+    g.handle_timeout(&image, follow_up);
+    assert_eq!(count(&g.member(&MemberId::new("b")).unwrap().target), 2);
+    let a = g
+        .handle_heartbeat(
+            beat(
+                "a",
+                g.member(&MemberId::new("a")).unwrap().member_epoch,
+                all,
+            ),
+            &image,
+            follow_up,
+        )
+        .unwrap();
+    assert_eq!(
+        count(&a.assignment.unwrap()),
+        2,
+        "a is asked to give two up"
+    );
+}
