@@ -18,6 +18,7 @@ import subprocess
 import time
 
 import pytest
+from confluent_kafka.admin import NewTopic
 
 from groups_util import (POLL_INTERVAL, SETTLE_TIMEOUT, Group, java_command, owners_at_once,
                          reported_generation)
@@ -152,6 +153,54 @@ def test_kafka_consumer_groups_describes_a_consumer_group(group):
     print(listed.stdout)
     line = next(l for l in listed.stdout.splitlines() if l.startswith(group.id))
     assert line.split()[1:] == ["Consumer"], listed.stdout
+
+
+def test_regex_subscription_picks_up_a_topic_created_later(group):
+    """Members subscribed with a regular expression (SubscriptionPattern, resolved by the
+    coordinator) get the partitions of a matching topic created after the group formed."""
+    members = group.java()
+    regex = f"--regex={re.escape(group.topic)}.*"
+    for m in ("x1", "x2"):
+        members.start(m, regex, group_protocol="consumer", group_remote_assignor="uniform")
+    settle(group, ["x1", "x2"], {6}, 0, "2 members on the first topic")
+    later = f"{group.topic}-later"
+    created = group.admin.create_topics([NewTopic(later, 4, 1)])
+    created[later].result(timeout=30)
+    want = sorted([f"{group.topic}:{p}" for p in range(group.partitions)]
+                  + [f"{later}:{p}" for p in range(4)])
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while True:
+        held = sorted(tp for m in ("x1", "x2") for tp in group.status(m)["topic_partitions"])
+        if held == want:
+            break
+        if time.monotonic() > deadline:
+            pytest.fail(f"held {held}, want {want}\n{group.events.summary()}")
+        time.sleep(POLL_INTERVAL)
+    no_errors(group)
+
+
+def test_static_member_restarts_without_moving_partitions(group):
+    """A static member (group.instance.id) that closes and starts again under a new member id
+    gets its own partitions back, and no other member's partitions move."""
+    members = group.java()
+
+    def start(m):
+        members.start(m, group_protocol="consumer", group_remote_assignor="uniform",
+                      group_instance_id=f"instance-{m}")
+
+    for m in ("s1", "s2", "s3"):
+        start(m)
+    epoch, owned = settle(group, ["s1", "s2", "s3"], {4}, 0, "3 static members")
+    before = len(group.events)
+    group.close("s2")
+    start("s2")
+    after, owned_after = settle(group, ["s1", "s2", "s3"], {4}, epoch - 1, "s2 restarted")
+    assert owned_after == owned, f"{owned} -> {owned_after}"
+    moved = [e for e in group.events.snapshot()[before:]
+             if e["member"] in ("s1", "s3") and e["event"] in ("revoked", "assigned", "lost")
+             and e["partitions"]]
+    assert not moved, f"other members' partitions moved: {moved}"
+    no_errors(group)
 
 
 @pytest.mark.skipif(bool(EXTERNAL_BOOTSTRAP), reason="restarts the koord it started")

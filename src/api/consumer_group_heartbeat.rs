@@ -57,6 +57,15 @@ pub async fn handle(
         client_id: client_id.to_string(),
         client_host: client_host(peer),
     };
+    if hb.member_epoch == 0 {
+        tracing::debug!(
+            member = %hb.member_id,
+            names = ?hb.subscribed_topic_names,
+            regex = ?hb.subscribed_topic_regex,
+            assignor = ?hb.server_assignor,
+            "consumer group join"
+        );
+    }
     let result = match validate(
         req.group_id.as_str(),
         &hb,

@@ -80,33 +80,36 @@ pub fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> MetadataRe
         Some(wanted) => wanted
             .into_iter()
             .map(|t| match t.name {
-                Some(name) => match broker.topic_for_metadata(&name, auto_create) {
-                    Ok(Some(topic)) => topic_entry(&topic, version, node, with_ops),
-                    Ok(None) => topic_error(
-                        Some(name),
-                        uuid::Uuid::nil(),
-                        ResponseError::UnknownTopicOrPartition,
-                        version,
-                    ),
-                    Err(CreateError::InvalidName(_)) => topic_error(
-                        Some(name),
-                        uuid::Uuid::nil(),
-                        ResponseError::InvalidTopicException,
-                        version,
-                    ),
-                    // Created and gone again cannot happen (no deletion); answer as unknown.
-                    Err(CreateError::AlreadyExists) => topic_error(
-                        Some(name),
-                        uuid::Uuid::nil(),
-                        ResponseError::UnknownTopicOrPartition,
-                        version,
-                    ),
-                },
-                None if !t.topic_id.is_nil() => match broker.topics.get_by_id(t.topic_id) {
+                // A lookup by id may come with an empty name rather than a null one.
+                Some(name) if !(name.is_empty() && !t.topic_id.is_nil()) => {
+                    match broker.topic_for_metadata(&name, auto_create) {
+                        Ok(Some(topic)) => topic_entry(&topic, version, node, with_ops),
+                        Ok(None) => topic_error(
+                            Some(name),
+                            uuid::Uuid::nil(),
+                            ResponseError::UnknownTopicOrPartition,
+                            version,
+                        ),
+                        Err(CreateError::InvalidName(_)) => topic_error(
+                            Some(name),
+                            uuid::Uuid::nil(),
+                            ResponseError::InvalidTopicException,
+                            version,
+                        ),
+                        // Created and gone again cannot happen (no deletion); answer as unknown.
+                        Err(CreateError::AlreadyExists) => topic_error(
+                            Some(name),
+                            uuid::Uuid::nil(),
+                            ResponseError::UnknownTopicOrPartition,
+                            version,
+                        ),
+                    }
+                }
+                _ if !t.topic_id.is_nil() => match broker.topics.get_by_id(t.topic_id) {
                     Some(topic) => topic_entry(&topic, version, node, with_ops),
                     None => topic_error(None, t.topic_id, ResponseError::UnknownTopicId, version),
                 },
-                None => topic_error(None, t.topic_id, ResponseError::InvalidRequest, version),
+                _ => topic_error(None, t.topic_id, ResponseError::InvalidRequest, version),
             })
             .collect(),
     };

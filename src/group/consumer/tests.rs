@@ -849,3 +849,20 @@ fn with_the_learner_assignor_a_newcomer_gets_partitions_only_after_the_warm_up()
         "a is asked to give two up"
     );
 }
+
+#[test]
+fn regular_expressions_match_whole_topic_names_with_escaped_punctuation() {
+    let names = vec![
+        "orders-topic-1".to_string(),
+        "orders-topic-1-later".to_string(),
+        "x".into(),
+    ];
+    assert_eq!(
+        regex_matches(r"orders\-topic\-1.*", &names),
+        vec![
+            "orders-topic-1".to_string(),
+            "orders-topic-1-later".to_string()
+        ]
+    );
+    assert_eq!(regex_matches("orders", &names), Vec::<String>::new());
+}

@@ -19,6 +19,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
@@ -28,7 +29,9 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *
  * <pre>
  * start NAME BOOTSTRAP GROUP TOPIC [--commit] [--stop-after=N] [KEY=VALUE...]
- *         a consumer subscribed to TOPIC; KEY=VALUE are consumer properties. --commit: commitSync
+ *         a consumer subscribed to TOPIC; KEY=VALUE are consumer properties. --regex=RE: subscribed
+ *         instead to the topics matching RE, resolved by the coordinator (KIP-848
+ *         SubscriptionPattern; needs group.protocol=consumer). --commit: commitSync
  *         after every non-empty poll. --stop-after=N: close (cleanly) once N records are consumed.
  * status NAME    the member answers with its generation, member id and assignment
  * close NAME     consumer.close(): a dynamic member sends LeaveGroup
@@ -88,6 +91,7 @@ public final class GroupClient {
         boolean commit;
         long stopAfter = Long.MAX_VALUE;
         long consumed;
+        String regex;
 
         Member(String[] w) {
             name = w[1];
@@ -104,6 +108,8 @@ public final class GroupClient {
             for (String arg : List.of(w).subList(5, w.length)) {
                 if (arg.equals("--commit")) {
                     commit = true;
+                } else if (arg.startsWith("--regex=")) {
+                    regex = arg.substring("--regex=".length());
                 } else if (arg.startsWith("--stop-after=")) {
                     stopAfter = Long.parseLong(arg.substring("--stop-after=".length()));
                 } else {
@@ -117,7 +123,11 @@ public final class GroupClient {
 
         void run() {
             try {
-                consumer.subscribe(List.of(topic), this);
+                if (regex != null) {
+                    consumer.subscribe(new SubscriptionPattern(regex), this);
+                } else {
+                    consumer.subscribe(List.of(topic), this);
+                }
                 while (true) {
                     String command = commands.poll();
                     if ("close".equals(command) || consumed >= stopAfter) {
@@ -125,7 +135,8 @@ public final class GroupClient {
                     }
                     if ("status".equals(command)) {
                         emit(name, "status", groupFields() + ",\"assignment\":"
-                                + partitions(consumer.assignment()));
+                                + partitions(consumer.assignment()) + ",\"topic_partitions\":"
+                                + topicPartitions(consumer.assignment()));
                     }
                     poll();
                 }
@@ -200,6 +211,13 @@ public final class GroupClient {
         List<TopicPartition> rest = new ArrayList<>(all);
         rest.removeAll(gone);
         return rest;
+    }
+
+    /** ["topic:partition", ...], sorted: the assignment of a member with several topics. */
+    private static String topicPartitions(Collection<TopicPartition> tps) {
+        TreeSet<String> ps = new TreeSet<>();
+        tps.forEach(tp -> ps.add(str(tp.topic() + ":" + tp.partition())));
+        return ps.toString().replace(" ", "");
     }
 
     private static String partitions(Collection<TopicPartition> tps) {
