@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
@@ -30,6 +31,10 @@ use crate::group::{
     ClassicGroup, GroupError, GroupEvent, GroupId, GroupRecord, GroupState, Heartbeat, JoinGroup,
     JoinReply, LeaveGroup, LeaveOutcome, Output, RequestToken, SyncGroup, SyncReply, Timestamp,
     WriteId,
+};
+use crate::observe::metrics;
+use crate::observe::status::{
+    GroupSnapshot, History, LearnerSnapshot, MemberSnapshot, PartitionRef,
 };
 use crate::offsets::{
     self, FetchedOffset, MemoryOffsetStore, OffsetAndMetadata, OffsetStore, TopicPartition,
@@ -69,6 +74,8 @@ pub(super) enum Command {
         oneshot::Sender<Result<PartitionResults, GroupError>>,
     ),
     Describe(oneshot::Sender<Option<GroupDescription>>),
+    /// The status page's view of the group.
+    Snapshot(oneshot::Sender<Option<GroupSnapshot>>),
     /// A write this group submitted is durable (or failed). Completions come through the same
     /// queue as requests.
     WriteDone(u64, Result<(), StoreError>),
@@ -132,6 +139,10 @@ pub(super) struct GroupActor {
     delete_reply: Option<oneshot::Sender<Result<(), GroupError>>>,
     /// The deadline this group has in its shard's timer set.
     armed: Option<Timestamp>,
+    /// Its last rebalances and learners, for the status page and metrics.
+    history: History,
+    /// How long the last core call that can run an assignor took (join, leave, timeout).
+    core_call: Duration,
 }
 
 /// A task that owns many groups (see the module docs).
@@ -256,7 +267,9 @@ impl Shard {
             .collect();
         for slot in due {
             if let Some(actor) = self.slots[slot as usize].as_mut() {
+                let started = Instant::now();
                 actor.group.handle_timeout(now);
+                actor.core_call = started.elapsed();
                 self.after(slot);
             }
         }
@@ -332,6 +345,8 @@ impl GroupActor {
             next_submission: 0,
             delete_reply: None,
             armed: None,
+            history: History::default(),
+            core_call: Duration::ZERO,
         }
     }
 
@@ -388,6 +403,7 @@ impl GroupActor {
                     return;
                 }
                 let id = self.group.id().clone();
+                metrics().offsets_committed(writes.len());
                 for (tp, offset) in writes {
                     self.offsets.put(&id, tp, offset);
                 }
@@ -411,6 +427,7 @@ impl GroupActor {
             Pending::Expired(expired) => {
                 if error.is_none() {
                     let id = self.group.id().clone();
+                    metrics().offsets_expired(expired.len());
                     for tp in &expired {
                         self.offsets.remove(&id, tp);
                     }
@@ -441,7 +458,9 @@ impl GroupActor {
                 let token = self.token();
                 req.token = token;
                 self.parked_joins.insert(token, reply);
+                let started = Instant::now();
                 self.group.handle_join(*req, now);
+                self.core_call = started.elapsed();
             }
             Command::Sync(mut req, reply) => {
                 let token = self.token();
@@ -453,7 +472,9 @@ impl GroupActor {
                 let _ = reply.send(self.group.handle_heartbeat(&req, now));
             }
             Command::Leave(req, reply) => {
+                let started = Instant::now();
                 let _ = reply.send(self.group.handle_leave(&req, now));
+                self.core_call = started.elapsed();
             }
             Command::Commit(commit, reply) => self.commit(ctx, *commit, reply),
             Command::WriteDone(id, result) => self.complete(ctx, id, result),
@@ -471,6 +492,9 @@ impl GroupActor {
             }
             Command::Describe(reply) => {
                 let _ = reply.send(self.describe());
+            }
+            Command::Snapshot(reply) => {
+                let _ = reply.send(self.snapshot(ctx));
             }
             Command::Delete(reply) => {
                 let result = if self.group.state() == GroupState::Dead {
@@ -614,6 +638,109 @@ impl GroupActor {
         })
     }
 
+    /// Follows one of the core's events for the status page's history and the metrics.
+    fn observe(&mut self, ctx: &Ctx, event: &GroupEvent) {
+        let now = ctx.clock.now();
+        self.history.on_event(event, now);
+        match event {
+            GroupEvent::AssignmentPlanned { assignor, .. } => {
+                metrics().assignor_ran(assignor, self.core_call);
+            }
+            GroupEvent::AssignmentInstalled { generation, .. } => {
+                let members = self
+                    .group
+                    .members()
+                    .map(|m| (m.id.as_str().to_owned(), self.partitions(&m.assignment)))
+                    .collect();
+                if let Some(done) = self.history.on_installed(generation.0, members, now) {
+                    metrics().rebalance_completed("classic", done.took);
+                }
+                let learners = self
+                    .group
+                    .server_assignor_name()
+                    .and_then(|name| ctx.settings.assignment.assignor(name))
+                    .map(|a| a.learners(self.group.assignor_state()))
+                    .unwrap_or_default();
+                let after = learners.len();
+                let (before, ended) = self.history.set_learners(learners, now);
+                metrics().learners_changed(before, after);
+                for took in ended {
+                    metrics().learner_finished(took);
+                }
+            }
+            GroupEvent::StateChanged {
+                to: GroupState::Empty,
+                ..
+            } => {
+                self.history.on_emptied(self.group.generation().0, now);
+                let (before, ended) = self.history.set_learners(Vec::new(), now);
+                metrics().learners_changed(before, 0);
+                for took in ended {
+                    metrics().learner_finished(took);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The partitions in a member's assignment, when the group speaks the consumer protocol.
+    fn partitions(&self, assignment: &bytes::Bytes) -> Vec<PartitionRef> {
+        if self.group.protocol_type() != Some("consumer") || assignment.is_empty() {
+            return Vec::new();
+        }
+        let Ok((topics, _)) = crate::assignor::protocol::decode_assignment(assignment) else {
+            return Vec::new();
+        };
+        let mut out: Vec<PartitionRef> = topics
+            .into_iter()
+            .flat_map(|(topic, ps)| {
+                ps.into_iter().map(move |partition| PartitionRef {
+                    topic: topic.clone(),
+                    partition,
+                })
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn snapshot(&self, ctx: &Ctx) -> Option<GroupSnapshot> {
+        let state = self.group.state();
+        if state == GroupState::Dead {
+            return None;
+        }
+        let now = ctx.clock.now();
+        Some(GroupSnapshot {
+            group_id: self.group.id().as_str().to_owned(),
+            kind: "classic",
+            state: state.to_string(),
+            epoch: self.group.generation().0,
+            protocol_type: self.group.protocol_type().unwrap_or_default().to_owned(),
+            protocol: self.group.protocol_name().unwrap_or_default().to_owned(),
+            assignor: self.group.server_assignor_name().map(str::to_owned),
+            leader: self.group.leader().map(|l| l.as_str().to_owned()),
+            members: self
+                .group
+                .members()
+                .map(|m| MemberSnapshot {
+                    member_id: m.id.as_str().to_owned(),
+                    instance_id: m.instance_id.as_ref().map(|i| i.as_str().to_owned()),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    partitions: self.partitions(&m.assignment),
+                })
+                .collect(),
+            learners: self
+                .history
+                .learners()
+                .iter()
+                .map(|l| LearnerSnapshot::new(l, now))
+                .collect(),
+            offsets: self.offsets.count(self.group.id()),
+            rebalances: self.history.rebalances(),
+        })
+    }
+
     fn expire_offsets(&mut self, ctx: &Ctx) {
         let now = ctx.clock.now();
         let id = self.group.id().clone();
@@ -697,6 +824,7 @@ impl GroupActor {
                     );
                 }
                 Output::Event(event) => {
+                    self.observe(ctx, &event);
                     let _span = self.log_span();
                     log_event(&event);
                 }
@@ -709,6 +837,7 @@ impl GroupActor {
         shrink_if_empty(&mut self.pending);
         let mut listing = self.listing.lock().unwrap_or_else(|p| p.into_inner());
         listing.state = self.group.state();
+        listing.members = self.group.num_members();
         let protocol_type = self.group.protocol_type().unwrap_or_default();
         if listing.protocol_type != protocol_type {
             listing.protocol_type = protocol_type.to_string();
