@@ -186,7 +186,6 @@ fn member_colours(g: &GroupSnapshot) -> BTreeMap<&str, &'static str> {
         .collect()
 }
 
-const LEFT: f64 = 90.0;
 const TOP: f64 = 28.0;
 const COL_W: f64 = 70.0;
 const ROW_H: f64 = 13.0;
@@ -219,14 +218,16 @@ fn timeline_svg(g: &GroupSnapshot, colours: &BTreeMap<&str, &'static str>) -> St
     let mut rows: Vec<PartitionRef> = columns.iter().flat_map(|c| c.keys().cloned()).collect();
     rows.sort();
     rows.dedup();
-    let width = LEFT + COL_W * columns.len() as f64 + 20.0;
+    // Room for the longest row label (about 5.5 px a character at font-size 9).
+    let longest = rows.iter().map(|p| p.to_string().len()).max().unwrap_or(0);
+    let left = 10.0 + longest as f64 * 5.5;
+    let width = left + COL_W * columns.len() as f64 + 20.0;
     let legend_y = TOP + rows.len() as f64 * ROW_H + 22.0;
-    let legend_rows = colours.len().div_ceil(3).max(1) + 1;
-    let height = legend_y + legend_rows as f64 * 16.0;
+    let height = legend_y + (colours.len() + 1) as f64 * 16.0;
     let mut s = String::new();
-    open(&mut s, width.max(560.0), height);
+    open(&mut s, width.max(480.0), height);
     for (c, r) in g.rebalances.iter().enumerate() {
-        let x = LEFT + c as f64 * COL_W;
+        let x = left + c as f64 * COL_W;
         let _ = writeln!(
             s,
             r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#444">gen {}</text>"##,
@@ -240,12 +241,12 @@ fn timeline_svg(g: &GroupSnapshot, colours: &BTreeMap<&str, &'static str>) -> St
         let _ = writeln!(
             s,
             r##"<text x="{:.1}" y="{:.1}" text-anchor="end" font-size="9" fill="#444">{}</text>"##,
-            LEFT - 4.0,
+            left - 4.0,
             y + 9.0,
             escape(&p.to_string())
         );
         for (c, col) in columns.iter().enumerate() {
-            let x = LEFT + c as f64 * COL_W;
+            let x = left + c as f64 * COL_W;
             let owner = col.get(p).cloned().flatten();
             let fill = owner
                 .as_deref()
@@ -274,20 +275,15 @@ fn timeline_svg(g: &GroupSnapshot, colours: &BTreeMap<&str, &'static str>) -> St
             );
         }
     }
-    let mut x = 10.0;
     let mut y = legend_y;
-    for (i, (name, fill)) in colours.iter().enumerate() {
-        if i > 0 && i % 3 == 0 {
-            x = 10.0;
-            y += 16.0;
-        }
-        swatch(&mut s, x, y, fill, name);
-        x += 260.0;
+    for (name, fill) in colours {
+        swatch(&mut s, 10.0, y, fill, name);
+        y += 16.0;
     }
     swatch(
         &mut s,
         10.0,
-        y + 16.0,
+        y,
         DOWN,
         "no owner (outlined: the owner changed)",
     );

@@ -146,14 +146,18 @@ impl History {
     /// Follows one of the core's events.
     pub fn on_event(&mut self, event: &GroupEvent, now: Timestamp) {
         match event {
-            GroupEvent::RebalanceStarted { reason, .. } if self.started.is_none() => {
-                self.started = Some((now, describe_reason(reason)));
-            }
+            // The round's first reason names it; the state change that may come first only
+            // starts its clock.
+            GroupEvent::RebalanceStarted { reason, .. } => match &mut self.started {
+                Some((_, why)) if why.is_empty() => *why = describe_reason(reason),
+                Some(_) => {}
+                None => self.started = Some((now, describe_reason(reason))),
+            },
             GroupEvent::StateChanged {
                 to: GroupState::PreparingRebalance,
                 ..
             } if self.started.is_none() => {
-                self.started = Some((now, "rebalance".to_owned()));
+                self.started = Some((now, String::new()));
             }
             GroupEvent::AssignmentPlanned {
                 assignor, summary, ..
@@ -178,9 +182,12 @@ impl History {
         }
         let started = self.started.take();
         let planned = self.planned.take();
-        let (start, reason) = started
+        let (start, mut reason) = started
             .clone()
             .unwrap_or_else(|| (now, "generation installed".to_owned()));
+        if reason.is_empty() {
+            reason = "rebalance".to_owned();
+        }
         let moves = diff(&self.owners, &owners);
         self.push(RebalanceSnapshot {
             epoch,
@@ -205,7 +212,10 @@ impl History {
         if self.owners.is_empty() {
             return;
         }
-        let (start, reason) = started.unwrap_or_else(|| (now, "members left".to_owned()));
+        let (start, mut reason) = started.unwrap_or_else(|| (now, String::new()));
+        if reason.is_empty() {
+            reason = "members left".to_owned();
+        }
         let moves = diff(&self.owners, &BTreeMap::new());
         self.owners.clear();
         self.push(RebalanceSnapshot {
