@@ -6,9 +6,11 @@ Every step waits on events (members' callbacks, DescribeGroups, the rendered DOM
 deadline; nothing passes because of a sleep.
 """
 
+import json
 import shutil
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from html.parser import HTMLParser
 
@@ -16,6 +18,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import free_port
 from groups_util import SETTLE_TIMEOUT, Group
 
 GROUP_SETTINGS = ("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
@@ -213,3 +216,52 @@ def test_status_page_in_headless_chromium_while_3_members_become_5(server, group
         arrows = [ms[p] for e, ms in sorted(rebalances.items()) if e > three.generation and p in ms]
         assert arrows[-1].endswith(f"\u2192 {new}"), (p, arrows)
         assert any(a.startswith(f"{p}: {old}") for a in arrows), (p, arrows)
+
+
+def test_a_prometheus_server_scrapes_koord(server, tmp_path):
+    """Debian's Prometheus, started here, scrapes koord's /metrics: the target is up and a
+    koord series can be queried back from Prometheus."""
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus not installed (scripts/test.sh installs Debian's package)"
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(f"""global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: koord
+    static_configs:
+      - targets: ["127.0.0.1:{server.http_port}"]
+""")
+    log = open(tmp_path / "prometheus.log", "wb")
+    proc = subprocess.Popen([binary, f"--config.file={config}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-3000:]
+            up = query(port, 'up{job="koord"}')
+            loading = query(port, "koord_store_loading")
+            if up == ["1"] and loading == ["0"]:
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"Prometheus did not scrape koord: up={up}, "
+                            f"koord_store_loading={loading}\n"
+                            + (tmp_path / "prometheus.log").read_text()[-3000:])
+            time.sleep(0.2)  # poll interval of the query, not a wait for an outcome
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def query(port, promql):
+    """The values of an instant query, [] until Prometheus answers one."""
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            body = json.load(r)
+    except OSError:
+        return []
+    return [v["value"][1] for v in body.get("data", {}).get("result", [])]
