@@ -367,4 +367,22 @@ mod tests {
         }
         assert_eq!(h.rebalances().len(), KEPT_REBALANCES);
     }
+
+    #[test]
+    fn a_learner_that_is_gone_ended_its_warm_up() {
+        let learner = |partition, planned| LearnerView {
+            topic: "t".into(),
+            partition,
+            member: "b".into(),
+            owner: Some("a".into()),
+            planned: Timestamp(planned),
+        };
+        let mut h = History::default();
+        let (before, ended) =
+            h.set_learners(vec![learner(0, 100), learner(1, 200)], Timestamp(300));
+        assert_eq!((before, ended.len()), (0, 0));
+        let (before, ended) = h.set_learners(vec![learner(1, 200)], Timestamp(1_100));
+        assert_eq!((before, ended), (2, vec![Duration::from_millis(1_000)]));
+        assert_eq!(h.learners().len(), 1);
+    }
 }

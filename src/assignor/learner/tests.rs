@@ -558,3 +558,44 @@ fn spec_of(spec: &GroupSpec, count: usize) -> GroupSpec {
         members: spec.members[..count].to_vec(),
     }
 }
+
+/// The status page's view of S: each learner with its task, its owner and its warm-up start;
+/// bytes that do not decode show none.
+#[test]
+fn learners_are_read_back_from_the_state() {
+    use super::state::{Learner, NO_MEMBER};
+    let state = State {
+        members: ["a", "b"].into_iter().collect(),
+        leaving: Vec::new(),
+        topics: ["t"].into_iter().collect(),
+        partitions: vec![3],
+        owners: vec![0, 0, NO_MEMBER],
+        learners: vec![
+            Learner {
+                task: 1,
+                member: 1,
+                planned: Timestamp(500),
+            },
+            Learner {
+                task: 2,
+                member: 1,
+                planned: Timestamp(700),
+            },
+        ],
+    };
+    let assignor = LearnerAssignor::new(Settings::default());
+    let views = assignor.learners(&state.encode());
+    assert_eq!(views.len(), 2);
+    assert_eq!(
+        (
+            views[0].topic.as_str(),
+            views[0].partition,
+            views[0].member.as_str()
+        ),
+        ("t", 1, "b")
+    );
+    assert_eq!(views[0].owner.as_deref(), Some("a"));
+    assert_eq!(views[0].planned, Timestamp(500));
+    assert_eq!(views[1].owner, None);
+    assert!(assignor.learners(&[0xff, 1, 2]).is_empty());
+}
