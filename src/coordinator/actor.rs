@@ -306,6 +306,8 @@ impl Shard {
             return;
         };
         self.free.push(slot);
+        // Its learners are no longer in flight.
+        metrics().learners_changed(actor.history.learners().len(), 0);
         if let Some(at) = actor.armed {
             self.timers.remove(&(at, slot));
         }
