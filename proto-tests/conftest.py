@@ -43,6 +43,17 @@ class Koord:
         self.log_path = workdir / "koord.log"
         self.proc = None
         self.port = None
+        # The HTTP listener (/metrics, /readyz, the status page): a free port of its own unless
+        # the test names one, so that parallel koords do not fight over the default.
+        self.http_port = None
+        if not any(kv.startswith("http.listen=") for kv in self.sets):
+            self.http_port = free_port()
+            self.sets.append(f"http.listen=127.0.0.1:{self.http_port}")
+
+    @property
+    def http(self):
+        """Base URL of the HTTP listener."""
+        return f"http://127.0.0.1:{self.http_port}"
 
     @property
     def bootstrap(self):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2317  # the step functions below are called through step()
 # The one test command (README, CI's .ci/run). On a fresh Debian machine it installs what the
-# tests need (kcat from apt, a Python venv with the pinned clients, the Maven project's
+# tests need (kcat, chromium and prometheus from apt, a Python venv with the pinned clients, the Maven project's
 # dependencies, the franz-go test member built with Go), quickly when they are already there.
 # Then it builds koord once, in release, and runs every tier against that build:
 #   rust    cargo test --release (unit tests and the wire tests under tests/)
@@ -59,12 +59,16 @@ install_tools() {
     command -v kcat >/dev/null || missing+=(kcat)
     command -v java >/dev/null || missing+=(default-jdk-headless)
     command -v mvn >/dev/null || missing+=(maven)
+    # The status page test (proto-tests/test_observe.py) renders it in a real browser.
+    command -v chromium >/dev/null || missing+=(chromium)
+    # ... and a Prometheus server scrapes koord in it.
+    command -v prometheus >/dev/null || missing+=(prometheus)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "installing from apt: ${missing[*]}"
         apt_install "${missing[@]}"
     fi
     local tool
-    for tool in kcat java mvn; do
+    for tool in kcat java mvn chromium prometheus; do
         command -v "$tool" >/dev/null || {
             echo "$tool not found after apt-get install" >&2
             return 1

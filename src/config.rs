@@ -46,6 +46,9 @@ pub struct TopicSpec {
     pub partitions: i32,
 }
 
+/// The HTTP listener's default port (on 127.0.0.1).
+pub const DEFAULT_HTTP_PORT: u16 = 9099;
+
 /// The effective configuration of one koord node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -54,6 +57,8 @@ pub struct Config {
     /// `host:port` clients are told to connect to (Metadata, FindCoordinator). Defaults to
     /// `listen`, which is right unless koord sits behind NAT or binds a wildcard address.
     pub advertised_listener: Option<String>,
+    /// Address the HTTP listener (metrics, health, status page) binds; `None`: off.
+    pub http_listen: Option<SocketAddr>,
     /// This node's broker id, as every response names it.
     pub node_id: i32,
     /// Where durable state lives.
@@ -128,6 +133,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
             advertised_listener: None,
+            http_listen: Some(SocketAddr::from(([127, 0, 0, 1], DEFAULT_HTTP_PORT))),
             node_id: 1,
             data_dir: PathBuf::from("koord-data"),
             cluster_id: String::new(),
@@ -384,6 +390,29 @@ pub static KEYS: &[Key] = &[
             Ok(())
         },
         show: |c| Value::String(c.advertised_listener.clone().unwrap_or_default()),
+    },
+    Key {
+        name: "http.listen",
+        kafka: None,
+        doc: "address the HTTP listener binds (/metrics, /healthz, /readyz, the status page); none = off",
+        apply: |c, v| {
+            let s = string(v)?;
+            if s == "none" {
+                c.http_listen = None;
+                return Ok(());
+            }
+            c.http_listen = Some(
+                s.parse()
+                    .map_err(|e| format!("not a socket address (or none): {e}"))?,
+            );
+            Ok(())
+        },
+        show: |c| {
+            Value::String(
+                c.http_listen
+                    .map_or_else(|| "none".to_owned(), |a| a.to_string()),
+            )
+        },
     },
     int_key!("node.id", Some("node.id"), "this node's broker id", node_id: i32, 0, i32::MAX as i64),
     Key {

@@ -38,6 +38,10 @@
 //! - [`simulate`]: `koord simulate`, a deterministic simulator of rebalances over the same
 //!   group core and assignors (simulated clock, members and store; no sockets): rebalance
 //!   counts, per-task downtime, time until balanced, and an SVG timeline.
+//! - [`observe`]: the metrics registry (Prometheus text at `/metrics`), the groups' status
+//!   snapshots and rebalance history, and the HTTP listener (`http.listen`) serving them with
+//!   `/healthz`, `/readyz` and a self-refreshing status page.
+//! - [`svg`]: the SVG pieces the simulator's timeline and the status page share.
 
 pub mod api;
 pub mod assignor;
@@ -47,8 +51,10 @@ pub mod coordinator;
 pub mod group;
 pub mod log;
 pub mod metadata;
+pub mod observe;
 pub mod offsets;
 pub mod server;
 pub mod simulate;
 pub mod storage;
+pub mod svg;
 pub mod vocab;

@@ -319,6 +319,29 @@ fn serve(args: ServeArgs) -> ExitCode {
                 broker.config.listen
             );
         }
+        // The HTTP listener (metrics, health, status page) comes up before the store loads,
+        // so /readyz can say it is not ready yet. One that cannot bind is reported and left
+        // off: the Kafka listener is what clients need.
+        koord::observe::metrics().set_enabled(broker.config.http_listen.is_some());
+        let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let http = match broker.config.http_listen {
+            Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => {
+                    info!(
+                        http = %l.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+                        "http listening (/metrics, /healthz, /readyz, status page at /)"
+                    );
+                    Some(tokio::spawn(koord::observe::http::run(l, broker.clone(), async move {
+                        let _ = http_stop_rx.await;
+                    })))
+                }
+                Err(e) => {
+                    error!(http = %addr, "cannot listen for HTTP (http.listen): {e}; serving Kafka without it");
+                    None
+                }
+            },
+            None => None,
+        };
         // Groups load while the listener already answers: group requests get
         // COORDINATOR_LOAD_IN_PROGRESS meanwhile, as in Kafka. A damaged store stops koord.
         let (load_failed_tx, load_failed_rx) = tokio::sync::oneshot::channel::<()>();
@@ -339,6 +362,10 @@ fn serve(args: ServeArgs) -> ExitCode {
             }
         };
         koord::server::run(listener, broker.clone(), stop).await;
+        let _ = http_stop_tx.send(());
+        if let Some(http) = http {
+            let _ = http.await;
+        }
         // Every write accepted before this point reaches the disk before we exit.
         broker.storage.shutdown().await;
         if load_failed {

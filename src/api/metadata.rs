@@ -81,7 +81,7 @@ pub fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> MetadataRe
             .into_iter()
             .map(|t| match t.name {
                 // A lookup by id may come with an empty name rather than a null one.
-                Some(name) if !(name.is_empty() && !t.topic_id.is_nil()) => {
+                Some(name) if !name.is_empty() || t.topic_id.is_nil() => {
                     match broker.topic_for_metadata(&name, auto_create) {
                         Ok(Some(topic)) => topic_entry(&topic, version, node, with_ops),
                         Ok(None) => topic_error(

@@ -382,6 +382,23 @@ pub trait Assignor: Send + Sync + fmt::Debug {
     fn check_user_data(&self, _user_data: Option<&Bytes>) -> Result<(), GroupError> {
         Ok(())
     }
+
+    /// The learners recorded in this assignor's `state` (what [`Assignor::plan`] returned), for
+    /// the status page and metrics. A stateless assignor has none.
+    fn learners(&self, _state: &[u8]) -> Vec<LearnerView> {
+        Vec::new()
+    }
+}
+
+/// A task being learned: `member` restores it while `owner` (if any) still processes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LearnerView {
+    pub topic: String,
+    pub partition: u32,
+    pub member: String,
+    pub owner: Option<String>,
+    /// When the learner was planned: its warm-up started then.
+    pub planned: Timestamp,
 }
 
 /// Assignors by name. [`Registry::builtin`] has every assignor koord ships; more can be

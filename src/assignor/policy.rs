@@ -175,6 +175,11 @@ impl AssignmentPolicy {
         self
     }
 
+    /// The registered assignor called `name`.
+    pub fn assignor(&self, name: &str) -> Option<Arc<dyn super::Assignor>> {
+        self.registry.get(name)
+    }
+
     /// The choice for `group`: the first matching override, else the default.
     pub fn choice_for(&self, group: &GroupId) -> &str {
         self.overrides

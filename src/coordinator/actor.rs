@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
@@ -36,6 +37,10 @@ use crate::group::{
     ClassicGroup, GroupError, GroupEvent, GroupId, GroupRecord, GroupState, Heartbeat, JoinGroup,
     JoinReply, LeaveGroup, LeaveMemberResult, LeaveOutcome, MemberId, Output, RequestToken,
     SyncGroup, SyncReply, Timestamp, WriteId,
+};
+use crate::observe::metrics;
+use crate::observe::status::{
+    GroupSnapshot, History, LearnerSnapshot, MemberSnapshot, PartitionRef,
 };
 use crate::offsets::{
     self, FetchedOffset, MemoryOffsetStore, OffsetAndMetadata, OffsetStore, TopicPartition,
@@ -82,6 +87,8 @@ pub(super) enum Command {
         oneshot::Sender<Result<PartitionResults, GroupError>>,
     ),
     Describe(oneshot::Sender<Option<GroupDescription>>),
+    /// The status page's view of the group.
+    Snapshot(oneshot::Sender<Option<GroupSnapshot>>),
     /// A write this group submitted is durable (or failed). Completions come through the same
     /// queue as requests.
     WriteDone(u64, Result<(), StoreError>),
@@ -159,6 +166,10 @@ pub(super) struct GroupActor {
     /// The last consumer-group write still in flight: heartbeats answered while it is wait
     /// for it, so no answer gets ahead of what it depends on.
     last_consumer_write: Option<u64>,
+    /// Its last rebalances and learners, for the status page and metrics.
+    history: History,
+    /// How long the last core call that can run an assignor took (join, leave, timeout).
+    core_call: Duration,
 }
 
 /// A task that owns many groups (see the module docs).
@@ -283,7 +294,9 @@ impl Shard {
             .collect();
         for slot in due {
             if let Some(actor) = self.slots[slot as usize].as_mut() {
+                let started = Instant::now();
                 actor.group.handle_timeout(&*self.ctx.settings.image, now);
+                actor.core_call = started.elapsed();
                 self.after(slot);
             }
         }
@@ -320,6 +333,8 @@ impl Shard {
             return;
         };
         self.free.push(slot);
+        // Its learners are no longer in flight.
+        metrics().learners_changed(actor.history.learners().len(), 0);
         if let Some(at) = actor.armed {
             self.timers.remove(&(at, slot));
         }
@@ -360,6 +375,8 @@ impl GroupActor {
             delete_reply: None,
             armed: None,
             last_consumer_write: None,
+            history: History::default(),
+            core_call: Duration::ZERO,
         }
     }
 
@@ -417,6 +434,7 @@ impl GroupActor {
                     return;
                 }
                 let id = self.group.id().clone();
+                metrics().offsets_committed(writes.len());
                 for (tp, offset) in writes {
                     self.offsets.put(&id, tp, offset);
                 }
@@ -464,6 +482,7 @@ impl GroupActor {
             Pending::Expired(expired) => {
                 if error.is_none() {
                     let id = self.group.id().clone();
+                    metrics().offsets_expired(expired.len());
                     for tp in &expired {
                         self.offsets.remove(&id, tp);
                     }
@@ -500,7 +519,9 @@ impl GroupActor {
                 self.next_token += 1;
                 req.token = token;
                 self.parked_joins.insert(token, reply);
+                let started = Instant::now();
                 group.handle_join(*req, now);
+                self.core_call = started.elapsed();
             }
             Command::Sync(mut req, reply) => match &mut self.group {
                 Core::Classic(group) => {
@@ -521,7 +542,8 @@ impl GroupActor {
                 });
             }
             Command::Leave(req, reply) => {
-                let _ = reply.send(match &mut self.group {
+                let started = Instant::now();
+                let outcome = match &mut self.group {
                     Core::Classic(group) => group.handle_leave(&req, now),
                     Core::Consumer(group) => LeaveOutcome {
                         error: None,
@@ -535,7 +557,9 @@ impl GroupActor {
                             })
                             .collect(),
                     },
-                });
+                };
+                self.core_call = started.elapsed();
+                let _ = reply.send(outcome);
             }
             Command::ConsumerHeartbeat(req, reply) => {
                 if req.member_epoch == 0 {
@@ -585,6 +609,9 @@ impl GroupActor {
             }
             Command::Describe(reply) => {
                 let _ = reply.send(self.describe());
+            }
+            Command::Snapshot(reply) => {
+                let _ = reply.send(self.snapshot(ctx));
             }
             Command::Delete(reply) => self.delete(ctx, reply, now),
             Command::ExpireOffsets => self.expire_offsets(ctx),
@@ -863,6 +890,155 @@ impl GroupActor {
         })
     }
 
+    /// Follows one of the core's events for the status page's history and the metrics.
+    fn observe(&mut self, ctx: &Ctx, event: &GroupEvent) {
+        let Core::Classic(group) = &self.group else {
+            return;
+        };
+        let now = ctx.clock.now();
+        self.history.on_event(event, now);
+        match event {
+            GroupEvent::AssignmentPlanned { assignor, .. } => {
+                metrics().assignor_ran(assignor, self.core_call);
+            }
+            GroupEvent::AssignmentInstalled { generation, .. } => {
+                let members = group
+                    .members()
+                    .map(|m| (m.id.as_str().to_owned(), self.partitions(&m.assignment)))
+                    .collect();
+                if let Some(done) = self.history.on_installed(generation.0, members, now) {
+                    metrics().rebalance_completed("classic", done.took);
+                }
+                let learners = group
+                    .server_assignor_name()
+                    .and_then(|name| ctx.settings.assignment.assignor(name))
+                    .map(|a| a.learners(group.assignor_state()))
+                    .unwrap_or_default();
+                let after = learners.len();
+                let (before, ended) = self.history.set_learners(learners, now);
+                metrics().learners_changed(before, after);
+                for took in ended {
+                    metrics().learner_finished(took);
+                }
+            }
+            GroupEvent::StateChanged {
+                to: GroupState::Empty,
+                ..
+            } => {
+                self.history.on_emptied(group.generation().0, now);
+                let (before, ended) = self.history.set_learners(Vec::new(), now);
+                metrics().learners_changed(before, 0);
+                for took in ended {
+                    metrics().learner_finished(took);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The partitions in a member's assignment, when the group speaks the consumer protocol.
+    fn partitions(&self, assignment: &bytes::Bytes) -> Vec<PartitionRef> {
+        if self.group.protocol_type() != "consumer" || assignment.is_empty() {
+            return Vec::new();
+        }
+        let Ok((topics, _)) = crate::assignor::protocol::decode_assignment(assignment) else {
+            return Vec::new();
+        };
+        let mut out: Vec<PartitionRef> = topics
+            .into_iter()
+            .flat_map(|(topic, ps)| {
+                ps.into_iter().map(move |partition| PartitionRef {
+                    topic: topic.clone(),
+                    partition,
+                })
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn snapshot(&self, ctx: &Ctx) -> Option<GroupSnapshot> {
+        if self.group.is_dead() {
+            return None;
+        }
+        let group = match &self.group {
+            Core::Classic(group) => group,
+            Core::Consumer(group) => return Some(self.consumer_snapshot(ctx, group)),
+        };
+        let state = group.state();
+        let now = ctx.clock.now();
+        Some(GroupSnapshot {
+            group_id: group.id().as_str().to_owned(),
+            kind: "classic",
+            state: state.to_string(),
+            epoch: group.generation().0,
+            protocol_type: group.protocol_type().unwrap_or_default().to_owned(),
+            protocol: group.protocol_name().unwrap_or_default().to_owned(),
+            assignor: group.server_assignor_name().map(str::to_owned),
+            leader: group.leader().map(|l| l.as_str().to_owned()),
+            members: group
+                .members()
+                .map(|m| MemberSnapshot {
+                    member_id: m.id.as_str().to_owned(),
+                    instance_id: m.instance_id.as_ref().map(|i| i.as_str().to_owned()),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    partitions: self.partitions(&m.assignment),
+                })
+                .collect(),
+            learners: self
+                .history
+                .learners()
+                .iter()
+                .map(|l| LearnerSnapshot::new(l, now))
+                .collect(),
+            offsets: self.offsets.count(self.group.id()),
+            rebalances: self.history.rebalances(),
+        })
+    }
+
+    /// A consumer group (KIP-848) for the status page: members with their current partitions.
+    fn consumer_snapshot(&self, ctx: &Ctx, group: &ConsumerGroup) -> GroupSnapshot {
+        let image = &*ctx.settings.image;
+        GroupSnapshot {
+            group_id: group.id().as_str().to_owned(),
+            kind: "consumer",
+            state: group.state().as_str().to_owned(),
+            epoch: group.group_epoch(),
+            protocol_type: "consumer".to_owned(),
+            protocol: String::new(),
+            assignor: Some(group.assignor_name().to_owned()),
+            leader: None,
+            members: group
+                .members()
+                .map(|m| {
+                    let mut partitions: Vec<PartitionRef> = m
+                        .assigned
+                        .iter()
+                        .filter_map(|(id, ps)| Some((image.name_of(*id)?, ps)))
+                        .flat_map(|(topic, ps)| {
+                            ps.iter().map(move |&partition| PartitionRef {
+                                topic: topic.clone(),
+                                partition,
+                            })
+                        })
+                        .collect();
+                    partitions.sort();
+                    MemberSnapshot {
+                        member_id: m.member_id.as_str().to_owned(),
+                        instance_id: m.instance_id.as_ref().map(|i| i.as_str().to_owned()),
+                        client_id: m.client_id.clone(),
+                        client_host: m.client_host.clone(),
+                        partitions,
+                    }
+                })
+                .collect(),
+            learners: Vec::new(),
+            offsets: self.offsets.count(group.id()),
+            rebalances: Vec::new(),
+        }
+    }
+
     fn expire_offsets(&mut self, ctx: &Ctx) {
         let now = ctx.clock.now();
         let id = self.group.id().clone();
@@ -976,6 +1152,7 @@ impl GroupActor {
                     );
                 }
                 Output::Event(event) => {
+                    self.observe(ctx, &event);
                     let _span = self.log_span();
                     log_event(&event);
                 }
@@ -989,6 +1166,7 @@ impl GroupActor {
         let mut listing = self.listing.lock().unwrap_or_else(|p| p.into_inner());
         listing.state = self.group.listed_state();
         let protocol_type = self.group.protocol_type();
+        listing.members = self.group.num_members();
         if listing.protocol_type != protocol_type {
             listing.protocol_type = protocol_type.to_string();
         }

@@ -62,6 +62,13 @@ impl Core {
         }
     }
 
+    pub fn num_members(&self) -> usize {
+        match self {
+            Core::Classic(g) => g.num_members(),
+            Core::Consumer(g) => g.members().len(),
+        }
+    }
+
     /// The protocol type ListGroups shows: a consumer group's is `consumer`.
     pub fn protocol_type(&self) -> &str {
         match self {

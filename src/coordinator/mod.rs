@@ -51,6 +51,8 @@ use crate::group::{
     SyncReply,
 };
 use crate::metadata::Topics;
+use crate::observe::metrics::GroupCount;
+use crate::observe::status::GroupSnapshot;
 use crate::offsets::{
     self, FetchedOffset, MemoryOffsetStore, OffsetConfig, PartitionCommit, TopicPartition,
 };
@@ -162,6 +164,8 @@ pub struct GroupListing {
     pub state: ListedState,
     /// Empty for a simple group (created by an offset commit).
     pub protocol_type: String,
+    /// Members (for metrics; ListGroups does not show it).
+    pub members: usize,
 }
 
 /// One member in a DescribeGroups answer.
@@ -270,6 +274,9 @@ impl Coordinator {
         storage: Storage,
         loading: bool,
     ) -> Arc<Coordinator> {
+        if loading {
+            crate::observe::metrics().set_store_loading(true);
+        }
         let groups = Arc::new(DashMap::new());
         let settings = Arc::new(settings);
         let (shards, unstarted) = (0..shard_count())
@@ -332,6 +339,7 @@ impl Coordinator {
             count += 1;
         }
         self.loading.store(false, Ordering::Release);
+        crate::observe::metrics().set_store_loading(false);
         tracing::info!(groups = count, offsets, "groups loaded");
     }
 
@@ -401,6 +409,7 @@ impl Coordinator {
             group_id: group.id().clone(),
             state: group.listed_state(),
             protocol_type: group.protocol_type().to_string(),
+            members: group.num_members(),
         }));
         let id = group.id().clone();
         let _ = self.shard(&id).send(Envelope {
@@ -683,6 +692,64 @@ impl Coordinator {
         let (tx, rx) = oneshot::channel();
         self.send(id, None, Command::Describe(tx)).ok()?;
         rx.await.ok().flatten()
+    }
+
+    /// What the status page shows of one group; `None` when it does not exist.
+    pub async fn snapshot(&self, id: GroupId) -> Option<GroupSnapshot> {
+        let (tx, rx) = oneshot::channel();
+        self.send(id, None, Command::Snapshot(tx)).ok()?;
+        rx.await.ok().flatten()
+    }
+
+    /// [`Coordinator::snapshot`] of every group, sorted by id.
+    pub async fn snapshots(&self) -> Vec<GroupSnapshot> {
+        let mut out = Vec::new();
+        for id in self.group_ids() {
+            if let Some(s) = self.snapshot(id).await {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    /// Groups and members by kind and state, for `/metrics`.
+    pub fn group_counts(&self) -> Vec<GroupCount> {
+        let mut counts: std::collections::BTreeMap<(&'static str, String), (i64, i64)> =
+            std::collections::BTreeMap::new();
+        // Every state of the classic kind is exported, zero or not.
+        for state in [
+            GroupState::Empty,
+            GroupState::PreparingRebalance,
+            GroupState::CompletingRebalance,
+            GroupState::Stable,
+        ] {
+            counts.insert(("classic", state.to_string()), (0, 0));
+        }
+        for state in [
+            ConsumerGroupState::Empty,
+            ConsumerGroupState::Assigning,
+            ConsumerGroupState::Reconciling,
+            ConsumerGroupState::Stable,
+        ] {
+            counts.insert(("consumer", state.as_str().to_string()), (0, 0));
+        }
+        for l in self.list() {
+            let kind = l.state.group_type();
+            let c = counts
+                .entry((kind, l.state.as_str().to_string()))
+                .or_default();
+            c.0 += 1;
+            c.1 += l.members as i64;
+        }
+        counts
+            .into_iter()
+            .map(|((kind, state), (groups, members))| GroupCount {
+                kind,
+                state,
+                groups,
+                members,
+            })
+            .collect()
     }
 
     /// DeleteGroups for one group: GROUP_ID_NOT_FOUND when missing or Dead, NON_EMPTY_GROUP

@@ -200,6 +200,10 @@ impl TopicImage for Topics {
     fn names(&self) -> Vec<String> {
         self.read().by_name.keys().cloned().collect()
     }
+
+    fn name_of(&self, id: TopicId) -> Option<String> {
+        self.read().by_id.get(&id).cloned()
+    }
 }
 
 #[cfg(test)]

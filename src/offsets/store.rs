@@ -37,6 +37,11 @@ impl MemoryOffsetStore {
         }
         MemoryOffsetStore { groups }
     }
+
+    /// How many offsets `group` has committed.
+    pub fn count(&self, group: &GroupId) -> usize {
+        self.groups.get(group).map_or(0, BTreeMap::len)
+    }
 }
 
 impl OffsetStore for MemoryOffsetStore {

@@ -138,6 +138,8 @@ async fn step(
             // A request that waits (a long-poll Fetch, a JoinGroup or SyncGroup parked by
             // its group) is dropped on shutdown, as Kafka does, instead of holding the
             // process for up to its timeout. Requests that answer at once win the race.
+            let metrics = crate::observe::metrics();
+            let started = metrics.enabled().then(std::time::Instant::now);
             let outcome = tokio::select! {
                 biased;
                 o = api::dispatch(broker, &header, peer, body).instrument(span) => o,
@@ -146,6 +148,13 @@ async fn step(
                     return Step::Close;
                 }
             };
+            if let Some(started) = started {
+                let response = match &outcome {
+                    Outcome::Respond(r) => Some(&**r),
+                    _ => None,
+                };
+                metrics.request(header.request_api_key, version, started.elapsed(), response);
+            }
             match outcome {
                 Outcome::Respond(resp) => codec::encode_response(key, version, corr, &resp),
                 Outcome::Silent => {

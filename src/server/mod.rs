@@ -54,9 +54,12 @@ pub async fn run(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Futu
                 let stop = stop_rx.clone();
                 let span = tracing::debug_span!("conn", %peer, conn = id);
                 conns.spawn(async move {
+                    let metrics = crate::observe::metrics();
+                    metrics.connection_opened();
                     if let Some(peer) = tcp_ready(&stream) {
                         connection::serve(stream, peer, broker, stop).await;
                     }
+                    metrics.connection_closed();
                     drop(permit);
                 }.instrument(span));
             }

@@ -6,36 +6,13 @@
 use std::fmt::Write as _;
 
 use super::{secs, Report, Scenario};
-
-/// Member colours (Tableau 10 without its red, which means downtime here).
-const PALETTE: &[&str] = &[
-    "#4e79a7", "#f28e2b", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
-    "#bab0ac", "#2f4b7c",
-];
-const DOWN: &str = "#e15759";
+use crate::svg::{colour, escape, open, swatch, tick_step, DOWN};
 
 const LEFT: f64 = 46.0;
 const TOP: f64 = 58.0;
 const PLOT_W: f64 = 1000.0;
 const ROW_H: f64 = 13.0;
 const RIGHT: f64 = 20.0;
-
-fn colour(member: u16) -> &'static str {
-    PALETTE[member as usize % PALETTE.len()]
-}
-
-/// A tick step (ms) giving at most about 12 ticks over `span` ms.
-fn tick_step(span: u64) -> u64 {
-    const STEPS: &[u64] = &[
-        100, 200, 500, 1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000,
-        600_000, 1_200_000, 1_800_000, 3_600_000,
-    ];
-    STEPS
-        .iter()
-        .copied()
-        .find(|s| span / s <= 12)
-        .unwrap_or(3_600_000 * (span / (12 * 3_600_000) + 1))
-}
 
 /// Renders the run's timeline.
 pub fn render(scenario: &Scenario, report: &Report) -> String {
@@ -52,15 +29,7 @@ pub fn render(scenario: &Scenario, report: &Report) -> String {
     let height = legend_y + 44.0;
 
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="11">"#
-    );
-    s.push_str(
-        r##"<defs><pattern id="hatch" patternUnits="userSpaceOnUse" width="4" height="4" patternTransform="rotate(45)"><rect width="4" height="4" fill="white" fill-opacity="0"/><line x1="0" y1="0" x2="0" y2="4" stroke="#e15759" stroke-width="2"/></pattern></defs>
-<rect width="100%" height="100%" fill="white"/>
-"##,
-    );
+    open(&mut s, width, height);
     let d = &report.downtime;
     let _ = writeln!(
         s,
@@ -189,15 +158,7 @@ pub fn render(scenario: &Scenario, report: &Report) -> String {
             .member_names
             .get(m as usize)
             .map_or("?", String::as_str);
-        let _ = writeln!(
-            s,
-            r#"<rect x="{lx:.1}" y="{:.1}" width="14" height="9" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            legend_y - 8.0,
-            colour(m),
-            lx + 18.0,
-            legend_y,
-            escape(name)
-        );
+        swatch(&mut s, lx, legend_y, colour(m), name);
         lx += 62.0;
     }
     let y2 = legend_y + 20.0;
@@ -237,10 +198,4 @@ fn secs_signed(ms: i64) -> String {
     } else {
         format!("+{}", secs(ms as u64))
     }
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }

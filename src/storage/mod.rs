@@ -348,11 +348,15 @@ fn run(
         if let Some(r) = next {
             pending = Some(r);
         }
+        let started = std::time::Instant::now();
         let result = if batch.is_empty() {
             Ok(())
         } else {
             store.apply(&batch, durable)
         };
+        if !batch.is_empty() {
+            crate::observe::metrics().store_batch(dones.len(), started.elapsed());
+        }
         if let Err(e) = &result {
             tracing::error!(writes = dones.len(), "{e}");
         }

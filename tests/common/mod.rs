@@ -262,7 +262,10 @@ fn launch(addr: SocketAddr, data_dir: &std::path::Path, sets: &[String], log: Fi
     cmd.arg("--listen")
         .arg(addr.to_string())
         .arg("--data-dir")
-        .arg(data_dir.join("data"));
+        .arg(data_dir.join("data"))
+        // An HTTP port of its own (a test may still ask for one with its sets).
+        .arg("--set")
+        .arg("http.listen=127.0.0.1:0");
     for s in sets {
         cmd.arg("--set").arg(s);
     }

@@ -247,6 +247,26 @@ impl Assignor for LearnerAssignor {
         NAME
     }
 
+    fn learners(&self, state: &[u8]) -> Vec<super::LearnerView> {
+        let Ok(s) = State::decode(state) else {
+            return Vec::new();
+        };
+        let name = |m: u32| s.members.get(m as usize).map(str::to_owned);
+        s.learners
+            .iter()
+            .filter_map(|l| {
+                let (topic, partition) = s.task(l.task)?;
+                Some(super::LearnerView {
+                    topic: topic.to_owned(),
+                    partition,
+                    member: name(l.member)?,
+                    owner: s.owners.get(l.task as usize).and_then(|&o| name(o)),
+                    planned: l.planned,
+                })
+            })
+            .collect()
+    }
+
     /// The plan for a group with no state: members keep what they own, the rest is dealt.
     fn assign(&self, spec: &GroupSpec) -> Assignment {
         let declared: Vec<Vec<Partition>> = spec.members.iter().map(|m| m.owned.clone()).collect();

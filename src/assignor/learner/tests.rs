@@ -783,3 +783,45 @@ fn without_a_warm_up_nobody_is_cold() {
     assert!(plans.iter().all(|p| p.state.cold.is_empty()));
     assert!(plans.iter().all(|p| p.state.encode()[0] == 2));
 }
+
+/// The status page's view of S: each learner with its task, its owner and its warm-up start;
+/// bytes that do not decode show none.
+#[test]
+fn learners_are_read_back_from_the_state() {
+    use super::state::{Learner, NO_MEMBER};
+    let state = State {
+        members: ["a", "b"].into_iter().collect(),
+        leaving: Vec::new(),
+        topics: ["t"].into_iter().collect(),
+        partitions: vec![3],
+        owners: vec![0, 0, NO_MEMBER],
+        learners: vec![
+            Learner {
+                task: 1,
+                member: 1,
+                planned: Timestamp(500),
+            },
+            Learner {
+                task: 2,
+                member: 1,
+                planned: Timestamp(700),
+            },
+        ],
+        cold: Vec::new(),
+    };
+    let assignor = LearnerAssignor::new(Settings::default());
+    let views = assignor.learners(&state.encode());
+    assert_eq!(views.len(), 2);
+    assert_eq!(
+        (
+            views[0].topic.as_str(),
+            views[0].partition,
+            views[0].member.as_str()
+        ),
+        ("t", 1, "b")
+    );
+    assert_eq!(views[0].owner.as_deref(), Some("a"));
+    assert_eq!(views[0].planned, Timestamp(500));
+    assert_eq!(views[1].owner, None);
+    assert!(assignor.learners(&[0xff, 1, 2]).is_empty());
+}

@@ -283,6 +283,11 @@ impl ClassicGroup {
         self.leader.as_ref()
     }
 
+    /// The server assignor's state, as its last plan left it (opaque to the core).
+    pub fn assignor_state(&self) -> &[u8] {
+        &self.assignor_state
+    }
+
     pub fn is_leader(&self, member: &MemberId) -> bool {
         self.leader.as_ref() == Some(member)
     }

@@ -58,6 +58,8 @@ pub trait TopicImage: std::fmt::Debug {
     fn topic(&self, name: &str) -> Option<(TopicId, u32)>;
     /// Every topic's name (regular expressions are matched against them).
     fn names(&self) -> Vec<String>;
+    /// A topic's name by id.
+    fn name_of(&self, id: TopicId) -> Option<String>;
 }
 
 /// The settings of consumer groups (Kafka's `group.consumer.*`).

@@ -43,6 +43,9 @@ impl TopicImage for Image {
     fn names(&self) -> Vec<String> {
         self.topics.keys().cloned().collect()
     }
+    fn name_of(&self, id: TopicId) -> Option<String> {
+        self.topics.keys().find(|n| tid(n) == id).cloned()
+    }
 }
 
 const T0: Timestamp = Timestamp(1_000);
