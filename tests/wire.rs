@@ -61,14 +61,15 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, BrokerId, ConsumerProtocolSubscription, CreatePartitionsRequest,
-    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteGroupsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest,
-    FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest,
-    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-    MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, ResponseHeader, ResponseKind,
-    SyncGroupRequest, TopicName,
+    ApiKey, ApiVersionsResponse, BrokerId, ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerProtocolSubscription,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+    InitProducerIdRequest, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    ResponseHeader, ResponseKind, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
@@ -813,6 +814,8 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::DeleteRecords => probe_delete_records,
         ApiKey::DeleteTopics => probe_delete_topics,
         ApiKey::CreatePartitions => probe_create_partitions,
+        ApiKey::ConsumerGroupHeartbeat => probe_consumer_group_heartbeat,
+        ApiKey::ConsumerGroupDescribe => probe_consumer_group_describe,
         _ => return None,
     })
 }
@@ -1171,6 +1174,57 @@ fn probe_delete_groups(c: &mut Client, v: i16) {
     assert_eq!(committed(c, 5, &group, &topic), -1, "v{v}: offsets gone");
 }
 
+/// A member joins a new consumer group (KIP-848) on a new topic.
+fn consumer_group_member(
+    c: &mut Client,
+    v: i16,
+    what: &str,
+) -> (String, ConsumerGroupHeartbeatResponse) {
+    let topic = new_topic(c, what, 2);
+    let group = common::unique(what);
+    let resp = c.send(
+        v,
+        &ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(group_id(&group))
+            .with_member_id(StrBytes::from_string(uuid::Uuid::new_v4().to_string()))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_string(
+                topic.name.clone(),
+            ))]))
+            .with_topic_partitions(Some(Vec::new())),
+    );
+    (group, resp)
+}
+
+fn probe_consumer_group_heartbeat(c: &mut Client, v: i16) {
+    let (_, resp) = consumer_group_member(c, v, "probe-cghb");
+    assert_eq!(err(resp.error_code), None, "v{v}: {resp:?}");
+    // (What it is assigned is tests/consumer_groups.rs's subject: Kafka's coordinator may not
+    // know a topic this new yet.)
+    assert!(resp.member_epoch > 0, "v{v}: {resp:?}");
+    assert!(
+        resp.assignment.is_some(),
+        "v{v}: a joining member gets its assignment"
+    );
+}
+
+fn probe_consumer_group_describe(c: &mut Client, v: i16) {
+    let (group, _) = consumer_group_member(c, 1, "probe-cgdesc");
+    let resp = c.send(
+        v,
+        &ConsumerGroupDescribeRequest::default().with_group_ids(vec![group_id(&group)]),
+    );
+    assert_eq!(resp.groups.len(), 1, "v{v}: {resp:?}");
+    assert_eq!(err(resp.groups[0].error_code), None, "v{v}: {resp:?}");
+    assert_eq!(
+        resp.groups[0].group_state.as_str(),
+        "Stable",
+        "v{v}: {resp:?}"
+    );
+    assert_eq!(resp.groups[0].members.len(), 1, "v{v}: {resp:?}");
+}
+
 fn probe_delete_records(c: &mut Client, v: i16) {
     let topic = new_topic(c, "probe-delrec", 1);
     produce(c, 9, &topic, 0, batch(0, &["a", "b", "c"], None));
@@ -1469,11 +1523,14 @@ fn metadata_by_topic_id_at_v12_and_v13() {
     let mut c = koord.connect();
     let name = common::unique("by-id");
     let id = create_topic(&mut c, &name, 2);
-    for v in [12, 13] {
+    // The Java consumer names a topic it knows only by id (a KIP-848 regex subscription's) with
+    // an empty name rather than a null one: also a lookup by id.
+    for (v, empty_name) in [(12, false), (13, false), (12, true), (13, true)] {
+        let name_field = empty_name.then(|| TopicName(StrBytes::from_static_str("")));
         let req =
             MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
                 .with_topic_id(id)
-                .with_name(None)]));
+                .with_name(name_field)]));
         let resp = metadata(&mut c, v, &req);
         assert_eq!(resp.topics.len(), 1, "v{v}: {resp:?}");
         let t = &resp.topics[0];
@@ -1489,11 +1546,14 @@ fn metadata_unknown_topic_id_is_unknown_topic_id() {
     let koord = Koord::start(&[]);
     let mut c = koord.connect();
     let id = Uuid::new_v4();
-    for v in [12, 13] {
+    // The Java consumer names a topic it knows only by id (a KIP-848 regex subscription's) with
+    // an empty name rather than a null one: also a lookup by id.
+    for (v, empty_name) in [(12, false), (13, false), (12, true), (13, true)] {
+        let name_field = empty_name.then(|| TopicName(StrBytes::from_static_str("")));
         let req =
             MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
                 .with_topic_id(id)
-                .with_name(None)]));
+                .with_name(name_field)]));
         let resp = metadata(&mut c, v, &req);
         assert_eq!(resp.topics.len(), 1, "v{v}: {resp:?}");
         assert_eq!(
