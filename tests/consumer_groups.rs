@@ -50,8 +50,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use common::{unique, Client, Koord, DEADLINE};
-use kafka_protocol::error::ParseResponseErrorCode;
+use common::{err, group_id, s, topic_name, unique, Client, Koord, DEADLINE};
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as OwnedPartitions;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -72,11 +71,11 @@ use kafka_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerProtocolSubscription,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, DeleteGroupsRequest,
-    DescribeGroupsRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
     ListGroupsRequest, MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, SyncGroupRequest, TopicName,
+    OffsetFetchRequest, SyncGroupRequest,
 };
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
@@ -112,23 +111,6 @@ const CLIENT_ID: &str = "koord-wire-test";
 /// The server under test: koord started with [`CONSUMER_LIKE`], or the `KOORD_BOOTSTRAP` server.
 fn server() -> Koord {
     Koord::start(CONSUMER_LIKE)
-}
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
-fn group_id(v: &str) -> GroupId {
-    GroupId(s(v))
-}
-
-fn topic_name(v: &str) -> TopicName {
-    TopicName(s(v))
-}
-
-/// The error a response code stands for, `None` for success: readable assertion failures.
-fn err(code: i16) -> Option<ResponseError> {
-    code.err()
 }
 
 /// Polls `probe` until it returns `Some`, for at most `within`.

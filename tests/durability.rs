@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Client, Koord, DEADLINE};
+use common::{s, Client, Koord, DEADLINE};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
@@ -19,15 +19,10 @@ use kafka_protocol::messages::{
     DeleteTopicsRequest, GroupId, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest,
     TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
 
 const GROUPS: usize = 10;
 const PARTITIONS: i32 = 50;
 const TOPIC: &str = "t";
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
 
 fn commit_request(group: &str, offset: i64) -> OffsetCommitRequest {
     OffsetCommitRequest::default()

@@ -24,8 +24,7 @@ use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use common::{frame, unique, Client, Koord, DEADLINE};
-use kafka_protocol::error::ParseResponseErrorCode;
+use common::{err, frame, group_id, s, topic_name, unique, Client, Koord, DEADLINE};
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedPartitions;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -45,13 +44,13 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     ApiKey, ConsumerProtocolAssignment, ConsumerProtocolSubscription, CreateTopicsRequest,
     CreateTopicsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
-    DescribeGroupsResponse, GroupId, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse,
+    DescribeGroupsResponse, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse,
     LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, MetadataRequest,
     MetadataResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
     OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
-    SyncGroupResponse, TopicName,
+    SyncGroupResponse,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, Request};
 use kafka_protocol::ResponseError;
 
 // ---------------------------------------------------------------------------------------------
@@ -83,23 +82,6 @@ const REBALANCE_MS: i32 = 30_000;
 
 const PROTOCOL_TYPE: &str = "consumer";
 const PROTOCOL: &str = "range";
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
-fn group_id(v: &str) -> GroupId {
-    GroupId(s(v))
-}
-
-fn topic_name(v: &str) -> TopicName {
-    TopicName(s(v))
-}
-
-/// The error a response code stands for, `None` for success: readable assertion failures.
-fn err(code: i16) -> Option<ResponseError> {
-    code.err()
-}
 
 /// Polls `probe` until it returns `Some`, for at most [`DEADLINE`].
 fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {

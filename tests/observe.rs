@@ -12,10 +12,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{Koord, DEADLINE};
+use common::{s, Koord, DEADLINE};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::{GroupId, HeartbeatRequest, JoinGroupRequest, SyncGroupRequest};
-use kafka_protocol::protocol::StrBytes;
 use koord::broker::Broker;
 use koord::config::Config;
 use koord::storage::{EmbeddedStore, Mutation, Store};
@@ -152,10 +151,6 @@ fn readyz_is_not_ready_while_a_million_offsets_load_and_ready_after() {
         http.await.unwrap();
     });
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_owned())
 }
 
 #[test]

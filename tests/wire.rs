@@ -18,8 +18,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use common::{api_versions_request, frame, Client, Koord, DEADLINE};
-use kafka_protocol::error::ParseResponseErrorCode;
+use common::{api_versions_request, err, frame, group_id, s, topic_name, Client, Koord, DEADLINE};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsAssignment, CreatePartitionsTopic,
@@ -65,7 +64,7 @@ use kafka_protocol::messages::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerProtocolSubscription,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
     InitProducerIdRequest, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
     ListGroupsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse, OffsetCommitRequest,
     OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
@@ -82,19 +81,6 @@ use uuid::Uuid;
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
-fn topic_name(v: &str) -> TopicName {
-    TopicName(s(v))
-}
-
-/// The error a response code stands for, `None` for success: readable assertion failures.
-fn err(code: i16) -> Option<ResponseError> {
-    code.err()
-}
 
 /// The versions of `key` this test run exercises: SUPPORTED's range, narrowed to what the
 /// server advertises (they are equal for koord; an external server may differ).
@@ -624,10 +610,6 @@ const NO_REBALANCE_DELAY: &[&str] = &[
     "group.initial.rebalance.delay.ms=0",
     "group.assignor=client",
 ];
-
-fn group_id(v: &str) -> GroupId {
-    GroupId(s(v))
-}
 
 /// A ConsumerProtocolSubscription v0 to `topic`, as JoinGroup metadata.
 fn subscription(topic: &str) -> Bytes {

@@ -416,12 +416,7 @@ impl GroupActor {
                     group.handle_write_complete(write, error.map_or(Ok(()), Err), now);
                 }
                 if let Some(reply) = delete_reply {
-                    if error.is_none() {
-                        let removed = self.offsets.remove_group(self.group.id());
-                        let _span = self.log_span();
-                        info!(offsets = removed, "group deleted");
-                    }
-                    let _ = reply.send(error.map_or(Ok(()), Err));
+                    self.finish_delete(reply, error);
                 }
             }
             Pending::Commit {
@@ -471,12 +466,7 @@ impl GroupActor {
                     }
                 }
                 if let Some(reply) = delete_reply {
-                    if error.is_none() {
-                        let removed = self.offsets.remove_group(self.group.id());
-                        let _span = self.log_span();
-                        info!(offsets = removed, "group deleted");
-                    }
-                    let _ = reply.send(error.map_or(Ok(()), Err));
+                    self.finish_delete(reply, error);
                 }
             }
             Pending::Expired(expired) => {
@@ -491,6 +481,21 @@ impl GroupActor {
                 }
             }
         }
+    }
+
+    /// A DeleteGroups whose tombstone is durable (or failed): the offsets go with it, and the
+    /// request is answered.
+    fn finish_delete(
+        &mut self,
+        reply: oneshot::Sender<Result<(), GroupError>>,
+        error: Option<GroupError>,
+    ) {
+        if error.is_none() {
+            let removed = self.offsets.remove_group(self.group.id());
+            let _span = self.log_span();
+            info!(offsets = removed, "group deleted");
+        }
+        let _ = reply.send(error.map_or(Ok(()), Err));
     }
 
     /// The `group` span a log line of this group is written in. Entered around each line

@@ -17,11 +17,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::error::ParseResponseErrorCode;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader,
-    ResponseKind,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, GroupId, RequestHeader, RequestKind,
+    ResponseHeader, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
+use kafka_protocol::ResponseError;
 
 /// How long any single wait in these tests may take before it is a failure.
 pub const DEADLINE: Duration = Duration::from_secs(10);
@@ -595,4 +597,22 @@ impl Client {
             Err(e) => panic!("expected the server to close the connection: {e}"),
         }
     }
+}
+
+/// A Kafka string from a `&str`.
+pub fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+pub fn group_id(v: &str) -> GroupId {
+    GroupId(s(v))
+}
+
+pub fn topic_name(v: &str) -> TopicName {
+    TopicName(s(v))
+}
+
+/// The error a response code stands for, `None` for success: readable assertion failures.
+pub fn err(code: i16) -> Option<ResponseError> {
+    code.err()
 }
