@@ -237,3 +237,33 @@ def test_group_resumes_after_koord_restarts(koord, tmp_path, how):
         no_errors(group)
     finally:
         group.shutdown()
+
+
+@pytest.mark.skipif(bool(EXTERNAL_BOOTSTRAP), reason="koord's learner assignor")
+def test_learner_moves_a_partition_only_after_the_warm_up(koord, tmp_path):
+    """With the learner assignor and unmodified consumer-protocol members, a newcomer's
+    partitions are first learned: the old owner keeps them (and keeps consuming) until
+    learner.warmup.ms after the newcomer joined, and only then are they moved. A lower bound on
+    time, which no slow machine can make fail; the settle itself waits on the members."""
+    warmup_ms = 3000
+    server = koord(*SETTINGS[:-1], "group.consumer.assignors=learner,uniform",
+                   f"learner.warmup.ms={warmup_ms}")
+    group = Group(server.bootstrap, tmp_path, name="learner-consumer")
+    try:
+        props = {"group_protocol": "consumer", "group_remote_assignor": "learner"}
+        members = group.java()
+        members.start("l1", **props)
+        # l1 holds everything long enough to be warm (a cold owner's tasks move at once).
+        epoch, _ = settle(group, ["l1"], {12}, 0, "l1 alone")
+        time.sleep(warmup_ms / 1000)  # l1 becomes a warm owner: setup, not a wait for a result
+        joined = time.time() * 1000
+        members.start("l2", **props)
+        epoch, owned = settle(group, ["l1", "l2"], {6}, epoch, "l2 joined and learned")
+        first = min(e["ts_ms"] for e in group.events.snapshot()
+                    if e["member"] == "l2" and e["event"] == "assigned" and e["partitions"])
+        assert first - joined >= warmup_ms, f"l2 got partitions {first - joined:.0f} ms after joining"
+        no_errors(group)
+        overlaps = owners_at_once(group.events.snapshot())
+        assert not overlaps, f"(event, partition, member, other holder): {overlaps}"
+    finally:
+        group.shutdown()
