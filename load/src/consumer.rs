@@ -39,6 +39,8 @@ use crate::stats::{Api, Stats};
 const FIND_COORDINATOR_V: i16 = 4;
 const HEARTBEAT_V: i16 = 1;
 const DESCRIBE_V: i16 = 0;
+/// How long a group whose describe said "not yet" waits before it is described again.
+const DESCRIBE_AGAIN: Duration = Duration::from_millis(200);
 
 /// What the group's members last reported.
 struct Progress {
@@ -48,6 +50,9 @@ struct Progress {
     reconciled: bool,
     /// A ConsumerGroupDescribe is in flight for this group.
     describing: bool,
+    /// When the last one answered "not yet": the next waits a while, so that describing does
+    /// not load the server.
+    described_at: Option<Instant>,
 }
 
 #[derive(Clone)]
@@ -73,6 +78,7 @@ pub async fn run_group(run: Arc<Run>, index: usize) -> Stats {
             members: vec![None; m],
             reconciled: false,
             describing: false,
+            described_at: None,
         }),
     });
     let tasks: Vec<_> = (0..m)
@@ -294,7 +300,10 @@ impl Member {
     fn report(&self, seen: Option<Seen>) -> bool {
         let mut p = lock(&self.group.progress);
         p.members[self.index] = seen;
-        if p.reconciled || p.describing {
+        if p.reconciled
+            || p.describing
+            || p.described_at.is_some_and(|t| t.elapsed() < DESCRIBE_AGAIN)
+        {
             return false;
         }
         let plan = &self.run.plan;
@@ -331,6 +340,7 @@ impl Member {
         let req = ConsumerGroupDescribeRequest::default()
             .with_group_ids(vec![GroupId(str_bytes(&self.group.id))]);
         let t = Instant::now();
+        let mut why = "";
         let ok = match self.conn().call(DESCRIBE_V, &req).await {
             Ok(resp) => {
                 self.stats
@@ -338,13 +348,21 @@ impl Member {
                 match resp.groups.first() {
                     Some(g) if g.error_code == 0 => {
                         self.stats.code(Api::ConsumerGroupDescribe, "NONE", false);
-                        g.group_state.as_str() == "Stable"
-                            && g.group_epoch == g.assignment_epoch
-                            && g.members.len() == self.run.plan.members
-                            && g.members.iter().all(|m| {
-                                m.member_epoch == g.assignment_epoch
-                                    && m.assignment == m.target_assignment
-                            })
+                        why = if g.group_state.as_str() != "Stable" {
+                            "not yet Stable"
+                        } else if g.group_epoch != g.assignment_epoch {
+                            "target behind the group epoch"
+                        } else if g.members.len() != self.run.plan.members {
+                            "not every member"
+                        } else if !g.members.iter().all(|m| {
+                            m.member_epoch == g.assignment_epoch
+                                && flat(&m.assignment) == flat(&m.target_assignment)
+                        }) {
+                            "a member not at its target"
+                        } else {
+                            ""
+                        };
+                        why.is_empty()
                     }
                     Some(g) => {
                         let name = g
@@ -371,10 +389,12 @@ impl Member {
             p.describing = false;
             if ok {
                 p.reconciled = true;
+            } else if !why.is_empty() {
+                // Not reconciled yet as the server sees it: a later answer looks again.
+                p.described_at = Some(Instant::now());
+                self.stats.code(Api::ConsumerGroupDescribe, why, false);
             } else {
-                // Not Stable yet as the server sees it: the next answer looks again.
-                self.stats
-                    .code(Api::ConsumerGroupDescribe, "not yet Stable", false);
+                p.described_at = Some(Instant::now());
             }
             ok
         };
@@ -390,6 +410,19 @@ impl Member {
             }
         }
     }
+}
+
+/// A described assignment as sorted (topic id, partition) pairs.
+fn flat(
+    a: &kafka_protocol::messages::consumer_group_describe_response::Assignment,
+) -> Vec<(u128, i32)> {
+    let mut v: Vec<(u128, i32)> = a
+        .topic_partitions
+        .iter()
+        .flat_map(|tp| tp.partitions.iter().map(|&p| (tp.topic_id.as_u128(), p)))
+        .collect();
+    v.sort_unstable();
+    v
 }
 
 /// A member id of its own (v1 members generate theirs): a random UUID in its usual text form.
