@@ -499,9 +499,9 @@ impl ConsumerGroup {
         updated.client_host = req.client_host.clone();
         let subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names
             || updated.subscribed_topic_regex != member.subscribed_topic_regex;
-        let member_changed = is_new || updated != member;
-        self.put_member(updated);
-        if member_changed {
+        // An unchanged member (a steady heartbeat) is already stored as it is.
+        if is_new || updated != member {
+            self.put_member(updated);
             self.persist_member(&req.member_id);
         }
         let mut bump =
@@ -529,8 +529,7 @@ impl ConsumerGroup {
         }
 
         // 3. The member towards its target.
-        let before = self.members[&req.member_id].assigned.clone();
-        self.reconcile_member(&req.member_id, req.owned.as_ref(), now);
+        let reassigned = self.reconcile_member(&req.member_id, req.owned.as_ref(), now);
         let session = now.plus_ms(self.config.session_timeout_ms);
         self.timers
             .set(ConsumerTimer::Session(req.member_id.clone()), session);
@@ -544,7 +543,7 @@ impl ConsumerGroup {
             member_id: m.member_id.clone(),
             member_epoch: m.member_epoch,
             heartbeat_interval_ms: self.config.heartbeat_interval_ms,
-            assignment: (full || m.assigned != before).then(|| m.assigned.clone()),
+            assignment: (full || reassigned).then(|| m.assigned.clone()),
         })
     }
 
@@ -784,11 +783,12 @@ impl ConsumerGroup {
         }
     }
 
-    /// Inserts or replaces a member, keeping the static index and the partition holders.
-    fn put_member(&mut self, member: ConsumerMember) {
-        if let Some(old) = self.members.get(&member.member_id) {
-            let old = old.clone();
-            self.release(&old);
+    /// Inserts or replaces a member, keeping the static index and the partition holders;
+    /// returns the member it replaced.
+    fn put_member(&mut self, member: ConsumerMember) -> Option<ConsumerMember> {
+        let old = self.members.remove(&member.member_id);
+        if let Some(old) = &old {
+            self.release(old);
         }
         for (topic, parts) in member.assigned.iter().chain(&member.pending_revocation) {
             for &p in parts {
@@ -800,6 +800,7 @@ impl ConsumerGroup {
                 .insert(instance.clone(), member.member_id.clone());
         }
         self.members.insert(member.member_id.clone(), member);
+        old
     }
 
     fn release(&mut self, member: &ConsumerMember) {
@@ -824,7 +825,13 @@ impl ConsumerGroup {
         Some(member)
     }
 
-    fn reconcile_member(&mut self, id: &MemberId, owned: Option<&Partitions>, now: Timestamp) {
+    /// Moves the member towards its target; true when its assignment changed.
+    fn reconcile_member(
+        &mut self,
+        id: &MemberId,
+        owned: Option<&Partitions>,
+        now: Timestamp,
+    ) -> bool {
         let member = &self.members[id];
         let Some(next) = reconcile(
             member,
@@ -833,14 +840,15 @@ impl ConsumerGroup {
             &self.holders,
             owned,
         ) else {
-            return;
+            return false;
         };
         let old_epoch = member.member_epoch;
         self.timers
             .cancel(&ConsumerTimer::Revocation(id.clone(), old_epoch));
         self.arm_revocation(&next, now);
-        self.put_member(next);
+        let old = self.put_member(next);
         self.persist_member(id);
+        old.is_none_or(|old| old.assigned != self.members[id].assigned)
     }
 
     fn arm_revocation(&mut self, member: &ConsumerMember, now: Timestamp) {
