@@ -6,7 +6,9 @@
 # prints one table with both figures and their ratio.
 #
 #   bench/vs-kafka.sh                 every scenario at full size
-#   bench/vs-kafka.sh join heartbeat  some of them (join, heartbeat, commit, footprint)
+#   bench/vs-kafka.sh join heartbeat  some of them (join, heartbeat, commit, footprint,
+#                                     cg-join, cg-heartbeat, cg-footprint)
+#   bench/vs-kafka.sh cg              the three consumer-protocol (KIP-848) scenarios
 #   SCALE=0.1 bench/vs-kafka.sh       every count scaled (a quick look; not for BENCHMARKS.md)
 #
 # Scenarios (koord-load parameters identical for both servers):
@@ -14,6 +16,16 @@
 #   heartbeat  10,000 members heartbeating back to back for 30 s: server CPU per 1,000 heartbeats
 #   commit     1,000 members committing 10 partitions each, back to back, for 30 s
 #   footprint  100,000 idle members heartbeating every 3 s: server RSS per member
+# Consumer protocol (KIP-848, koord-load --protocol consumer: ConsumerGroupHeartbeat, server-side
+# uniform assignment of a 100-partition topic; both servers with a 1 s heartbeat interval, a 45 s
+# session timeout and group.consumer.max.size=100; Kafka computes target assignments on its
+# defaults, i.e. asynchronously, group.consumer.assignment.interval.ms and
+# group.consumer.assignor.offload.enable left unset):
+#   cg-join       1,000 groups x 10 members, one connection each, cold, until every group is
+#                 reconciled (members agree and ConsumerGroupDescribe says Stable)
+#   cg-heartbeat  10,000 members heartbeating back to back for 30 s: server CPU per 1,000
+#                 heartbeats, heartbeats per server CPU-second
+#   cg-footprint  20,000 members heartbeating every 3 s: server RSS per member
 # Results (one JSON per scenario and server) stay in .build/vs-kafka/.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,12 +33,14 @@ out="$root/.build/vs-kafka"
 mkdir -p "$out"
 scale="${SCALE:-1}"
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(join heartbeat commit footprint)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(join heartbeat commit footprint cg-join cg-heartbeat cg-footprint)
+if [ "${scenarios[*]}" = cg ]; then scenarios=(cg-join cg-heartbeat cg-footprint); fi
 
 n() { python3 -c "import sys; print(max(1, round($1 * $scale)))"; }
 
 cargo build --release --quiet --workspace --manifest-path "$root/Cargo.toml"
-load="$root/target/release/koord-load"
+target="${CARGO_TARGET_DIR:-$root/target}"
+load="$target/release/koord-load"
 
 koord_pid=""
 stop_servers() {
@@ -38,16 +52,26 @@ trap stop_servers EXIT
 
 # Each scenario gets fresh servers, so that memory and CPU figures are the scenario's own (a JVM
 # heap grown by an earlier scenario would hide the next one's growth).
+# start_servers [cg]: with cg, the consumer-protocol settings (see the top) on both.
 start_servers() {
+  local kafka_config="" koord_config=()
+  if [ "${1:-}" = cg ]; then
+    kafka_config="group.consumer.max.size=100 group.consumer.session.timeout.ms=45000
+      group.consumer.heartbeat.interval.ms=1000 group.consumer.assignment.interval.ms=
+      group.consumer.assignor.offload.enable="
+    koord_config=(--set group.consumer.max.size=100 --set group.consumer.session.timeout.ms=45000
+      --set group.consumer.heartbeat.interval.ms=1000
+      --set group.consumer.min.heartbeat.interval.ms=500)
+  fi
   echo "vs-kafka: starting Apache Kafka 4.4 (default heap) and koord" >&2
-  kafka="$(KAFKA_HEAP_OPTS="" "$root/scripts/kafka.sh" start)"
+  kafka="$(KAFKA_HEAP_OPTS="" KAFKA_CONFIG="$kafka_config" "$root/scripts/kafka.sh" start)"
   kafka_pid="$(cat "$root/.build/kafka/kafka.pid")"
   local port
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
   rm -rf "$out/koord-data"
-  "$root/target/release/koord" --listen "127.0.0.1:$port" --data-dir "$out/koord-data" \
+  "$target/release/koord" --listen "127.0.0.1:$port" --data-dir "$out/koord-data" \
     --set group.initial.rebalance.delay.ms=0 --set group.min.session.timeout.ms=1000 \
-    --set max.connections=100000 > "$out/koord.log" 2>&1 &
+    --set max.connections=100000 "${koord_config[@]}" > "$out/koord.log" 2>&1 &
   koord_pid=$!
   until grep -q "groups loaded" "$out/koord.log" 2>/dev/null; do
     kill -0 "$koord_pid" || { cat "$out/koord.log" >&2; exit 1; }
@@ -79,9 +103,21 @@ for s in "${scenarios[@]}"; do
     footprint)
       args=(--groups "$(n 10000)" --members 10 --heartbeat-ms 3000 --duration 30
             --connections 256 --join-connections 8000 --join-timeout 600) ;;
-    *) echo "unknown scenario $s (join, heartbeat, commit, footprint)" >&2; exit 2 ;;
+    cg-join)
+      args=(--protocol consumer --groups "$(n 1000)" --members 10 --partitions 100
+            --topic vs-kafka-cg --duration 1 --connections "$(n 10000)" --join-timeout 300) ;;
+    cg-heartbeat)
+      args=(--protocol consumer --groups "$(n 1000)" --members 10 --partitions 100
+            --topic vs-kafka-cg --heartbeat-ms 0 --duration 30 --connections 64
+            --join-timeout 300) ;;
+    cg-footprint)
+      args=(--protocol consumer --groups "$(n 2000)" --members 10 --partitions 100
+            --topic vs-kafka-cg --heartbeat-ms 3000 --duration 30 --connections 256
+            --join-timeout 600) ;;
+    *) echo "unknown scenario $s (join, heartbeat, commit, footprint, cg-join, cg-heartbeat," \
+         "cg-footprint)" >&2; exit 2 ;;
   esac
-  start_servers
+  case "$s" in cg-*) start_servers cg ;; *) start_servers ;; esac
   run "$s" koord "$koord" "$koord_pid" "${args[@]}"
   run "$s" kafka "$kafka" "$kafka_pid" "${args[@]}"
   stop_servers
@@ -107,11 +143,24 @@ rows = {
     "commit": [("partition offsets committed/s", lambda r: r["offsets"] / r["window_s"], False),
                ("OffsetCommit p50 (ms)", lambda r: r.get("OffsetCommit_p50_ms"), True),
                ("OffsetCommit p99 (ms)", lambda r: r.get("OffsetCommit_p99_ms"), True)],
+    "cg-join": [("time to all reconciled (s)", lambda r: r["stable_after_s"], True),
+                ("ConsumerGroupHeartbeat p99 (ms)",
+                 lambda r: r.get("ConsumerGroupHeartbeat_p99_ms"), True)],
+    "cg-heartbeat": [("heartbeats/s", lambda r: r["heartbeats"] / r["window_s"], False),
+                     ("server CPU ms per 1000 heartbeats", cpu_per_k, True),
+                     ("heartbeats per server CPU-second",
+                      lambda r: r["heartbeats"] / r["server_cpu_s"] if r.get("server_cpu_s") else None,
+                      False),
+                     ("ConsumerGroupHeartbeat p99 (ms)",
+                      lambda r: r.get("ConsumerGroupHeartbeat_p99_ms"), True)],
+    "cg-footprint": [("server RSS per member (B)", per_member, True),
+                     ("server peak RSS (MiB)", lambda r: r["server_peak_rss"] / 2**20, True),
+                     ("time to all reconciled (s)", lambda r: r["stable_after_s"], True)],
     "footprint": [("server RSS per member (B)", per_member, True),
                   ("server peak RSS (MiB)", lambda r: r["server_peak_rss"] / 2**20, True),
                   ("time to all Stable (s)", lambda r: r["stable_after_s"], True)],
 }
-print(f"{'scenario':<10} {'figure':<36} {'koord':>12} {'kafka':>12} {'koord advantage':>16}")
+print(f"{'scenario':<12} {'figure':<36} {'koord':>12} {'kafka':>12} {'koord advantage':>16}")
 for s in scenarios:
     k, a = load(s, "koord"), load(s, "kafka")
     for label, f, lower in rows[s]:
@@ -122,9 +171,9 @@ for s in scenarios:
             adv = (av / kv if lower else kv / av) if (kv and av) else float("inf")
             ratio = f"{adv:.1f}x"
         fmt = lambda v: "n/a" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3f}")
-        print(f"{s:<10} {label:<36} {fmt(kv):>12} {fmt(av):>12} {ratio:>16}")
+        print(f"{s:<12} {label:<36} {fmt(kv):>12} {fmt(av):>12} {ratio:>16}")
     for r, server in ((k, "koord"), (a, "kafka")):
         if r["failures"] or r["groups_stable"] < r["groups"]:
-            print(f"{'':<10} ! {server}: {r['failures']} failed requests, "
-                  f"{r['groups_stable']}/{r['groups']} groups Stable")
+            print(f"{'':<12} ! {server}: {r['failures']} failed requests, "
+                  f"{r['groups_stable']}/{r['groups']} groups Stable/reconciled")
 PY

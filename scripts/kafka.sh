@@ -16,6 +16,9 @@
 # target assignment computed in the heartbeat that changes the group, as koord does (Kafka 4.4
 # by default computes it at most once a second, on a background thread: a member's first
 # heartbeat then gets an empty assignment).
+#
+# KAFKA_CONFIG="key=value ...": broker settings that replace these (bench/vs-kafka.sh's consumer
+# protocol scenarios); "key=" with no value drops kafka.sh's line, leaving Kafka's own default.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 home="$root/.build/kafka"
@@ -108,6 +111,12 @@ group.consumer.max.size=5
 group.consumer.assignment.interval.ms=0
 group.consumer.assignor.offload.enable=false
 PROPS
+  local kv
+  for kv in ${KAFKA_CONFIG:-}; do
+    grep -v "^${kv%%=*}=" "$home/server.properties" > "$home/server.properties.new" || true
+    mv "$home/server.properties.new" "$home/server.properties"
+    [ -z "${kv#*=}" ] || echo "$kv" >> "$home/server.properties"
+  done
   cat > "$home/log4j2.yaml" <<'LOG'
 Configuration:
   Appenders:

@@ -235,6 +235,12 @@ load_smoke_run() {
     "${CARGO_TARGET_DIR:-$root/target}/release/koord-load" --bootstrap "$1" --check \
         --groups 20 --members 5 --heartbeat-ms 100 --commit-ms 200 --partitions 100 \
         --topic load-smoke --duration 3 --join-timeout 60
+    # Consumer protocol (KIP-848): --check fails unless every group is reconciled (its members
+    # agree and ConsumerGroupDescribe says Stable) and no request failed. 5 members a group:
+    # scripts/kafka.sh sets group.consumer.max.size=5; both servers heartbeat every 1 s.
+    "${CARGO_TARGET_DIR:-$root/target}/release/koord-load" --bootstrap "$1" --check \
+        --protocol consumer --groups 20 --members 5 --partitions 20 --topic load-smoke-cg \
+        --duration 1 --join-timeout 60
 }
 
 load_smoke() {
@@ -243,7 +249,9 @@ load_smoke() {
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     data=$(mktemp -d)
     "$koord_bin" --listen "127.0.0.1:$port" --data-dir "$data" \
-        --set group.initial.rebalance.delay.ms=0 >"$logs/load-koord.log" 2>&1 &
+        --set group.initial.rebalance.delay.ms=0 \
+        --set group.consumer.heartbeat.interval.ms=1000 \
+        --set group.consumer.min.heartbeat.interval.ms=500 >"$logs/load-koord.log" 2>&1 &
     pid=$!
     # Expanded now: the trap runs after this function's locals are gone.
     # shellcheck disable=SC2064

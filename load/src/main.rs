@@ -7,9 +7,14 @@
 //! group is Stable, requests per second and latency percentiles per API, responses by error
 //! code, and, given the server's PID, its CPU seconds in the window and its memory.
 //!
+//! With `--protocol consumer` the members speak the consumer group protocol of KIP-848 instead
+//! (ConsumerGroupHeartbeat, server-side assignment; see consumer.rs) and the time reported is the
+//! time until every group is reconciled.
+//!
 //! It shares no code with the server: the wire format is the `kafka-protocol` crate's.
 
 mod conn;
+mod consumer;
 mod member;
 mod stats;
 
@@ -52,9 +57,17 @@ struct Args {
     /// members have one). Keep it under the process's open-file limit.
     #[arg(long, default_value_t = 8000)]
     join_connections: usize,
+    /// The group protocol members speak: `classic` (JoinGroup, SyncGroup, Heartbeat) or
+    /// `consumer` (KIP-848's ConsumerGroupHeartbeat, assigned by the server).
+    #[arg(long, value_enum, default_value_t = Protocol::Classic)]
+    protocol: Protocol,
     /// Heartbeat interval in ms; 0 sends the next heartbeat as soon as the previous is answered.
-    #[arg(long, default_value_t = 3000)]
-    heartbeat_ms: u64,
+    /// Default: 3000 for classic members; for consumer members, the interval the server gives.
+    #[arg(long)]
+    heartbeat_ms: Option<u64>,
+    /// Consumer protocol: the server assignor members ask for (`ServerAssignor`).
+    #[arg(long, default_value = "uniform")]
+    assignor: String,
     /// Commit interval per member in ms; 0 = back to back. Omit for no commits.
     #[arg(long)]
     commit_ms: Option<u64>,
@@ -94,6 +107,36 @@ struct Args {
     threads: Option<usize>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Protocol {
+    Classic,
+    Consumer,
+}
+
+impl Args {
+    fn consumer(&self) -> bool {
+        self.protocol == Protocol::Consumer
+    }
+
+    /// The fixed heartbeat interval in ms, if any (0 = back to back).
+    fn heartbeat_ms(&self) -> Option<u64> {
+        match self.heartbeat_ms {
+            Some(ms) => Some(ms),
+            None if self.consumer() => None,
+            None => Some(3000),
+        }
+    }
+
+    /// "Stable" (classic) or "reconciled" (consumer protocol).
+    fn settled(&self) -> &'static str {
+        if self.consumer() {
+            "reconciled"
+        } else {
+            "Stable"
+        }
+    }
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
     let mut rt = tokio::runtime::Builder::new_multi_thread();
@@ -109,9 +152,10 @@ fn main() -> Result<()> {
     if args.check {
         if report.groups_stable < args.groups {
             bail!(
-                "only {} of {} groups reached Stable",
+                "only {} of {} groups {}",
                 report.groups_stable,
-                args.groups
+                args.groups,
+                args.settled()
             );
         }
         if report.stats.failures > 0 {
@@ -146,7 +190,10 @@ async fn run(args: &Args) -> Result<Report> {
         bail!("--join-connections must be at least --members");
     }
     let before = args.server_pid.map(stats::sample).transpose()?;
-    if args.commit_ms.is_some() {
+    if args.commit_ms.is_some() && args.consumer() {
+        bail!("--commit-ms is for classic members only");
+    }
+    if args.commit_ms.is_some() || args.consumer() {
         create_topic(addr, &args.topic, args.partitions).await?;
     }
     let mut shared = Vec::with_capacity(args.connections.max(1));
@@ -169,8 +216,12 @@ async fn run(args: &Args) -> Result<Report> {
             partitions: args.partitions,
             session_timeout_ms: args.session_timeout_ms,
             rebalance_timeout_ms: args.rebalance_timeout_ms,
-            heartbeat_every: (args.heartbeat_ms > 0)
-                .then(|| Duration::from_millis(args.heartbeat_ms)),
+            heartbeat_every: args
+                .heartbeat_ms()
+                .filter(|&ms| ms > 0)
+                .map(Duration::from_millis),
+            server_heartbeat: args.heartbeat_ms().is_none(),
+            assignor: args.assignor.clone(),
             commit_every: args
                 .commit_ms
                 .map(|ms| (ms > 0).then(|| Duration::from_millis(ms))),
@@ -189,7 +240,13 @@ async fn run(args: &Args) -> Result<Report> {
         offsets_ok: AtomicU64::new(0),
     });
     let tasks: Vec<_> = (0..args.groups)
-        .map(|g| tokio::spawn(member::run_group(run.clone(), g)))
+        .map(|g| {
+            if args.consumer() {
+                tokio::spawn(consumer::run_group(run.clone(), g))
+            } else {
+                tokio::spawn(member::run_group(run.clone(), g))
+            }
+        })
         .collect();
 
     let all = run.all_stable.notified();
@@ -198,9 +255,10 @@ async fn run(args: &Args) -> Result<Report> {
         .is_ok();
     if !joined {
         eprintln!(
-            "koord-load: {} of {} groups Stable after {} s",
+            "koord-load: {} of {} groups {} after {} s",
             run.groups_stable.load(Ordering::Acquire),
             args.groups,
+            args.settled(),
             args.join_timeout
         );
     }
@@ -307,16 +365,21 @@ impl Report {
     fn text(&self, args: &Args) -> String {
         let mut out = String::new();
         let members = args.groups * args.members;
-        let heartbeat = if args.heartbeat_ms == 0 {
-            "back to back".to_owned()
-        } else {
-            format!("every {} ms", args.heartbeat_ms)
+        let heartbeat = match args.heartbeat_ms() {
+            Some(0) => "back to back".to_owned(),
+            Some(ms) => format!("every {ms} ms"),
+            None => "at the server's interval".to_owned(),
         };
         let _ = writeln!(
             out,
-            "koord-load: {} groups x {} members ({members}) on {}, heartbeats {heartbeat}{}",
+            "koord-load: {} groups x {} {} members ({members}) on {}, heartbeats {heartbeat}{}",
             args.groups,
             args.members,
+            if args.consumer() {
+                "consumer-protocol"
+            } else {
+                "classic"
+            },
             args.bootstrap,
             match args.commit_ms {
                 None => String::new(),
@@ -334,16 +397,19 @@ impl Report {
             Some(t) => {
                 let _ = writeln!(
                     out,
-                    "all {} groups Stable after {:.3} s",
+                    "all {} groups {} after {:.3} s",
                     args.groups,
+                    args.settled(),
                     t.as_secs_f64()
                 );
             }
             None => {
                 let _ = writeln!(
                     out,
-                    "NOT all groups Stable: {} of {}",
-                    self.groups_stable, args.groups
+                    "NOT all groups {}: {} of {}",
+                    args.settled(),
+                    self.groups_stable,
+                    args.groups
                 );
             }
         }
@@ -356,7 +422,7 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "{:<16} {:>10} {:>10} {:>10} {:>10}",
+            "{:<22} {:>10} {:>10} {:>10} {:>10}",
             "api", "requests", "p50 ms", "p99 ms", "p99.9 ms"
         );
         for api in Api::ALL {
@@ -365,7 +431,7 @@ impl Report {
             };
             let _ = writeln!(
                 out,
-                "{:<16} {:>10} {:>10.3} {:>10.3} {:>10.3}",
+                "{:<22} {:>10} {:>10.3} {:>10.3} {:>10.3}",
                 api.name(),
                 v.len(),
                 quantile_ms(v, 0.5),
@@ -375,7 +441,7 @@ impl Report {
         }
         let _ = writeln!(out, "responses by code:");
         for ((api, code), n) in &self.stats.codes {
-            let _ = writeln!(out, "  {:<16} {code:<28} {n}", api.name());
+            let _ = writeln!(out, "  {:<22} {code:<28} {n}", api.name());
         }
         let _ = writeln!(out, "failed requests: {}", self.stats.failures);
         if let Some((base, a, b)) = self.server {
@@ -397,6 +463,17 @@ impl Report {
 
     fn json(&self, args: &Args) -> String {
         let mut fields: Vec<(String, String)> = vec![
+            (
+                "protocol".into(),
+                format!(
+                    "\"{}\"",
+                    if args.consumer() {
+                        "consumer"
+                    } else {
+                        "classic"
+                    }
+                ),
+            ),
             ("groups".into(), args.groups.to_string()),
             ("members".into(), (args.groups * args.members).to_string()),
             ("groups_stable".into(), self.groups_stable.to_string()),

@@ -59,6 +59,10 @@ pub struct Plan {
     /// `None`: no commits; `Some(None)`: back to back.
     pub commit_every: Option<Option<Duration>>,
     pub commit_partitions: i32,
+    /// Consumer protocol: the `ServerAssignor` members name.
+    pub assignor: String,
+    /// Consumer protocol: heartbeat at the interval the server gives (no fixed interval asked).
+    pub server_heartbeat: bool,
 }
 
 /// Run-wide state the members share.
@@ -541,7 +545,7 @@ impl Member {
     }
 }
 
-fn retriable(e: ResponseError) -> bool {
+pub(crate) fn retriable(e: ResponseError) -> bool {
     matches!(
         e,
         ResponseError::CoordinatorLoadInProgress
@@ -550,7 +554,7 @@ fn retriable(e: ResponseError) -> bool {
     )
 }
 
-fn error_name(e: ResponseError) -> String {
+pub(crate) fn error_name(e: ResponseError) -> String {
     // `CoordinatorLoadInProgress` -> `COORDINATOR_LOAD_IN_PROGRESS`, as Kafka names codes.
     let debug = format!("{e:?}");
     let mut out = String::with_capacity(debug.len() + 8);
@@ -563,16 +567,16 @@ fn error_name(e: ResponseError) -> String {
     out
 }
 
-fn str_bytes(s: &str) -> StrBytes {
+pub(crate) fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Connection-level trouble goes to stderr, at most a few lines a second in a bad run.
-fn tracing_like(line: &str) {
+pub(crate) fn tracing_like(line: &str) {
     static LAST: Mutex<Option<Instant>> = Mutex::new(None);
     let mut last = lock(&LAST);
     if last.is_none_or(|t| t.elapsed() > Duration::from_millis(500)) {

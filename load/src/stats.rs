@@ -11,15 +11,19 @@ pub enum Api {
     SyncGroup,
     Heartbeat,
     OffsetCommit,
+    ConsumerGroupHeartbeat,
+    ConsumerGroupDescribe,
 }
 
 impl Api {
-    pub const ALL: [Api; 5] = [
+    pub const ALL: [Api; 7] = [
         Api::FindCoordinator,
         Api::JoinGroup,
         Api::SyncGroup,
         Api::Heartbeat,
         Api::OffsetCommit,
+        Api::ConsumerGroupHeartbeat,
+        Api::ConsumerGroupDescribe,
     ];
 
     pub fn name(self) -> &'static str {
@@ -29,6 +33,8 @@ impl Api {
             Api::SyncGroup => "SyncGroup",
             Api::Heartbeat => "Heartbeat",
             Api::OffsetCommit => "OffsetCommit",
+            Api::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
+            Api::ConsumerGroupDescribe => "ConsumerGroupDescribe",
         }
     }
 }

@@ -408,104 +408,134 @@ impl ConsumerGroup {
                 ),
             ));
         }
-        let mut replaced = None;
-        let member = match &req.instance_id {
-            None => match self.members.get(&req.member_id) {
-                // A known member joining again (it was fenced, or restarted with its id): it
-                // gets its assignment again (Kafka 4.4).
-                Some(m) if joining => m.clone(),
-                Some(m) => {
-                    check_epoch(m, req.member_epoch, req.owned.as_ref())?;
-                    m.clone()
-                }
-                None if joining => ConsumerMember::new(req.member_id.clone()),
-                None => return Err(self.unknown_member(&req.member_id)),
-            },
-            Some(instance) => {
-                let existing = self
-                    .static_members
-                    .get(instance)
-                    .and_then(|id| self.members.get(id));
-                match existing {
-                    None if joining => match self.members.get(&req.member_id) {
-                        Some(m) => m.clone(),
-                        None => ConsumerMember::new(req.member_id.clone()),
-                    },
-                    None => return Err(unknown_instance(instance)),
-                    Some(old) if joining && old.member_id == req.member_id => old.clone(),
-                    Some(old) if joining => {
-                        if old.member_epoch != LEAVE_STATIC_EPOCH {
-                            return Err(Refusal::new(
-                                GroupError::UnreleasedInstanceId,
-                                format!(
-                                    "Static member {} with instance id {instance} cannot join \
-                                     the group because the instance id is owned by {} member.",
-                                    req.member_id, old.member_id
-                                ),
-                            ));
-                        }
-                        // The new instance takes over the old one's partitions and target.
-                        let mut m = old.clone();
-                        m.member_id = req.member_id.clone();
-                        m.member_epoch = 0;
-                        m.previous_member_epoch = 0;
-                        replaced = Some(old.member_id.clone());
-                        m
-                    }
-                    Some(old) => {
-                        if old.member_id != req.member_id {
-                            return Err(fenced_instance(&req.member_id, instance, &old.member_id));
-                        }
-                        check_epoch(old, req.member_epoch, req.owned.as_ref())?;
-                        old.clone()
-                    }
-                }
-            }
-        };
-        let is_new = !self.members.contains_key(&member.member_id);
-        if let Some(old) = replaced {
-            self.remove_member(&old);
-            self.records.push(ConsumerRecord::RemoveMember(old));
-        }
-        if is_new {
-            self.events.push(ConsumerEvent::Joined {
-                member: member.member_id.clone(),
-                instance: req.instance_id.clone(),
+        // A steady heartbeat: a known dynamic member sending none of its fields, from the same
+        // client. Its stored member stays as it is (no copy, no comparison); only its epoch and
+        // owned partitions are checked, as below.
+        let steady = !joining
+            && req.instance_id.is_none()
+            && req.rack_id.is_none()
+            && req.rebalance_timeout_ms == -1
+            && req.server_assignor.is_none()
+            && req.subscribed_topic_names.is_none()
+            && req.subscribed_topic_regex.is_none()
+            && self.members.get(&req.member_id).is_some_and(|m| {
+                m.instance_id.is_none()
+                    && m.client_id == req.client_id
+                    && m.client_host == req.client_host
             });
-        }
+        let subscription_changed = if steady {
+            check_epoch(
+                &self.members[&req.member_id],
+                req.member_epoch,
+                req.owned.as_ref(),
+            )?;
+            false
+        } else {
+            let mut replaced = None;
+            let member = match &req.instance_id {
+                None => match self.members.get(&req.member_id) {
+                    // A known member joining again (it was fenced, or restarted with its id): it
+                    // gets its assignment again (Kafka 4.4).
+                    Some(m) if joining => m.clone(),
+                    Some(m) => {
+                        check_epoch(m, req.member_epoch, req.owned.as_ref())?;
+                        m.clone()
+                    }
+                    None if joining => ConsumerMember::new(req.member_id.clone()),
+                    None => return Err(self.unknown_member(&req.member_id)),
+                },
+                Some(instance) => {
+                    let existing = self
+                        .static_members
+                        .get(instance)
+                        .and_then(|id| self.members.get(id));
+                    match existing {
+                        None if joining => match self.members.get(&req.member_id) {
+                            Some(m) => m.clone(),
+                            None => ConsumerMember::new(req.member_id.clone()),
+                        },
+                        None => return Err(unknown_instance(instance)),
+                        Some(old) if joining && old.member_id == req.member_id => old.clone(),
+                        Some(old) if joining => {
+                            if old.member_epoch != LEAVE_STATIC_EPOCH {
+                                return Err(Refusal::new(
+                                    GroupError::UnreleasedInstanceId,
+                                    format!(
+                                        "Static member {} with instance id {instance} cannot join \
+                                         the group because the instance id is owned by {} member.",
+                                        req.member_id, old.member_id
+                                    ),
+                                ));
+                            }
+                            // The new instance takes over the old one's partitions and target.
+                            let mut m = old.clone();
+                            m.member_id = req.member_id.clone();
+                            m.member_epoch = 0;
+                            m.previous_member_epoch = 0;
+                            replaced = Some(old.member_id.clone());
+                            m
+                        }
+                        Some(old) => {
+                            if old.member_id != req.member_id {
+                                return Err(fenced_instance(
+                                    &req.member_id,
+                                    instance,
+                                    &old.member_id,
+                                ));
+                            }
+                            check_epoch(old, req.member_epoch, req.owned.as_ref())?;
+                            old.clone()
+                        }
+                    }
+                }
+            };
+            let is_new = !self.members.contains_key(&member.member_id);
+            if let Some(old) = replaced {
+                self.remove_member(&old);
+                self.records.push(ConsumerRecord::RemoveMember(old));
+            }
+            if is_new {
+                self.events.push(ConsumerEvent::Joined {
+                    member: member.member_id.clone(),
+                    instance: req.instance_id.clone(),
+                });
+            }
 
-        // 1. The member, updated from the request.
-        let mut updated = member.clone();
-        if req.instance_id.is_some() {
-            updated.instance_id = req.instance_id.clone();
-        }
-        if req.rack_id.is_some() {
-            updated.rack_id = req.rack_id.clone();
-        }
-        if req.rebalance_timeout_ms != -1 {
-            updated.rebalance_timeout_ms = req.rebalance_timeout_ms;
-        }
-        if req.server_assignor.is_some() {
-            updated.server_assignor = req.server_assignor.clone();
-        }
-        if let Some(names) = &req.subscribed_topic_names {
-            let mut names = names.clone();
-            names.sort();
-            names.dedup();
-            updated.subscribed_topic_names = names;
-        }
-        if req.subscribed_topic_regex.is_some() {
-            updated.subscribed_topic_regex = req.subscribed_topic_regex.clone();
-        }
-        updated.client_id = req.client_id.clone();
-        updated.client_host = req.client_host.clone();
-        let subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names
-            || updated.subscribed_topic_regex != member.subscribed_topic_regex;
-        let member_changed = is_new || updated != member;
-        self.put_member(updated);
-        if member_changed {
-            self.persist_member(&req.member_id);
-        }
+            // 1. The member, updated from the request.
+            let mut updated = member.clone();
+            if req.instance_id.is_some() {
+                updated.instance_id = req.instance_id.clone();
+            }
+            if req.rack_id.is_some() {
+                updated.rack_id = req.rack_id.clone();
+            }
+            if req.rebalance_timeout_ms != -1 {
+                updated.rebalance_timeout_ms = req.rebalance_timeout_ms;
+            }
+            if req.server_assignor.is_some() {
+                updated.server_assignor = req.server_assignor.clone();
+            }
+            if let Some(names) = &req.subscribed_topic_names {
+                let mut names = names.clone();
+                names.sort();
+                names.dedup();
+                updated.subscribed_topic_names = names;
+            }
+            if req.subscribed_topic_regex.is_some() {
+                updated.subscribed_topic_regex = req.subscribed_topic_regex.clone();
+            }
+            updated.client_id = req.client_id.clone();
+            updated.client_host = req.client_host.clone();
+            let subscription_changed = updated.subscribed_topic_names
+                != member.subscribed_topic_names
+                || updated.subscribed_topic_regex != member.subscribed_topic_regex;
+            // An unchanged member (a steady heartbeat) is already stored as it is.
+            if is_new || updated != member {
+                self.put_member(updated);
+                self.persist_member(&req.member_id);
+            }
+            subscription_changed
+        };
         let mut bump =
             subscription_changed.then_some("a member joined or changed its subscription");
         if bump.is_some() || self.image_version != Some(image.version()) {
@@ -531,8 +561,7 @@ impl ConsumerGroup {
         }
 
         // 3. The member towards its target.
-        let before = self.members[&req.member_id].assigned.clone();
-        self.reconcile_member(&req.member_id, req.owned.as_ref(), now);
+        let reassigned = self.reconcile_member(&req.member_id, req.owned.as_ref(), now);
         let session = now.plus_ms(self.config.session_timeout_ms);
         self.timers
             .set(ConsumerTimer::Session(req.member_id.clone()), session);
@@ -546,7 +575,7 @@ impl ConsumerGroup {
             member_id: m.member_id.clone(),
             member_epoch: m.member_epoch,
             heartbeat_interval_ms: self.config.heartbeat_interval_ms,
-            assignment: (full || m.assigned != before).then(|| m.assigned.clone()),
+            assignment: (full || reassigned).then(|| m.assigned.clone()),
         })
     }
 
@@ -786,11 +815,12 @@ impl ConsumerGroup {
         }
     }
 
-    /// Inserts or replaces a member, keeping the static index and the partition holders.
-    fn put_member(&mut self, member: ConsumerMember) {
-        if let Some(old) = self.members.get(&member.member_id) {
-            let old = old.clone();
-            self.release(&old);
+    /// Inserts or replaces a member, keeping the static index and the partition holders;
+    /// returns the member it replaced.
+    fn put_member(&mut self, member: ConsumerMember) -> Option<ConsumerMember> {
+        let old = self.members.remove(&member.member_id);
+        if let Some(old) = &old {
+            self.release(old);
         }
         for (topic, parts) in member.assigned.iter().chain(&member.pending_revocation) {
             for &p in parts {
@@ -802,6 +832,7 @@ impl ConsumerGroup {
                 .insert(instance.clone(), member.member_id.clone());
         }
         self.members.insert(member.member_id.clone(), member);
+        old
     }
 
     fn release(&mut self, member: &ConsumerMember) {
@@ -826,7 +857,13 @@ impl ConsumerGroup {
         Some(member)
     }
 
-    fn reconcile_member(&mut self, id: &MemberId, owned: Option<&Partitions>, now: Timestamp) {
+    /// Moves the member towards its target; true when its assignment changed.
+    fn reconcile_member(
+        &mut self,
+        id: &MemberId,
+        owned: Option<&Partitions>,
+        now: Timestamp,
+    ) -> bool {
         let member = &self.members[id];
         let Some(next) = reconcile(
             member,
@@ -835,14 +872,15 @@ impl ConsumerGroup {
             &self.holders,
             owned,
         ) else {
-            return;
+            return false;
         };
         let old_epoch = member.member_epoch;
         self.timers
             .cancel(&ConsumerTimer::Revocation(id.clone(), old_epoch));
         self.arm_revocation(&next, now);
-        self.put_member(next);
+        let old = self.put_member(next);
         self.persist_member(id);
+        old.is_none_or(|old| old.assigned != self.members[id].assigned)
     }
 
     fn arm_revocation(&mut self, member: &ConsumerMember, now: Timestamp) {
