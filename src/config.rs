@@ -122,6 +122,9 @@ pub struct Config {
     /// `group.consumer.assignors`: the server assignors consumer groups may name; the first is
     /// the default.
     pub group_consumer_assignors: Vec<String>,
+    /// `group.consumer.migration.policy`: online upgrades of classic groups to consumer groups
+    /// and downgrades back (bidirectional, upgrade, downgrade, disabled).
+    pub group_consumer_migration_policy: crate::group::consumer::MigrationPolicy,
     /// Whether each group commit of the store syncs to disk before writes are acknowledged.
     pub offsets_commit_sync: crate::storage::SyncPolicy,
     /// The `learner.*` settings of the learner assignor.
@@ -164,6 +167,7 @@ impl Default for Config {
             group_consumer_max_heartbeat_interval_ms: 15_000,
             group_consumer_max_size: i32::MAX as usize,
             group_consumer_assignors: vec!["uniform".to_owned(), "range".to_owned()],
+            group_consumer_migration_policy: crate::group::consumer::MigrationPolicy::Bidirectional,
             offsets_commit_sync: crate::storage::SyncPolicy::Always,
             learner: crate::assignor::learner::Settings::default(),
         }
@@ -574,6 +578,20 @@ pub static KEYS: &[Key] = &[
                     .collect(),
             )
         },
+    },
+    Key {
+        name: "group.consumer.migration.policy",
+        kafka: Some("group.consumer.migration.policy"),
+        doc: "online conversion between classic and consumer groups: bidirectional (a classic group becomes a consumer group when a consumer-protocol member joins it, and back when the last one leaves), upgrade, downgrade or disabled",
+        apply: |c, v| {
+            let s = string(v)?;
+            c.group_consumer_migration_policy = crate::group::consumer::MigrationPolicy::parse(&s)
+                .ok_or_else(|| {
+                    format!("expected bidirectional, upgrade, downgrade or disabled, got `{s}`")
+                })?;
+            Ok(())
+        },
+        show: |c| Value::String(c.group_consumer_migration_policy.name().to_string()),
     },
     int_key!("offset.metadata.max.bytes", Some("offset.metadata.max.bytes"), "longest commit metadata (Java string length); longer gets OFFSET_METADATA_TOO_LARGE", offset_metadata_max_bytes: usize, 0, i32::MAX as i64),
     Key {

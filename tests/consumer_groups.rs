@@ -113,6 +113,14 @@ fn server() -> Koord {
     Koord::start(CONSUMER_LIKE)
 }
 
+/// koord with classic groups assigned by their leaders, as Kafka's are (koord assigns on the
+/// server by default).
+fn client_assigned_server() -> Koord {
+    let mut settings = CONSUMER_LIKE.to_vec();
+    settings.push("group.assignor=client");
+    Koord::start(&settings)
+}
+
 /// Polls `probe` until it returns `Some`, for at most `within`.
 fn eventually_within<T>(what: &str, within: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + within;
@@ -981,9 +989,8 @@ fn joining_a_full_group_is_group_max_size_reached() {
 }
 
 #[test]
-#[ignore = "koord does not yet migrate a non-empty classic group online (issue 17); the Kafka tier runs it"]
 fn heartbeat_naming_a_classic_group_converts_it_to_a_consumer_group() {
-    let koord = server();
+    let koord = client_assigned_server();
     let mut c = koord.connect();
     let topic = unique("t-classic");
     create_topic(&mut c, &topic, 4);
@@ -1924,7 +1931,6 @@ fn classic_heartbeat_leave_and_join_on_a_consumer_group() {
 }
 
 #[test]
-#[ignore = "koord does not yet serve classic members inside a consumer group (issue 17); the Kafka tier runs it"]
 fn classic_join_of_a_consumer_group_makes_a_mixed_group() {
     let koord = server();
     let mut c = koord.connect();
@@ -1962,6 +1968,213 @@ fn classic_join_of_a_consumer_group_makes_a_mixed_group() {
         "{resp:?}"
     );
     assert_eq!(resp.member_id.as_str(), "", "{resp:?}");
+}
+
+/// A classic JoinGroup (v9) of a consumer-protocol member offering `range`, owning `owns`
+/// (ConsumerProtocolSubscription v1, as a cooperative client sends it).
+fn classic_join(
+    c: &mut Client,
+    group: &str,
+    member: &str,
+    topic: &str,
+    owns: &[i32],
+) -> kafka_protocol::messages::JoinGroupResponse {
+    use kafka_protocol::messages::consumer_protocol_subscription::TopicPartition;
+    let mut b = BytesMut::new();
+    b.put_i16(1);
+    ConsumerProtocolSubscription::default()
+        .with_topics(vec![s(topic)])
+        .with_owned_partitions(if owns.is_empty() {
+            vec![]
+        } else {
+            vec![TopicPartition::default()
+                .with_topic(topic_name(topic))
+                .with_partitions(owns.to_vec())]
+        })
+        .encode(&mut b, 1)
+        .expect("encode a subscription");
+    c.send(
+        9,
+        &JoinGroupRequest::default()
+            .with_group_id(group_id(group))
+            .with_session_timeout_ms(30_000)
+            .with_rebalance_timeout_ms(30_000)
+            .with_member_id(s(member))
+            .with_protocol_type(s("consumer"))
+            .with_protocols(vec![JoinGroupRequestProtocol::default()
+                .with_name(s("range"))
+                .with_metadata(b.freeze())]),
+    )
+}
+
+/// A classic SyncGroup (v5) as a follower: the error and the partitions of `topic` assigned.
+fn classic_sync(
+    c: &mut Client,
+    group: &str,
+    member: &str,
+    generation: i32,
+    topic: &str,
+) -> (Option<ResponseError>, Vec<i32>) {
+    use kafka_protocol::messages::ConsumerProtocolAssignment;
+    use kafka_protocol::protocol::Decodable;
+    let resp = c.send(
+        5,
+        &SyncGroupRequest::default()
+            .with_group_id(group_id(group))
+            .with_generation_id(generation)
+            .with_member_id(s(member))
+            .with_protocol_type(Some(s("consumer")))
+            .with_protocol_name(Some(s("range"))),
+    );
+    if resp.error_code != 0 {
+        return (err(resp.error_code), Vec::new());
+    }
+    let mut bytes = resp.assignment.clone();
+    assert!(bytes.len() >= 2, "{resp:?}");
+    let version = i16::from_be_bytes([bytes[0], bytes[1]]);
+    let _ = bytes.split_to(2);
+    let a = ConsumerProtocolAssignment::decode(&mut bytes, version.min(3)).expect("an assignment");
+    let mut out: Vec<i32> = a
+        .assigned_partitions
+        .iter()
+        .filter(|t| t.topic.as_str() == topic)
+        .flat_map(|t| t.partitions.iter().copied())
+        .collect();
+    out.sort_unstable();
+    (None, out)
+}
+
+fn classic_heartbeat(
+    c: &mut Client,
+    group: &str,
+    member: &str,
+    generation: i32,
+) -> Option<ResponseError> {
+    let resp: kafka_protocol::messages::HeartbeatResponse = c.send(
+        4,
+        &HeartbeatRequest::default()
+            .with_group_id(group_id(group))
+            .with_member_id(s(member))
+            .with_generation_id(generation),
+    );
+    err(resp.error_code)
+}
+
+#[test]
+fn a_classic_member_of_a_consumer_group_joins_syncs_and_heartbeats_by_its_member_epoch() {
+    let koord = server();
+    let mut c = koord.connect();
+    let (group, topic) = (unique("g-mixed-flow"), unique("t-mixed-flow"));
+    let tid = create_topic(&mut c, &topic, 2);
+    let (mut members, epoch) = stable_group(&mut c, &group, &topic, 1);
+    assert_eq!(epoch, 2);
+    let first = classic_join(&mut c, &group, "", &topic, &[]);
+    assert_eq!(
+        err(first.error_code),
+        Some(ResponseError::MemberIdRequired),
+        "{first:?}"
+    );
+    let id = first.member_id.to_string();
+    // Joining bumps the group epoch; its generation is its member epoch, it is no leader and
+    // gets no members: it syncs as a follower. Its partition is still the other member's.
+    let joined = classic_join(&mut c, &group, &id, &topic, &[]);
+    assert_eq!(err(joined.error_code), None, "{joined:?}");
+    assert_eq!(joined.generation_id, 3, "{joined:?}");
+    assert_eq!(
+        joined.protocol_type.as_deref(),
+        Some("consumer"),
+        "{joined:?}"
+    );
+    assert_eq!(joined.protocol_name.as_deref(), Some("range"), "{joined:?}");
+    assert_eq!(joined.leader.as_str(), "", "{joined:?}");
+    assert!(joined.members.is_empty(), "{joined:?}");
+    assert_eq!(classic_sync(&mut c, &group, &id, 3, &topic), (None, vec![]));
+    assert_eq!(
+        classic_sync(&mut c, &group, &id, 2, &topic).0,
+        Some(ResponseError::IllegalGeneration)
+    );
+    // While the partition is held elsewhere its heartbeat is fine...
+    assert_eq!(classic_heartbeat(&mut c, &group, &id, 3), None);
+    assert_eq!(
+        classic_heartbeat(&mut c, &group, &id, 2),
+        Some(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(
+        classic_heartbeat(&mut c, &group, "nobody", 3),
+        Some(ResponseError::UnknownMemberId)
+    );
+    // ...until the consumer member revoked it: then it must join again to get it.
+    converge(&mut c, &group, &mut members, 3);
+    assert_eq!(count(&members[0].owns), 1);
+    eventually("the classic member is told to rejoin", || {
+        (classic_heartbeat(&mut c, &group, &id, 3) == Some(ResponseError::RebalanceInProgress))
+            .then_some(())
+    });
+    let joined = classic_join(&mut c, &group, &id, &topic, &[]);
+    assert_eq!((err(joined.error_code), joined.generation_id), (None, 3));
+    let (error, got) = classic_sync(&mut c, &group, &id, 3, &topic);
+    assert_eq!(error, None);
+    assert_eq!(got.len(), 1);
+    assert!(!members[0].owns[&tid].contains(&got[0]));
+    assert_eq!(classic_heartbeat(&mut c, &group, &id, 3), None);
+    let g = describe_one(&mut c, &group);
+    assert_eq!(g.group_state.as_str(), "Stable", "{g:?}");
+    let classic = g
+        .members
+        .iter()
+        .find(|m| m.member_id.as_str() == id)
+        .expect("listed");
+    assert_eq!(classic.member_type, 0, "{classic:?}");
+    assert_eq!(classic.member_epoch, 3, "{classic:?}");
+}
+
+#[test]
+fn the_last_consumer_member_leaving_a_mixed_group_downgrades_it_to_a_classic_group() {
+    let koord = server();
+    let mut c = koord.connect();
+    let (group, topic) = (unique("g-downgrade"), unique("t-downgrade"));
+    create_topic(&mut c, &topic, 2);
+    let (members, _) = stable_group(&mut c, &group, &topic, 1);
+    let first = classic_join(&mut c, &group, "", &topic, &[]);
+    let id = first.member_id.to_string();
+    let joined = classic_join(&mut c, &group, &id, &topic, &[]);
+    assert_eq!(err(joined.error_code), None, "{joined:?}");
+    let m = &members[0];
+    let resp = send_hb(
+        &mut c,
+        1,
+        &heartbeat_request(&group, &m.id, -1, Some(&m.owns)),
+    );
+    assert_eq!(err(resp.error_code), None, "{resp:?}");
+    // Now a classic group of one member, rebalancing: ListGroups says so, ConsumerGroupDescribe
+    // no longer describes it, and the member is told to join again.
+    let listed = list_groups(&mut c, &[], &[]);
+    assert_eq!(
+        listed
+            .get(&group)
+            .map(|(t, st, ty)| (t.as_str(), st.as_str(), ty.as_str())),
+        Some(("consumer", "PreparingRebalance", "classic")),
+        "{listed:?}"
+    );
+    let resp = describe(&mut c, 1, &[&group]);
+    assert_eq!(
+        err(resp.groups[0].error_code),
+        Some(ResponseError::GroupIdNotFound),
+        "{resp:?}"
+    );
+    assert_eq!(
+        classic_heartbeat(&mut c, &group, &id, joined.generation_id),
+        Some(ResponseError::RebalanceInProgress)
+    );
+    // It rejoins the classic way and leads the next generation.
+    let rejoined = classic_join(&mut c, &group, &id, &topic, &[]);
+    assert_eq!(err(rejoined.error_code), None, "{rejoined:?}");
+    assert_eq!(
+        rejoined.generation_id,
+        joined.generation_id + 1,
+        "{rejoined:?}"
+    );
+    assert_eq!(rejoined.leader.as_str(), id, "{rejoined:?}");
 }
 
 #[test]

@@ -14,6 +14,8 @@ use crate::group::consumer::Refusal;
 use crate::group::GroupId;
 use crate::vocab::Partitions;
 
+/// KIP-1099 `MemberType` of a member that speaks the classic protocol (JoinGroup).
+const CLASSIC_MEMBER: i8 = 0;
 /// KIP-1099 `MemberType` of a member that speaks the consumer protocol.
 const CONSUMER_MEMBER: i8 = 1;
 
@@ -46,6 +48,11 @@ pub async fn handle(
                     g.members
                         .into_iter()
                         .map(|m| {
+                            let member_type = if m.uses_classic_protocol() {
+                                CLASSIC_MEMBER
+                            } else {
+                                CONSUMER_MEMBER
+                            };
                             let member = Member::default()
                                 .with_member_id(str_bytes(m.member_id.as_str()))
                                 .with_instance_id(m.instance_id.map(|i| str_bytes(i.as_str())))
@@ -66,7 +73,7 @@ pub async fn handle(
                                 .with_assignment(assignment(broker, &m.assigned))
                                 .with_target_assignment(assignment(broker, &m.target));
                             if version >= 1 {
-                                member.with_member_type(CONSUMER_MEMBER)
+                                member.with_member_type(member_type)
                             } else {
                                 member
                             }

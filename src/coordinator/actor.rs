@@ -114,18 +114,17 @@ enum Pending {
         removed: Vec<TopicPartition>,
     },
     Expired(Vec<TopicPartition>),
-    /// Records of a consumer group, and the heartbeats whose answers depend on them.
+    /// Records of a consumer group, and the answers that depend on them.
     Consumer {
-        replies: Vec<HeartbeatAnswer>,
+        replies: Vec<Deferred>,
         delete_reply: Option<oneshot::Sender<Result<(), GroupError>>>,
     },
 }
 
-/// A consumer-group heartbeat's answer, held until the writes before it are durable.
-type HeartbeatAnswer = (
-    oneshot::Sender<Result<ConsumerHeartbeatReply, Refusal>>,
-    ConsumerHeartbeatReply,
-);
+/// An answer of a consumer group (to a heartbeat, or a classic member's JoinGroup or
+/// SyncGroup) held until the writes before it are durable; it is sent with the error of the
+/// write, if the write failed.
+type Deferred = Box<dyn FnOnce(Option<GroupError>) + Send>;
 
 /// Commands served back to back from the queue before timers are looked at again.
 const BATCH: usize = 64;
@@ -457,8 +456,8 @@ impl GroupActor {
                 if self.last_consumer_write == Some(id) {
                     self.last_consumer_write = None;
                 }
-                for (tx, answer) in replies {
-                    let _ = tx.send(error.map_or(Ok(answer), |e| Err(e.into())));
+                for reply in replies {
+                    reply(error);
                 }
                 if error.is_some() {
                     if let Core::Consumer(group) = &mut self.group {
@@ -512,13 +511,23 @@ impl GroupActor {
         match cmd {
             Command::Join(mut req, reply) => {
                 self.become_classic(ctx, now);
-                let Core::Classic(group) = &mut self.group else {
-                    // A consumer group with members: its members use the consumer protocol.
-                    let _ = reply.send(JoinReply::error(
-                        GroupError::InconsistentGroupProtocol,
-                        req.member_id,
-                    ));
-                    return;
+                let group = match &mut self.group {
+                    Core::Classic(group) => group,
+                    // A classic member of a consumer group with members.
+                    Core::Consumer(group) => {
+                        let answer = group.handle_classic_join(&req, image, now);
+                        self.flush_consumer(
+                            ctx,
+                            Vec::new(),
+                            Some(Box::new(move |error| {
+                                let _ =
+                                    reply.send(error.map_or(answer, |e| {
+                                        JoinReply::error(e, MemberId::unknown())
+                                    }));
+                            })),
+                        );
+                        return;
+                    }
                 };
                 let token = RequestToken(self.next_token + 1);
                 self.next_token += 1;
@@ -536,14 +545,23 @@ impl GroupActor {
                     self.parked_syncs.insert(token, reply);
                     group.handle_sync(*req, now);
                 }
-                Core::Consumer(_) => {
-                    let _ = reply.send(SyncReply::error(GroupError::UnknownMemberId));
-                }
+                Core::Consumer(group) => match group.handle_classic_sync(&req, image, now) {
+                    Ok(answer) => self.flush_consumer(
+                        ctx,
+                        Vec::new(),
+                        Some(Box::new(move |error| {
+                            let _ = reply.send(error.map_or(answer, SyncReply::error));
+                        })),
+                    ),
+                    Err(e) => {
+                        let _ = reply.send(SyncReply::error(e));
+                    }
+                },
             },
             Command::Heartbeat(req, reply) => {
                 let _ = reply.send(match &mut self.group {
                     Core::Classic(group) => group.handle_heartbeat(&req, now),
-                    Core::Consumer(_) => Err(GroupError::UnknownMemberId),
+                    Core::Consumer(group) => group.handle_classic_heartbeat(&req, now),
                 });
             }
             Command::Leave(req, reply) => {
@@ -570,17 +588,57 @@ impl GroupActor {
                 if req.member_epoch == 0 {
                     self.become_consumer(ctx);
                 }
-                let Core::Consumer(group) = &mut self.group else {
-                    // A classic group with members (or a Dead one).
-                    let _ = reply.send(Err(GroupError::GroupIdNotFound.into()));
-                    return;
-                };
-                match group.handle_heartbeat(*req, image, now) {
-                    Ok(answer) => self.answer_after_writes(ctx, reply, answer),
-                    Err(e) => {
-                        let _ = reply.send(Err(e));
+                // A member joining a classic group with members upgrades it, if it can.
+                let mut upgraded = match &self.group {
+                    Core::Classic(classic)
+                        if req.member_epoch == 0
+                            && ConsumerGroup::can_upgrade(classic, &ctx.settings.consumer) =>
+                    {
+                        match ConsumerGroup::from_classic(
+                            classic,
+                            ctx.settings.consumer.clone(),
+                            image,
+                            now,
+                        ) {
+                            Ok(group) => Some(Box::new(group)),
+                            Err(refusal) => {
+                                let _ = reply.send(Err(refusal));
+                                return;
+                            }
+                        }
                     }
+                    _ => None,
+                };
+                let group = match (&mut self.group, &mut upgraded) {
+                    (_, Some(group)) => group,
+                    (Core::Consumer(group), None) => group,
+                    (Core::Classic(_), None) => {
+                        // A classic group with members (or a Dead one).
+                        // Kafka 4.4's words (no full stop, unlike ConsumerGroupDescribe's).
+                        let message = format!("Group {} is not a consumer group", self.group.id());
+                        let _ = reply.send(Err(Refusal::new(GroupError::GroupIdNotFound, message)));
+                        return;
+                    }
+                };
+                let answer = match group.handle_heartbeat(*req, image, now) {
+                    Ok(answer) => answer,
+                    Err(e) => {
+                        // An upgrade the heartbeat was refused in is dropped.
+                        let _ = reply.send(Err(e));
+                        return;
+                    }
+                };
+                let mut first = Vec::new();
+                if let Some(group) = upgraded {
+                    first.push(self.upgrade(group));
                 }
+                self.flush_consumer(
+                    ctx,
+                    first,
+                    Some(Box::new(move |error| {
+                        let _ = reply.send(error.map_or(Ok(answer), |e| Err(e.into())));
+                    })),
+                );
             }
             Command::ConsumerDescribe(reply) => {
                 let _ = reply.send(match &self.group {
@@ -698,27 +756,78 @@ impl GroupActor {
         );
     }
 
-    /// Answers a consumer heartbeat once the writes it depends on are durable: its own
-    /// records, or any still in flight.
-    fn answer_after_writes(
-        &mut self,
-        ctx: &Ctx,
-        reply: oneshot::Sender<Result<ConsumerHeartbeatReply, Refusal>>,
-        answer: ConsumerHeartbeatReply,
-    ) {
-        let batch = self.consumer_mutations();
-        if !batch.is_empty() {
-            self.submit_consumer(ctx, batch, vec![(reply, answer)], None);
+    /// A classic group upgraded to `group` (a heartbeat joined it): what the classic group
+    /// had parked is told to join again, and the mutation that clears its stored records is
+    /// returned, to go before the consumer group's.
+    fn upgrade(&mut self, group: Box<ConsumerGroup>) -> Mutation {
+        for (_, tx) in self.parked_joins.drain() {
+            let _ = tx.send(JoinReply::error(
+                GroupError::RebalanceInProgress,
+                MemberId::unknown(),
+            ));
+        }
+        for (_, tx) in self.parked_syncs.drain() {
+            let _ = tx.send(SyncReply::error(GroupError::RebalanceInProgress));
+        }
+        let id = group.id().clone();
+        self.group = Core::Consumer(group);
+        let _span = self.log_span();
+        info!("classic group upgraded to a consumer group");
+        Mutation::ClearGroupRecords { group: id }
+    }
+
+    /// A consumer group whose last consumer-protocol member left becomes the classic group of
+    /// its classic members; the mutations that store it in place of the consumer group.
+    fn downgrade(&mut self, ctx: &Ctx, now: Timestamp) -> Option<Vec<Mutation>> {
+        let Core::Consumer(group) = &mut self.group else {
+            return None;
+        };
+        let downgrade = group.take_downgrade()?;
+        let id = group.id().clone();
+        let classic = ClassicGroup::from_consumer_group(
+            id.clone(),
+            ctx.settings.group_config(&id),
+            downgrade.generation,
+            downgrade.members,
+            now,
+        );
+        let record = classic.metadata_record();
+        self.group = Core::Classic(classic);
+        let _span = self.log_span();
+        info!(
+            "consumer group downgraded to a classic group: its last consumer-protocol member left"
+        );
+        Some(vec![
+            Mutation::ClearGroupRecords { group: id.clone() },
+            Mutation::PutGroup { group: id, record },
+        ])
+    }
+
+    /// Sends `first` and the consumer group's queued records to the store (the classic
+    /// group's record in their place if it just turned classic); `reply` goes out once they,
+    /// and every consumer-group write before them, are durable.
+    fn flush_consumer(&mut self, ctx: &Ctx, mut first: Vec<Mutation>, reply: Option<Deferred>) {
+        match self.downgrade(ctx, ctx.clock.now()) {
+            Some(batch) => first.extend(batch),
+            None => first.extend(self.consumer_mutations()),
+        }
+        let replies: Vec<Deferred> = reply.into_iter().collect();
+        if !first.is_empty() {
+            self.submit_consumer(ctx, first, replies, None);
             return;
         }
-        if let Some(Pending::Consumer { replies, .. }) = self
+        if let Some(Pending::Consumer {
+            replies: waiting, ..
+        }) = self
             .last_consumer_write
             .and_then(|id| self.pending.get_mut(&id))
         {
-            replies.push((reply, answer));
+            waiting.extend(replies);
             return;
         }
-        let _ = reply.send(Ok(answer));
+        for reply in replies {
+            reply(None);
+        }
     }
 
     /// The consumer group's records as mutations (empty for a classic group).
@@ -751,7 +860,7 @@ impl GroupActor {
         &mut self,
         ctx: &Ctx,
         batch: Vec<Mutation>,
-        replies: Vec<HeartbeatAnswer>,
+        replies: Vec<Deferred>,
         delete_reply: Option<oneshot::Sender<Result<(), GroupError>>>,
     ) {
         let id = self.next_submission;
@@ -1115,10 +1224,7 @@ impl GroupActor {
                 }
             }
             // Records a timer or a fenced member produced (heartbeats submit their own).
-            let batch = self.consumer_mutations();
-            if !batch.is_empty() {
-                self.submit_consumer(ctx, batch, Vec::new(), None);
-            }
+            self.flush_consumer(ctx, Vec::new(), None);
         }
         while let Some(out) = match &mut self.group {
             Core::Classic(group) => group.poll_output(),

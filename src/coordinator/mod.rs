@@ -89,6 +89,8 @@ impl Settings {
                     .iter()
                     .filter_map(|n| registry.get(n))
                     .collect(),
+                migration: c.group_consumer_migration_policy,
+                classic_max_size: c.group_max_size,
             }),
             image: topics.clone(),
             assignment: AssignmentPolicy::new(

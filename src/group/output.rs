@@ -136,6 +136,9 @@ pub enum AddReason {
     ReplacedStatic { old: MemberId },
     /// Reloaded from a persisted record.
     Loaded,
+    /// A member of the consumer group this group was until the last consumer-protocol
+    /// member left (online downgrade).
+    Downgraded,
 }
 
 /// Why a member left the group's member list.
@@ -177,6 +180,9 @@ pub enum RebalanceReason {
     AssignmentWriteFailed(GroupError),
     /// A reloaded group is above `group.max.size`.
     LoadedOverCapacity,
+    /// The group was a consumer group until its last consumer-protocol member left: its
+    /// classic members join a classic generation.
+    Downgraded,
     /// The server assignor asked for it (a learner's warm-up ended, a leaver's deadline
     /// passed, a probe came due).
     AssignorFollowUp,

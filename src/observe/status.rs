@@ -311,6 +311,7 @@ pub fn describe_reason(reason: &RebalanceReason) -> String {
             format!("storing the assignment failed: {e:?}")
         }
         RebalanceReason::LoadedOverCapacity => "loaded above group.max.size".to_owned(),
+        RebalanceReason::Downgraded => "downgraded from a consumer group".to_owned(),
         RebalanceReason::AssignorFollowUp => {
             "the assignor asked for it (a learner's warm-up ended, a deadline passed)".to_owned()
         }

@@ -7,8 +7,9 @@ use bytes::Bytes;
 use crate::metadata::topic_config::TopicConfigs;
 use crate::vocab::reader::{ReadError, Reader};
 use crate::vocab::{
-    ConsumerGroupRecord, ConsumerMember, ConsumerMemberState, Generation, GroupMetadataRecord,
-    InstanceId, MemberId, MemberRecord, Partitions, Timestamp, TopicId,
+    ClassicMemberMetadata, ConsumerGroupRecord, ConsumerMember, ConsumerMemberState, Generation,
+    GroupMetadataRecord, InstanceId, MemberId, MemberRecord, Partitions, Protocol, Timestamp,
+    TopicId,
 };
 use crate::vocab::{OffsetAndMetadata, TopicPartition};
 
@@ -404,6 +405,15 @@ pub fn encode_consumer_member(m: &ConsumerMember) -> Vec<u8> {
     w.partitions(&m.assigned);
     w.partitions(&m.pending_revocation);
     w.partitions(&m.target);
+    // Appended later: a record written before it ends here (a consumer-protocol member).
+    if let Some(classic) = &m.classic {
+        w.u64(classic.session_timeout_ms);
+        w.u32(classic.protocols.len() as u32);
+        for p in &classic.protocols {
+            w.str(&p.name);
+            w.bytes(&p.metadata);
+        }
+    }
     w.0
 }
 
@@ -433,6 +443,23 @@ pub fn decode_consumer_member(value: &[u8]) -> Result<ConsumerMember, DecodeErro
     let assigned = partitions(&mut r, WHAT)?;
     let pending_revocation = partitions(&mut r, WHAT)?;
     let target = partitions(&mut r, WHAT)?;
+    let classic = if r.remaining() == 0 {
+        None
+    } else {
+        let session_timeout_ms = r.u64(WHAT)?;
+        let count = r.u32(WHAT)? as usize;
+        // Each protocol takes at least its two 4-byte lengths.
+        let mut protocols = Vec::with_capacity(count.min(r.remaining() / 8));
+        for _ in 0..count {
+            let name = r.str_u32(WHAT)?.to_owned();
+            let metadata = Bytes::copy_from_slice(r.bytes_u32(WHAT)?);
+            protocols.push(Protocol::new(name, metadata));
+        }
+        Some(ClassicMemberMetadata {
+            session_timeout_ms,
+            protocols,
+        })
+    };
     end(&r, WHAT)?;
     Ok(ConsumerMember {
         member_id,
@@ -450,6 +477,7 @@ pub fn decode_consumer_member(value: &[u8]) -> Result<ConsumerMember, DecodeErro
         assigned,
         pending_revocation,
         target,
+        classic,
     })
 }
 
@@ -599,5 +627,32 @@ mod tests {
         }
         let key = consumer_member_key("g", "m");
         assert_eq!(decode_consumer_member_key(&key), Ok(("g", "m")));
+    }
+
+    #[test]
+    fn a_classic_protocol_member_round_trips_and_is_read_without_its_trailer_as_before() {
+        let plain = ConsumerMember {
+            target: [(TopicId::from_u128(7), vec![0])].into_iter().collect(),
+            ..ConsumerMember::new(MemberId::new("m"))
+        };
+        let classic = ConsumerMember {
+            classic: Some(ClassicMemberMetadata {
+                session_timeout_ms: 45_000,
+                protocols: vec![
+                    Protocol::new("cooperative-sticky", Bytes::from_static(b"\0\x03sub")),
+                    Protocol::new("range", Bytes::new()),
+                ],
+            }),
+            ..plain.clone()
+        };
+        let bytes = encode_consumer_member(&classic);
+        assert_eq!(decode_consumer_member(&bytes), Ok(classic));
+        // A record written before classic members existed is a consumer-protocol member.
+        let old = encode_consumer_member(&plain);
+        assert_eq!(&bytes[..old.len()], &old[..]);
+        assert_eq!(decode_consumer_member(&old), Ok(plain));
+        for n in (0..bytes.len()).filter(|&n| n != old.len()) {
+            assert!(decode_consumer_member(&bytes[..n]).is_err(), "{n}");
+        }
     }
 }

@@ -12,7 +12,8 @@ pub mod time;
 pub use errors::{error_code, GroupError};
 pub use ids::{Generation, GroupId, InstanceId, MemberId, Protocol};
 pub use records::{
-    ConsumerGroupRecord, ConsumerMember, ConsumerMemberState, ExpirationBase, GroupMetadataRecord,
-    MemberRecord, OffsetAndMetadata, Partitions, TopicId, TopicPartition,
+    ClassicMemberMetadata, ConsumerGroupRecord, ConsumerMember, ConsumerMemberState,
+    ExpirationBase, GroupMetadataRecord, MemberRecord, OffsetAndMetadata, Partitions, TopicId,
+    TopicPartition,
 };
 pub use time::Timestamp;

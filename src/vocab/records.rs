@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use super::ids::{Generation, InstanceId, MemberId};
+use super::ids::{Generation, InstanceId, MemberId, Protocol};
 use super::time::Timestamp;
 
 /// A topic partition by name (topic ids are resolved to names in `api/`).
@@ -139,6 +139,18 @@ pub struct ConsumerMember {
     pub pending_revocation: Partitions,
     /// What the last target assignment gives it.
     pub target: Partitions,
+    /// Set for a member that speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat)
+    /// inside a consumer group: a classic group upgraded online, or a classic member joining
+    /// (Kafka's `ClassicMemberMetadata`).
+    pub classic: Option<ClassicMemberMetadata>,
+}
+
+/// What a classic-protocol member of a consumer group sent in its JoinGroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassicMemberMetadata {
+    pub session_timeout_ms: u64,
+    /// The protocols it offered, in its order of preference (never empty).
+    pub protocols: Vec<Protocol>,
 }
 
 impl ConsumerMember {
@@ -160,7 +172,13 @@ impl ConsumerMember {
             assigned: Partitions::new(),
             pending_revocation: Partitions::new(),
             target: Partitions::new(),
+            classic: None,
         }
+    }
+
+    /// Whether it speaks the classic protocol.
+    pub fn uses_classic_protocol(&self) -> bool {
+        self.classic.is_some()
     }
 }
 

@@ -244,6 +244,38 @@ impl ClassicGroup {
         group
     }
 
+    /// The classic group a consumer group becomes when its last consumer-protocol member
+    /// leaves (Kafka's `fromConsumerGroup` and the rebalance that follows it): Stable at
+    /// `generation` with `members` (their protocols and assignments), the protocol they vote
+    /// for, the first as leader, and a rebalance started at once, so that every member joins
+    /// the classic way. Nothing is persisted: the caller stores [`Self::metadata_record`] in
+    /// place of the consumer group's records.
+    pub fn from_consumer_group(
+        id: GroupId,
+        config: GroupConfig,
+        generation: Generation,
+        members: Vec<Member>,
+        now: Timestamp,
+    ) -> ClassicGroup {
+        let mut group = ClassicGroup::new(id, config, now);
+        group.outputs.clear();
+        group.pending_writes.clear();
+        group.generation = generation;
+        group.protocol_type = Some("consumer".to_owned());
+        for m in members {
+            let (id, timeout) = (m.id.clone(), m.session_timeout_ms);
+            group.insert_member(m, AddReason::Downgraded);
+            group.reschedule_heartbeat(&id, timeout, now);
+        }
+        group.protocol_name = group.select_protocol();
+        group.state = GroupState::Stable;
+        group.previous_state = GroupState::CompletingRebalance;
+        if !group.members.is_empty() {
+            group.prepare_rebalance(super::output::RebalanceReason::Downgraded, now);
+        }
+        group
+    }
+
     // ----- getters -----
 
     /// The group's settings.

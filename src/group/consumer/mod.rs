@@ -26,6 +26,7 @@
 //! (Kafka resolves them in the background), with Rust's `regex` syntax, which accepts what
 //! RE2/J accepts for topic patterns (no look-around or back-references in either).
 
+pub mod classic;
 pub mod reconcile;
 #[cfg(test)]
 mod tests;
@@ -36,6 +37,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use self::classic::{Downgrade, MigrationPolicy};
 use self::reconcile::{reconcile, Holders};
 use crate::assignor::{Assignor, GroupSpec, MemberSpec, Partition, PlanInput, TopicSpec};
 use crate::group::timers::TimerTable;
@@ -73,6 +75,10 @@ pub struct ConsumerGroupConfig {
     pub max_size: usize,
     /// `group.consumer.assignors`: the first is used unless members name another.
     pub assignors: Vec<Arc<dyn Assignor>>,
+    /// `group.consumer.migration.policy` (bidirectional).
+    pub migration: MigrationPolicy,
+    /// `group.max.size`: a downgraded group must fit a classic group.
+    pub classic_max_size: usize,
 }
 
 impl Default for ConsumerGroupConfig {
@@ -86,6 +92,8 @@ impl Default for ConsumerGroupConfig {
                 .iter()
                 .filter_map(|n| registry.get(n))
                 .collect(),
+            migration: MigrationPolicy::default(),
+            classic_max_size: i32::MAX as usize,
         }
     }
 }
@@ -196,6 +204,10 @@ pub enum ConsumerTimer {
     Revocation(MemberId, i32),
     /// The assignor asked for a new target assignment.
     FollowUp,
+    /// A classic-protocol member told to join again must have sent JoinGroup by then.
+    ClassicJoin(MemberId),
+    /// A classic-protocol member must have sent SyncGroup by then after its JoinGroup.
+    ClassicSync(MemberId),
 }
 
 /// What happened, for the shell to log.
@@ -240,6 +252,9 @@ pub struct ConsumerGroup {
     records: Vec<ConsumerRecord>,
     events: Vec<ConsumerEvent>,
     dead: bool,
+    /// Set when the last consumer-protocol member left a group of classic members: the group
+    /// is classic from now on (see [`classic`]).
+    downgrade: Option<Downgrade>,
 }
 
 impl ConsumerGroup {
@@ -260,6 +275,7 @@ impl ConsumerGroup {
             records: Vec::new(),
             events: Vec::new(),
             dead: false,
+            downgrade: None,
         }
     }
 
@@ -278,7 +294,7 @@ impl ConsumerGroup {
         group.metadata_hash = record.metadata_hash;
         group.assignor_state = record.assignor_state;
         for member in members {
-            let session = now.plus_ms(group.config.session_timeout_ms);
+            let session = now.plus_ms(group.session_timeout_ms(&member));
             group
                 .timers
                 .set(ConsumerTimer::Session(member.member_id.clone()), session);
@@ -536,24 +552,7 @@ impl ConsumerGroup {
             }
             subscription_changed
         };
-        let mut bump =
-            subscription_changed.then_some("a member joined or changed its subscription");
-        if bump.is_some() || self.image_version != Some(image.version()) {
-            let hash = self.subscription_hash(image);
-            self.image_version = Some(image.version());
-            if hash != self.metadata_hash {
-                self.metadata_hash = hash;
-                bump = bump.or(Some("the subscribed topics changed"));
-            }
-        }
-        if let Some(why) = bump {
-            // Kafka 4.4 bumps a brand-new group twice for its first member subscribing to
-            // something (measured: the member answers epoch 2); koord keeps its epochs.
-            if self.group_epoch == 0 && self.subscribes_to_anything(&req.member_id) {
-                self.group_epoch += 1;
-            }
-            self.bump_epoch(why);
-        }
+        self.bump_if_changed(&req.member_id, subscription_changed, image);
 
         // 2. A new target assignment when the group epoch is ahead of it.
         if self.group_epoch > self.assignment_epoch {
@@ -661,6 +660,20 @@ impl ConsumerGroup {
 
     /// Removes a member and bumps the group epoch (Kafka's `consumerGroupFenceMember`).
     fn fence(&mut self, id: &MemberId, why: &'static str, image: &dyn TopicImage) {
+        if self.downgrade.is_some() {
+            return;
+        }
+        if self.can_downgrade_without(id) {
+            self.events.push(ConsumerEvent::Left {
+                member: id.clone(),
+                why,
+            });
+            self.downgrade = Some(Downgrade {
+                generation: crate::vocab::Generation(self.group_epoch),
+                members: self.classic_members(id, image),
+            });
+            return;
+        }
         if self.remove_member(id).is_none() {
             return;
         }
@@ -690,7 +703,7 @@ impl ConsumerGroup {
     /// Fires every timer due at `now`.
     pub fn handle_timeout(&mut self, image: &dyn TopicImage, now: Timestamp) {
         while let Some((key, deadline)) = self.timers.next() {
-            if deadline > now {
+            if deadline > now || self.downgrade.is_some() {
                 break;
             }
             self.timers.cancel(&key);
@@ -716,6 +729,20 @@ impl ConsumerGroup {
                         self.compute_target(image, now);
                     }
                 }
+                ConsumerTimer::ClassicJoin(id) => {
+                    self.fence(
+                        &id,
+                        "it did not join again within its rebalance timeout",
+                        image,
+                    );
+                }
+                ConsumerTimer::ClassicSync(id) => {
+                    self.fence(
+                        &id,
+                        "it did not sync within its rebalance timeout after joining",
+                        image,
+                    );
+                }
             }
         }
     }
@@ -729,7 +756,7 @@ impl ConsumerGroup {
     ///
     /// # Errors
     /// UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION (a consumer-protocol member below v9),
-    /// STALE_MEMBER_EPOCH.
+    /// STALE_MEMBER_EPOCH (ILLEGAL_GENERATION for a classic-protocol member).
     pub fn validate_offset_commit(
         &self,
         member_id: &MemberId,
@@ -744,6 +771,13 @@ impl ConsumerGroup {
             .members
             .get(member_id)
             .ok_or(GroupError::UnknownMemberId)?;
+        if member.uses_classic_protocol() {
+            // A classic member commits with its generation (its member epoch), at any version.
+            if member_epoch != member.member_epoch {
+                return Err(GroupError::IllegalGeneration);
+            }
+            return Ok(());
+        }
         if !transactional && api_version < 9 {
             return Err(GroupError::UnsupportedVersion);
         }
@@ -797,6 +831,42 @@ impl ConsumerGroup {
     // -----------------------------------------------------------------------------------------
     // Internals
     // -----------------------------------------------------------------------------------------
+
+    /// Bumps the group epoch when `member_id` changed its subscription or the subscribed
+    /// topics changed (created, deleted, grown) since the epoch was last bumped.
+    fn bump_if_changed(
+        &mut self,
+        member_id: &MemberId,
+        subscription_changed: bool,
+        image: &dyn TopicImage,
+    ) {
+        let mut bump =
+            subscription_changed.then_some("a member joined or changed its subscription");
+        if bump.is_some() || self.image_version != Some(image.version()) {
+            let hash = self.subscription_hash(image);
+            self.image_version = Some(image.version());
+            if hash != self.metadata_hash {
+                self.metadata_hash = hash;
+                bump = bump.or(Some("the subscribed topics changed"));
+            }
+        }
+        if let Some(why) = bump {
+            // Kafka 4.4 bumps a brand-new group twice for its first member subscribing to
+            // something (measured: the member answers epoch 2); koord keeps its epochs.
+            if self.group_epoch == 0 && self.subscribes_to_anything(member_id) {
+                self.group_epoch += 1;
+            }
+            self.bump_epoch(why);
+        }
+    }
+
+    /// A member's session: its own for a classic-protocol member, the group's otherwise.
+    fn session_timeout_ms(&self, member: &ConsumerMember) -> u64 {
+        member
+            .classic
+            .as_ref()
+            .map_or(self.config.session_timeout_ms, |c| c.session_timeout_ms)
+    }
 
     fn bump_epoch(&mut self, why: &'static str) {
         self.group_epoch += 1;
@@ -854,6 +924,8 @@ impl ConsumerGroup {
         self.timers.cancel(&ConsumerTimer::Session(id.clone()));
         self.timers
             .cancel(&ConsumerTimer::Revocation(id.clone(), member.member_epoch));
+        self.timers.cancel(&ConsumerTimer::ClassicJoin(id.clone()));
+        self.timers.cancel(&ConsumerTimer::ClassicSync(id.clone()));
         Some(member)
     }
 

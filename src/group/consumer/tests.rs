@@ -9,13 +9,13 @@ use crate::vocab::TopicId;
 
 /// Topics by name, with a version bumped on every change.
 #[derive(Debug, Default)]
-struct Image {
+pub(super) struct Image {
     topics: BTreeMap<String, u32>,
     version: Cell<u64>,
 }
 
 impl Image {
-    fn with(topics: &[(&str, u32)]) -> Image {
+    pub(super) fn with(topics: &[(&str, u32)]) -> Image {
         let mut image = Image::default();
         for (n, p) in topics {
             image.set(n, *p);
@@ -23,13 +23,13 @@ impl Image {
         image
     }
 
-    fn set(&mut self, name: &str, partitions: u32) {
+    pub(super) fn set(&mut self, name: &str, partitions: u32) {
         self.topics.insert(name.to_string(), partitions);
         self.version.set(self.version.get() + 1);
     }
 }
 
-fn tid(name: &str) -> TopicId {
+pub(super) fn tid(name: &str) -> TopicId {
     TopicId::new_v5(&TopicId::NAMESPACE_OID, name.as_bytes())
 }
 
@@ -48,24 +48,24 @@ impl TopicImage for Image {
     }
 }
 
-const T0: Timestamp = Timestamp(1_000);
+pub(super) const T0: Timestamp = Timestamp(1_000);
 
-fn group() -> ConsumerGroup {
+pub(super) fn group() -> ConsumerGroup {
     ConsumerGroup::new(GroupId::new("g"), Arc::new(ConsumerGroupConfig::default()))
 }
 
-fn group_with(config: ConsumerGroupConfig) -> ConsumerGroup {
+pub(super) fn group_with(config: ConsumerGroupConfig) -> ConsumerGroup {
     ConsumerGroup::new(GroupId::new("g"), Arc::new(config))
 }
 
-fn parts(list: &[(&str, &[i32])]) -> Partitions {
+pub(super) fn parts(list: &[(&str, &[i32])]) -> Partitions {
     list.iter()
         .filter(|(_, p)| !p.is_empty())
         .map(|(t, p)| (tid(t), p.to_vec()))
         .collect()
 }
 
-fn join(member: &str, topics: &[&str]) -> ConsumerHeartbeat {
+pub(super) fn join(member: &str, topics: &[&str]) -> ConsumerHeartbeat {
     ConsumerHeartbeat {
         member_id: MemberId::new(member),
         member_epoch: 0,
@@ -79,7 +79,7 @@ fn join(member: &str, topics: &[&str]) -> ConsumerHeartbeat {
 }
 
 /// An incremental heartbeat: only the epoch and what the member owns.
-fn beat(member: &str, epoch: i32, owned: Partitions) -> ConsumerHeartbeat {
+pub(super) fn beat(member: &str, epoch: i32, owned: Partitions) -> ConsumerHeartbeat {
     ConsumerHeartbeat {
         member_id: MemberId::new(member),
         member_epoch: epoch,
@@ -91,7 +91,7 @@ fn beat(member: &str, epoch: i32, owned: Partitions) -> ConsumerHeartbeat {
     }
 }
 
-fn count(p: &Partitions) -> usize {
+pub(super) fn count(p: &Partitions) -> usize {
     p.values().map(Vec::len).sum()
 }
 
@@ -629,7 +629,7 @@ fn a_stored_group_comes_back_as_it_was() {
 }
 
 /// A tiny deterministic generator (xorshift), so the model test needs no crate.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -638,7 +638,7 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }
