@@ -256,6 +256,16 @@ def generation_overlaps(log):
     return overlaps
 
 
+def consumed_offsets(log):
+    """{partition: [offsets in the order they were consumed]} over every member's polls."""
+    offsets = collections.defaultdict(list)
+    for e in log:
+        if e["event"] == "records":
+            for p, first, last, _count in e["ranges"]:
+                offsets[p].extend(range(first, last + 1))
+    return offsets
+
+
 def owners_at_once(log):
     """Partitions two members held at the same moment, replaying every ownership event in log
     order (a member holds what its latest event's "assignment" says; closing or being killed

@@ -20,8 +20,8 @@ import time
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from groups_util import (POLL_INTERVAL, SETTLE_TIMEOUT, Group, java_command, owners_at_once,
-                         reported_generation)
+from groups_util import (POLL_INTERVAL, SETTLE_TIMEOUT, Group, consumed_offsets, java_command,
+                         owners_at_once, reported_generation)
 
 SETTINGS = ("group.consumer.min.session.timeout.ms=1000",
             "group.consumer.session.timeout.ms=6000",
@@ -267,3 +267,65 @@ def test_learner_moves_a_partition_only_after_the_warm_up(koord, tmp_path):
         assert not overlaps, f"(event, partition, member, other holder): {overlaps}"
     finally:
         group.shutdown()
+
+
+def group_type(group):
+    """The group's type as kafka-consumer-groups --list --type shows it (Classic, Consumer)."""
+    listed = subprocess.run(
+        java_command("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+                     "--bootstrap-server", group.bootstrap, "--list", "--type"),
+        capture_output=True, text=True, timeout=60, check=False)
+    assert listed.returncode == 0, listed.stderr
+    line = next(l for l in listed.stdout.splitlines() if l.startswith(group.id + " "))
+    return line.split()[1]
+
+
+def test_rolling_upgrade_to_the_consumer_protocol_and_back(group):
+    """A classic group of 3 Java members (cooperative-sticky) consuming and committing restarts
+    one member at a time with group.protocol=consumer, then one at a time back (online
+    migration, group.consumer.migration.policy=bidirectional): the group becomes a consumer
+    group, then a classic group again; at every step each partition has one live owner and
+    never two at once, no record is skipped or consumed twice, and the committed offsets end at
+    the end of every partition."""
+    classic = {"partition_assignment_strategy": "cooperative-sticky", "max_poll_records": 200}
+    consumer = {"group_protocol": "consumer", "group_remote_assignor": "uniform",
+                "max_poll_records": 200}
+    jvm = group.java()
+    live = ["k1", "k2", "k3"]
+    for m in live:
+        jvm.start(m, "--commit", **classic)
+    epoch, _ = settle(group, live, {4}, 0, "3 classic members")
+    assert group_type(group) == "Classic"
+    produced = group.produce(2400)
+    steps = [("k1", "u1", consumer), ("k2", "u2", consumer), ("k3", "u3", consumer),
+             ("u1", "d1", classic), ("u2", "d2", classic), ("u3", "d3", classic)]
+    for i, (old, new, props) in enumerate(steps):
+        group.close(old)
+        group.wait_event(f"{old} closed", [old], "closed")
+        live = [m for m in live if m != old] + [new]
+        jvm.start(new, "--commit", **props)
+        epoch, _ = settle(group, live, {4}, epoch, f"{old} restarted as {new}")
+        for q, n in group.produce(600).items():
+            produced[q] += n
+        if i == 2:
+            assert group_type(group) == "Consumer"
+    assert group_type(group) == "Classic"
+
+    total = sum(produced.values())
+    group.events.wait_for(
+        f"all {total} records consumed",
+        lambda log: True if sum(map(len, consumed_offsets(log).values())) >= total else None)
+    group.close(*live)
+    group.wait_event("the last members closed", live, "closed")
+    log = group.events.snapshot()
+    no_errors(group)
+    failed = [e for e in log if e["event"] == "commit_failed"]
+    assert not failed, f"commits failed: {failed}"
+    overlaps = owners_at_once(log)
+    assert not overlaps, f"(event, partition, member, other holder): {overlaps}"
+    offsets = consumed_offsets(log)
+    for q, n in produced.items():
+        assert sorted(offsets[q]) == list(range(n)), (
+            f"partition {q}: consumed {len(offsets[q])} records, {len(set(offsets[q]))} distinct,"
+            f" of offsets 0..{n - 1}")
+    assert group.committed() == produced

@@ -12,7 +12,6 @@ KOORD_BOOTSTRAP=HOST:PORT runs the same tests against a running broker instead (
 Apache Kafka of `scripts/kafka.sh start`); each test makes its own topic and group there.
 """
 
-import collections
 import os
 import re
 import subprocess
@@ -22,7 +21,7 @@ import pytest
 from confluent_kafka import ConsumerGroupState
 
 from groups_util import (OWNERSHIP_EVENTS, SESSION_TIMEOUT_MS, Group, check_cooperative,
-                         java_command)
+                         consumed_offsets, java_command)
 
 GROUP_SETTINGS = ("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
 EXTERNAL_BOOTSTRAP = os.environ.get("KOORD_BOOTSTRAP")
@@ -182,16 +181,6 @@ def check_unchanged(group, before, live):
 # --- committed offsets ----------------------------------------------------------------------
 
 RECORDS = 30_000
-
-
-def consumed_offsets(log):
-    """{partition: [offsets in the order they were consumed]} over every member's polls."""
-    offsets = collections.defaultdict(list)
-    for e in log:
-        if e["event"] == "records":
-            for p, first, last, _count in e["ranges"]:
-                offsets[p].extend(range(first, last + 1))
-    return offsets
 
 
 def test_members_resume_from_committed_offsets(group):
