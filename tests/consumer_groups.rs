@@ -2178,6 +2178,37 @@ fn the_last_consumer_member_leaving_a_mixed_group_downgrades_it_to_a_classic_gro
 }
 
 #[test]
+fn the_status_page_shows_a_consumer_groups_rounds_and_moves() {
+    let port = common::free_port();
+    let http_set = format!("http.listen=127.0.0.1:{port}");
+    let mut sets = CONSUMER_LIKE.to_vec();
+    sets.push(&http_set);
+    let Some(koord) = Koord::start_owned(
+        "the_status_page_shows_a_consumer_groups_rounds_and_moves",
+        &sets,
+    ) else {
+        return;
+    };
+    let mut c = koord.connect();
+    let (group, topic) = (unique("g-status"), unique("t-status"));
+    create_topic(&mut c, &topic, 4);
+    let (_, epoch) = stable_group(&mut c, &group, &topic, 2);
+    let http = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let (status, body) = common::http_path(http, &format!("/api/groups/{group}"));
+    assert_eq!(status, 200, "{body}");
+    let view: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(view["kind"], "consumer", "{view}");
+    let rounds = view["rebalances"].as_array().expect("rebalances");
+    // One round a member: the first gets every partition, the second takes half of them.
+    assert_eq!(rounds.len(), 2, "{view}");
+    let last = &rounds[1];
+    assert_eq!(last["epoch"], epoch, "{view}");
+    assert_eq!(last["members"].as_array().map(Vec::len), Some(2), "{view}");
+    assert_eq!(last["moves"].as_array().map(Vec::len), Some(2), "{view}");
+    assert_eq!(last["assignor"], "uniform", "{view}");
+}
+
+#[test]
 fn static_member_that_left_and_does_not_come_back_is_removed_after_the_session_timeout() {
     let koord = server();
     let mut c = koord.connect();

@@ -7,53 +7,18 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{s, Koord, DEADLINE};
+use common::{free_port, http_get as get, http_path as path, s, Koord, DEADLINE};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::{GroupId, HeartbeatRequest, JoinGroupRequest, SyncGroupRequest};
 use koord::broker::Broker;
 use koord::config::Config;
 use koord::storage::{EmbeddedStore, Mutation, Store};
 use koord::vocab::{GroupId as DomainGroupId, OffsetAndMetadata, Timestamp, TopicPartition};
-
-/// One request on a fresh connection; returns the status code and the body.
-fn get(addr: SocketAddr, raw: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("connect to the HTTP listener");
-    s.set_read_timeout(Some(DEADLINE)).unwrap();
-    s.write_all(raw.as_bytes()).expect("send the request");
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
-}
-
-fn path(addr: SocketAddr, p: &str) -> (u16, String) {
-    get(
-        addr,
-        &format!("GET {p} HTTP/1.1\r\nHost: koord\r\nConnection: close\r\n\r\n"),
-    )
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 const GROUPS: usize = 1_000;
 const PARTITIONS: usize = 1_000;

@@ -30,8 +30,8 @@ use super::{
     PartitionResults, Settings,
 };
 use crate::group::consumer::{
-    ConsumerEvent, ConsumerGroup, ConsumerHeartbeat, ConsumerHeartbeatReply, ConsumerRecord,
-    Refusal,
+    ConsumerEvent, ConsumerGroup, ConsumerGroupState, ConsumerHeartbeat, ConsumerHeartbeatReply,
+    ConsumerRecord, Refusal,
 };
 use crate::group::{
     ClassicGroup, GroupError, GroupEvent, GroupId, GroupRecord, GroupState, Heartbeat, JoinGroup,
@@ -620,7 +620,10 @@ impl GroupActor {
                         return;
                     }
                 };
-                let answer = match group.handle_heartbeat(*req, image, now) {
+                let started = Instant::now();
+                let result = group.handle_heartbeat(*req, image, now);
+                self.core_call = started.elapsed();
+                let answer = match result {
                     Ok(answer) => answer,
                     Err(e) => {
                         // An upgrade the heartbeat was refused in is dropped.
@@ -1050,6 +1053,41 @@ impl GroupActor {
         }
     }
 
+    /// A consumer group's rounds for the status page and metrics: one ends when the group is
+    /// Stable at a new target epoch (every member reconciled), or when it empties.
+    fn observe_consumer(&mut self, ctx: &Ctx) {
+        let Core::Consumer(group) = &self.group else {
+            return;
+        };
+        let now = ctx.clock.now();
+        match group.state() {
+            ConsumerGroupState::Stable
+                if self.history.installed() != Some(group.assignment_epoch()) =>
+            {
+                let image = &*ctx.settings.image;
+                let members = group
+                    .members()
+                    .map(|m| {
+                        (
+                            m.member_id.as_str().to_owned(),
+                            partition_refs(&m.assigned, image),
+                        )
+                    })
+                    .collect();
+                if let Some(done) =
+                    self.history
+                        .on_installed(group.assignment_epoch(), members, now)
+                {
+                    metrics().rebalance_completed("consumer", done.took);
+                }
+            }
+            ConsumerGroupState::Empty if self.history.installed().is_some() => {
+                self.history.on_emptied(group.group_epoch(), now);
+            }
+            _ => {}
+        }
+    }
+
     /// The partitions in a member's assignment, when the group speaks the consumer protocol.
     fn partitions(&self, assignment: &bytes::Bytes) -> Vec<PartitionRef> {
         if self.group.protocol_type() != "consumer" || assignment.is_empty() {
@@ -1126,18 +1164,7 @@ impl GroupActor {
             members: group
                 .members()
                 .map(|m| {
-                    let mut partitions: Vec<PartitionRef> = m
-                        .assigned
-                        .iter()
-                        .filter_map(|(id, ps)| Some((image.name_of(*id)?, ps)))
-                        .flat_map(|(topic, ps)| {
-                            ps.iter().map(move |&partition| PartitionRef {
-                                topic: topic.clone(),
-                                partition,
-                            })
-                        })
-                        .collect();
-                    partitions.sort();
+                    let partitions = partition_refs(&m.assigned, image);
                     MemberSnapshot {
                         member_id: m.member_id.as_str().to_owned(),
                         instance_id: m.instance_id.as_ref().map(|i| i.as_str().to_owned()),
@@ -1149,7 +1176,7 @@ impl GroupActor {
                 .collect(),
             learners: Vec::new(),
             offsets: self.offsets.count(group.id()),
-            rebalances: Vec::new(),
+            rebalances: self.history.rebalances(),
         }
     }
 
@@ -1218,13 +1245,27 @@ impl GroupActor {
         if let Core::Consumer(group) = &mut self.group {
             let events = group.take_events();
             if !events.is_empty() {
+                let now = ctx.clock.now();
                 let _span = self.log_span();
                 for event in &events {
                     log_consumer_event(event);
+                    match event {
+                        ConsumerEvent::EpochBumped { why, .. } => {
+                            self.history.on_round_started(why, now);
+                        }
+                        ConsumerEvent::TargetComputed {
+                            assignor, summary, ..
+                        } => {
+                            self.history.on_planned(assignor, summary.as_deref());
+                            metrics().assignor_ran(assignor, self.core_call);
+                        }
+                        _ => {}
+                    }
                 }
             }
             // Records a timer or a fenced member produced (heartbeats submit their own).
             self.flush_consumer(ctx, Vec::new(), None);
+            self.observe_consumer(ctx);
         }
         while let Some(out) = match &mut self.group {
             Core::Classic(group) => group.poll_output(),
@@ -1282,6 +1323,25 @@ impl GroupActor {
             listing.protocol_type = protocol_type.to_string();
         }
     }
+}
+
+/// A consumer-group member's partitions by topic name, sorted; deleted topics left out.
+fn partition_refs(
+    partitions: &crate::vocab::Partitions,
+    image: &dyn crate::group::consumer::TopicImage,
+) -> Vec<PartitionRef> {
+    let mut out: Vec<PartitionRef> = partitions
+        .iter()
+        .filter_map(|(id, ps)| Some((image.name_of(*id)?, ps)))
+        .flat_map(|(topic, ps)| {
+            ps.iter().map(move |&partition| PartitionRef {
+                topic: topic.clone(),
+                partition,
+            })
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn shrink_if_empty<K, V>(map: &mut HashMap<K, V>) {

@@ -133,6 +133,8 @@ pub struct History {
     rebalances: VecDeque<RebalanceSnapshot>,
     /// The learners after the last installed generation, for warm-up durations.
     learners: Vec<LearnerView>,
+    /// The generation (epoch) last installed, until the group empties.
+    installed: Option<i32>,
 }
 
 /// What an installed generation completed, for metrics.
@@ -166,6 +168,24 @@ impl History {
         }
     }
 
+    /// A consumer group's round starts (its group epoch was bumped, for `why`), unless one is
+    /// in progress.
+    pub fn on_round_started(&mut self, why: &str, now: Timestamp) {
+        if self.started.is_none() {
+            self.started = Some((now, why.to_owned()));
+        }
+    }
+
+    /// A consumer group's assignor computed the round's target.
+    pub fn on_planned(&mut self, assignor: &str, summary: Option<&str>) {
+        self.planned = Some((assignor.to_owned(), summary.unwrap_or_default().to_owned()));
+    }
+
+    /// The generation (epoch) last installed, `None` once the group emptied.
+    pub fn installed(&self) -> Option<i32> {
+        self.installed
+    }
+
     /// A generation is installed (the group is Stable) with these members and assignments.
     /// Returns how long the round took (`None` when no round was seen start, e.g. a load).
     pub fn on_installed(
@@ -189,6 +209,7 @@ impl History {
             reason = "rebalance".to_owned();
         }
         let moves = diff(&self.owners, &owners);
+        self.installed = Some(epoch);
         self.push(RebalanceSnapshot {
             epoch,
             reason,
@@ -209,6 +230,7 @@ impl History {
     pub fn on_emptied(&mut self, epoch: i32, now: Timestamp) {
         let started = self.started.take();
         self.planned = None;
+        self.installed = None;
         if self.owners.is_empty() {
             return;
         }

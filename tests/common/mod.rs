@@ -324,7 +324,7 @@ fn resolve(addr: &str) -> SocketAddr {
 /// ephemeral range have neither problem. They are handed out in sequence from a random start,
 /// so parallel tests in one binary never pick the same one; a clash with another process is
 /// caught by [`Koord::wait_ready`] and retried.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     const LOW: u32 = 20_000;
     static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
     let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
@@ -615,4 +615,32 @@ pub fn topic_name(v: &str) -> TopicName {
 /// The error a response code stands for, `None` for success: readable assertion failures.
 pub fn err(code: i16) -> Option<ResponseError> {
     code.err()
+}
+
+/// One raw HTTP/1.1 request on a fresh connection; the status code and the body.
+pub fn http_get(addr: SocketAddr, raw: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect to the HTTP listener");
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    s.write_all(raw.as_bytes()).expect("send the request");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// GET `p` (a path) on the HTTP listener at `addr`.
+pub fn http_path(addr: SocketAddr, p: &str) -> (u16, String) {
+    http_get(
+        addr,
+        &format!("GET {p} HTTP/1.1\r\nHost: koord\r\nConnection: close\r\n\r\n"),
+    )
 }
