@@ -406,20 +406,7 @@ fn subscription(topics: &[&str]) -> Bytes {
 /// A classic consumer group with one Stable member (JoinGroup v9 twice, SyncGroup v5); the
 /// member id and generation.
 fn classic_group(c: &mut Client, group: &str, topic: &str) -> (String, i32) {
-    let join = |c: &mut Client, member: &str| {
-        c.send(
-            9,
-            &JoinGroupRequest::default()
-                .with_group_id(group_id(group))
-                .with_session_timeout_ms(30_000)
-                .with_rebalance_timeout_ms(30_000)
-                .with_member_id(s(member))
-                .with_protocol_type(s("consumer"))
-                .with_protocols(vec![JoinGroupRequestProtocol::default()
-                    .with_name(s("range"))
-                    .with_metadata(subscription(&[topic]))]),
-        )
-    };
+    let join = |c: &mut Client, member: &str| classic_join(c, group, member, topic, &[]);
     let first = join(c, "");
     assert_eq!(
         err(first.error_code),

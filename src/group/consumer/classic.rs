@@ -248,12 +248,8 @@ impl ConsumerGroup {
                     None => return Err(GroupError::UnknownMemberId),
                     // A new instance takes the old one's place (no release needed in classic).
                     Some(old) if unknown => {
-                        let mut m = old.clone();
-                        m.member_id = member_id.clone();
-                        m.member_epoch = 0;
-                        m.previous_member_epoch = 0;
                         replaced = Some(old.member_id.clone());
-                        m
+                        super::taken_over(old, &member_id)
                     }
                     Some(old) if old.member_id != member_id => {
                         return Err(GroupError::FencedInstanceId)

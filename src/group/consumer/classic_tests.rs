@@ -6,13 +6,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::super::tests::{beat, group, group_with, join, parts, tid, Image, Rng, T0};
+use super::super::tests::{
+    beat, group, group_with, join, one_holder_each, parts, tid, Image, Rng, T0,
+};
 use super::*;
 use crate::assignor::protocol::{encode_subscription, Subscription};
 use crate::group::{
     ClassicGroup, GroupConfig, GroupState, Heartbeat, JoinGroup, RequestToken, SyncGroup,
 };
-use crate::vocab::{GroupId, GroupMetadataRecord, MemberRecord, Timestamp, TopicId};
+use crate::vocab::{GroupId, GroupMetadataRecord, MemberRecord, Timestamp};
 
 use super::super::{
     ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerHeartbeat, ConsumerRecord,
@@ -627,17 +629,7 @@ fn random_mixed_groups_never_give_a_partition_two_owners() {
                 break;
             }
             clients.retain(|id, _| g.member(&MemberId::new(id.as_str())).is_some());
-            let mut seen: BTreeSet<(TopicId, i32)> = BTreeSet::new();
-            for (id, c) in &clients {
-                for (t, ps) in &c.holds {
-                    for p in ps {
-                        assert!(
-                            seen.insert((*t, *p)),
-                            "seed {seed}: {id} holds {t}-{p} twice"
-                        );
-                    }
-                }
-            }
+            one_holder_each(seed, clients.iter().map(|(id, c)| (id, &c.holds)));
         }
     }
 }

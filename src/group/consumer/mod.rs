@@ -483,13 +483,8 @@ impl ConsumerGroup {
                                     ),
                                 ));
                             }
-                            // The new instance takes over the old one's partitions and target.
-                            let mut m = old.clone();
-                            m.member_id = req.member_id.clone();
-                            m.member_epoch = 0;
-                            m.previous_member_epoch = 0;
                             replaced = Some(old.member_id.clone());
-                            m
+                            taken_over(old, &req.member_id)
                         }
                         Some(old) => {
                             if old.member_id != req.member_id {
@@ -1199,6 +1194,17 @@ fn check_epoch(
         return Err(fenced("smaller"));
     }
     Ok(())
+}
+
+/// A static member's place taken by a new instance under `id`: the old member's partitions and
+/// target, at epoch 0.
+fn taken_over(old: &ConsumerMember, id: &MemberId) -> ConsumerMember {
+    ConsumerMember {
+        member_id: id.clone(),
+        member_epoch: 0,
+        previous_member_epoch: 0,
+        ..old.clone()
+    }
 }
 
 fn unknown_instance(instance: &InstanceId) -> Refusal {

@@ -737,17 +737,7 @@ fn random_interleavings_never_give_a_partition_two_owners() {
             // A member whose session ended knows it (its heartbeats fail) and holds nothing.
             clients.retain(|id, _| g.member(&MemberId::new(id.as_str())).is_some());
             // The invariant, on what the clients hold and what the group records as held.
-            let mut seen: BTreeSet<(TopicId, i32)> = BTreeSet::new();
-            for (id, c) in &clients {
-                for (t, ps) in &c.holds {
-                    for p in ps {
-                        assert!(
-                            seen.insert((*t, *p)),
-                            "seed {seed}: {id} holds {t}-{p} that another client holds"
-                        );
-                    }
-                }
-            }
+            one_holder_each(seed, clients.iter().map(|(id, c)| (id, &c.holds)));
             let mut held: BTreeSet<(TopicId, i32)> = BTreeSet::new();
             for m in g.members() {
                 for (t, ps) in m.assigned.iter().chain(&m.pending_revocation) {
@@ -755,6 +745,24 @@ fn random_interleavings_never_give_a_partition_two_owners() {
                         assert!(held.insert((*t, *p)), "seed {seed}: {t}-{p} held twice");
                     }
                 }
+            }
+        }
+    }
+}
+
+/// Fails unless no partition is held by two of the clients.
+pub(super) fn one_holder_each<'a>(
+    seed: u64,
+    clients: impl Iterator<Item = (&'a String, &'a Partitions)>,
+) {
+    let mut seen: BTreeSet<(TopicId, i32)> = BTreeSet::new();
+    for (id, holds) in clients {
+        for (t, ps) in holds {
+            for p in ps {
+                assert!(
+                    seen.insert((*t, *p)),
+                    "seed {seed}: {id} holds {t}-{p} that another client holds"
+                );
             }
         }
     }
