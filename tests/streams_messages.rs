@@ -30,9 +30,7 @@ const HEARTBEAT_RESPONSE_V0: &[&str] = &[
     "72746974696f6e0002023003000000010000000300010202300300000001000000030000000003020a6c6f63616c686f",
     "73749c40000206696e70757403000000010000000300010000",
 ];
-const DESCRIBE_REQUEST_V0: &[&str] = &[
-    "0304617070066f746865720100",
-];
+const DESCRIBE_REQUEST_V0: &[&str] = &["0304617070066f746865720100"];
 const DESCRIBE_RESPONSE_V0: &[&str] = &[
     "00000000020000000461707007537461626c65000000070000000701000000010202300206696e707574010214617070",
     "2d73746f72652d6368616e67656c6f67000000020001010001000002046d2d3100000007000372310b6170702d636c69",
@@ -53,9 +51,7 @@ const HEARTBEAT_RESPONSE_V1: &[&str] = &[
     "7265706172746974696f6e000202300300000001000000030001020230030000000100000003000100000003020a6c6f",
     "63616c686f73749c40000206696e70757403000000010000000300010000",
 ];
-const DESCRIBE_REQUEST_V1: &[&str] = &[
-    "0304617070066f74686572010000",
-];
+const DESCRIBE_REQUEST_V1: &[&str] = &["0304617070066f74686572010000"];
 const DESCRIBE_RESPONSE_V1: &[&str] = &[
     "00000000020000000461707007537461626c65000000070000000701000000010202300206696e707574010214617070",
     "2d73746f72652d6368616e67656c6f67000000020001010001000002046d2d3100000007000372310b6170702d636c69",
@@ -291,11 +287,17 @@ fn truncated_streams_messages_fail_to_decode_without_panicking() {
     let bytes = hex(HEARTBEAT_REQUEST_V1);
     for n in 0..bytes.len() {
         let mut cut = bytes.slice(..n);
-        assert!(StreamsGroupHeartbeatRequest::decode(&mut cut, 1).is_err(), "{n}");
+        assert!(
+            StreamsGroupHeartbeatRequest::decode(&mut cut, 1).is_err(),
+            "{n}"
+        );
     }
     let bytes = hex(DESCRIBE_RESPONSE_V1);
     for n in 0..bytes.len() {
         let mut cut = bytes.slice(..n);
-        assert!(StreamsGroupDescribeResponse::decode(&mut cut, 1).is_err(), "{n}");
+        assert!(
+            StreamsGroupDescribeResponse::decode(&mut cut, 1).is_err(),
+            "{n}"
+        );
     }
 }
