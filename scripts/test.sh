@@ -258,6 +258,19 @@ load_smoke() {
     trap "kill $pid 2>/dev/null; rm -rf '$data'" EXIT
     for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
     load_smoke_run "127.0.0.1:$port"
+    # The heartbeat benchmark's floor (load/src/floor.rs, issue 25) must carry the same
+    # members to Stable and answer their heartbeats without a failure.
+    local floor_port floor_pid
+    floor_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    "${CARGO_TARGET_DIR:-$root/target}/release/koord-floor" --listen "127.0.0.1:$floor_port" \
+        --members 5 >"$logs/floor.log" 2>&1 &
+    floor_pid=$!
+    # shellcheck disable=SC2064
+    trap "kill $pid $floor_pid 2>/dev/null; rm -rf '$data'" EXIT
+    for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$floor_port") 2>/dev/null && break; sleep 0.05; done
+    "${CARGO_TARGET_DIR:-$root/target}/release/koord-load" --bootstrap "127.0.0.1:$floor_port" \
+        --check --groups 20 --members 5 --heartbeat-ms 0 --duration 1 --join-timeout 60
+    kill "$floor_pid" 2>/dev/null || true
 }
 
 python_tests() {
