@@ -10,6 +10,13 @@
 #                                     cg-join, cg-heartbeat, cg-footprint)
 #   bench/vs-kafka.sh cg              the three consumer-protocol (KIP-848) scenarios
 #   SCALE=0.1 bench/vs-kafka.sh       every count scaled (a quick look; not for BENCHMARKS.md)
+#   RUNS=1 bench/vs-kafka.sh          one run per server instead of three
+#
+# Each scenario runs RUNS times (3 by default), interleaved: in run i, fresh servers, then koord,
+# Kafka and, for heartbeat, the floor (koord-floor, load/src/floor.rs: a server that only frames
+# requests and answers each Heartbeat with a fixed response) under the same load. The table shows
+# each figure's median with the spread (min-max) over the runs, Kafka/koord, and for heartbeat
+# koord/floor: how far koord is from what a heartbeat must cost.
 #
 # Scenarios (koord-load parameters identical for both servers):
 #   join       1,000 groups x 10 members, cold, to Stable
@@ -32,6 +39,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 out="$root/.build/vs-kafka"
 mkdir -p "$out"
 scale="${SCALE:-1}"
+runs="${RUNS:-3}"
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(join heartbeat commit footprint cg-join cg-heartbeat cg-footprint)
 if [ "${scenarios[*]}" = cg ]; then scenarios=(cg-join cg-heartbeat cg-footprint); fi
@@ -43,9 +51,12 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 load="$target/release/koord-load"
 
 koord_pid=""
+floor_pid=""
 stop_servers() {
   [ -n "$koord_pid" ] && { kill "$koord_pid" 2>/dev/null; wait "$koord_pid" 2>/dev/null; } || true
+  [ -n "$floor_pid" ] && { kill "$floor_pid" 2>/dev/null; wait "$floor_pid" 2>/dev/null; } || true
   koord_pid=""
+  floor_pid=""
   "$root/scripts/kafka.sh" stop || true
 }
 trap stop_servers EXIT
@@ -78,15 +89,25 @@ start_servers() {
     sleep 0.05
   done
   koord="127.0.0.1:$port"
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  "$target/release/koord-floor" --listen "127.0.0.1:$port" --members 10 \
+    > "$out/floor.log" 2>&1 &
+  floor_pid=$!
+  until grep -q "listening" "$out/floor.log" 2>/dev/null; do
+    kill -0 "$floor_pid" || { cat "$out/floor.log" >&2; exit 1; }
+    sleep 0.05
+  done
+  floor="127.0.0.1:$port"
 }
 
-# run NAME SERVER ADDR PID ARGS...: one koord-load run, its JSON in $out/NAME-SERVER.json.
+# run NAME SERVER RUN ADDR PID ARGS...: one koord-load run, its JSON in
+# $out/NAME-SERVER-RUN.json.
 run() {
-  local name="$1" server="$2" addr="$3" pid="$4"
-  shift 4
-  echo "vs-kafka: $name against $server" >&2
-  "$load" --bootstrap "$addr" --server-pid "$pid" --json "$out/$name-$server.json" "$@" \
-    > "$out/$name-$server.txt" 2>&1 || { cat "$out/$name-$server.txt" >&2; return 1; }
+  local name="$1" server="$2" i="$3" addr="$4" pid="$5"
+  shift 5
+  echo "vs-kafka: $name against $server (run $i of $runs)" >&2
+  "$load" --bootstrap "$addr" --server-pid "$pid" --json "$out/$name-$server-$i.json" "$@" \
+    > "$out/$name-$server-$i.txt" 2>&1 || { cat "$out/$name-$server-$i.txt" >&2; return 1; }
 }
 
 for s in "${scenarios[@]}"; do
@@ -117,18 +138,27 @@ for s in "${scenarios[@]}"; do
     *) echo "unknown scenario $s (join, heartbeat, commit, footprint, cg-join, cg-heartbeat," \
          "cg-footprint)" >&2; exit 2 ;;
   esac
-  case "$s" in cg-*) start_servers cg ;; *) start_servers ;; esac
-  run "$s" koord "$koord" "$koord_pid" "${args[@]}"
-  run "$s" kafka "$kafka" "$kafka_pid" "${args[@]}"
-  stop_servers
+  for i in $(seq 1 "$runs"); do
+    case "$s" in cg-*) start_servers cg ;; *) start_servers ;; esac
+    run "$s" koord "$i" "$koord" "$koord_pid" "${args[@]}"
+    run "$s" kafka "$i" "$kafka" "$kafka_pid" "${args[@]}"
+    [ "$s" = heartbeat ] && run "$s" floor "$i" "$floor" "$floor_pid" "${args[@]}"
+    stop_servers
+  done
 done
 
-python3 - "$out" "${scenarios[@]}" <<'PY'
-import json, sys
-out, scenarios = sys.argv[1], sys.argv[2:]
+python3 - "$out" "$runs" "${scenarios[@]}" <<'PY'
+import json, os, statistics, sys
+out, runs, scenarios = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def load(name, server):
-    with open(f"{out}/{name}-{server}.json") as f:
-        return json.load(f)
+    """Every run's report of `server` in scenario `name` (none for a server not run)."""
+    reports = []
+    for i in range(1, runs + 1):
+        path = f"{out}/{name}-{server}-{i}.json"
+        if os.path.exists(path):
+            with open(path) as f:
+                reports.append(json.load(f))
+    return reports
 def cpu_per_k(r):
     return 1000 * r["server_cpu_s"] / (r["heartbeats"] / 1000) if r.get("heartbeats") else None
 def per_member(r):
@@ -160,20 +190,38 @@ rows = {
                   ("server peak RSS (MiB)", lambda r: r["server_peak_rss"] / 2**20, True),
                   ("time to all Stable (s)", lambda r: r["stable_after_s"], True)],
 }
-print(f"{'scenario':<12} {'figure':<36} {'koord':>12} {'kafka':>12} {'koord advantage':>16}")
+def figure(reports, f):
+    """(median, min, max) of a figure over the runs, or None."""
+    values = [v for v in (f(r) for r in reports) if v is not None]
+    if not values:
+        return None
+    return statistics.median(values), min(values), max(values)
+def fmt(v):
+    return "n/a" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3f}")
+def cell(fig):
+    if fig is None:
+        return "n/a"
+    med, lo, hi = fig
+    return f"{fmt(med)} ({fmt(lo)}-{fmt(hi)})" if runs > 1 else fmt(med)
+def ratio(a, b, lower):
+    """How many times better a is than b (by their medians)."""
+    if a is None or b is None or not a[0] or not b[0]:
+        return "n/a"
+    return f"{(b[0] / a[0] if lower else a[0] / b[0]):.1f}x"
+print(f"medians of {runs} interleaved runs (min-max)")
+print(f"{'scenario':<12} {'figure':<36} {'koord':>28} {'kafka':>28} {'kafka/koord':>11}"
+      f" {'floor':>28} {'koord/floor':>11}")
 for s in scenarios:
-    k, a = load(s, "koord"), load(s, "kafka")
+    k, a, fl = load(s, "koord"), load(s, "kafka"), load(s, "floor")
     for label, f, lower in rows[s]:
-        kv, av = f(k), f(a)
-        if kv is None or av is None:
-            ratio = "n/a"
-        else:
-            adv = (av / kv if lower else kv / av) if (kv and av) else float("inf")
-            ratio = f"{adv:.1f}x"
-        fmt = lambda v: "n/a" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3f}")
-        print(f"{s:<12} {label:<36} {fmt(kv):>12} {fmt(av):>12} {ratio:>16}")
-    for r, server in ((k, "koord"), (a, "kafka")):
-        if r["failures"] or r["groups_stable"] < r["groups"]:
-            print(f"{'':<12} ! {server}: {r['failures']} failed requests, "
-                  f"{r['groups_stable']}/{r['groups']} groups Stable/reconciled")
+        kv, av, fv = figure(k, f), figure(a, f), figure(fl, f)
+        # koord/floor: how many times the floor's cost koord's is (lower is better).
+        over_floor = ratio(fv, kv, lower) if fv else ""
+        print(f"{s:<12} {label:<36} {cell(kv):>28} {cell(av):>28} {ratio(kv, av, lower):>11}"
+              f" {cell(fv) if fv else '':>28} {over_floor:>11}")
+    for reports, server in ((k, "koord"), (a, "kafka"), (fl, "floor")):
+        for r in reports:
+            if r["failures"] or r["groups_stable"] < r["groups"]:
+                print(f"{'':<12} ! {server}: {r['failures']} failed requests, "
+                      f"{r['groups_stable']}/{r['groups']} groups Stable/reconciled")
 PY
