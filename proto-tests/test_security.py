@@ -221,3 +221,84 @@ def test_plaintext_to_the_tls_listener(secured, certs):
     p = Producer({"bootstrap.servers": k.bootstrap})
     p.produce("sec", value=b"x")
     assert p.flush(DEADLINE) == 0
+
+
+# --- TLS: client certificates and reload ----------------------------------------------------
+
+def make_cert(d, name, cn, ca="ca"):
+    """A key and certificate `name`.pem/.key for subject `cn`, signed by the CA in `d`."""
+    run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", cn, "-keyout",
+         f"{name}.key", "-out", f"{name}.csr"], cwd=d)
+    run(["openssl", "x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey",
+         f"{ca}.key", "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out",
+         f"{name}.pem"], cwd=d)
+    return d / f"{name}.pem", d / f"{name}.key"
+
+
+def api_versions_over_tls(addr, ca, cert=None):
+    """ApiVersions v0 over TLS: (error code, the server certificate's subject CN)."""
+    import socket
+    import ssl
+    import struct
+    ctx = ssl.create_default_context(cafile=str(ca))
+    if cert:
+        ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+    host, port = addr.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname=host) as s:
+            cid = b"py"
+            body = struct.pack(">hhih", 18, 0, 7, len(cid)) + cid
+            s.sendall(struct.pack(">i", len(body)) + body)
+            head = b""
+            while len(head) < 10:
+                chunk = s.recv(10 - len(head))
+                if not chunk:
+                    raise ConnectionError("closed")
+                head += chunk
+            _, corr, code = struct.unpack(">iih", head)
+            assert corr == 7
+            subject = dict(x[0] for x in s.getpeercert()["subject"])
+            return code, subject["commonName"]
+
+
+def wait_for_log(k, text):
+    deadline = time.monotonic() + DEADLINE
+    while text not in k.log_path.read_text(errors="replace"):
+        assert time.monotonic() < deadline, f"koord never logged {text!r}\n{k.log_tail()}"
+        time.sleep(0.05)  # poll interval, not a wait for an outcome
+
+
+def test_client_certificates_required_and_their_subject_is_the_principal(
+        secured, certs, monkeypatch):
+    monkeypatch.setenv("KOORD_LOG", "info,koord::server=debug")
+    client = make_cert(certs, "client-one", "/O=Acme/CN=client-one")
+    k = secured("ssl.client.auth=required", f"ssl.truststore.location={certs / 'ca.pem'}",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SSL")
+    code, _ = api_versions_over_tls(k.sasl_ssl, certs / "ca.pem", client)
+    assert code == 0
+    wait_for_log(k, "principal=User:CN=client-one,O=Acme")
+    with pytest.raises((ConnectionError, OSError)):
+        api_versions_over_tls(k.sasl_ssl, certs / "ca.pem")
+
+
+def test_sighup_reloads_the_certificate(tmp_path, certs):
+    d = tmp_path / "reload"
+    d.mkdir()
+    for f in ("ca.pem", "ca.key", "ext.cnf"):
+        (d / f).write_bytes((certs / f).read_bytes())
+    first = make_cert(d, "first", "/CN=first")
+    second = make_cert(d, "second", "/CN=second")
+    keystore = d / "keystore.pem"
+    keystore.write_bytes(first[0].read_bytes() + first[1].read_bytes())
+    plain, tls = free_port(), free_port()
+    k = Koord(tmp_path / "koord", [f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls}",
+                                   f"ssl.keystore.location={keystore}"])
+    k.start(port=plain)
+    try:
+        assert api_versions_over_tls(f"127.0.0.1:{tls}", d / "ca.pem") == (0, "first")
+        keystore.write_bytes(second[0].read_bytes() + second[1].read_bytes())
+        k.proc.send_signal(__import__("signal").SIGHUP)
+        wait_for_log(k, "TLS certificate and key reloaded")
+        assert api_versions_over_tls(f"127.0.0.1:{tls}", d / "ca.pem") == (0, "second")
+    finally:
+        k.stop()

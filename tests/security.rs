@@ -622,3 +622,78 @@ fn plaintext_to_a_tls_listener_is_closed() {
     assert_eq!(metadata(&mut server.connect()).brokers.len(), 1);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn handshake_v0_takes_raw_tokens() {
+    let Some(sasl) = Sasl::start("handshake_v0", &[]) else {
+        return;
+    };
+    let raw = |token: &[u8]| {
+        let mut f = (token.len() as i32).to_be_bytes().to_vec();
+        f.extend_from_slice(token);
+        f
+    };
+    let mut c = sasl.connect();
+    let h: SaslHandshakeResponse = c.send(
+        0,
+        &SaslHandshakeRequest::default().with_mechanism(s("PLAIN")),
+    );
+    assert_eq!(err(h.error_code), None);
+    c.send_bytes(&raw(format!("\0{USER}\0{PASSWORD}").as_bytes()))
+        .unwrap();
+    let answer = c.read_frame().unwrap().expect("a raw answer");
+    assert!(answer.is_empty(), "PLAIN's empty last token: {answer:?}");
+    assert_eq!(metadata(&mut c).brokers.len(), 1);
+
+    // A wrong password gets no answer in v0: the connection is closed.
+    let mut c = sasl.connect();
+    let h: SaslHandshakeResponse = c.send(
+        0,
+        &SaslHandshakeRequest::default().with_mechanism(s("PLAIN")),
+    );
+    assert_eq!(err(h.error_code), None);
+    c.send_bytes(&raw(format!("\0{USER}\0wrong").as_bytes()))
+        .unwrap();
+    c.expect_closed();
+}
+
+#[test]
+fn a_user_removed_while_connected_fails_at_reauthentication() {
+    let Some(sasl) = Sasl::start("user_removed", &["connections.max.reauth.ms=600000"]) else {
+        return;
+    };
+    if !sasl.server.is_owned() {
+        eprintln!("SKIPPED user_removed: needs connections.max.reauth.ms on the server");
+        return;
+    }
+    let mut admin = sasl.login("PLAIN", USER, PASSWORD);
+    let m = ScramMechanism::Sha512;
+    let r = admin.send(
+        0,
+        &AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsertion(
+            "erin",
+            m,
+            "erin-secret",
+            4096,
+        )]),
+    );
+    assert_eq!(err(r.results[0].error_code), None);
+    let mut erin = sasl.login("SCRAM-SHA-512", "erin", "erin-secret");
+    let r = admin.send(
+        0,
+        &AlterUserScramCredentialsRequest::default().with_deletions(vec![
+            ScramCredentialDeletion::default()
+                .with_name(s("erin"))
+                .with_mechanism(m.code()),
+        ]),
+    );
+    assert_eq!(err(r.results[0].error_code), None);
+    // Still served until the session is renewed; the renewal fails and closes.
+    assert_eq!(metadata(&mut erin).brokers.len(), 1);
+    let r = login(&mut erin, "SCRAM-SHA-512", "erin", "erin-secret");
+    assert_eq!(
+        err(r.error_code),
+        Some(ResponseError::SaslAuthenticationFailed)
+    );
+    erin.expect_closed();
+}
