@@ -11,6 +11,7 @@
 //! (ANONYMOUS, or the TLS client certificate's subject) and the SASL requests are answered with
 //! ILLEGAL_SASL_STATE.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -185,11 +186,11 @@ impl Session {
 
     /// Answers SaslAuthenticate; `None`: close without an answer; `Some((_, true))`: close
     /// after the answer.
-    pub fn authenticate(
+    pub async fn authenticate(
         &mut self,
         req: &SaslAuthenticateRequest,
         version: i16,
-        credentials: &Credentials,
+        credentials: &Arc<Credentials>,
         now: Instant,
     ) -> Option<(SaslAuthenticateResponse, bool)> {
         match self.state {
@@ -206,7 +207,7 @@ impl Session {
             }
             _ => return None,
         }
-        match self.step(&req.auth_bytes, credentials) {
+        match self.step(&req.auth_bytes, credentials).await {
             Progress::Challenge(token) => Some((
                 SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(token)),
                 false,
@@ -228,13 +229,13 @@ impl Session {
 
     /// A raw token after SaslHandshake v0: the answer to send as a raw frame, or `None` to
     /// close (a failure gets no answer in v0).
-    pub fn raw_token(
+    pub async fn raw_token(
         &mut self,
         token: &[u8],
-        credentials: &Credentials,
+        credentials: &Arc<Credentials>,
         now: Instant,
     ) -> Option<Vec<u8>> {
-        match self.step(token, credentials) {
+        match self.step(token, credentials).await {
             Progress::Challenge(t) => Some(t),
             Progress::Done(user, t) => self.complete(user, now, false).ok().map(|_| t),
             Progress::Failed(_) => None,
@@ -242,7 +243,7 @@ impl Session {
     }
 
     /// Runs one token through the chosen mechanism.
-    fn step(&mut self, token: &[u8], credentials: &Credentials) -> Progress {
+    async fn step(&mut self, token: &[u8], credentials: &Arc<Credentials>) -> Progress {
         let State::AwaitToken {
             mechanism, scram, ..
         } = &mut self.state
@@ -258,12 +259,12 @@ impl Session {
         };
         match (mechanism, scram.take()) {
             (SaslMechanism::Plain, _) => match super::plain::parse(token) {
-                Ok(t) if credentials.check_password(&t.user, &t.password) => {
-                    Progress::Done(t.user, Vec::new())
-                }
-                Ok(_) => {
-                    Progress::Failed("Authentication failed: Invalid username or password".into())
-                }
+                Ok(t) => match check_password(credentials, t.user, t.password).await {
+                    Some(user) => Progress::Done(user, Vec::new()),
+                    None => Progress::Failed(
+                        "Authentication failed: Invalid username or password".into(),
+                    ),
+                },
                 Err(message) => Progress::Failed(message.into()),
             },
             (SaslMechanism::Scram(m), None) => {
@@ -316,6 +317,23 @@ impl Session {
     }
 }
 
+/// PLAIN's password check, off the runtime's workers: it runs PBKDF2 with the credential's
+/// iterations (milliseconds of CPU), which must not stall the other connections of a worker.
+/// The user if the password is right.
+async fn check_password(
+    credentials: &Arc<Credentials>,
+    user: String,
+    password: String,
+) -> Option<String> {
+    let credentials = credentials.clone();
+    tokio::task::spawn_blocking(move || {
+        credentials.check_password(&user, &password).then_some(user)
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
 fn failed(message: String) -> SaslAuthenticateResponse {
     SaslAuthenticateResponse::default()
         .with_error_code(ResponseError::SaslAuthenticationFailed.code())
@@ -327,13 +345,13 @@ mod tests {
     use super::*;
     use crate::security::scram::{client, ScramCredential, ScramMechanism};
 
-    fn creds() -> Credentials {
+    fn creds() -> Arc<Credentials> {
         let m = ScramMechanism::Sha512;
-        Credentials::new(vec![(
+        Arc::new(Credentials::new(vec![(
             "alice".into(),
             m,
             ScramCredential::from_password(m, "secret", 4096),
-        )])
+        )]))
     }
 
     fn session(reauth_ms: u64) -> Session {
@@ -353,9 +371,9 @@ mod tests {
         (r.error_code, close)
     }
 
-    fn token(
+    async fn token(
         s: &mut Session,
-        c: &Credentials,
+        c: &Arc<Credentials>,
         t: &[u8],
         now: Instant,
     ) -> (SaslAuthenticateResponse, bool) {
@@ -365,6 +383,7 @@ mod tests {
             c,
             now,
         )
+        .await
         .expect("an answer")
     }
 
@@ -380,18 +399,18 @@ mod tests {
         assert_eq!(plain.principal(), &Principal::anonymous());
     }
 
-    #[test]
-    fn scram_exchange_then_reauthentication_and_expiry() {
+    #[tokio::test]
+    async fn scram_exchange_then_reauthentication_and_expiry() {
         let c = creds();
         let mut s = session(1000);
         let now = Instant::now();
         assert_eq!(handshake(&mut s, "SCRAM-SHA-512"), (0, false));
         let first = client::first("alice", "nonce");
-        let (r, close) = token(&mut s, &c, first.as_bytes(), now);
+        let (r, close) = token(&mut s, &c, first.as_bytes(), now).await;
         assert_eq!((r.error_code, close), (0, false));
         let sf = String::from_utf8(r.auth_bytes.to_vec()).unwrap();
         let (fin, expected) = client::fin(ScramMechanism::Sha512, "secret", &first, &sf).unwrap();
-        let (r, close) = token(&mut s, &c, fin.as_bytes(), now);
+        let (r, close) = token(&mut s, &c, fin.as_bytes(), now).await;
         assert_eq!(
             (r.error_code, close, r.session_lifetime_ms),
             (0, false, 1000)
@@ -408,16 +427,16 @@ mod tests {
         );
         let mut s2 = session(1000);
         handshake(&mut s2, "PLAIN");
-        let (r, _) = token(&mut s2, &c, b"\0alice\0secret", now);
+        let (r, _) = token(&mut s2, &c, b"\0alice\0secret", now).await;
         assert_eq!(r.error_code, 0);
         assert_eq!(handshake(&mut s2, "PLAIN"), (0, false));
-        let (r, _) = token(&mut s2, &c, b"\0alice\0secret", later);
+        let (r, _) = token(&mut s2, &c, b"\0alice\0secret", later).await;
         assert_eq!(r.error_code, 0);
         assert_eq!(s2.admit(ApiKey::Metadata, later), Admit::Serve);
     }
 
-    #[test]
-    fn bad_credentials_fail_and_close() {
+    #[tokio::test]
+    async fn bad_credentials_fail_and_close() {
         let c = creds();
         let now = Instant::now();
         for (mech, t) in [
@@ -430,7 +449,7 @@ mod tests {
         ] {
             let mut s = session(0);
             assert_eq!(handshake(&mut s, mech), (0, false));
-            let (r, close) = token(&mut s, &c, t, now);
+            let (r, close) = token(&mut s, &c, t, now).await;
             assert_eq!(
                 (r.error_code, close),
                 (ResponseError::SaslAuthenticationFailed.code(), true),
@@ -446,11 +465,12 @@ mod tests {
         let mut s = session(0);
         assert!(s
             .authenticate(&SaslAuthenticateRequest::default(), 1, &c, now)
+            .await
             .is_none());
     }
 
-    #[test]
-    fn re_authentication_as_another_user_fails() {
+    #[tokio::test]
+    async fn re_authentication_as_another_user_fails() {
         let m = ScramMechanism::Sha512;
         let c = creds();
         c.apply(&[crate::security::credentials::CredentialChange::Put {
@@ -461,9 +481,15 @@ mod tests {
         let mut s = session(60_000);
         let now = Instant::now();
         handshake(&mut s, "PLAIN");
-        assert_eq!(token(&mut s, &c, b"\0alice\0secret", now).0.error_code, 0);
+        assert_eq!(
+            token(&mut s, &c, b"\0alice\0secret", now)
+                .await
+                .0
+                .error_code,
+            0
+        );
         handshake(&mut s, "PLAIN");
-        let (r, close) = token(&mut s, &c, b"\0bob\0pw", now);
+        let (r, close) = token(&mut s, &c, b"\0bob\0pw", now).await;
         assert_eq!(
             (r.error_code, close),
             (ResponseError::SaslAuthenticationFailed.code(), true)

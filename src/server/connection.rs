@@ -91,7 +91,10 @@ where
         };
         if session.expects_raw_token() {
             // After SaslHandshake v0 the SASL tokens come as bare frames.
-            let Some(token) = session.raw_token(&frame, &broker.credentials, Instant::now()) else {
+            let Some(token) = session
+                .raw_token(&frame, &broker.credentials, Instant::now())
+                .await
+            else {
                 debug!("SASL authentication failed; closing");
                 break;
             };
@@ -175,7 +178,7 @@ async fn step(
             let corr = header.correlation_id;
             match session.admit(key, Instant::now()) {
                 Admit::Serve => {}
-                Admit::Sasl => return sasl(broker, ctx, session, &header, *body),
+                Admit::Sasl => return sasl(broker, ctx, session, &header, *body).await,
                 Admit::Close(why) => {
                     debug!(api = ?key, why, "request not admitted; closing");
                     return Step::Close;
@@ -232,7 +235,7 @@ async fn step(
 }
 
 /// Runs SaslHandshake or SaslAuthenticate through the connection's session.
-fn sasl(
+async fn sasl(
     broker: &Broker,
     ctx: &mut RequestContext,
     session: &mut Session,
@@ -251,7 +254,10 @@ fn sasl(
             )
         }
         RequestKind::SaslAuthenticate(r) => {
-            match session.authenticate(&r, v, &broker.credentials, Instant::now()) {
+            match session
+                .authenticate(&r, v, &broker.credentials, Instant::now())
+                .await
+            {
                 Some((resp, close)) => {
                     debug!(error = resp.error_code, "SaslAuthenticate");
                     (
