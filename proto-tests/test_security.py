@@ -281,6 +281,17 @@ def test_client_certificates_required_and_their_subject_is_the_principal(
         api_versions_over_tls(k.sasl_ssl, certs / "ca.pem")
 
 
+def test_client_certificates_requested_are_optional(secured, certs, monkeypatch):
+    monkeypatch.setenv("KOORD_LOG", "info,koord::server=debug")
+    client = make_cert(certs, "client-two", "/CN=client-two")
+    k = secured("ssl.client.auth=requested", f"ssl.truststore.location={certs / 'ca.pem'}",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SSL")
+    assert api_versions_over_tls(k.sasl_ssl, certs / "ca.pem")[0] == 0
+    wait_for_log(k, "principal=User:ANONYMOUS")
+    assert api_versions_over_tls(k.sasl_ssl, certs / "ca.pem", client)[0] == 0
+    wait_for_log(k, "principal=User:CN=client-two")
+
+
 def test_sighup_reloads_the_certificate(tmp_path, certs):
     d = tmp_path / "reload"
     d.mkdir()

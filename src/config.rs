@@ -69,6 +69,9 @@ pub struct Config {
     pub sasl_enabled_mechanisms: Vec<crate::security::SaslMechanism>,
     /// `connections.max.reauth.ms`: a SASL session's lifetime (0: unlimited).
     pub connections_max_reauth_ms: u64,
+    /// `connection.failed.authentication.delay.ms`: how long a failed authentication waits
+    /// before its answer and the close.
+    pub connection_failed_authentication_delay_ms: u64,
     /// `sasl.admin.user` / `sasl.admin.password`: a SCRAM user (both mechanisms) created at
     /// start-up when the store has none of that name.
     pub sasl_admin_user: String,
@@ -155,6 +158,7 @@ impl Default for Config {
             tls: crate::security::tls::TlsSettings::default(),
             sasl_enabled_mechanisms: crate::security::SaslMechanism::ALL.to_vec(),
             connections_max_reauth_ms: 0,
+            connection_failed_authentication_delay_ms: 100,
             sasl_admin_user: String::new(),
             sasl_admin_password: String::new(),
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], DEFAULT_HTTP_PORT))),
@@ -503,6 +507,7 @@ pub static KEYS: &[Key] = &[
         },
         show: |c| Value::String(c.sasl_enabled_mechanisms.iter().map(|m| m.name()).collect::<Vec<_>>().join(",")),
     },
+    int_key!("connection.failed.authentication.delay.ms", Some("connection.failed.authentication.delay.ms"), "a failed SASL authentication is answered, and its connection closed, this much later (slows password guessing)", connection_failed_authentication_delay_ms: u64, 0, i32::MAX as i64),
     int_key!("connections.max.reauth.ms", Some("connections.max.reauth.ms"), "a SASL session's lifetime (KIP-368): the client re-authenticates before it ends, or its connection is closed; 0 = unlimited", connections_max_reauth_ms: u64, 0, i64::MAX),
     Key {
         name: "sasl.admin.user",

@@ -63,6 +63,8 @@ impl Sasl {
                 format!("listeners=PLAINTEXT://{addr},SASL_PLAINTEXT://127.0.0.1:{port}"),
                 format!("sasl.admin.user={USER}"),
                 format!("sasl.admin.password={PASSWORD}"),
+                // Failures answered at once (a test below sets a delay and checks it).
+                "connection.failed.authentication.delay.ms=0".to_string(),
             ];
             sets.extend(extra.iter().cloned());
             sets
@@ -608,7 +610,29 @@ fn plaintext_to_a_tls_listener_is_closed() {
             format!("ssl.keystore.location={}", keystore.display()),
         ]
     });
-    let mut c = Client::connect(SocketAddr::from(([127, 0, 0, 1], port)));
+    let tls = SocketAddr::from(([127, 0, 0, 1], port));
+    // A client that starts a TLS record and stops, held open: it stalls nobody.
+    let mut stalled = Client::connect(tls);
+    stalled
+        .send_bytes(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
+        .unwrap();
+    // Garbage of every length: each connection is closed, koord stays up.
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    for n in [1usize, 5, 64, 300, 5000] {
+        let mut c = Client::connect(tls);
+        let garbage: Vec<u8> = (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect();
+        let _ = c.send_bytes(&garbage);
+        let mut rest = Vec::new();
+        let _ = c.stream().try_clone().unwrap().read_to_end(&mut rest);
+    }
+    let mut c = Client::connect(tls);
     // An ApiVersions request in plaintext: TLS takes it for a bad record and gives up.
     let frame = common::frame(ApiKey::ApiVersions, 0, 1, |_| Ok(()));
     c.send_bytes(&frame).unwrap();
@@ -620,6 +644,7 @@ fn plaintext_to_a_tls_listener_is_closed() {
     );
     // The plaintext listener still serves.
     assert_eq!(metadata(&mut server.connect()).brokers.len(), 1);
+    drop(stalled);
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -696,4 +721,32 @@ fn a_user_removed_while_connected_fails_at_reauthentication() {
         Some(ResponseError::SaslAuthenticationFailed)
     );
     erin.expect_closed();
+}
+
+#[test]
+fn failed_authentication_is_answered_after_the_delay() {
+    let Some(sasl) = Sasl::start(
+        "failed_authentication_delay",
+        &["connection.failed.authentication.delay.ms=300"],
+    ) else {
+        return;
+    };
+    if !sasl.server.is_owned() {
+        eprintln!("SKIPPED failed_authentication_delay: needs its own koord");
+        return;
+    }
+    let mut c = sasl.connect();
+    assert_eq!(err(handshake(&mut c, "PLAIN").error_code), None);
+    let sent = std::time::Instant::now();
+    let r = authenticate(&mut c, b"\0alice\0wrong");
+    assert_eq!(
+        err(r.error_code),
+        Some(ResponseError::SaslAuthenticationFailed)
+    );
+    assert!(
+        sent.elapsed() >= std::time::Duration::from_millis(300),
+        "answered after {:?}",
+        sent.elapsed()
+    );
+    c.expect_closed();
 }

@@ -96,6 +96,7 @@ where
                 .await
             else {
                 debug!("SASL authentication failed; closing");
+                failed_authentication_delay(&broker, &mut stop).await;
                 break;
             };
             ctx.principal = session.principal().clone();
@@ -129,6 +130,7 @@ where
                 }
             }
             Step::WriteThenClose(bytes) => {
+                failed_authentication_delay(&broker, &mut stop).await;
                 let _ = wr.write_all(&bytes).await;
                 let _ = wr.flush().await;
                 break;
@@ -139,6 +141,20 @@ where
     let _ = wr.shutdown().await;
 }
 
+/// Kafka's `connection.failed.authentication.delay.ms`: a failed authentication is answered
+/// (and the connection closed) only after this delay, which slows down password guessing; cut
+/// short by shutdown.
+async fn failed_authentication_delay(broker: &Broker, stop: &mut watch::Receiver<bool>) {
+    let delay = broker.config.connection_failed_authentication_delay_ms;
+    if delay == 0 {
+        return;
+    }
+    tokio::select! {
+        _ = stop.wait_for(|s| *s) => {}
+        _ = tokio::time::sleep(std::time::Duration::from_millis(delay)) => {}
+    }
+}
+
 /// What one request leaves the connection to do.
 #[derive(Debug)]
 enum Step {
@@ -146,7 +162,8 @@ enum Step {
     Write(Bytes),
     /// Write nothing (Produce with acks=0), read the next request.
     Silent,
-    /// Write this response frame, then close the connection (failed authentication).
+    /// Write this response frame, then close the connection (failed authentication, after
+    /// `connection.failed.authentication.delay.ms`).
     WriteThenClose(Bytes),
     /// Close the connection.
     Close,
