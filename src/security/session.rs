@@ -311,7 +311,8 @@ impl Session {
         self.authenticated = true;
         self.mechanism = Some(mechanism);
         self.can_reauthenticate = supports_reauth;
-        self.expires = self.reauth.map(|d| now + d);
+        // A lifetime beyond what the clock can represent never ends.
+        self.expires = self.reauth.and_then(|d| now.checked_add(d));
         self.state = State::Ready;
         Ok(self.reauth.map_or(0, |d| d.as_millis() as i64))
     }
@@ -494,5 +495,16 @@ mod tests {
             (r.error_code, close),
             (ResponseError::SaslAuthenticationFailed.code(), true)
         );
+    }
+
+    #[tokio::test]
+    async fn a_huge_session_lifetime_never_ends_and_never_overflows() {
+        let c = creds();
+        let mut s = session(i64::MAX as u64);
+        let now = Instant::now();
+        handshake(&mut s, "PLAIN");
+        let (r, _) = token(&mut s, &c, b"\0alice\0secret", now).await;
+        assert_eq!((r.error_code, r.session_lifetime_ms), (0, i64::MAX));
+        assert_eq!(s.admit(ApiKey::Metadata, now), Admit::Serve);
     }
 }
