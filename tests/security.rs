@@ -22,8 +22,9 @@ use kafka_protocol::messages::alter_user_scram_credentials_request::{
 };
 use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
 use kafka_protocol::messages::{
-    AlterUserScramCredentialsRequest, ApiKey, DescribeUserScramCredentialsRequest,
-    DescribeUserScramCredentialsResponse, MetadataRequest, SaslAuthenticateRequest,
+    AlterUserScramCredentialsRequest, ApiKey, DescribeClusterRequest, DescribeClusterResponse,
+    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, SaslAuthenticateRequest,
     SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::ResponseError;
@@ -160,6 +161,19 @@ fn plain_authenticates_and_the_sasl_listener_is_advertised() {
         i32::from(sasl.addr.port()),
         "the listener the client came in on"
     );
+    let fc: FindCoordinatorResponse = c.send(
+        4,
+        &FindCoordinatorRequest::default()
+            .with_key_type(0)
+            .with_coordinator_keys(vec![s(&common::unique("g"))]),
+    );
+    assert_eq!(
+        fc.coordinators[0].port,
+        i32::from(sasl.addr.port()),
+        "{fc:?}"
+    );
+    let dc: DescribeClusterResponse = c.send(0, &DescribeClusterRequest::default());
+    assert_eq!(dc.brokers[0].port, i32::from(sasl.addr.port()), "{dc:?}");
     let plain = metadata(&mut sasl.server.connect());
     assert_eq!(plain.brokers[0].port, i32::from(sasl.server.addr().port()));
 }
