@@ -522,7 +522,7 @@ pub static KEYS: &[Key] = &[
     Key {
         name: "sasl.admin.password",
         kafka: None,
-        doc: "sasl.admin.user's password (used only when the user is created)",
+        doc: "sasl.admin.user's password (used only when the user is created; check-config shows it as [hidden])",
         apply: |c, v| {
             c.sasl_admin_password = string(v)?;
             Ok(())
