@@ -17,6 +17,12 @@
 # by default computes it at most once a second, on a background thread: a member's first
 # heartbeat then gets an empty assignment).
 #
+# KAFKA_SECURITY=sasl: also a SASL_PLAINTEXT and a SASL_SSL listener (PLAIN, SCRAM-SHA-256 and
+# SCRAM-SHA-512; the user alice/alice-secret for all three; a CA and a certificate for 127.0.0.1
+# made with openssl under .build/kafka/tls, the CA in ca.pem). Their addresses are written to
+# .build/kafka/bootstrap.sasl_plaintext and bootstrap.sasl_ssl (tests/security.rs reads the first
+# as KOORD_SASL_BOOTSTRAP). The PLAINTEXT listener stays the bootstrap.
+#
 # KAFKA_CONFIG="key=value ...": broker settings that replace these (bench/vs-kafka.sh's consumer
 # protocol scenarios); "key=" with no value drops kafka.sh's line, leaving Kafka's own default.
 set -euo pipefail
@@ -76,23 +82,69 @@ sys.exit("kafka.sh: the group coordinator did not become available within 120 s"
 PY
 }
 
+# A CA and a server certificate for 127.0.0.1 under $home/tls (KAFKA_SECURITY=sasl).
+make_tls() {
+  local tls="$home/tls"
+  rm -rf "$tls"; mkdir -p "$tls"
+  (
+    cd "$tls"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=kafka-sh-ca \
+      -keyout ca.key -out ca.pem 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout server.key \
+      -out server.csr 2>/dev/null
+    echo "subjectAltName=IP:127.0.0.1,DNS:localhost" > ext.cnf
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+      -extfile ext.cnf -out server.pem 2>/dev/null
+    cat server.key server.pem > keystore.pem
+  )
+}
+
+# The listener settings of KAFKA_SECURITY=sasl for listener $1 (lower case).
+sasl_listener_props() {
+  local l="$1"
+  cat <<PROPS
+listener.name.$l.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.$l.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret" user_alice="alice-secret";
+listener.name.$l.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.$l.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+PROPS
+}
+
 start() {
   if running; then cat "$home/bootstrap"; return; fi
   fetch
-  local port cport data cluster
+  local port cport sport tport data cluster listeners advertised protocols
+  local -a scram=()
   port="$(free_port)"; cport="$(free_port)"
   while [ "$cport" = "$port" ]; do cport="$(free_port)"; done
+  listeners="PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport"
+  advertised="PLAINTEXT://127.0.0.1:$port"
+  protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  rm -f "$home/bootstrap.sasl_plaintext" "$home/bootstrap.sasl_ssl"
+  if [ "${KAFKA_SECURITY:-}" = sasl ]; then
+    sport="$(free_port)"; tport="$(free_port)"
+    while [ "$sport" = "$port" ] || [ "$sport" = "$cport" ]; do sport="$(free_port)"; done
+    while [ "$tport" = "$port" ] || [ "$tport" = "$cport" ] || [ "$tport" = "$sport" ]; do
+      tport="$(free_port)"
+    done
+    listeners="$listeners,SASL_PLAINTEXT://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$tport"
+    advertised="$advertised,SASL_PLAINTEXT://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$tport"
+    protocols="$protocols,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+    scram=(--add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]'
+           --add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]')
+    make_tls
+  fi
   data="$home/data"
   rm -rf "$data"; mkdir -p "$data"
   cat > "$home/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$protocols
 log.dirs=$data
 num.partitions=1
 offsets.topic.replication.factor=1
@@ -111,6 +163,15 @@ group.consumer.max.size=5
 group.consumer.assignment.interval.ms=0
 group.consumer.assignor.offload.enable=false
 PROPS
+  if [ "${KAFKA_SECURITY:-}" = sasl ]; then
+    {
+      echo "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+      echo "ssl.keystore.type=PEM"
+      echo "ssl.keystore.location=$home/tls/keystore.pem"
+      sasl_listener_props sasl_plaintext
+      sasl_listener_props sasl_ssl
+    } >> "$home/server.properties"
+  fi
   local kv
   for kv in ${KAFKA_CONFIG:-}; do
     grep -v "^${kv%%=*}=" "$home/server.properties" > "$home/server.properties.new" || true
@@ -142,7 +203,8 @@ while True:
         print(c)
         break')"
   java -cp "$libs/*" -Dlog4j2.configurationFile="$home/log4j2.yaml" kafka.tools.StorageTool \
-    format -t "$cluster" -c "$home/server.properties" --standalone > "$home/format.log" 2>&1 \
+    format -t "$cluster" -c "$home/server.properties" --standalone "${scram[@]}" \
+    > "$home/format.log" 2>&1 \
     || { cat "$home/format.log" >&2; exit 1; }
   # KAFKA_HEAP_OPTS (Kafka's own name for it): unset gives -Xms512m, which starts the broker
   # quicker for the test tiers; bench/vs-kafka.sh sets it empty for the JVM's default heap.
@@ -154,6 +216,10 @@ while True:
     tail -n 40 "$home/kafka.log" >&2
     stop
     exit 1
+  fi
+  if [ "${KAFKA_SECURITY:-}" = sasl ]; then
+    echo "127.0.0.1:$sport" > "$home/bootstrap.sasl_plaintext"
+    echo "127.0.0.1:$tport" > "$home/bootstrap.sasl_ssl"
   fi
   echo "127.0.0.1:$port" > "$home/bootstrap"
   cat "$home/bootstrap"

@@ -63,12 +63,15 @@ install_tools() {
     command -v chromium >/dev/null || missing+=(chromium)
     # ... and a Prometheus server scrapes koord in it.
     command -v prometheus >/dev/null || missing+=(prometheus)
+    # Certificates for the TLS tests (tests/security.rs, proto-tests/test_security.py) and
+    # scripts/kafka.sh's SASL_SSL listener.
+    command -v openssl >/dev/null || missing+=(openssl)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "installing from apt: ${missing[*]}"
         apt_install "${missing[@]}"
     fi
     local tool
-    for tool in kcat java mvn chromium prometheus; do
+    for tool in kcat java mvn chromium prometheus openssl; do
         command -v "$tool" >/dev/null || {
             echo "$tool not found after apt-get install" >&2
             return 1
@@ -283,11 +286,15 @@ python_tests() {
 kafka_conformance() {
     say "conformance tier against Apache Kafka 4.4 (scripts/kafka.sh)"
     local bootstrap
-    bootstrap=$(scripts/kafka.sh start)
+    # One Kafka for the whole tier, with SASL_PLAINTEXT and SASL_SSL listeners beside PLAINTEXT.
+    bootstrap=$(KAFKA_SECURITY=sasl scripts/kafka.sh start)
     # step() runs this in a subshell: stop the broker whenever it exits, failed or not.
     trap 'scripts/kafka.sh stop' EXIT
     echo "Kafka 4.4 at $bootstrap"
     KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test wire --test groups
+    say "SASL handshake, authentication and SCRAM users against Kafka 4.4 (tests/security.rs)"
+    KOORD_BOOTSTRAP="$bootstrap" KOORD_SASL_BOOTSTRAP="$(cat .build/kafka/bootstrap.sasl_plaintext)" \
+        cargo test --release --workspace --test security
     # What koord does not do yet is #[ignore]d for koord and still proven against Kafka here.
     KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test consumer_groups -- \
         --include-ignored

@@ -15,7 +15,43 @@ use crate::coordinator::{Clock, Coordinator, Settings};
 use crate::log::Logs;
 use crate::metadata::topic_config::{LogSettings, TopicConfigs};
 use crate::metadata::{CreateError, Topic, Topics};
+use crate::security::credentials::CredentialChange;
+use crate::security::scram::{ScramCredential, ScramMechanism};
+use crate::security::Credentials;
 use crate::storage::{EmbeddedStore, Mutation, Storage, Store, StoreError};
+
+/// Iterations of the bootstrap admin's credentials (Kafka's default for kafka-configs).
+const ADMIN_ITERATIONS: u32 = 8192;
+
+/// Creates `sasl.admin.user` (both SCRAM mechanisms) when the store has no credential for it,
+/// durably, before anything is served.
+fn bootstrap_admin(
+    config: &Config,
+    store: &EmbeddedStore,
+    credentials: &Credentials,
+) -> io::Result<()> {
+    let user = &config.sasl_admin_user;
+    if user.is_empty() || credentials.describe(user).is_some() {
+        return Ok(());
+    }
+    let changes: Vec<CredentialChange> = [ScramMechanism::Sha256, ScramMechanism::Sha512]
+        .into_iter()
+        .map(|mechanism| CredentialChange::Put {
+            user: user.clone(),
+            mechanism,
+            credential: ScramCredential::from_password(
+                mechanism,
+                &config.sasl_admin_password,
+                ADMIN_ITERATIONS,
+            ),
+        })
+        .collect();
+    let batch: Vec<Mutation> = changes.iter().cloned().map(Mutation::Credential).collect();
+    store.apply(&batch, true).map_err(io::Error::other)?;
+    credentials.apply(&changes);
+    tracing::info!(user = %user, "created the SASL admin user (sasl.admin.user)");
+    Ok(())
+}
 
 /// File under the data dir that keeps the generated cluster id.
 const CLUSTER_ID_FILE: &str = "cluster.id";
@@ -34,6 +70,8 @@ pub struct Broker {
     pub producer_ids: ProducerIds,
     /// The group directory: every consumer group and its offsets.
     pub coordinator: Arc<Coordinator>,
+    /// The SCRAM users (SASL authentication), as stored.
+    pub credentials: Arc<Credentials>,
     /// The durable store under the data dir (read at start-up; written through `storage`).
     store: Arc<EmbeddedStore>,
     /// The node's storage task: every durable write goes through it.
@@ -136,6 +174,10 @@ impl Broker {
                 .create(&t.name, t.partitions)
                 .map_err(|e| io::Error::other(format!("topic {}: {e:?}", t.name)))?;
         }
+        let credentials = Arc::new(Credentials::new(
+            store.load_credentials().map_err(io::Error::other)?,
+        ));
+        bootstrap_admin(&config, &store, &credentials)?;
         let (advertised_host, advertised_port) = config.advertised();
         let storage = Storage::start(store.clone(), config.offsets_commit_sync);
         let coordinator = Coordinator::with_storage(
@@ -153,6 +195,7 @@ impl Broker {
             logs,
             producer_ids: ProducerIds::from_clock(),
             coordinator,
+            credentials,
             store,
             storage,
             topic_writes: tokio::sync::Mutex::new(()),
@@ -290,6 +333,25 @@ impl Broker {
         self.logs.remove_topic(&topic);
         tracing::info!(topic = name, "deleted topic");
         Ok(Some(topic))
+    }
+
+    /// Stores SCRAM credential changes (AlterUserScramCredentials) and, once they are durable,
+    /// serves them. The caller holds [`Credentials::writes`].
+    ///
+    /// # Errors
+    /// The store's error; nothing changed then.
+    pub async fn change_credentials(
+        &self,
+        changes: Vec<CredentialChange>,
+    ) -> Result<(), StoreError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.storage
+            .write(changes.iter().cloned().map(Mutation::Credential).collect())
+            .await?;
+        self.credentials.apply(&changes);
+        Ok(())
     }
 
     /// Waits for the right to change topic records ([`TopicWrites`]).

@@ -57,6 +57,25 @@ pub struct Config {
     /// `host:port` clients are told to connect to (Metadata, FindCoordinator). Defaults to
     /// `listen`, which is right unless koord sits behind NAT or binds a wildcard address.
     pub advertised_listener: Option<String>,
+    /// `listeners`: Kafka's `NAME://host:port` list. Empty: one PLAINTEXT listener on `listen`.
+    pub listeners: Vec<crate::security::listener::Endpoint>,
+    /// `advertised.listeners`: per listener name, what clients are told.
+    pub advertised_listeners: Vec<crate::security::listener::Endpoint>,
+    /// `listener.security.protocol.map`: each listener name's security protocol.
+    pub listener_security_protocol_map: Vec<(String, crate::security::SecurityProtocol)>,
+    /// `ssl.*`: the TLS listeners' certificate, key, truststore and client authentication.
+    pub tls: crate::security::tls::TlsSettings,
+    /// `sasl.enabled.mechanisms`: what SaslHandshake accepts.
+    pub sasl_enabled_mechanisms: Vec<crate::security::SaslMechanism>,
+    /// `connections.max.reauth.ms`: a SASL session's lifetime (0: unlimited).
+    pub connections_max_reauth_ms: u64,
+    /// `connection.failed.authentication.delay.ms`: how long a failed authentication waits
+    /// before its answer and the close.
+    pub connection_failed_authentication_delay_ms: u64,
+    /// `sasl.admin.user` / `sasl.admin.password`: a SCRAM user (both mechanisms) created at
+    /// start-up when the store has none of that name.
+    pub sasl_admin_user: String,
+    pub sasl_admin_password: String,
     /// Address the HTTP listener (metrics, health, status page) binds; `None`: off.
     pub http_listen: Option<SocketAddr>,
     /// This node's broker id, as every response names it.
@@ -136,6 +155,15 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
             advertised_listener: None,
+            listeners: Vec::new(),
+            advertised_listeners: Vec::new(),
+            listener_security_protocol_map: crate::security::listener::default_protocol_map(),
+            tls: crate::security::tls::TlsSettings::default(),
+            sasl_enabled_mechanisms: crate::security::SaslMechanism::ALL.to_vec(),
+            connections_max_reauth_ms: 0,
+            connection_failed_authentication_delay_ms: 100,
+            sasl_admin_user: String::new(),
+            sasl_admin_password: String::new(),
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], DEFAULT_HTTP_PORT))),
             node_id: 1,
             data_dir: PathBuf::from("koord-data"),
@@ -394,6 +422,116 @@ pub static KEYS: &[Key] = &[
             Ok(())
         },
         show: |c| Value::String(c.advertised_listener.clone().unwrap_or_default()),
+    },
+    Key {
+        name: "listeners",
+        kafka: Some("listeners"),
+        doc: "listeners as NAME://host:port, comma-separated (empty host: every interface); empty = one PLAINTEXT listener on `listen`",
+        apply: |c, v| {
+            c.listeners = crate::security::listener::parse_endpoints(&string_list(v, "listener")?.join(","))?;
+            Ok(())
+        },
+        show: |c| Value::String(c.listeners.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")),
+    },
+    Key {
+        name: "advertised.listeners",
+        kafka: Some("advertised.listeners"),
+        doc: "per listener name, the NAME://host:port clients that came in on it are told; a listener not named advertises its own address",
+        apply: |c, v| {
+            c.advertised_listeners = crate::security::listener::parse_endpoints(&string_list(v, "listener")?.join(","))?;
+            Ok(())
+        },
+        show: |c| Value::String(c.advertised_listeners.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")),
+    },
+    Key {
+        name: "listener.security.protocol.map",
+        kafka: Some("listener.security.protocol.map"),
+        doc: "NAME:PROTOCOL pairs (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); the default maps each protocol's name to itself",
+        apply: |c, v| {
+            c.listener_security_protocol_map = crate::security::listener::parse_protocol_map(&string_list(v, "NAME:PROTOCOL")?.join(","))?;
+            Ok(())
+        },
+        show: |c| Value::String(c.listener_security_protocol_map.iter().map(|(n, p)| format!("{n}:{p}")).collect::<Vec<_>>().join(",")),
+    },
+    Key {
+        name: "ssl.keystore.location",
+        kafka: Some("ssl.keystore.location (ssl.keystore.type=PEM)"),
+        doc: "PEM file with the TLS listeners' certificate chain (and private key, unless ssl.key.location); reread on SIGHUP",
+        apply: |c, v| {
+            let s = string(v)?;
+            c.tls.keystore = (!s.is_empty()).then(|| PathBuf::from(s));
+            Ok(())
+        },
+        show: |c| Value::String(c.tls.keystore.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
+    },
+    Key {
+        name: "ssl.key.location",
+        kafka: None,
+        doc: "PEM file with the private key, if not in ssl.keystore.location; reread on SIGHUP",
+        apply: |c, v| {
+            let s = string(v)?;
+            c.tls.key = (!s.is_empty()).then(|| PathBuf::from(s));
+            Ok(())
+        },
+        show: |c| Value::String(c.tls.key.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
+    },
+    Key {
+        name: "ssl.truststore.location",
+        kafka: Some("ssl.truststore.location (ssl.truststore.type=PEM)"),
+        doc: "PEM file with the CA certificates client certificates are checked against",
+        apply: |c, v| {
+            let s = string(v)?;
+            c.tls.truststore = (!s.is_empty()).then(|| PathBuf::from(s));
+            Ok(())
+        },
+        show: |c| Value::String(c.tls.truststore.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
+    },
+    Key {
+        name: "ssl.client.auth",
+        kafka: Some("ssl.client.auth"),
+        doc: "none, requested or required: client certificates on TLS listeners; a certificate's subject is the principal",
+        apply: |c, v| {
+            let s = string(v)?;
+            c.tls.client_auth = crate::security::tls::ClientAuth::parse(&s)
+                .ok_or_else(|| format!("expected none, requested or required, got `{s}`"))?;
+            Ok(())
+        },
+        show: |c| Value::String(c.tls.client_auth.name().to_string()),
+    },
+    Key {
+        name: "sasl.enabled.mechanisms",
+        kafka: Some("sasl.enabled.mechanisms"),
+        doc: "SASL mechanisms SaslHandshake accepts: SCRAM-SHA-512, SCRAM-SHA-256, PLAIN",
+        apply: |c, v| {
+            c.sasl_enabled_mechanisms = string_list(v, "mechanism")?
+                .iter()
+                .map(|m| crate::security::SaslMechanism::parse(m).ok_or_else(|| format!("unknown mechanism `{m}`")))
+                .collect::<Result<_, _>>()?;
+            Ok(())
+        },
+        show: |c| Value::String(c.sasl_enabled_mechanisms.iter().map(|m| m.name()).collect::<Vec<_>>().join(",")),
+    },
+    int_key!("connection.failed.authentication.delay.ms", Some("connection.failed.authentication.delay.ms"), "a failed SASL authentication is answered, and its connection closed, this much later (slows password guessing)", connection_failed_authentication_delay_ms: u64, 0, i32::MAX as i64),
+    int_key!("connections.max.reauth.ms", Some("connections.max.reauth.ms"), "a SASL session's lifetime (KIP-368): the client re-authenticates before it ends, or its connection is closed; 0 = unlimited", connections_max_reauth_ms: u64, 0, i64::MAX),
+    Key {
+        name: "sasl.admin.user",
+        kafka: None,
+        doc: "a SCRAM user (SCRAM-SHA-256 and -512, also good for PLAIN) created at start-up if the store has no credential for it; empty = none",
+        apply: |c, v| {
+            c.sasl_admin_user = string(v)?;
+            Ok(())
+        },
+        show: |c| Value::String(c.sasl_admin_user.clone()),
+    },
+    Key {
+        name: "sasl.admin.password",
+        kafka: None,
+        doc: "sasl.admin.user's password (used only when the user is created; check-config shows it as [hidden])",
+        apply: |c, v| {
+            c.sasl_admin_password = string(v)?;
+            Ok(())
+        },
+        show: |c| Value::String(if c.sasl_admin_password.is_empty() { String::new() } else { "[hidden]".into() }),
     },
     Key {
         name: "http.listen",
@@ -765,7 +903,47 @@ impl Config {
                 ),
             ));
         }
+        self.effective_listeners()
+            .map_err(|message| invalid("listeners", message))?;
+        if self.sasl_admin_user.is_empty() != self.sasl_admin_password.is_empty() {
+            return Err(invalid(
+                "sasl.admin.user",
+                "sasl.admin.user and sasl.admin.password go together".into(),
+            ));
+        }
         Ok(())
+    }
+
+    /// The listeners to bind, each with whether its advertised address was configured. Without
+    /// `listeners`: one PLAINTEXT listener on `listen`, advertising `advertised.listener`.
+    ///
+    /// # Errors
+    /// As [`crate::security::listener::resolve`], or a TLS listener without a keystore.
+    pub fn effective_listeners(&self) -> Result<Vec<(crate::security::Listener, bool)>, String> {
+        use crate::security::{Listener, SecurityProtocol};
+        if self.listeners.is_empty() {
+            let (host, port) = self.advertised();
+            return Ok(vec![(
+                Listener {
+                    name: "PLAINTEXT".into(),
+                    protocol: SecurityProtocol::Plaintext,
+                    bind_host: self.listen.ip().to_string(),
+                    bind_port: self.listen.port(),
+                    advertised_host: host,
+                    advertised_port: port,
+                },
+                true,
+            )]);
+        }
+        let listeners = crate::security::listener::resolve(
+            &self.listeners,
+            &self.advertised_listeners,
+            &self.listener_security_protocol_map,
+        )?;
+        if listeners.iter().any(|(l, _)| l.protocol.is_tls()) && self.tls.keystore.is_none() {
+            return Err("an SSL or SASL_SSL listener needs ssl.keystore.location".into());
+        }
+        Ok(listeners)
     }
 
     /// The `host:port` clients are told to use.

@@ -15,6 +15,9 @@
 //! - [`api`]: one module per Kafka API. Stateless validation, then the answer at the request's
 //!   version. [`api::SUPPORTED`] is THE table of supported APIs and versions, which also builds
 //!   the ApiVersions response; [`api::dispatch`] hands a decoded request to its module.
+//! - [`security`]: listeners per security protocol (Kafka's `listeners` settings), TLS
+//!   (rustls), SASL PLAIN and SCRAM-SHA-256/512 with re-authentication, the SCRAM users, and
+//!   the [`security::Principal`] every request is dispatched with.
 //! - [`broker`]: the state every API shares: configuration, topics, partition logs, producer ids.
 //! - [`metadata`]: the topics this node knows (configured or created at run time), their ids and
 //!   partition counts, and Kafka's topic-name rules.
@@ -53,6 +56,7 @@ pub mod log;
 pub mod metadata;
 pub mod observe;
 pub mod offsets;
+pub mod security;
 pub mod server;
 pub mod simulate;
 pub mod storage;

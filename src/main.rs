@@ -295,25 +295,39 @@ fn serve(args: ServeArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let listener = match tokio::net::TcpListener::bind(broker.config.listen).await {
-            Ok(l) => l,
+        let bound = match bind_listeners(&broker.config).await {
+            Ok(b) => b,
             Err(e) => {
-                error!(listen = %broker.config.listen, "cannot listen: {e}");
+                error!("{e}");
                 return ExitCode::FAILURE;
             }
         };
-        let local = listener
-            .local_addr()
+        let shown: Vec<String> = bound
+            .iter()
+            .map(|b| {
+                let local = b.tcp.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                format!(
+                    "{}://{local} ({}, advertised {}:{})",
+                    b.listener.name,
+                    b.listener.protocol,
+                    b.listener.advertised_host,
+                    b.listener.advertised_port
+                )
+            })
+            .collect();
+        let local = bound
+            .first()
+            .and_then(|b| b.tcp.local_addr().ok())
             .map(|a| a.to_string())
             .unwrap_or_default();
         info!(
             listen = %local,
-            advertised = %format!("{}:{}", broker.advertised_host, broker.advertised_port),
+            listeners = %shown.join(", "),
             node_id = broker.node_id(),
             cluster_id = %broker.cluster_id,
             "koord listening"
         );
-        if broker.config.advertised_listener.is_none() && broker.config.listen.ip().is_unspecified() {
+        if broker.config.listeners.is_empty() && broker.config.advertised_listener.is_none() && broker.config.listen.ip().is_unspecified() {
             tracing::warn!(
                 "listening on an unspecified address without advertised.listener: clients will be told to connect to {}; set --advertised-listener",
                 broker.config.listen
@@ -361,7 +375,7 @@ fn serve(args: ServeArgs) -> ExitCode {
                 Ok(()) = load_failed_rx => load_failed = true,
             }
         };
-        koord::server::run(listener, broker.clone(), stop).await;
+        koord::server::run_listeners(bound, broker.clone(), stop).await;
         let _ = http_stop_tx.send(());
         if let Some(http) = http {
             let _ = http.await;
@@ -374,6 +388,54 @@ fn serve(args: ServeArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
     })
+}
+
+/// Binds every listener of the configuration; TLS listeners share one TLS configuration, which
+/// SIGHUP reloads from its files.
+async fn bind_listeners(config: &Config) -> Result<Vec<koord::server::Bound>, String> {
+    let listeners = config.effective_listeners()?;
+    let tls = if listeners.iter().any(|(l, _)| l.protocol.is_tls()) {
+        let tls = Arc::new(koord::security::tls::Tls::new(config.tls.clone())?);
+        spawn_tls_reload(tls.clone());
+        Some(tls)
+    } else {
+        None
+    };
+    let mut bound = Vec::new();
+    for (listener, advertised_given) in listeners {
+        let addr = listener.bind_addr();
+        let tcp = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr} ({}): {e}", listener.name))?;
+        let local = tcp.local_addr().map_err(|e| e.to_string())?;
+        let listener = listener.bound(local, advertised_given);
+        bound.push(koord::server::Bound {
+            tcp,
+            tls: listener.protocol.is_tls().then(|| tls.clone()).flatten(),
+            listener: Arc::new(listener),
+        });
+    }
+    Ok(bound)
+}
+
+/// Reloads the TLS certificate files on each SIGHUP; a failed reload keeps the old ones.
+fn spawn_tls_reload(tls: Arc<koord::security::tls::Tls>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot watch SIGHUP: TLS files are not reloaded");
+            return;
+        };
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                match tls.reload() {
+                    Ok(()) => info!("SIGHUP: TLS certificate and key reloaded"),
+                    Err(e) => error!("SIGHUP: TLS files not reloaded, the old ones stay: {e}"),
+                }
+            }
+        });
+    }
 }
 
 /// Completes on SIGINT or SIGTERM.

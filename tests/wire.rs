@@ -798,6 +798,10 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::CreatePartitions => probe_create_partitions,
         ApiKey::ConsumerGroupHeartbeat => probe_consumer_group_heartbeat,
         ApiKey::ConsumerGroupDescribe => probe_consumer_group_describe,
+        ApiKey::SaslHandshake => probe_sasl_handshake,
+        ApiKey::SaslAuthenticate => probe_sasl_authenticate,
+        ApiKey::DescribeUserScramCredentials => probe_describe_user_scram_credentials,
+        ApiKey::AlterUserScramCredentials => probe_alter_user_scram_credentials,
         _ => return None,
     })
 }
@@ -1188,6 +1192,69 @@ fn probe_consumer_group_heartbeat(c: &mut Client, v: i16) {
     assert!(
         resp.assignment.is_some(),
         "v{v}: a joining member gets its assignment"
+    );
+}
+
+/// On a PLAINTEXT listener there is nothing to authenticate: ILLEGAL_SASL_STATE, and the
+/// connection goes on (tests/security.rs has the SASL listener's exchange).
+fn probe_sasl_handshake(c: &mut Client, v: i16) {
+    let resp = c.send(
+        v,
+        &kafka_protocol::messages::SaslHandshakeRequest::default().with_mechanism(s("PLAIN")),
+    );
+    assert_eq!(
+        err(resp.error_code),
+        Some(ResponseError::IllegalSaslState),
+        "v{v}: {resp:?}"
+    );
+}
+
+fn probe_sasl_authenticate(c: &mut Client, v: i16) {
+    let resp = c.send(
+        v,
+        &kafka_protocol::messages::SaslAuthenticateRequest::default()
+            .with_auth_bytes(bytes::Bytes::from_static(b"\0u\0p")),
+    );
+    assert_eq!(
+        err(resp.error_code),
+        Some(ResponseError::IllegalSaslState),
+        "v{v}: {resp:?}"
+    );
+}
+
+fn probe_describe_user_scram_credentials(c: &mut Client, v: i16) {
+    use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+    let user = common::unique("probe-user");
+    let resp = c.send(
+        v,
+        &kafka_protocol::messages::DescribeUserScramCredentialsRequest::default()
+            .with_users(Some(vec![UserName::default().with_name(s(&user))])),
+    );
+    assert_eq!(err(resp.error_code), None, "v{v}: {resp:?}");
+    assert_eq!(resp.results.len(), 1, "v{v}: {resp:?}");
+    assert_eq!(
+        err(resp.results[0].error_code),
+        Some(ResponseError::ResourceNotFound),
+        "v{v}: {resp:?}"
+    );
+}
+
+fn probe_alter_user_scram_credentials(c: &mut Client, v: i16) {
+    use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialDeletion;
+    let user = common::unique("probe-user");
+    let resp = c.send(
+        v,
+        &kafka_protocol::messages::AlterUserScramCredentialsRequest::default().with_deletions(
+            vec![ScramCredentialDeletion::default()
+                .with_name(s(&user))
+                .with_mechanism(2)],
+        ),
+    );
+    assert_eq!(resp.results.len(), 1, "v{v}: {resp:?}");
+    assert_eq!(
+        err(resp.results[0].error_code),
+        Some(ResponseError::ResourceNotFound),
+        "v{v}: {resp:?}"
     );
 }
 

@@ -10,8 +10,10 @@ use crate::broker::Broker;
 
 const BROKERS: i8 = 1;
 
+/// Answers DescribeCluster with this node on `listener`, the one the client came in on.
 pub fn handle(
     broker: &Broker,
+    listener: &crate::security::Listener,
     req: DescribeClusterRequest,
     version: i16,
 ) -> DescribeClusterResponse {
@@ -33,6 +35,6 @@ pub fn handle(
     resp.with_controller_id(node)
         .with_brokers(vec![DescribeClusterBroker::default()
             .with_broker_id(node)
-            .with_host(str_bytes(broker.advertised_host.clone()))
-            .with_port(broker.advertised_port)])
+            .with_host(str_bytes(listener.advertised_host.clone()))
+            .with_port(listener.advertised_port)])
 }

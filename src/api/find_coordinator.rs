@@ -33,14 +33,16 @@ fn lookup(key: &str, key_type: i8) -> Result<(), (ResponseError, String)> {
     }
 }
 
+/// Answers FindCoordinator with this node on `listener`, the one the client came in on.
 pub fn handle(
     broker: &Broker,
+    listener: &crate::security::Listener,
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
     let node = broker.node_id();
-    let host = str_bytes(broker.advertised_host.clone());
-    let port = broker.advertised_port;
+    let host = str_bytes(listener.advertised_host.clone());
+    let port = listener.advertised_port;
     if version >= 4 {
         let coordinators = req
             .coordinator_keys

@@ -59,7 +59,13 @@ fn topic_error(
     entry
 }
 
-pub fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> MetadataResponse {
+/// Answers Metadata; `listener` is the one the client came in on, which is advertised.
+pub fn handle(
+    broker: &Broker,
+    listener: &crate::security::Listener,
+    req: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
     let node = BrokerId(broker.node_id());
     let with_ops = req.include_topic_authorized_operations;
     // v0-3 always allow auto-creation; the flag exists from v4.
@@ -115,8 +121,8 @@ pub fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> MetadataRe
     };
     let broker_entry = MetadataResponseBroker::default()
         .with_node_id(node)
-        .with_host(str_bytes(broker.advertised_host.clone()))
-        .with_port(broker.advertised_port);
+        .with_host(str_bytes(listener.advertised_host.clone()))
+        .with_port(listener.advertised_port);
     let mut resp = MetadataResponse::default()
         .with_brokers(vec![broker_entry])
         .with_topics(topics);

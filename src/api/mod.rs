@@ -4,6 +4,7 @@
 //! served APIs and versions, and [`dispatch`] runs a decoded request through its module.
 
 pub mod alter_configs;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -15,6 +16,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_user_scram_credentials;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -34,7 +36,7 @@ mod reply;
 pub mod sync_group;
 mod table;
 
-pub use table::{dispatch, is_supported, supported, Outcome, Supported, SUPPORTED};
+pub use table::{dispatch, is_supported, supported, Outcome, RequestContext, Supported, SUPPORTED};
 
 use kafka_protocol::protocol::StrBytes;
 

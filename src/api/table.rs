@@ -10,6 +10,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind}
 
 use crate::api;
 use crate::broker::Broker;
+use crate::security::{Listener, Principal};
 
 /// One supported API: its key and the versions served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +55,12 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
+    // Answered by the connection's session (src/security/session.rs), on every listener as
+    // Kafka advertises them: ILLEGAL_SASL_STATE where there is nothing to authenticate.
+    api(ApiKey::SaslHandshake, 0, 1),
+    api(ApiKey::SaslAuthenticate, 0, 2),
+    api(ApiKey::DescribeUserScramCredentials, 0, 0),
+    api(ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// The served range for `key`, if it is served at all.
@@ -77,13 +84,45 @@ pub enum Outcome {
     Close,
 }
 
+/// Who sent a request, and over what: what every API may need beyond the request itself.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    /// The client's address (JoinGroup records it as the member's host).
+    pub peer: SocketAddr,
+    /// The listener the client came in on: Metadata, FindCoordinator and DescribeCluster
+    /// advertise it.
+    pub listener: Arc<Listener>,
+    /// Whom the connection authenticated as (ANONYMOUS without authentication).
+    pub principal: Principal,
+}
+
+impl RequestContext {
+    /// A context for `peer` on a PLAINTEXT listener advertising `broker`'s address.
+    pub fn plaintext(broker: &Broker, peer: SocketAddr) -> RequestContext {
+        RequestContext {
+            peer,
+            listener: Arc::new(Listener {
+                name: "PLAINTEXT".into(),
+                protocol: crate::security::SecurityProtocol::Plaintext,
+                bind_host: broker.advertised_host.clone(),
+                bind_port: u16::try_from(broker.advertised_port).unwrap_or(0),
+                advertised_host: broker.advertised_host.clone(),
+                advertised_port: broker.advertised_port,
+            }),
+            principal: Principal::anonymous(),
+        }
+    }
+}
+
 /// Runs one request.
 pub async fn dispatch(
     broker: &Arc<Broker>,
     header: &RequestHeader,
-    peer: SocketAddr,
+    ctx: &RequestContext,
     request: Box<RequestKind>,
 ) -> Outcome {
+    let peer = ctx.peer;
+    let listener = &*ctx.listener;
     let v = header.request_api_version;
     let client_id = header.client_id.as_deref().unwrap_or("");
     Outcome::Respond(Box::new(match *request {
@@ -100,9 +139,11 @@ pub async fn dispatch(
             ResponseKind::InitProducerId(api::init_producer_id::handle(broker, r, v))
         }
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api::api_versions::handle(&r, v)),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(api::metadata::handle(broker, r, v)),
+        RequestKind::Metadata(r) => {
+            ResponseKind::Metadata(api::metadata::handle(broker, listener, r, v))
+        }
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(api::find_coordinator::handle(broker, r, v))
+            ResponseKind::FindCoordinator(api::find_coordinator::handle(broker, listener, r, v))
         }
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(api::create_topics::handle(broker, r, v).await)
@@ -117,7 +158,7 @@ pub async fn dispatch(
             ResponseKind::DeleteRecords(api::delete_records::handle(broker, r, v))
         }
         RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(api::describe_cluster::handle(broker, r, v))
+            ResponseKind::DescribeCluster(api::describe_cluster::handle(broker, listener, r, v))
         }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(api::describe_configs::handle(broker, r, v))
@@ -163,6 +204,21 @@ pub async fn dispatch(
         ),
         RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
             api::consumer_group_describe::handle(broker, r, v).await,
+        ),
+        // The connection's session answers these; here only when it did not (no session).
+        RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(
+            kafka_protocol::messages::SaslHandshakeResponse::default()
+                .with_error_code(kafka_protocol::ResponseError::IllegalSaslState.code()),
+        ),
+        RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(
+            kafka_protocol::messages::SaslAuthenticateResponse::default()
+                .with_error_code(kafka_protocol::ResponseError::IllegalSaslState.code()),
+        ),
+        RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
+            api::describe_user_scram_credentials::handle(broker, r, v),
+        ),
+        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+            api::alter_user_scram_credentials::handle(broker, r, v).await,
         ),
         // The codec only hands over requests whose key is in SUPPORTED, so this arm means the
         // table and this match disagree: a bug, answered by closing the connection.

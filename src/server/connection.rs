@@ -8,32 +8,54 @@
 //! Requests a client pipelines arrive in one read and their answers leave in one write: a
 //! response is flushed when no further complete request is buffered, or when the next one may
 //! wait (JoinGroup, SyncGroup, Fetch). A framing or decoding failure closes only this connection.
+//! Before a request is dispatched, the connection's [`Session`] admits it: on a SASL listener
+//! nothing but ApiVersions and the SASL exchange is served before authentication, and the
+//! principal the session established goes with every request.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::ApiKey;
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::watch;
 use tracing::{debug, trace, warn, Instrument};
 
 use super::codec::{self, Decoded};
 use super::frame::{complete_frame, read_frame, FrameError};
-use crate::api::{self, Outcome};
+use crate::api::{self, Outcome, RequestContext};
 use crate::broker::Broker;
+use crate::security::session::{Admit, Session};
+use crate::security::{Listener, Principal};
+
+/// Who is at the other end of a connection, and where it came in.
+#[derive(Debug, Clone)]
+pub struct Conn {
+    /// The client's address, which JoinGroup records as the member's host.
+    pub peer: SocketAddr,
+    pub listener: Arc<Listener>,
+    /// The client certificate's principal, on a TLS listener.
+    pub tls_principal: Option<Principal>,
+}
 
 /// Serves one connection over `stream` until the peer closes it, it misbehaves, or shutdown is
-/// signalled (then the request being served is finished first). `peer` is the client's
-/// address, which JoinGroup records as the member's host.
-pub async fn serve<S>(
-    stream: S,
-    peer: SocketAddr,
-    broker: Arc<Broker>,
-    mut stop: watch::Receiver<bool>,
-) where
+/// signalled (then the request being served is finished first).
+pub async fn serve<S>(stream: S, conn: Conn, broker: Arc<Broker>, mut stop: watch::Receiver<bool>)
+where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
+    let mut session = Session::new(
+        conn.listener.protocol,
+        conn.tls_principal,
+        broker.config.sasl_enabled_mechanisms.clone(),
+        broker.config.connections_max_reauth_ms,
+    );
+    let mut ctx = RequestContext {
+        peer: conn.peer,
+        listener: conn.listener,
+        principal: session.principal().clone(),
+    };
     let (mut rd, wr) = tokio::io::split(stream);
     let mut wr = BufWriter::new(wr);
     let mut buf = BytesMut::new();
@@ -67,7 +89,26 @@ pub async fn serve<S>(
                 break;
             }
         };
-        match step(frame, &broker, peer, &mut stop).await {
+        if session.expects_raw_token() {
+            // After SaslHandshake v0 the SASL tokens come as bare frames.
+            let Some(token) = session
+                .raw_token(&frame, &broker.credentials, Instant::now())
+                .await
+            else {
+                debug!("SASL authentication failed; closing");
+                failed_authentication_delay(&broker, &mut stop).await;
+                break;
+            };
+            ctx.principal = session.principal().clone();
+            let mut out = BytesMut::with_capacity(4 + token.len());
+            out.put_i32(token.len() as i32);
+            out.put_slice(&token);
+            if wr.write_all(&out).await.is_err() || wr.flush().await.is_err() {
+                break;
+            }
+            continue;
+        }
+        match step(frame, &broker, &mut ctx, &mut session, &mut stop).await {
             Step::Write(bytes) => {
                 if let Err(e) = async {
                     wr.write_all(&bytes).await?;
@@ -88,10 +129,30 @@ pub async fn serve<S>(
                     break;
                 }
             }
+            Step::WriteThenClose(bytes) => {
+                failed_authentication_delay(&broker, &mut stop).await;
+                let _ = wr.write_all(&bytes).await;
+                let _ = wr.flush().await;
+                break;
+            }
             Step::Close => break,
         }
     }
     let _ = wr.shutdown().await;
+}
+
+/// Kafka's `connection.failed.authentication.delay.ms`: a failed authentication is answered
+/// (and the connection closed) only after this delay, which slows down password guessing; cut
+/// short by shutdown.
+async fn failed_authentication_delay(broker: &Broker, stop: &mut watch::Receiver<bool>) {
+    let delay = broker.config.connection_failed_authentication_delay_ms;
+    if delay == 0 {
+        return;
+    }
+    tokio::select! {
+        _ = stop.wait_for(|s| *s) => {}
+        _ = tokio::time::sleep(std::time::Duration::from_millis(delay)) => {}
+    }
 }
 
 /// What one request leaves the connection to do.
@@ -101,15 +162,19 @@ enum Step {
     Write(Bytes),
     /// Write nothing (Produce with acks=0), read the next request.
     Silent,
+    /// Write this response frame, then close the connection (failed authentication, after
+    /// `connection.failed.authentication.delay.ms`).
+    WriteThenClose(Bytes),
     /// Close the connection.
     Close,
 }
 
-/// Runs one request frame: decode, dispatch, encode.
+/// Runs one request frame: decode, admit, dispatch, encode.
 async fn step(
     frame: Bytes,
     broker: &Arc<Broker>,
-    peer: SocketAddr,
+    ctx: &mut RequestContext,
+    session: &mut Session,
     stop: &mut watch::Receiver<bool>,
 ) -> Step {
     let out = match codec::decode_request(frame) {
@@ -128,6 +193,14 @@ async fn step(
             let key = ApiKey::try_from(header.request_api_key).unwrap_or(ApiKey::ApiVersions);
             let version = header.request_api_version;
             let corr = header.correlation_id;
+            match session.admit(key, Instant::now()) {
+                Admit::Serve => {}
+                Admit::Sasl => return sasl(broker, ctx, session, &header, *body).await,
+                Admit::Close(why) => {
+                    debug!(api = ?key, why, "request not admitted; closing");
+                    return Step::Close;
+                }
+            }
             let span = tracing::debug_span!(
                 "req",
                 api = ?key,
@@ -142,7 +215,7 @@ async fn step(
             let started = metrics.enabled().then(std::time::Instant::now);
             let outcome = tokio::select! {
                 biased;
-                o = api::dispatch(broker, &header, peer, body).instrument(span) => o,
+                o = api::dispatch(broker, &header, ctx, body).instrument(span) => o,
                 _ = stop.wait_for(|s| *s) => {
                     debug!(corr, "shutdown while the request waits; closing");
                     return Step::Close;
@@ -170,6 +243,57 @@ async fn step(
         }
     };
     match out {
+        Ok(bytes) => Step::Write(bytes),
+        Err(e) => {
+            warn!(error = %e, "response encoding failed; closing");
+            Step::Close
+        }
+    }
+}
+
+/// Runs SaslHandshake or SaslAuthenticate through the connection's session.
+async fn sasl(
+    broker: &Broker,
+    ctx: &mut RequestContext,
+    session: &mut Session,
+    header: &RequestHeader,
+    body: RequestKind,
+) -> Step {
+    let (v, corr) = (header.request_api_version, header.correlation_id);
+    let (key, resp, close) = match body {
+        RequestKind::SaslHandshake(r) => {
+            let (resp, close) = session.handshake(&r, v);
+            debug!(mechanism = %r.mechanism.as_str(), error = resp.error_code, "SaslHandshake");
+            (
+                ApiKey::SaslHandshake,
+                ResponseKind::SaslHandshake(resp),
+                close,
+            )
+        }
+        RequestKind::SaslAuthenticate(r) => {
+            match session
+                .authenticate(&r, v, &broker.credentials, Instant::now())
+                .await
+            {
+                Some((resp, close)) => {
+                    debug!(error = resp.error_code, "SaslAuthenticate");
+                    (
+                        ApiKey::SaslAuthenticate,
+                        ResponseKind::SaslAuthenticate(resp),
+                        close,
+                    )
+                }
+                None => {
+                    debug!("SaslAuthenticate out of turn; closing");
+                    return Step::Close;
+                }
+            }
+        }
+        _ => return Step::Close,
+    };
+    ctx.principal = session.principal().clone();
+    match codec::encode_response(key, v, corr, &resp) {
+        Ok(bytes) if close => Step::WriteThenClose(bytes),
         Ok(bytes) => Step::Write(bytes),
         Err(e) => {
             warn!(error = %e, "response encoding failed; closing");
@@ -246,7 +370,12 @@ mod tests {
         let (_stop, stop_rx) = watch::channel(false);
         let (mut client, server) = tokio::io::duplex(64 * 1024);
         let peer: SocketAddr = "192.0.2.1:50000".parse().unwrap();
-        let served = tokio::spawn(serve(server, peer, broker, stop_rx));
+        let conn = Conn {
+            peer,
+            listener: RequestContext::plaintext(&broker, peer).listener,
+            tls_principal: None,
+        };
+        let served = tokio::spawn(serve(server, conn, broker, stop_rx));
 
         let v = 3;
         let req = ApiVersionsRequest::default()

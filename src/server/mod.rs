@@ -1,9 +1,13 @@
-//! The async shell: the accept loop, connection limit and graceful shutdown.
+//! The async shell: the accept loops of the listeners, the connection limit and graceful
+//! shutdown.
 //!
-//! `run` takes its shutdown trigger from the caller (a signal in `main`, a channel in tests), as
-//! mini-redis does. On shutdown it stops accepting, tells every connection to finish the request
-//! it is serving (a request still waiting, such as a long-poll Fetch or a parked JoinGroup, is
-//! dropped unanswered) and close, and returns once all of them have.
+//! `run_listeners` takes its shutdown trigger from the caller (a signal in `main`, a channel in
+//! tests), as mini-redis does. Each listener accepts on a task of its own and hands its sockets
+//! to the one loop that counts connections (`max.connections` over all listeners) and spawns
+//! them; a TLS listener's connection starts with its handshake. On shutdown it stops accepting,
+//! tells every connection to finish the request it is serving (a request still waiting, such as
+//! a long-poll Fetch or a parked JoinGroup, is dropped unanswered) and close, and returns once
+//! all of them have.
 
 pub mod codec;
 pub mod connection;
@@ -16,34 +20,67 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn, Instrument};
 
 use crate::broker::Broker;
+use crate::security::tls::{self, Tls};
+use crate::security::{Listener, SecurityProtocol};
+use connection::Conn;
 
-/// Serves `listener` until `shutdown` completes, then drains connections.
+/// A bound listener: its socket, what it is, and for TLS listeners the node's TLS
+/// configuration.
+pub struct Bound {
+    pub tcp: TcpListener,
+    pub listener: Arc<Listener>,
+    pub tls: Option<Arc<Tls>>,
+}
+
+/// One accepted socket and the listener it came in on.
+type Accepted = (TcpStream, SocketAddr, Arc<Listener>, Option<Arc<Tls>>);
+
+/// Serves one PLAINTEXT `listener`, advertising the broker's address, until `shutdown`
+/// completes, then drains connections.
 pub async fn run(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Future<Output = ()>) {
+    let local = listener.local_addr().ok();
+    let info = Listener {
+        name: "PLAINTEXT".into(),
+        protocol: SecurityProtocol::Plaintext,
+        bind_host: local.map(|a| a.ip().to_string()).unwrap_or_default(),
+        bind_port: local.map_or(0, |a| a.port()),
+        advertised_host: broker.advertised_host.clone(),
+        advertised_port: broker.advertised_port,
+    };
+    let bound = Bound {
+        tcp: listener,
+        listener: Arc::new(info),
+        tls: None,
+    };
+    run_listeners(vec![bound], broker, shutdown).await;
+}
+
+/// Serves every listener of `bound` until `shutdown` completes, then drains connections.
+pub async fn run_listeners(
+    bound: Vec<Bound>,
+    broker: Arc<Broker>,
+    shutdown: impl Future<Output = ()>,
+) {
     let limit = Arc::new(Semaphore::new(broker.config.max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (accepted_tx, mut accepted) = mpsc::channel::<Accepted>(64);
+    let mut accepting = JoinSet::new();
+    for b in bound {
+        accepting.spawn(accept_loop(b, accepted_tx.clone()));
+    }
+    drop(accepted_tx);
     let mut conns = JoinSet::new();
     let next_id = AtomicU64::new(1);
     tokio::pin!(shutdown);
-    let mut backoff = Duration::from_millis(10);
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(x) => { backoff = Duration::from_millis(10); x }
-                    Err(e) => {
-                        // Out of file descriptors and the like: back off rather than spin.
-                        warn!(error = %e, "accept failed");
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(1));
-                        continue;
-                    }
-                };
+            Some((stream, peer, listener, tls)) = accepted.recv() => {
                 let Ok(permit) = limit.clone().try_acquire_owned() else {
                     debug!(%peer, "max.connections reached; closing new connection");
                     drop(stream);
@@ -52,12 +89,16 @@ pub async fn run(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Futu
                 let id = next_id.fetch_add(1, Ordering::Relaxed);
                 let broker = broker.clone();
                 let stop = stop_rx.clone();
-                let span = tracing::debug_span!("conn", %peer, conn = id);
+                let span = tracing::debug_span!("conn", %peer, conn = id, listener = %listener.name);
                 conns.spawn(async move {
                     let metrics = crate::observe::metrics();
                     metrics.connection_opened();
                     if let Some(peer) = tcp_ready(&stream) {
-                        connection::serve(stream, peer, broker, stop).await;
+                        let conn = Conn { peer, listener, tls_principal: None };
+                        match tls {
+                            None => connection::serve(stream, conn, broker, stop).await,
+                            Some(tls) => serve_tls(stream, conn, &tls, broker, stop).await,
+                        }
                     }
                     metrics.connection_closed();
                     drop(permit);
@@ -68,10 +109,70 @@ pub async fn run(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Futu
         }
     }
     info!(open = conns.len(), "shutting down: no longer accepting");
-    drop(listener);
+    accepting.abort_all();
+    while accepting.join_next().await.is_some() {}
     let _ = stop_tx.send(true);
     while conns.join_next().await.is_some() {}
     info!("all connections closed");
+}
+
+/// Accepts on one listener and hands the sockets over until the receiver is gone.
+async fn accept_loop(b: Bound, out: mpsc::Sender<Accepted>) {
+    let mut backoff = Duration::from_millis(10);
+    loop {
+        let (stream, peer) = match b.tcp.accept().await {
+            Ok(x) => {
+                backoff = Duration::from_millis(10);
+                x
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off rather than spin.
+                warn!(error = %e, listener = %b.listener.name, "accept failed");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        if out
+            .send((stream, peer, b.listener.clone(), b.tls.clone()))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// A TLS connection: the handshake (bounded by `connections.max.idle.ms`, abandoned on
+/// shutdown), then the connection served over the TLS stream with the client certificate's
+/// principal. A failed handshake (plaintext to a TLS listener, a bad certificate) closes it.
+async fn serve_tls(
+    stream: TcpStream,
+    mut conn: Conn,
+    tls: &Tls,
+    broker: Arc<Broker>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
+    let handshake = tokio::time::timeout(idle, tls.acceptor().accept(stream));
+    let stream = tokio::select! {
+        _ = stop.wait_for(|s| *s) => return,
+        r = handshake => match r {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                debug!(error = %e, "TLS handshake failed; closing");
+                return;
+            }
+            Err(_) => {
+                debug!("TLS handshake timed out; closing");
+                return;
+            }
+        },
+    };
+    let principal = tls::principal(stream.get_ref().1);
+    debug!(%principal, "TLS established");
+    conn.tls_principal = Some(principal);
+    connection::serve(stream, conn, broker, stop).await;
 }
 
 /// An accepted socket's peer address (`None`, and the socket is closed, when the peer is

@@ -5,6 +5,7 @@
 use bytes::Bytes;
 
 use crate::metadata::topic_config::TopicConfigs;
+use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::vocab::reader::{ReadError, Reader};
 use crate::vocab::{
     ClassicMemberMetadata, ConsumerGroupRecord, ConsumerMember, ConsumerMemberState, Generation,
@@ -302,6 +303,56 @@ pub fn decode_topic(value: &[u8]) -> Result<(i32, TopicConfigs), DecodeError> {
         return Err(err(format!("{WHAT}: partition count {n}")));
     }
     Ok((n, configs))
+}
+
+/// The key of a SCRAM credential: the mechanism's code, then the user name.
+pub fn credential_key(user: &str, mechanism: ScramMechanism) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + user.len());
+    k.push(mechanism.code() as u8);
+    k.extend_from_slice(user.as_bytes());
+    k
+}
+
+/// The user and mechanism of a credential key.
+pub fn decode_credential_key(key: &[u8]) -> Result<(String, ScramMechanism), DecodeError> {
+    let (&code, user) = key
+        .split_first()
+        .ok_or_else(|| err("credential key: empty"))?;
+    let mechanism = ScramMechanism::from_code(code as i8)
+        .ok_or_else(|| err(format!("credential key: unknown mechanism {code}")))?;
+    let user = std::str::from_utf8(user).map_err(|_| err("credential key: user not UTF-8"))?;
+    Ok((user.to_owned(), mechanism))
+}
+
+/// A SCRAM credential: version, iterations, salt, stored key, server key.
+pub fn encode_credential(c: &ScramCredential) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(V1);
+    w.u32(c.iterations);
+    w.bytes(&c.salt);
+    w.bytes(&c.stored_key);
+    w.bytes(&c.server_key);
+    w.0
+}
+
+pub fn decode_credential(value: &[u8]) -> Result<ScramCredential, DecodeError> {
+    const WHAT: &str = "credential value";
+    let mut r = Reader::new(value);
+    let version = r.u8(WHAT)?;
+    if version != V1 {
+        return Err(err(format!("{WHAT}: unknown format version {version}")));
+    }
+    let iterations = r.u32(WHAT)?;
+    let salt = r.bytes_u32(WHAT)?.to_vec();
+    let stored_key = r.bytes_u32(WHAT)?.to_vec();
+    let server_key = r.bytes_u32(WHAT)?.to_vec();
+    end(&r, WHAT)?;
+    Ok(ScramCredential {
+        salt,
+        stored_key,
+        server_key,
+        iterations,
+    })
 }
 
 /// The key of one consumer-group member: group, member id (a group's members are contiguous).

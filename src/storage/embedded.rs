@@ -20,6 +20,7 @@ use redb::{
 
 use super::codec;
 use super::{LoadedConsumerGroup, LoadedGroup, Mutation, Store, StoreError, StoredTopic};
+use crate::security::credentials::CredentialChange;
 use crate::vocab::GroupId;
 
 const OFFSETS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("offsets");
@@ -30,6 +31,9 @@ const META: TableDefinition<&str, u32> = TableDefinition::new("meta");
 /// group and member id. Tables added to format 1: a file without them gets them when opened.
 const CONSUMER_GROUPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("consumer_groups");
 const CONSUMER_MEMBERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("consumer_members");
+/// SCRAM credentials: key the mechanism's code and the user name, value the credential. Added
+/// to format 1 like the consumer-group tables.
+const CREDENTIALS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("scram_credentials");
 
 /// The layout version this build writes and reads.
 const FORMAT: u32 = 1;
@@ -128,7 +132,14 @@ impl EmbeddedStore {
                     ))
                 }
             }
-            for table in [OFFSETS, GROUPS, TOPICS, CONSUMER_GROUPS, CONSUMER_MEMBERS] {
+            for table in [
+                OFFSETS,
+                GROUPS,
+                TOPICS,
+                CONSUMER_GROUPS,
+                CONSUMER_MEMBERS,
+                CREDENTIALS,
+            ] {
                 tx.open_table(table).map_err(|e| e.to_string())?;
             }
         }
@@ -167,6 +178,7 @@ impl EmbeddedStore {
         let mut topics = tx.open_table(TOPICS)?;
         let mut consumer_groups = tx.open_table(CONSUMER_GROUPS)?;
         let mut consumer_members = tx.open_table(CONSUMER_MEMBERS)?;
+        let mut credentials = tx.open_table(CREDENTIALS)?;
         for m in batch {
             match m {
                 Mutation::PutOffset { group, tp, offset } => {
@@ -221,6 +233,18 @@ impl EmbeddedStore {
                 }
                 Mutation::DeleteTopic { name } => {
                     topics.remove(name.as_bytes())?;
+                }
+                Mutation::Credential(CredentialChange::Put {
+                    user,
+                    mechanism,
+                    credential,
+                }) => {
+                    let key = codec::credential_key(user, *mechanism);
+                    let value = codec::encode_credential(credential);
+                    credentials.insert(key.as_slice(), value.as_slice())?;
+                }
+                Mutation::Credential(CredentialChange::Delete { user, mechanism }) => {
+                    credentials.remove(codec::credential_key(user, *mechanism).as_slice())?;
                 }
             }
         }
@@ -339,6 +363,21 @@ impl Store for EmbeddedStore {
             let (partitions, configs) = codec::decode_topic(v.value())
                 .map_err(|e| self.corrupt(format!("topic {name}: {e}")))?;
             out.push((name, partitions, configs));
+        }
+        Ok(out)
+    }
+
+    fn load_credentials(&self) -> Result<Vec<super::StoredCredential>, StoreError> {
+        let tx = self.read()?;
+        let table = tx.open_table(CREDENTIALS).map_err(|e| self.corrupt(e))?;
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(|e| self.corrupt(e))? {
+            let (k, v) = entry.map_err(|e| self.corrupt(e))?;
+            let (user, mechanism) =
+                codec::decode_credential_key(k.value()).map_err(|e| self.corrupt(e.to_string()))?;
+            let credential = codec::decode_credential(v.value())
+                .map_err(|e| self.corrupt(format!("credential of {user}: {e}")))?;
+            out.push((user, mechanism, credential));
         }
         Ok(out)
     }

@@ -1,6 +1,7 @@
 //! A [`Store`] in memory, for tests: same semantics as the embedded store, and writes can be
 //! made to fail.
 
+use crate::security::credentials::CredentialChange;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -17,6 +18,10 @@ struct Data {
     consumer_groups: BTreeMap<GroupId, ConsumerGroupRecord>,
     consumer_members: BTreeMap<(GroupId, MemberId), ConsumerMember>,
     offsets: BTreeMap<(GroupId, TopicPartition), OffsetAndMetadata>,
+    credentials: BTreeMap<
+        (String, crate::security::scram::ScramMechanism),
+        crate::security::scram::ScramCredential,
+    >,
 }
 
 impl Data {
@@ -91,6 +96,17 @@ impl Store for MemoryStore {
                 Mutation::DeleteTopic { name } => {
                     d.topics.remove(name);
                 }
+                Mutation::Credential(CredentialChange::Put {
+                    user,
+                    mechanism,
+                    credential,
+                }) => {
+                    d.credentials
+                        .insert((user.clone(), *mechanism), credential.clone());
+                }
+                Mutation::Credential(CredentialChange::Delete { user, mechanism }) => {
+                    d.credentials.remove(&(user.clone(), *mechanism));
+                }
             }
         }
         Ok(())
@@ -106,6 +122,15 @@ impl Store for MemoryStore {
             .topics
             .iter()
             .map(|(n, (p, c))| (n.clone(), *p, c.clone()))
+            .collect())
+    }
+
+    fn load_credentials(&self) -> Result<Vec<super::StoredCredential>, StoreError> {
+        Ok(self
+            .data()
+            .credentials
+            .iter()
+            .map(|((u, m), c)| (u.clone(), *m, c.clone()))
             .collect())
     }
 

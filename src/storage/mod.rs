@@ -106,7 +106,17 @@ pub enum Mutation {
     DeleteTopic {
         name: String,
     },
+    /// A SCRAM user's credential for one mechanism (AlterUserScramCredentials), or its
+    /// deletion.
+    Credential(crate::security::credentials::CredentialChange),
 }
+
+/// A stored SCRAM credential: user, mechanism, credential.
+pub type StoredCredential = (
+    String,
+    crate::security::scram::ScramMechanism,
+    crate::security::scram::ScramCredential,
+);
 
 /// A topic as stored: name, partition count, explicitly set configs.
 pub type StoredTopic = (String, i32, TopicConfigs);
@@ -149,6 +159,11 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     /// [`StoreError::Corrupt`] naming what cannot be read.
     fn load_groups(&self) -> Result<Vec<LoadedGroup>, StoreError>;
+    /// Every stored SCRAM credential.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] naming what cannot be read.
+    fn load_credentials(&self) -> Result<Vec<StoredCredential>, StoreError>;
 }
 
 /// `offsets.commit.sync`: whether a write is on disk before it is acknowledged.

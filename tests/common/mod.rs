@@ -110,7 +110,18 @@ impl Koord {
         self.child.is_some()
     }
 
+    /// A koord process whose settings depend on the address it is started on (`--listen`),
+    /// for a test that configures `listeners` itself, the first of them on that address.
+    pub fn spawn_with(sets_for: impl Fn(SocketAddr) -> Vec<String>) -> Koord {
+        Koord::spawn_sets(&|addr| sets_for(addr))
+    }
+
     fn spawn(sets: &[&str]) -> Koord {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        Koord::spawn_sets(&|_| sets.clone())
+    }
+
+    fn spawn_sets(sets_for: &dyn Fn(SocketAddr) -> Vec<String>) -> Koord {
         let data_dir = std::env::temp_dir().join(unique("koord-wire"));
         std::fs::create_dir_all(&data_dir).expect("create the data dir");
         let log = data_dir.join("koord.log");
@@ -119,7 +130,7 @@ impl Koord {
         for _ in 0..5 {
             let port = free_port();
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            let sets = sets_for(addr);
             let child = launch(
                 addr,
                 &data_dir,

@@ -1,0 +1,82 @@
+//! Security: listeners per security protocol, TLS, SASL authentication and the credentials it
+//! checks against.
+//!
+//! - [`listener`]: Kafka's `listeners` / `advertised.listeners` /
+//!   `listener.security.protocol.map`, resolved into the [`Listener`]s koord binds.
+//! - [`tls`]: rustls server configurations from PEM files, client certificates
+//!   (`ssl.client.auth`) and reload on SIGHUP.
+//! - [`scram`]: the SCRAM-SHA-256/512 server exchange (RFC 5802/7677) and stored credentials.
+//! - [`plain`]: the PLAIN mechanism's token (RFC 4616).
+//! - [`credentials`]: the SCRAM users, loaded from the store and changed by
+//!   AlterUserScramCredentials; PLAIN passwords are checked against them too.
+//! - [`session`]: one connection's authentication state: what may be served before
+//!   authentication, SaslHandshake / SaslAuthenticate, re-authentication (KIP-368).
+//!
+//! Every request is dispatched with the connection's [`Principal`], so an authorizer can be a
+//! layer over dispatch.
+
+pub mod credentials;
+pub mod listener;
+pub mod plain;
+pub mod scram;
+pub mod session;
+pub mod tls;
+
+pub use credentials::Credentials;
+pub use listener::{Listener, SecurityProtocol};
+
+use std::fmt;
+
+/// Who a connection authenticated as: Kafka's `KafkaPrincipal` of type `User`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Principal {
+    /// The user name: a SASL user, a certificate's subject, or `ANONYMOUS`.
+    pub name: String,
+}
+
+impl Principal {
+    /// The principal of an unauthenticated connection (PLAINTEXT, SSL without a client
+    /// certificate), as Kafka names it.
+    pub fn anonymous() -> Principal {
+        Principal::user("ANONYMOUS")
+    }
+
+    pub fn user(name: impl Into<String>) -> Principal {
+        Principal { name: name.into() }
+    }
+}
+
+impl fmt::Display for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "User:{}", self.name)
+    }
+}
+
+/// A SASL mechanism koord serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SaslMechanism {
+    Plain,
+    Scram(scram::ScramMechanism),
+}
+
+impl SaslMechanism {
+    /// Every mechanism koord serves, in the order of `sasl.enabled.mechanisms`' default.
+    pub const ALL: [SaslMechanism; 3] = [
+        SaslMechanism::Scram(scram::ScramMechanism::Sha512),
+        SaslMechanism::Scram(scram::ScramMechanism::Sha256),
+        SaslMechanism::Plain,
+    ];
+
+    /// The mechanism's IANA name, as SaslHandshake carries it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::Scram(m) => m.name(),
+        }
+    }
+
+    /// The mechanism named `name` (exactly, as Kafka compares them).
+    pub fn parse(name: &str) -> Option<SaslMechanism> {
+        SaslMechanism::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
