@@ -41,6 +41,9 @@
 //! - [`observe`]: the metrics registry (Prometheus text at `/metrics`), the groups' status
 //!   snapshots and rebalance history, and the HTTP listener (`http.listen`) serving them with
 //!   `/healthz`, `/readyz` and a self-refreshing status page.
+//! - [`txn`]: the PURE transaction coordinator (no tokio, no clock, no I/O): transactional ids,
+//!   producer epochs and fencing, the transaction states and timeouts; its inputs take `now` and
+//!   return the records to persist and the markers to write.
 //! - [`svg`]: the SVG pieces the simulator's timeline and the status page share.
 
 pub mod api;
@@ -57,4 +60,5 @@ pub mod server;
 pub mod simulate;
 pub mod storage;
 pub mod svg;
+pub mod txn;
 pub mod vocab;
