@@ -16,6 +16,7 @@ use crate::log::Logs;
 use crate::metadata::topic_config::{LogSettings, TopicConfigs};
 use crate::metadata::{CreateError, Topic, Topics};
 use crate::storage::{EmbeddedStore, Mutation, Storage, Store, StoreError};
+use crate::transactions::Transactions;
 
 /// File under the data dir that keeps the generated cluster id.
 const CLUSTER_ID_FILE: &str = "cluster.id";
@@ -34,6 +35,8 @@ pub struct Broker {
     pub producer_ids: ProducerIds,
     /// The group directory: every consumer group and its offsets.
     pub coordinator: Arc<Coordinator>,
+    /// The transaction coordinator: every transactional id's state.
+    pub txns: Transactions,
     /// The durable store under the data dir (read at start-up; written through `storage`).
     store: Arc<EmbeddedStore>,
     /// The node's storage task: every durable write goes through it.
@@ -144,8 +147,10 @@ impl Broker {
             storage.clone(),
             true,
         );
+        let txns = Transactions::new(config.transaction_max_timeout_ms, storage.clone());
         Ok(Broker {
             config,
+            txns,
             cluster_id,
             topics,
             advertised_host,
@@ -170,12 +175,13 @@ impl Broker {
         let store = self.store.clone();
         let coordinator = self.coordinator.clone();
         let started = std::time::Instant::now();
-        tokio::task::spawn_blocking(move || -> Result<(), StoreError> {
+        let txns = tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
             coordinator.load(store.load_groups()?);
-            Ok(())
+            store.load_txns()
         })
         .await
         .map_err(|e| StoreError::Io(format!("loading groups: {e}")))??;
+        self.txns.load(self, txns);
         tracing::info!(
             elapsed_ms = started.elapsed().as_millis() as u64,
             "store loaded"
@@ -190,6 +196,7 @@ impl Broker {
     pub fn load_groups_blocking(&self) -> Result<(), StoreError> {
         let groups = self.store.load_groups()?;
         self.coordinator.load(groups);
+        self.txns.load(self, self.store.load_txns()?);
         Ok(())
     }
 

@@ -44,6 +44,9 @@
 //! - [`txn`]: the PURE transaction coordinator (no tokio, no clock, no I/O): transactional ids,
 //!   producer epochs and fencing, the transaction states and timeouts; its inputs take `now` and
 //!   return the records to persist and the markers to write.
+//! - [`transactions`]: the transaction coordinator's shell: the pure core behind a lock, its
+//!   records made durable before any answer, its markers written into the partition logs, and
+//!   the timers that abort timed-out transactions and forget expired ids.
 //! - [`svg`]: the SVG pieces the simulator's timeline and the status page share.
 
 pub mod api;
@@ -60,5 +63,6 @@ pub mod server;
 pub mod simulate;
 pub mod storage;
 pub mod svg;
+pub mod transactions;
 pub mod txn;
 pub mod vocab;

@@ -3,6 +3,8 @@
 //! version-gated fields only where that version carries them. [`SUPPORTED`] is the table of
 //! served APIs and versions, and [`dispatch`] runs a decoded request through its module.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod consumer_group_describe;
@@ -15,6 +17,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -33,6 +36,7 @@ pub mod produce;
 mod reply;
 pub mod sync_group;
 mod table;
+mod txn_errors;
 
 pub use table::{dispatch, is_supported, supported, Outcome, Supported, SUPPORTED};
 

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use super::{LoadedConsumerGroup, LoadedGroup, Mutation, Store, StoreError, StoredTopic};
 use crate::metadata::topic_config::TopicConfigs;
 use crate::vocab::{ConsumerGroupRecord, ConsumerMember, GroupId, GroupMetadataRecord, MemberId};
-use crate::vocab::{OffsetAndMetadata, TopicPartition};
+use crate::vocab::{OffsetAndMetadata, TopicPartition, TxnRecord};
 
 #[derive(Debug, Default)]
 struct Data {
@@ -17,6 +17,7 @@ struct Data {
     consumer_groups: BTreeMap<GroupId, ConsumerGroupRecord>,
     consumer_members: BTreeMap<(GroupId, MemberId), ConsumerMember>,
     offsets: BTreeMap<(GroupId, TopicPartition), OffsetAndMetadata>,
+    txns: BTreeMap<String, TxnRecord>,
 }
 
 impl Data {
@@ -91,6 +92,13 @@ impl Store for MemoryStore {
                 Mutation::DeleteTopic { name } => {
                     d.topics.remove(name);
                 }
+                Mutation::PutTxn(record) => {
+                    d.txns
+                        .insert(record.transactional_id.clone(), (**record).clone());
+                }
+                Mutation::DeleteTxn { transactional_id } => {
+                    d.txns.remove(transactional_id);
+                }
             }
         }
         Ok(())
@@ -158,5 +166,9 @@ impl Store for MemoryStore {
                 .push((tp.clone(), o.clone()));
         }
         Ok(out.into_values().collect())
+    }
+
+    fn load_txns(&self) -> Result<Vec<TxnRecord>, StoreError> {
+        Ok(self.data().txns.values().cloned().collect())
     }
 }
