@@ -99,6 +99,21 @@ impl Transactions {
         rx.await.unwrap_or(Err(StoreError::Closed))
     }
 
+    /// Waits for the write of `written`; if the store refused it, the id goes back to
+    /// `previous` ([`TxnCoordinator::revert`]).
+    async fn durable_or_revert(
+        &self,
+        rx: oneshot::Receiver<Result<(), StoreError>>,
+        written: Option<TxnRecord>,
+        previous: Option<TxnRecord>,
+    ) -> Result<(), ShellError> {
+        let result = Self::durable(rx).await;
+        if let (Err(_), Some(written)) = (&result, &written) {
+            self.core().revert(written, previous);
+        }
+        Ok(result?)
+    }
+
     /// Takes the stored transactional ids over and finishes every transaction found ending
     /// (their completion records are queued, not awaited).
     pub fn load(&self, broker: &Broker, records: Vec<TxnRecord>) {
@@ -165,13 +180,18 @@ impl Transactions {
         producer: ProducerIdAndEpoch,
         partitions: &[TopicPartition],
     ) -> Result<(), ShellError> {
-        let rx = {
+        let (rx, written, previous) = {
             let mut core = self.serving()?;
+            let previous = core.get(transactional_id).cloned();
             let record =
                 core.add_partitions(transactional_id, producer, partitions, wall_clock())?;
-            self.submit(record.into_iter().map(put).collect())
+            (
+                self.submit(record.iter().cloned().map(put).collect()),
+                record,
+                previous,
+            )
         };
-        Ok(Self::durable(rx).await?)
+        self.durable_or_revert(rx, written, previous).await
     }
 
     /// AddOffsetsToTxn.
@@ -184,12 +204,17 @@ impl Transactions {
         producer: ProducerIdAndEpoch,
         group: &str,
     ) -> Result<(), ShellError> {
-        let rx = {
+        let (rx, written, previous) = {
             let mut core = self.serving()?;
+            let previous = core.get(transactional_id).cloned();
             let record = core.add_offsets(transactional_id, producer, group, wall_clock())?;
-            self.submit(record.into_iter().map(put).collect())
+            (
+                self.submit(record.iter().cloned().map(put).collect()),
+                record,
+                previous,
+            )
         };
-        Ok(Self::durable(rx).await?)
+        self.durable_or_revert(rx, written, previous).await
     }
 
     /// Whether the producer may write transactional records to `member` now.
@@ -216,16 +241,21 @@ impl Transactions {
         producer: ProducerIdAndEpoch,
         commit: bool,
     ) -> Result<(), ShellError> {
-        let (rx, outcome) = {
+        let (rx, outcome, previous) = {
             let mut core = self.serving()?;
+            let previous = core.get(transactional_id).cloned();
             let outcome = core.end_txn(transactional_id, producer, commit, wall_clock())?;
             let batch = match &outcome {
                 End::AlreadyDone => Vec::new(),
                 End::Prepared(e) => vec![put(e.record.clone())],
             };
-            (self.submit(batch), outcome)
+            (self.submit(batch), outcome, previous)
         };
-        Self::durable(rx).await?;
+        let written = match &outcome {
+            End::AlreadyDone => None,
+            End::Prepared(e) => Some(e.record.clone()),
+        };
+        self.durable_or_revert(rx, written, previous).await?;
         if let End::Prepared(e) = outcome {
             self.finish(broker, &e.markers).await;
         }

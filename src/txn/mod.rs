@@ -30,7 +30,7 @@
 //!
 //! A transition is applied at once; the shell persists its record before it replies, and every
 //! reply goes through the same ordered store queue, so no answer depends on a state that is not
-//! durable yet.
+//! durable yet. A record the store refuses is taken back ([`TxnCoordinator::revert`]).
 
 #[cfg(test)]
 mod tests;
@@ -398,6 +398,24 @@ impl TxnCoordinator {
                 Err(TxnError::ConcurrentTransactions)
             }
             _ => Err(TxnError::InvalidTxnState),
+        }
+    }
+
+    /// A record the store refused: the id goes back to `previous` (absent: forgotten), unless
+    /// it changed again since `written`, so that memory never holds what the store does not
+    /// and the client, told NOT_COORDINATOR, retries from the stored state.
+    pub fn revert(&mut self, written: &TxnRecord, previous: Option<TxnRecord>) {
+        let id = &written.transactional_id;
+        if self.txns.get(id) != Some(written) {
+            return;
+        }
+        match previous {
+            Some(p) => {
+                self.txns.insert(id.clone(), p);
+            }
+            None => {
+                self.txns.remove(id);
+            }
         }
     }
 

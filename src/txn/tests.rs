@@ -516,3 +516,30 @@ fn load_returns_the_markers_of_preparing_transactions_and_keeps_ongoing_ones() {
     );
     assert_eq!(loaded.get("open").unwrap().state, TxnState::Ongoing);
 }
+
+#[test]
+fn revert_restores_the_previous_state_unless_it_changed_again() {
+    let mut c = Ctx::new();
+    let p = c.init("tx");
+    let before = c.txn.get("tx").cloned();
+    let added = c
+        .txn
+        .add_partitions("tx", p, &[tp("a", 0)], c.now)
+        .unwrap()
+        .unwrap();
+    c.txn.revert(&added, before.clone());
+    assert_eq!(c.txn.get("tx"), before.as_ref(), "back to Empty");
+    // A retry after the failed write adds the partition again (not "already added").
+    c.sleep(1);
+    let again = c.txn.add_partitions("tx", p, &[tp("a", 0)], c.now).unwrap();
+    assert!(again.is_some());
+    // A revert of an older write changes nothing once the state moved on.
+    c.txn.revert(&added, before);
+    assert_eq!(c.state("tx"), TxnState::Ongoing);
+    // A new id whose first record failed is forgotten.
+    let Ok(Init::Ready(fresh)) = c.init_with("new", 60_000, None) else {
+        panic!()
+    };
+    c.txn.revert(&fresh, None);
+    assert!(c.txn.get("new").is_none());
+}
