@@ -290,6 +290,23 @@ fn produce_to_a_partition_not_in_the_transaction_is_refused() {
         add_partitions(&mut c, 3, &id, p, &missing, &[0]),
         vec![Some(ResponseError::UnknownTopicOrPartition)]
     );
+    // A partition the topic lacks fails, and the others are not attempted.
+    let mut answers = add_partitions(&mut c, 3, &id, p, &topic, &[0, 5, -1]);
+    answers.sort_by_key(|e| e.map(|e| e.code()));
+    assert_eq!(
+        answers,
+        vec![
+            Some(ResponseError::UnknownTopicOrPartition),
+            Some(ResponseError::UnknownTopicOrPartition),
+            Some(ResponseError::OperationNotAttempted),
+        ]
+    );
+    let r = produce(&mut c, 9, &id, &topic, 0, txn_batch(p, 0, &["a"]));
+    assert_eq!(
+        err(r.error_code),
+        Some(ResponseError::InvalidTxnState),
+        "still not added"
+    );
     // Another producer id for the transactional id.
     assert_eq!(
         add_partitions(&mut c, 3, &id, (p.0 + 1_000_000, 0), &topic, &[0]),
