@@ -3,6 +3,7 @@ every other transaction and aborts the rest; read_committed consumers (Java, con
 read exactly the committed records, in order, partition by partition.
 
 Transaction t writes "t:0".."t:PER_TXN-1", record i to partition i % PARTITIONS; even t commit.
+And koord killed with -9 mid-transaction: the transactional id is back after the restart.
 """
 
 import time
@@ -101,3 +102,51 @@ def test_confluent_transactional_producer_is_read_exactly_by_read_committed_cons
     produce_confluent(k.bootstrap, "tx-confluent")
     check(consume_confluent(k.bootstrap), "confluent-kafka consumer")
     check(consume_java(k.bootstrap), "java consumer")
+
+
+def test_after_kill_9_a_new_producer_fences_the_old_one_and_commits(koord):
+    """koord killed with -9 while a transaction is open: the transactional id's state is back
+    after the restart, so a new producer with the same transactional.id aborts the open
+    transaction and fences the old producer, whose commit then fails. (The partition logs are
+    memory-only: records written before the crash are gone; tests/transactions.rs checks the
+    stored producer id and epoch on the wire.)"""
+    from confluent_kafka import KafkaException
+
+    k = koord(f"topics={TOPIC}:{PARTITIONS}")
+    conf = {"bootstrap.servers": k.bootstrap, "transactional.id": "tx-crash"}
+    old = Producer(conf)
+    old.init_transactions(30)
+    old.begin_transaction()
+    old.produce(TOPIC, value="before", partition=0)
+    old.commit_transaction(30)
+    old.begin_transaction()
+    old.produce(TOPIC, value="open", partition=0)
+    assert old.flush(30) == 0
+    k.proc.kill()
+    k.proc.wait()
+    k.start(port=k.port)
+
+    new = Producer(conf)
+    new.init_transactions(30)
+    new.begin_transaction()
+    new.produce(TOPIC, value="after", partition=0)
+    new.commit_transaction(30)
+    try:
+        old.commit_transaction(15)
+        raise AssertionError("the old producer's commit succeeded after it was fenced")
+    except KafkaException as e:
+        # Fenced by the stored epoch's bump; a lost state would give the new producer a new
+        # producer id instead, and the old one INVALID_PRODUCER_ID_MAPPING (abortable).
+        assert e.args[0].fatal(), e
+        assert e.args[0].code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                    KafkaError.INVALID_PRODUCER_EPOCH), e
+    c = Consumer({"bootstrap.servers": k.bootstrap, "group.id": "unused-assign-only",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        c.assign([CkTopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
+        values, deadline = [], time.monotonic() + DEADLINE
+        while "after" not in values and time.monotonic() < deadline:
+            values += [m.value().decode() for m in c.consume(100, timeout=0.5) if not m.error()]
+        assert values == ["after"], values
+    finally:
+        c.close()
