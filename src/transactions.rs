@@ -386,3 +386,43 @@ pub fn spawn_timers(broker: &std::sync::Arc<Broker>) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::storage::{MemoryStore, Store};
+    use crate::vocab::TxnState;
+
+    #[tokio::test]
+    async fn a_refused_write_answers_with_the_store_error_and_is_taken_back() {
+        let broker = crate::api::testing::broker();
+        let store = Arc::new(MemoryStore::default());
+        let txns = Transactions::new(900_000, Storage::inline(store.clone()));
+        let init = InitProducer {
+            transactional_id: "tx".into(),
+            timeout_ms: 60_000,
+            expected: None,
+        };
+        assert_eq!(
+            txns.init_producer(&broker, &init).await,
+            Err(ShellError::Loading),
+            "nothing is served before the load"
+        );
+        txns.load(&broker, Vec::new());
+        let p = txns.init_producer(&broker, &init).await.unwrap();
+        let tp = [TopicPartition::new("t", 0)];
+        store.fail_writes(true);
+        assert!(matches!(
+            txns.add_partitions("tx", p, &tp).await,
+            Err(ShellError::Store(_))
+        ));
+        assert_eq!(txns.core().get("tx").unwrap().state, TxnState::Empty);
+        store.fail_writes(false);
+        txns.add_partitions("tx", p, &tp).await.unwrap();
+        let stored = store.load_txns().unwrap();
+        assert_eq!(stored[0].state, TxnState::Ongoing);
+        assert_eq!(stored[0].partitions.len(), 1, "the retry is stored");
+    }
+}
