@@ -15,7 +15,8 @@
 # interval and at most 5 members a group (classic groups keep group.max.size's default), and the
 # target assignment computed in the heartbeat that changes the group, as koord does (Kafka 4.4
 # by default computes it at most once a second, on a background thread: a member's first
-# heartbeat then gets an empty assignment).
+# heartbeat then gets an empty assignment). Timed-out transactions are aborted within a second
+# (tests/transactions.rs starts koord with the same value; Kafka's default checks every 10 s).
 #
 # KAFKA_SECURITY=sasl: also a SASL_PLAINTEXT and a SASL_SSL listener (PLAIN, SCRAM-SHA-256 and
 # SCRAM-SHA-512; the user alice/alice-secret for all three; a CA and a certificate for 127.0.0.1
@@ -162,6 +163,7 @@ group.consumer.heartbeat.interval.ms=1000
 group.consumer.max.size=5
 group.consumer.assignment.interval.ms=0
 group.consumer.assignor.offload.enable=false
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 PROPS
   if [ "${KAFKA_SECURITY:-}" = sasl ]; then
     {

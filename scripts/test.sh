@@ -291,10 +291,11 @@ kafka_conformance() {
     # step() runs this in a subshell: stop the broker whenever it exits, failed or not.
     trap 'scripts/kafka.sh stop' EXIT
     echo "Kafka 4.4 at $bootstrap"
-    KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test wire --test groups
     say "SASL handshake, authentication and SCRAM users against Kafka 4.4 (tests/security.rs)"
     KOORD_BOOTSTRAP="$bootstrap" KOORD_SASL_BOOTSTRAP="$(cat .build/kafka/bootstrap.sasl_plaintext)" \
         cargo test --release --workspace --test security
+    KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test wire --test groups \
+        --test transactions
     # What koord does not do yet is #[ignore]d for koord and still proven against Kafka here.
     KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test consumer_groups -- \
         --include-ignored

@@ -19,6 +19,7 @@ use crate::security::credentials::CredentialChange;
 use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::security::Credentials;
 use crate::storage::{EmbeddedStore, Mutation, Storage, Store, StoreError};
+use crate::transactions::Transactions;
 
 /// Iterations of the bootstrap admin's credentials (Kafka's default for kafka-configs).
 const ADMIN_ITERATIONS: u32 = 8192;
@@ -72,6 +73,8 @@ pub struct Broker {
     pub coordinator: Arc<Coordinator>,
     /// The SCRAM users (SASL authentication), as stored.
     pub credentials: Arc<Credentials>,
+    /// The transaction coordinator: every transactional id's state.
+    pub txns: Transactions,
     /// The durable store under the data dir (read at start-up; written through `storage`).
     store: Arc<EmbeddedStore>,
     /// The node's storage task: every durable write goes through it.
@@ -186,8 +189,10 @@ impl Broker {
             storage.clone(),
             true,
         );
+        let txns = Transactions::new(config.transaction_max_timeout_ms, storage.clone());
         Ok(Broker {
             config,
+            txns,
             cluster_id,
             topics,
             advertised_host,
@@ -213,12 +218,13 @@ impl Broker {
         let store = self.store.clone();
         let coordinator = self.coordinator.clone();
         let started = std::time::Instant::now();
-        tokio::task::spawn_blocking(move || -> Result<(), StoreError> {
+        let txns = tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
             coordinator.load(store.load_groups()?);
-            Ok(())
+            store.load_txns()
         })
         .await
         .map_err(|e| StoreError::Io(format!("loading groups: {e}")))??;
+        self.txns.load(self, txns);
         tracing::info!(
             elapsed_ms = started.elapsed().as_millis() as u64,
             "store loaded"
@@ -233,6 +239,7 @@ impl Broker {
     pub fn load_groups_blocking(&self) -> Result<(), StoreError> {
         let groups = self.store.load_groups()?;
         self.coordinator.load(groups);
+        self.txns.load(self, self.store.load_txns()?);
         Ok(())
     }
 

@@ -112,6 +112,14 @@ pub struct Config {
     pub offsets_retention_minutes: u64,
     /// How often offsets are checked for expiry.
     pub offsets_retention_check_interval_ms: u64,
+    /// Longest transaction timeout InitProducerId accepts.
+    pub transaction_max_timeout_ms: i32,
+    /// How often open transactions are checked against their timeouts.
+    pub transaction_abort_check_interval_ms: u64,
+    /// An idle transactional id is forgotten this long after its last change.
+    pub transactional_id_expiration_ms: u64,
+    /// How often idle transactional ids are checked for expiry.
+    pub transaction_expire_check_interval_ms: u64,
     /// Longest commit metadata accepted (in Java string length, UTF-16 units).
     pub offset_metadata_max_bytes: usize,
     /// Who assigns `consumer` groups by default: `client` (the leader, as in Kafka) or a
@@ -181,6 +189,10 @@ impl Default for Config {
             group_max_size: i32::MAX as usize,
             offsets_retention_minutes: 10_080,
             offsets_retention_check_interval_ms: 600_000,
+            transaction_max_timeout_ms: 900_000,
+            transaction_abort_check_interval_ms: 10_000,
+            transactional_id_expiration_ms: 604_800_000,
+            transaction_expire_check_interval_ms: 3_600_000,
             offset_metadata_max_bytes: 4096,
             group_assignor: "uniform".to_owned(),
             group_assignment_fallback_rejoins: 5,
@@ -634,6 +646,10 @@ pub static KEYS: &[Key] = &[
     int_key!("group.rebalance.storm.per.minute", None, "more rebalances of one group than this within a minute are logged at info (0: never)", group_rebalance_storm_per_minute: u32, 0, i32::MAX as i64),
     int_key!("offsets.retention.minutes", Some("offsets.retention.minutes"), "how long committed offsets are kept once retention applies to them", offsets_retention_minutes: u64, 1, i32::MAX as i64),
     int_key!("offsets.retention.check.interval.ms", Some("offsets.retention.check.interval.ms"), "how often committed offsets are checked for expiry", offsets_retention_check_interval_ms: u64, 1, i64::MAX),
+    int_key!("transaction.max.timeout.ms", Some("transaction.max.timeout.ms"), "longest transaction timeout a producer may ask for (else INVALID_TRANSACTION_TIMEOUT)", transaction_max_timeout_ms: i32, 1, i32::MAX as i64),
+    int_key!("transaction.abort.timed.out.transaction.cleanup.interval.ms", Some("transaction.abort.timed.out.transaction.cleanup.interval.ms"), "how often open transactions past their timeout are aborted", transaction_abort_check_interval_ms: u64, 1, i32::MAX as i64),
+    int_key!("transactional.id.expiration.ms", Some("transactional.id.expiration.ms"), "an idle transactional id is forgotten this long after its last change", transactional_id_expiration_ms: u64, 1, i32::MAX as i64),
+    int_key!("transaction.remove.expired.transaction.cleanup.interval.ms", Some("transaction.remove.expired.transaction.cleanup.interval.ms"), "how often idle transactional ids are checked for expiry", transaction_expire_check_interval_ms: u64, 1, i32::MAX as i64),
     Key {
         name: "group.assignor",
         kafka: None,

@@ -44,6 +44,12 @@
 //! - [`observe`]: the metrics registry (Prometheus text at `/metrics`), the groups' status
 //!   snapshots and rebalance history, and the HTTP listener (`http.listen`) serving them with
 //!   `/healthz`, `/readyz` and a self-refreshing status page.
+//! - [`txn`]: the PURE transaction coordinator (no tokio, no clock, no I/O): transactional ids,
+//!   producer epochs and fencing, the transaction states and timeouts; its inputs take `now` and
+//!   return the records to persist and the markers to write.
+//! - [`transactions`]: the transaction coordinator's shell: the pure core behind a lock, its
+//!   records made durable before any answer, its markers written into the partition logs, and
+//!   the timers that abort timed-out transactions and forget expired ids.
 //! - [`svg`]: the SVG pieces the simulator's timeline and the status page share.
 
 pub mod api;
@@ -61,4 +67,6 @@ pub mod server;
 pub mod simulate;
 pub mod storage;
 pub mod svg;
+pub mod transactions;
+pub mod txn;
 pub mod vocab;

@@ -367,6 +367,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             }
         });
         broker.coordinator.spawn_retention();
+        koord::transactions::spawn_timers(&broker);
         let mut load_failed = false;
         let stop = async {
             tokio::select! {

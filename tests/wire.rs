@@ -18,7 +18,9 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use common::{api_versions_request, err, frame, group_id, s, topic_name, Client, Koord, DEADLINE};
+use common::{
+    api_versions_request, err, frame, group_id, s, topic_name, txn, Client, Koord, DEADLINE,
+};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsAssignment, CreatePartitionsTopic,
@@ -802,8 +804,51 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::SaslAuthenticate => probe_sasl_authenticate,
         ApiKey::DescribeUserScramCredentials => probe_describe_user_scram_credentials,
         ApiKey::AlterUserScramCredentials => probe_alter_user_scram_credentials,
+        ApiKey::AddPartitionsToTxn => probe_add_partitions_to_txn,
+        ApiKey::AddOffsetsToTxn => probe_add_offsets_to_txn,
+        ApiKey::EndTxn => probe_end_txn,
         _ => return None,
     })
+}
+
+/// A transactional producer on a new one-partition topic: (topic, transactional id, producer).
+fn txn_producer(c: &mut Client, prefix: &str) -> (String, String, (i64, i16)) {
+    let topic = common::unique(prefix);
+    txn::create_topic(c, &topic, 1);
+    let id = common::unique(&format!("{prefix}-txn"));
+    let producer = txn::init_txn(c, &id, 60_000);
+    (topic, id, producer)
+}
+
+/// AddPartitionsToTxn in its client form (v0-3; Kafka's v4+ batches transactions for brokers).
+fn probe_add_partitions_to_txn(c: &mut Client, v: i16) {
+    let (topic, id, p) = txn_producer(c, "probe-addparts");
+    let v = v.min(3);
+    assert_eq!(
+        txn::add_partitions(c, v, &id, p, &topic, &[0]),
+        vec![None],
+        "v{v}"
+    );
+    assert_eq!(txn::end_txn(c, 3, &id, p, false), None, "v{v}");
+}
+
+fn probe_add_offsets_to_txn(c: &mut Client, v: i16) {
+    let (_, id, p) = txn_producer(c, "probe-addoffsets");
+    let group = common::unique("probe-addoffsets-group");
+    assert_eq!(txn::add_offsets(c, v, &id, p, &group), None, "v{v}");
+    assert_eq!(txn::end_txn(c, 3, &id, p, false), None, "v{v}");
+}
+
+/// EndTxn up to v4 (v5 bumps the epoch at every end, KIP-890 part 2, which koord does not serve).
+fn probe_end_txn(c: &mut Client, v: i16) {
+    let (topic, id, p) = txn_producer(c, "probe-endtxn");
+    let v = v.min(4);
+    assert_eq!(
+        txn::add_partitions(c, 3, &id, p, &topic, &[0]),
+        vec![None],
+        "v{v}"
+    );
+    assert_eq!(txn::end_txn(c, v, &id, p, true), None, "v{v}");
 }
 
 fn probe_api_versions(c: &mut Client, v: i16) {
@@ -1646,21 +1691,8 @@ fn find_coordinator_v3_group_key_and_transaction_key() {
     );
     assert_eq!(err(resp.error_code), None, "{resp:?}");
     assert_eq!(resp.node_id.0, node);
-    if koord.is_owned() {
-        // koord hosts no transaction coordinator.
-        let resp = c.send(
-            3,
-            &FindCoordinatorRequest::default()
-                .with_key(s("txn-v3"))
-                .with_key_type(1),
-        );
-        assert_eq!(
-            err(resp.error_code),
-            Some(ResponseError::CoordinatorNotAvailable),
-            "{resp:?}"
-        );
-        assert_eq!(resp.node_id.0, -1);
-    }
+    // This node coordinates transactional ids too (Kafka once its transaction log is up).
+    assert_eq!(txn::find_txn_coordinator(&mut c, "txn-v3"), node);
 }
 
 #[test]
@@ -1685,24 +1717,19 @@ fn find_coordinator_v4_batches_answer_each_key() {
                 (node, host.clone(), port)
             );
         }
-        if koord.is_owned() {
-            let txns = ["txn-a", "txn-b"];
-            let resp = c.send(
-                v,
-                &FindCoordinatorRequest::default()
-                    .with_key_type(1)
-                    .with_coordinator_keys(txns.iter().map(|t| s(t)).collect()),
-            );
-            let keys: Vec<&str> = resp.coordinators.iter().map(|k| k.key.as_str()).collect();
-            assert_eq!(keys, txns, "v{v}");
-            for co in &resp.coordinators {
-                assert_eq!(
-                    err(co.error_code),
-                    Some(ResponseError::CoordinatorNotAvailable),
-                    "v{v}: {co:?}"
-                );
-                assert_eq!(co.node_id.0, -1);
-            }
+        let txns = ["txn-a", "txn-b"];
+        txn::find_txn_coordinator(&mut c, txns[0]);
+        let resp = c.send(
+            v,
+            &FindCoordinatorRequest::default()
+                .with_key_type(1)
+                .with_coordinator_keys(txns.iter().map(|t| s(t)).collect()),
+        );
+        let keys: Vec<&str> = resp.coordinators.iter().map(|k| k.key.as_str()).collect();
+        assert_eq!(keys, txns, "v{v}");
+        for co in &resp.coordinators {
+            assert_eq!(err(co.error_code), None, "v{v}: {co:?}");
+            assert_eq!(co.node_id.0, node);
         }
     }
 }

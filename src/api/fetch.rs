@@ -20,10 +20,11 @@
 //!   OFFSET_OUT_OF_RANGE; an offset past the end of epoch 0 (the log end) is answered with
 //!   `diverging_epoch` {0, log end offset} and no records, so the client detects the truncation
 //!   (a log lost in a koord restart, say) instead of resetting blindly.
-//! - Each partition reports high watermark = last stable offset = log end offset (one replica,
-//!   no transactions), the log start offset (v5+), `preferred_read_replica` -1 (v11+), and
-//!   aborted transactions: none, as an empty list for read_committed and null for
-//!   read_uncommitted, as Kafka sends them. Records are never null: an empty partition carries an
+//! - Each partition reports high watermark = log end offset (one replica), the last stable
+//!   offset (the first offset of the oldest open transaction, else the log end), the log start
+//!   offset (v5+), `preferred_read_replica` -1 (v11+). `isolation_level` read_committed reads
+//!   only below the last stable offset and lists the aborted transactions among the batches
+//!   read (an empty list when none); read_uncommitted gets null, as Kafka sends them. Records are never null: an empty partition carries an
 //!   empty record set (kafka-python fails on null). Error partitions report -1 offsets.
 
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::ResponseError;
@@ -133,6 +134,7 @@ fn read_partition(
     partition: &Partition,
     max_bytes: usize,
     min_one: bool,
+    read_committed: bool,
 ) -> Result<PartitionRead, ResponseError> {
     let mut log = partition.lock();
     // retention.ms applies on read too: a quiet partition still loses its expired batches.
@@ -145,12 +147,13 @@ fn read_partition(
         if offset > log.log_end_offset() {
             return Ok(PartitionRead::Diverged(Read {
                 high_watermark: log.log_end_offset(),
+                last_stable_offset: log.last_stable_offset(),
                 log_start_offset: log.log_start_offset(),
                 ..Read::default()
             }));
         }
     }
-    log.read(offset, max_bytes, min_one)
+    log.read_isolated(offset, max_bytes, min_one, read_committed)
         .map(PartitionRead::Data)
         .map_err(|_| ResponseError::OffsetOutOfRange)
 }
@@ -159,8 +162,17 @@ fn data_partition(index: i32, read: Read, read_committed: bool, version: i16) ->
     let mut p = PartitionData::default()
         .with_partition_index(index)
         .with_high_watermark(read.high_watermark)
-        .with_last_stable_offset(read.high_watermark)
-        .with_aborted_transactions(read_committed.then(Vec::new))
+        .with_last_stable_offset(read.last_stable_offset)
+        .with_aborted_transactions(read_committed.then(|| {
+            read.aborted
+                .iter()
+                .map(|&(producer_id, first_offset)| {
+                    AbortedTransaction::default()
+                        .with_producer_id(producer_id.into())
+                        .with_first_offset(first_offset)
+                })
+                .collect()
+        }))
         .with_records(Some(concat(read.batches, read.bytes)));
     if version >= 5 {
         p.log_start_offset = read.log_start_offset;
@@ -188,7 +200,7 @@ fn read_all(
                 .iter()
                 .map(|p| {
                     let read = p.target.as_ref().map_err(|e| *e).and_then(|partition| {
-                        read_partition(p, partition, p.max_bytes.min(left), min_one)
+                        read_partition(p, partition, p.max_bytes.min(left), min_one, read_committed)
                     });
                     match read {
                         Ok(PartitionRead::Diverged(read)) => {

@@ -1,9 +1,9 @@
-//! FindCoordinator (key 10): this node coordinates every group. v0-3 carry one key; v4+ a batch
-//! of keys, each answered on its own.
+//! FindCoordinator (key 10): this node coordinates every group and every transactional id. v0-3
+//! carry one key; v4+ a batch of keys, each answered on its own.
 //!
-//! Transaction (1) and share (2) coordinators are not hosted here: each such key gets
-//! COORDINATOR_NOT_AVAILABLE, which is what a Kafka broker answers while the coordinator for a
-//! key is not available, and clients retry it. An unknown key type is INVALID_REQUEST.
+//! Share (2) coordinators are not hosted here: each such key gets COORDINATOR_NOT_AVAILABLE,
+//! which is what a Kafka broker answers while the coordinator for a key is not available, and
+//! clients retry it. An unknown key type is INVALID_REQUEST.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
@@ -21,10 +21,10 @@ const SHARE: i8 = 2;
 fn lookup(key: &str, key_type: i8) -> Result<(), (ResponseError, String)> {
     match key_type {
         GROUP if key.is_empty() => Err((ResponseError::InvalidGroupId, "group id is empty".into())),
-        GROUP => Ok(()),
-        TRANSACTION | SHARE => Err((
+        GROUP | TRANSACTION => Ok(()),
+        SHARE => Err((
             ResponseError::CoordinatorNotAvailable,
-            "koord hosts group coordinators only".into(),
+            "koord hosts no share coordinator".into(),
         )),
         other => Err((
             ResponseError::InvalidRequest,

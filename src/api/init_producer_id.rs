@@ -1,4 +1,4 @@
-//! InitProducerId (key 22), v0-5: producer ids for idempotent producers.
+//! InitProducerId (key 22), v0-5: producer ids for idempotent and transactional producers.
 //!
 //! Without a transactional id Kafka's `TransactionCoordinator.handleInitProducerId` "blindly"
 //! hands out a fresh producer id with epoch 0, whatever producer id and epoch a v3+ request
@@ -6,25 +6,23 @@
 //! producer bumps its epoch itself and asks for a new id only when the epoch is exhausted).
 //! koord does the same, from [`crate::broker::ProducerIds`].
 //!
+//! With a transactional id the transaction coordinator answers ([`crate::txn`]): a new
+//! transactional id, an epoch bump, KIP-360's expected producer id and epoch (v3+), an open
+//! transaction of an older producer aborted (CONCURRENT_TRANSACTIONS, the producer retries).
+//!
 //! Checks, in Kafka's order (`KafkaApis.handleInitProducerIdRequest`, then the coordinator):
 //! - v3+: a producer id of -1 with an epoch other than -1, or the reverse: INVALID_REQUEST;
 //! - an empty transactional id: INVALID_REQUEST;
-//! - a transaction timeout outside `1..=900000` ms (`transaction.max.timeout.ms`):
-//!   INVALID_TRANSACTION_TIMEOUT;
-//! - any other transactional id: NOT_COORDINATOR. koord hosts no transaction coordinator, and a
-//!   Kafka broker answers NOT_COORDINATOR for a transactional id whose coordinator it does not
-//!   host; a client then looks the coordinator up again, which FindCoordinator answers with
-//!   COORDINATOR_NOT_AVAILABLE.
+//! - a transaction timeout outside `1..=transaction.max.timeout.ms`: INVALID_TRANSACTION_TIMEOUT.
 //!
-//! Errors carry producer id -1 and epoch -1.
+//! Below v4 PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH. v5 only adds
+//! TRANSACTION_ABORTABLE, never answered here. Errors carry producer id -1 and epoch -1.
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
 use kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
-
-/// Kafka's default `transaction.max.timeout.ms`.
-const TRANSACTION_MAX_TIMEOUT_MS: i32 = 900_000;
+use crate::txn::{InitProducer, ProducerIdAndEpoch};
 
 fn error(e: ResponseError) -> InitProducerIdResponse {
     InitProducerIdResponse::default()
@@ -33,19 +31,32 @@ fn error(e: ResponseError) -> InitProducerIdResponse {
         .with_producer_epoch(-1)
 }
 
-pub fn handle(broker: &Broker, req: InitProducerIdRequest, version: i16) -> InitProducerIdResponse {
+pub async fn handle(
+    broker: &Broker,
+    req: InitProducerIdRequest,
+    version: i16,
+) -> InitProducerIdResponse {
     if version >= 3 && (req.producer_id.0 == -1) != (req.producer_epoch == -1) {
         return error(ResponseError::InvalidRequest);
     }
-    match req.transactional_id.as_deref() {
-        None => InitProducerIdResponse::default()
+    let Some(id) = req.transactional_id.as_deref() else {
+        return InitProducerIdResponse::default()
             .with_producer_id(broker.producer_ids.allocate().into())
-            .with_producer_epoch(0),
-        Some(id) if id.is_empty() => error(ResponseError::InvalidRequest),
-        Some(_) if !(1..=TRANSACTION_MAX_TIMEOUT_MS).contains(&req.transaction_timeout_ms) => {
-            error(ResponseError::InvalidTransactionTimeout)
-        }
-        Some(_) => error(ResponseError::NotCoordinator),
+            .with_producer_epoch(0);
+    };
+    let init = InitProducer {
+        transactional_id: id.to_string(),
+        timeout_ms: req.transaction_timeout_ms,
+        expected: (req.producer_id.0 != -1).then_some(ProducerIdAndEpoch {
+            producer_id: req.producer_id.0,
+            epoch: req.producer_epoch,
+        }),
+    };
+    match broker.txns.init_producer(broker, &init).await {
+        Ok(p) => InitProducerIdResponse::default()
+            .with_producer_id(p.producer_id.into())
+            .with_producer_epoch(p.epoch),
+        Err(e) => error(super::txn_errors::code(&e, version < 4)),
     }
 }
 
@@ -69,17 +80,17 @@ mod tests {
             .with_transaction_timeout_ms(timeout)
     }
 
-    #[test]
-    fn fresh_ids_and_encoding_at_every_served_version() {
+    #[tokio::test]
+    async fn fresh_ids_and_encoding_at_every_served_version() {
         let b = broker();
         let mut last = -1;
         for v in 0..=5 {
-            let resp = handle(&b, idempotent(), v);
+            let resp = handle(&b, idempotent(), v).await;
             assert_eq!(resp.error_code, 0);
             assert_eq!(resp.producer_epoch, 0);
             assert!(resp.producer_id.0 > last, "v{v}: ids are fresh");
             last = resp.producer_id.0;
-            for r in [resp, handle(&b, transactional("tx", 60_000), v)] {
+            for r in [resp, handle(&b, transactional("tx", 60_000), v).await] {
                 let mut buf = BytesMut::new();
                 r.encode(&mut buf, v)
                     .unwrap_or_else(|e| panic!("v{v}: {e}"));
@@ -87,52 +98,72 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_existing_id_and_epoch_still_get_a_fresh_id() {
+    #[tokio::test]
+    async fn an_existing_id_and_epoch_still_get_a_fresh_id() {
         let b = broker();
-        let first = handle(&b, idempotent(), 4);
+        let first = handle(&b, idempotent(), 4).await;
         let again = handle(
             &b,
             idempotent()
                 .with_producer_id(first.producer_id)
                 .with_producer_epoch(first.producer_epoch),
             4,
-        );
+        )
+        .await;
         assert_eq!(again.error_code, 0);
         assert_ne!(again.producer_id, first.producer_id);
         assert_eq!(again.producer_epoch, 0);
     }
 
-    #[test]
-    fn refusals() {
+    #[tokio::test]
+    async fn refusals() {
         let b = broker();
         let code = |r: InitProducerIdResponse| {
             assert_eq!((r.producer_id.0, r.producer_epoch), (-1, -1));
             r.error_code
         };
         assert_eq!(
-            code(handle(&b, idempotent().with_producer_id(5.into()), 3)),
+            code(handle(&b, idempotent().with_producer_id(5.into()), 3).await),
             ResponseError::InvalidRequest.code()
         );
         assert_eq!(
-            code(handle(&b, idempotent().with_producer_epoch(2), 3)),
+            code(handle(&b, idempotent().with_producer_epoch(2), 3).await),
             ResponseError::InvalidRequest.code()
         );
         assert_eq!(
-            code(handle(&b, transactional("", 1000), 1)),
+            code(handle(&b, transactional("", 1000), 1).await),
             ResponseError::InvalidRequest.code()
         );
         assert_eq!(
-            code(handle(&b, transactional("tx", 0), 1)),
+            code(handle(&b, transactional("tx", 0), 1).await),
             ResponseError::InvalidTransactionTimeout.code()
         );
         assert_eq!(
-            code(handle(&b, transactional("tx", 900_001), 1)),
+            code(handle(&b, transactional("tx", 900_001), 1).await),
             ResponseError::InvalidTransactionTimeout.code()
         );
+        let first = handle(&b, transactional("tx", 60_000), 5).await;
+        assert_eq!((first.error_code, first.producer_epoch), (0, 0));
+        let again = handle(&b, transactional("tx", 60_000), 5).await;
         assert_eq!(
-            code(handle(&b, transactional("tx", 60_000), 5)),
-            ResponseError::NotCoordinator.code()
+            (again.producer_id, again.producer_epoch),
+            (first.producer_id, 1),
+            "the transactional id's epoch is bumped"
+        );
+        // KIP-360 with the old epoch, which is neither current nor the last one: fenced; below
+        // v4 that reads INVALID_PRODUCER_EPOCH.
+        let stale = transactional("tx", 60_000)
+            .with_producer_id(first.producer_id)
+            .with_producer_epoch(0);
+        let third = handle(&b, transactional("tx", 60_000), 5).await;
+        assert_eq!(third.producer_epoch, 2);
+        assert_eq!(
+            code(handle(&b, stale.clone(), 4).await),
+            ResponseError::ProducerFenced.code()
+        );
+        assert_eq!(
+            code(handle(&b, stale, 3).await),
+            ResponseError::InvalidProducerEpoch.code()
         );
     }
 }

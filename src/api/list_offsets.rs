@@ -3,8 +3,8 @@
 //! Timestamps, as Kafka 4.x answers them with no tiered storage (`UnifiedLog.
 //! fetchOffsetByTimestamp`):
 //! - -2 EARLIEST, and -4 EARLIEST_LOCAL (v8+): the log start offset;
-//! - -1 LATEST: the high watermark (= log end offset; also the last stable offset, so
-//!   read_committed answers the same);
+//! - -1 LATEST: the high watermark (= log end offset); with isolation level read_committed
+//!   (v2+), the last stable offset;
 //! - -3 MAX_TIMESTAMP (v7+): the first record carrying the largest timestamp;
 //! - -5 LATEST_TIERED (v9+): nothing is tiered, so offset -1, timestamp -1, leader epoch -1;
 //! - another negative value, or a sentinel below the version that introduced it:
@@ -35,6 +35,7 @@ pub const EARLIEST: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL: i64 = -4;
 pub const LATEST_TIERED: i64 = -5;
+const READ_COMMITTED: i8 = 1;
 
 /// The first version that carries each special timestamp.
 fn min_version(timestamp: i64) -> Option<i16> {
@@ -49,13 +50,19 @@ fn min_version(timestamp: i64) -> Option<i16> {
 
 /// `(offset, timestamp, leader epoch)` for one partition. A compressed batch decodes to
 /// `max_decompressed` bytes at most, the cap Produce checked it against.
-fn lookup(partition: &Partition, timestamp: i64, max_decompressed: usize) -> (i64, i64, i32) {
+fn lookup(
+    partition: &Partition,
+    timestamp: i64,
+    max_decompressed: usize,
+    read_committed: bool,
+) -> (i64, i64, i32) {
     let found = |hit: Option<(i64, i64)>| match hit {
         Some((offset, ts)) => (offset, ts, LEADER_EPOCH),
         None => (-1, -1, -1),
     };
     match timestamp {
         EARLIEST | EARLIEST_LOCAL => (partition.lock().log_start_offset(), -1, LEADER_EPOCH),
+        LATEST if read_committed => (partition.lock().last_stable_offset(), -1, LEADER_EPOCH),
         LATEST => (partition.lock().log_end_offset(), -1, LEADER_EPOCH),
         LATEST_TIERED => (-1, -1, -1),
         MAX_TIMESTAMP => found(partition.offset_of_max_timestamp(max_decompressed)),
@@ -64,6 +71,7 @@ fn lookup(partition: &Partition, timestamp: i64, max_decompressed: usize) -> (i6
 }
 
 pub fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+    let read_committed = version >= 2 && req.isolation_level == READ_COMMITTED;
     let mut seen: HashMap<(&str, i32), usize> = HashMap::new();
     for t in &req.topics {
         for p in &t.partitions {
@@ -102,6 +110,7 @@ pub fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOff
                             &partition,
                             p.timestamp,
                             broker.config.socket_request_max_bytes,
+                            read_committed,
                         ))
                     })();
                     match result {

@@ -3,6 +3,8 @@
 //! version-gated fields only where that version carries them. [`SUPPORTED`] is the table of
 //! served APIs and versions, and [`dispatch`] runs a decoded request through its module.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
@@ -17,6 +19,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_user_scram_credentials;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -35,6 +38,7 @@ pub mod produce;
 mod reply;
 pub mod sync_group;
 mod table;
+mod txn_errors;
 
 pub use table::{dispatch, is_supported, supported, Outcome, RequestContext, Supported, SUPPORTED};
 

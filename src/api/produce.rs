@@ -11,10 +11,14 @@
 //!   closed, as Kafka does, so that the producer notices and refreshes its metadata.
 //! - acks 1 and -1: answered once the batches are appended (one replica: in-sync at once).
 //! - any other acks: INVALID_REQUIRED_ACKS for every partition that got that far.
-//! - transactional batches: koord hosts no transaction coordinator, so no producer can hold a
-//!   transactional id here. Kafka answers a produce with transactional records that it does not
-//!   authorise for transactions with TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the whole
-//!   request; koord does the same, which makes the producer fail fast instead of retrying.
+//! - transactional batches: the request must name a transactional id (Kafka answers
+//!   TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the whole request otherwise), and each partition
+//!   must be in that id's open transaction under the batch's producer id and epoch, checked with
+//!   the transaction coordinator as Kafka 4.x verifies it (KIP-890 part 1, errors as its
+//!   `AddPartitionsToTxnManager` and `ReplicaManager` translate them): a partition not added is
+//!   TRANSACTION_ABORTABLE from v11 (INVALID_TXN_STATE before), a fenced epoch
+//!   INVALID_PRODUCER_EPOCH, another producer id INVALID_PRODUCER_ID_MAPPING, a transaction
+//!   being completed (or ids still loading) NOT_ENOUGH_REPLICAS, which clients retry.
 //!
 //! A partition listed twice (in one topic entry, or in two entries for the same topic) is
 //! appended once, with the data listed last, and answered once: Kafka collects the request's
@@ -33,8 +37,11 @@ use kafka_protocol::ResponseError;
 
 use crate::api::Outcome;
 use crate::broker::Broker;
-use crate::log::batch::{any_transactional, validate_produce_within};
+use crate::log::batch::{any_transactional, validate_produce_within, BatchHeader};
 use crate::log::Appended;
+use crate::transactions::ShellError;
+use crate::txn::{Member, ProducerIdAndEpoch, TxnError};
+use crate::vocab::TopicPartition;
 
 fn partition_response(
     index: i32,
@@ -86,15 +93,47 @@ fn merge_duplicates(topic_data: Vec<TopicProduceData>) -> Vec<TopicProduceData> 
     merged
 }
 
+/// Whether the transactional batch's producer may write to `tp` now (see the module doc).
+fn verify(
+    broker: &Broker,
+    transactional_id: &str,
+    header: &BatchHeader,
+    tp: &TopicPartition,
+    version: i16,
+) -> Result<(), ResponseError> {
+    let producer = ProducerIdAndEpoch {
+        producer_id: header.producer_id,
+        epoch: header.producer_epoch,
+    };
+    broker
+        .txns
+        .verify(transactional_id, producer, Member::Partition(tp))
+        .map_err(|e| match e {
+            ShellError::Txn(TxnError::NotInTransaction) if version >= 11 => {
+                ResponseError::TransactionAbortable
+            }
+            ShellError::Txn(TxnError::NotInTransaction | TxnError::InvalidTxnState) => {
+                ResponseError::InvalidTxnState
+            }
+            ShellError::Txn(TxnError::ProducerFenced) => ResponseError::InvalidProducerEpoch,
+            ShellError::Txn(TxnError::InvalidProducerIdMapping | TxnError::InvalidRequest) => {
+                ResponseError::InvalidProducerIdMapping
+            }
+            _ => ResponseError::NotEnoughReplicas,
+        })
+}
+
 /// Answers one Produce request.
 pub fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Outcome {
     let acks = req.acks;
-    let whole_request_error = req
-        .topic_data
-        .iter()
-        .flat_map(|t| &t.partition_data)
-        .any(|p| p.records.as_deref().is_some_and(any_transactional))
-        .then_some(ResponseError::TransactionalIdAuthorizationFailed);
+    let transactional_id = req.transactional_id.as_deref().map(|t| t.to_string());
+    let whole_request_error = (transactional_id.is_none()
+        && req
+            .topic_data
+            .iter()
+            .flat_map(|t| &t.partition_data)
+            .any(|p| p.records.as_deref().is_some_and(any_transactional)))
+    .then_some(ResponseError::TransactionalIdAuthorizationFailed);
     let mut failed = false;
     let responses = merge_duplicates(req.topic_data)
         .into_iter()
@@ -122,6 +161,10 @@ pub fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Outcome {
                         })?;
                         if !matches!(acks, -1..=1) {
                             return Err(ResponseError::InvalidRequiredAcks);
+                        }
+                        if batch.header.is_transactional() {
+                            let tp = TopicPartition::new(topic.name.as_str(), p.index);
+                            verify(broker, transactional_id.as_deref().unwrap_or_default(), &batch.header, &tp, version)?;
                         }
                         partition.append(&batch).map_err(|e| {
                             tracing::debug!(topic = topic.name, partition = p.index, error = %e, "append refused");
@@ -271,6 +314,50 @@ mod tests {
         assert_eq!(parts(&r), vec![(1, 0, 0)]);
     }
 
+    #[tokio::test]
+    async fn transactional_records_need_their_partition_in_the_open_transaction() {
+        use crate::txn::InitProducer;
+        let b = broker();
+        let init = InitProducer {
+            transactional_id: "tx".into(),
+            timeout_ms: 60_000,
+            expected: None,
+        };
+        let p = b.txns.init_producer(&b, &init).await.unwrap();
+        let records = || {
+            batch(Spec {
+                records: 1,
+                producer_id: p.producer_id,
+                producer_epoch: p.epoch,
+                base_sequence: 0,
+                transactional: true,
+                ..Spec::default()
+            })
+        };
+        let with_id = |v: i16| {
+            request("t", &[(0, Some(records()))], -1, v).with_transactional_id(Some(
+                kafka_protocol::messages::TransactionalId(StrBytes::from_static_str("tx")),
+            ))
+        };
+        let code = |v| parts(&answer(&b, with_id(v), v))[0].1;
+        assert_eq!(code(11), ResponseError::TransactionAbortable.code());
+        assert_eq!(code(10), ResponseError::InvalidTxnState.code());
+        b.txns
+            .add_partitions("tx", p, &[TopicPartition::new("t", 0)])
+            .await
+            .unwrap();
+        assert_eq!(parts(&answer(&b, with_id(9), 9)), vec![(0, 0, 0)]);
+        let topic = b.topics.get("t").unwrap();
+        let log = b.logs.partition(&topic, 0).unwrap();
+        assert_eq!(log.lock().last_stable_offset(), 0, "open until its marker");
+        b.txns.end_txn(&b, "tx", p, true).await.unwrap();
+        assert_eq!(
+            log.lock().last_stable_offset(),
+            2,
+            "the record and the marker"
+        );
+    }
+
     #[test]
     fn a_partition_listed_twice_is_appended_once_with_the_later_data() {
         let b = broker();
@@ -313,7 +400,7 @@ mod tests {
     }
 
     #[test]
-    fn transactional_records_fail_the_whole_request() {
+    fn transactional_records_without_a_transactional_id_fail_the_whole_request() {
         let b = broker();
         let t = transactional();
         let r = answer(

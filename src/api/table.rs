@@ -38,6 +38,9 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
+    api(ApiKey::AddPartitionsToTxn, 0, 3),
+    api(ApiKey::AddOffsetsToTxn, 0, 4),
+    api(ApiKey::EndTxn, 0, 4),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::DescribeConfigs, 1, 4),
@@ -136,8 +139,15 @@ pub async fn dispatch(
             ResponseKind::OffsetForLeaderEpoch(api::offset_for_leader_epoch::handle(broker, r, v))
         }
         RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(api::init_producer_id::handle(broker, r, v))
+            ResponseKind::InitProducerId(api::init_producer_id::handle(broker, r, v).await)
         }
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(api::add_partitions_to_txn::handle(broker, r, v).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(api::add_offsets_to_txn::handle(broker, r, v).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(api::end_txn::handle(broker, r, v).await),
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api::api_versions::handle(&r, v)),
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(api::metadata::handle(broker, listener, r, v))

@@ -74,8 +74,8 @@ pub enum AppendError {
     InvalidProducerEpoch { got: i16, current: i16 },
     #[error("out of order sequence number {got}; expected {expected}")]
     OutOfOrderSequence { got: i32, expected: String },
-    #[error("transactional batches need a transaction coordinator, which koord does not host")]
-    Transactional,
+    #[error("a transaction marker from epoch {got} is older than the producer's epoch {current}")]
+    StaleMarker { got: i16, current: i16 },
     #[error("the records decompress to more than {0} bytes")]
     TooLarge(usize),
     #[error("the record batch is {size} bytes, larger than max.message.bytes {max}")]
@@ -91,7 +91,7 @@ impl AppendError {
             AppendError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
             AppendError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
             AppendError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
-            AppendError::Transactional => ResponseError::TransactionalIdAuthorizationFailed,
+            AppendError::StaleMarker { .. } => ResponseError::InvalidProducerEpoch,
             AppendError::TooLarge(_) | AppendError::BatchTooLarge { .. } => {
                 ResponseError::MessageTooLarge
             }
@@ -437,6 +437,43 @@ pub fn encode_records(records: &[kafka_protocol::records::Record]) -> Result<Byt
     };
     RecordBatchEncoder::encode(&mut buf, records, &options).map_err(|e| e.to_string())?;
     Ok(buf.freeze())
+}
+
+/// A control batch holding one transaction marker (Kafka's `EndTransactionMarker`): key
+/// version 0 and type (0 abort, 1 commit), value version 0 and the coordinator epoch; the
+/// batch is transactional and control, from the producer, base sequence -1.
+///
+/// # Errors
+/// A message when kafka-protocol cannot encode it.
+pub fn control_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+    timestamp: i64,
+) -> Result<Bytes, String> {
+    let mut key = BytesMut::with_capacity(4);
+    key.extend_from_slice(&0i16.to_be_bytes());
+    key.extend_from_slice(&i16::from(commit).to_be_bytes());
+    let mut value = BytesMut::with_capacity(6);
+    value.extend_from_slice(&0i16.to_be_bytes());
+    value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    let record = kafka_protocol::records::Record {
+        transactional: true,
+        control: true,
+        partition_leader_epoch: crate::metadata::LEADER_EPOCH,
+        producer_id,
+        producer_epoch,
+        timestamp_type: kafka_protocol::records::TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp,
+        key: Some(key.freeze()),
+        value: Some(value.freeze()),
+        headers: Default::default(),
+        delete_horizon: false,
+    };
+    encode_records(std::slice::from_ref(&record))
 }
 
 /// The offset and timestamp of every record of one stored batch, in order, walked as on

@@ -79,6 +79,23 @@ impl Partition {
         Ok(appended)
     }
 
+    /// Writes a transaction marker ([`PartitionLog::append_marker`]) and wakes the fetchers.
+    ///
+    /// # Errors
+    /// As [`PartitionLog::append_marker`].
+    pub fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    ) -> Result<i64, AppendError> {
+        let offset = self
+            .lock()
+            .append_marker(producer_id, producer_epoch, commit, now_ms())?;
+        self.appended.notify_waiters();
+        Ok(offset)
+    }
+
     /// DeleteRecords on this partition; see [`PartitionLog::delete_records_before`].
     ///
     /// # Errors

@@ -3,7 +3,11 @@
 //! under LogAppendTime, and the records a compaction drops).
 //!
 //! Offsets are assigned contiguously: each batch starts where the previous one ended. The log end offset is
-//! also the high watermark and the last stable offset (one replica, no transactions). Retention
+//! also the high watermark (one replica). Transactions: a producer's first transactional batch
+//! opens its transaction at that offset; its marker (a control batch, [`PartitionLog::
+//! append_marker`]) closes it, and an abort is remembered with its offset range (Kafka's aborted
+//! transaction index). The last stable offset is the first offset of the oldest open
+//! transaction, or the log end; a read_committed read stops there. Retention
 //! (`log.retention.bytes`) drops the oldest batches while the log holds more bytes than allowed,
 //! and moves the log start offset to the first batch kept; the newest batch is always kept, as
 //! Kafka never deletes the active segment. `retention.ms` drops batches by max timestamp. A
@@ -12,7 +16,7 @@
 //! moves the log start offset to any offset up to the log end ([`PartitionLog::delete_records_before`]) and drops the batches
 //! wholly below it; a batch straddling the new start stays, and reads still begin at the start.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 
@@ -54,7 +58,19 @@ pub struct Read {
     pub batches: Vec<Bytes>,
     pub bytes: usize,
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// read_committed: the aborted transactions overlapping what was read, `(producer id,
+    /// first offset)`, oldest first.
+    pub aborted: Vec<(i64, i64)>,
+}
+
+/// An aborted transaction: its producer and offsets, up to its marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct AbortedTxn {
+    producer_id: i64,
+    first_offset: i64,
+    last_offset: i64,
 }
 
 /// One partition's batches, offsets and producer state.
@@ -69,6 +85,10 @@ pub struct PartitionLog {
     /// Bytes appended since the log last rolled (compacted logs compact when they roll).
     active_bytes: u64,
     producers: Producers,
+    /// Open transactions: producer id -> first offset.
+    open_txns: HashMap<i64, i64>,
+    /// Aborted transactions, in the order of their markers (so by last offset).
+    aborted: VecDeque<AbortedTxn>,
 }
 
 impl PartitionLog {
@@ -87,6 +107,8 @@ impl PartitionLog {
             settings,
             active_bytes: 0,
             producers: Producers::default(),
+            open_txns: HashMap::new(),
+            aborted: VecDeque::new(),
         }
     }
 
@@ -99,9 +121,19 @@ impl PartitionLog {
         self.log_start
     }
 
-    /// The next offset to be assigned; also the high watermark and the last stable offset.
+    /// The next offset to be assigned; also the high watermark.
     pub fn log_end_offset(&self) -> i64 {
         self.log_end
+    }
+
+    /// The first offset of the oldest open transaction, or the log end: what read_committed
+    /// consumers may read up to.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.open_txns
+            .values()
+            .copied()
+            .min()
+            .map_or(self.log_end, |first| first.max(self.log_start))
     }
 
     /// Bytes held in batches.
@@ -127,9 +159,9 @@ impl PartitionLog {
     /// retention and tombstone expiry.
     ///
     /// # Errors
-    /// [`AppendError::BatchTooLarge`] beyond `max.message.bytes`, [`AppendError::Transactional`]
-    /// for a transactional batch, or a producer-state refusal (see [`super::producer`]). A refused
-    /// batch changes nothing.
+    /// [`AppendError::BatchTooLarge`] beyond `max.message.bytes`, or a producer-state refusal
+    /// (see [`super::producer`]). A refused batch changes nothing. Whether a transactional
+    /// batch's producer may write here is the transaction coordinator's to check, before.
     pub fn append_at(&mut self, batch: &ValidBatch<'_>, now: i64) -> Result<Appended, AppendError> {
         let header = &batch.header;
         if batch.bytes.len() > self.settings.max_message_bytes {
@@ -148,9 +180,6 @@ impl PartitionLog {
                 ));
             }
         }
-        if header.is_transactional() {
-            return Err(AppendError::Transactional);
-        }
         if let SequenceCheck::Duplicate { base_offset } = self.producers.check(header)? {
             return Ok(Appended {
                 base_offset,
@@ -161,6 +190,11 @@ impl PartitionLog {
         }
         let base_offset = self.log_end;
         let last_offset = base_offset + header.offset_span() - 1;
+        if header.is_transactional() {
+            self.open_txns
+                .entry(header.producer_id)
+                .or_insert(base_offset);
+        }
         let mut bytes = rewrite(batch.bytes, base_offset);
         let mut max_timestamp = header.max_timestamp;
         let mut log_append_time = -1;
@@ -190,6 +224,53 @@ impl PartitionLog {
             log_append_time,
             duplicate: false,
         })
+    }
+
+    /// Appends the marker that ends `producer_id`'s transaction (commit or abort) as a control
+    /// batch, closes the transaction, and remembers it if aborted. Returns the marker's offset.
+    ///
+    /// # Errors
+    /// [`AppendError::StaleMarker`] when the producer already wrote with a newer epoch; nothing
+    /// changes then.
+    pub fn append_marker(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        now: i64,
+    ) -> Result<i64, AppendError> {
+        if let Some(current) = self.producers.epoch(producer_id) {
+            if producer_epoch < current {
+                return Err(AppendError::StaleMarker {
+                    got: producer_epoch,
+                    current,
+                });
+            }
+        }
+        let bytes = super::batch::control_batch(producer_id, producer_epoch, commit, 0, now)
+            .map_err(AppendError::Corrupt)?;
+        let offset = self.log_end;
+        let bytes = rewrite(&bytes, offset);
+        self.size += bytes.len() as u64;
+        self.batches.push_back(StoredBatch {
+            base_offset: offset,
+            last_offset: offset,
+            max_timestamp: now,
+            bytes,
+        });
+        self.log_end = offset + 1;
+        self.producers
+            .record_marker(producer_id, producer_epoch, offset);
+        if let Some(first_offset) = self.open_txns.remove(&producer_id) {
+            if !commit {
+                self.aborted.push_back(AbortedTxn {
+                    producer_id,
+                    first_offset,
+                    last_offset: offset,
+                });
+            }
+        }
+        Ok(offset)
     }
 
     /// Drops what `retention.bytes` and `retention.ms` no longer keep (cleanup.policy delete),
@@ -224,6 +305,7 @@ impl PartitionLog {
         if dropped {
             self.log_start = self.batches.front().map_or(self.log_end, |b| b.base_offset);
             self.producers.maybe_evict_below(self.log_start);
+            self.forget_aborted_below();
         }
     }
 
@@ -337,7 +419,19 @@ impl PartitionLog {
             }
         }
         self.producers.maybe_evict_below(self.log_start);
+        self.forget_aborted_below();
         Ok(self.log_start)
+    }
+
+    /// Aborted transactions wholly below the log start can no longer be read.
+    fn forget_aborted_below(&mut self) {
+        while self
+            .aborted
+            .front()
+            .is_some_and(|a| a.last_offset < self.log_start)
+        {
+            self.aborted.pop_front();
+        }
     }
 
     /// Whole batches from the one holding `offset`, while they fit in `max_bytes`; with
@@ -353,6 +447,22 @@ impl PartitionLog {
         max_bytes: usize,
         min_one: bool,
     ) -> Result<Read, OffsetOutOfRange> {
+        self.read_isolated(offset, max_bytes, min_one, false)
+    }
+
+    /// [`PartitionLog::read`], and with `committed` (read_committed) only batches below the
+    /// last stable offset, with the aborted transactions among them.
+    ///
+    /// # Errors
+    /// As [`PartitionLog::read`].
+    pub fn read_isolated(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+        committed: bool,
+    ) -> Result<Read, OffsetOutOfRange> {
+        let mut read_end = offset;
         if offset < self.log_start || offset > self.log_end {
             return Err(OffsetOutOfRange {
                 log_start_offset: self.log_start,
@@ -361,11 +471,15 @@ impl PartitionLog {
         }
         let mut read = Read {
             high_watermark: self.log_end,
+            last_stable_offset: self.last_stable_offset(),
             log_start_offset: self.log_start,
             ..Read::default()
         };
         let first = self.batches.partition_point(|b| b.last_offset < offset);
         for b in self.batches.range(first..) {
+            if committed && b.base_offset >= read.last_stable_offset {
+                break;
+            }
             let len = b.bytes.len();
             let fits = read.bytes.saturating_add(len) <= max_bytes;
             if !(fits || min_one && read.batches.is_empty()) {
@@ -373,6 +487,17 @@ impl PartitionLog {
             }
             read.bytes += len;
             read.batches.push(b.bytes.clone());
+            read_end = b.last_offset + 1;
+        }
+        if committed {
+            // Kafka's `collectAbortedTxns(fetchOffset, upperBound)`: every abort overlapping
+            // the offsets read.
+            read.aborted = self
+                .aborted
+                .iter()
+                .filter(|a| a.last_offset >= offset && a.first_offset < read_end)
+                .map(|a| (a.producer_id, a.first_offset))
+                .collect();
         }
         Ok(read)
     }
@@ -402,7 +527,7 @@ impl PartitionLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::batch::tests::{batch, simple, transactional, Spec};
+    use crate::log::batch::tests::{batch, simple, Spec};
     use crate::log::batch::{validate_produce, BatchHeader};
     use kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -586,12 +711,78 @@ mod tests {
         assert_eq!(append(&mut log, &idem(5, 0, 2, 1)).unwrap().base_offset, 2);
     }
 
+    fn txn_batch(pid: i64, seq: i32, records: usize) -> Bytes {
+        batch(Spec {
+            records,
+            producer_id: pid,
+            producer_epoch: 0,
+            base_sequence: seq,
+            transactional: true,
+            ..Spec::default()
+        })
+    }
+
     #[test]
-    fn transactional_batches_are_refused() {
+    fn an_open_transaction_holds_the_last_stable_offset_until_its_marker() {
         let mut log = PartitionLog::new(-1);
-        let t = transactional();
-        assert_eq!(append(&mut log, &t), Err(AppendError::Transactional));
-        assert_eq!(log.log_end_offset(), 0);
+        append(&mut log, &simple(2)).unwrap();
+        assert_eq!(log.last_stable_offset(), 2);
+        append(&mut log, &txn_batch(7, 0, 3)).unwrap();
+        append(&mut log, &simple(1)).unwrap();
+        assert_eq!((log.last_stable_offset(), log.log_end_offset()), (2, 6));
+        let committed = log.read_isolated(0, usize::MAX, true, true).unwrap();
+        assert_eq!(
+            base_offsets(&committed),
+            vec![0],
+            "stops at the open transaction"
+        );
+        assert_eq!(committed.last_stable_offset, 2);
+        assert_eq!(log.read(0, usize::MAX, true).unwrap().batches.len(), 3);
+        assert_eq!(log.append_marker(7, 0, true, 0), Ok(6));
+        assert_eq!(log.last_stable_offset(), 7);
+        let all = log.read_isolated(0, usize::MAX, true, true).unwrap();
+        assert_eq!(base_offsets(&all), vec![0, 2, 5, 6]);
+        assert!(all.aborted.is_empty(), "a commit is not listed");
+        let marker = BatchHeader::parse(&all.batches[3]).unwrap();
+        assert!(marker.is_control() && marker.is_transactional());
+        assert_eq!((marker.producer_id, marker.record_count), (7, 1));
+    }
+
+    #[test]
+    fn an_aborted_transaction_is_listed_for_reads_that_overlap_it() {
+        let mut log = PartitionLog::new(-1);
+        append(&mut log, &txn_batch(7, 0, 2)).unwrap(); // 0..=1
+        append(&mut log, &txn_batch(8, 0, 2)).unwrap(); // 2..=3
+        assert_eq!(log.last_stable_offset(), 0);
+        assert_eq!(log.append_marker(7, 0, false, 0), Ok(4));
+        assert_eq!(log.last_stable_offset(), 2, "producer 8 still open");
+        assert_eq!(log.append_marker(8, 0, true, 0), Ok(5));
+        let read = log.read_isolated(0, usize::MAX, true, true).unwrap();
+        assert_eq!(read.aborted, vec![(7, 0)]);
+        assert_eq!(
+            log.read_isolated(5, usize::MAX, true, true)
+                .unwrap()
+                .aborted,
+            vec![],
+            "after the abort's marker"
+        );
+        assert!(log.read(0, usize::MAX, true).unwrap().aborted.is_empty());
+    }
+
+    #[test]
+    fn a_marker_with_an_older_epoch_is_refused_and_a_newer_one_fences() {
+        let mut log = PartitionLog::new(-1);
+        append(&mut log, &idem(7, 3, 0, 1)).unwrap();
+        assert!(matches!(
+            log.append_marker(7, 2, false, 0),
+            Err(AppendError::StaleMarker { got: 2, current: 3 })
+        ));
+        assert_eq!(log.log_end_offset(), 1);
+        log.append_marker(7, 4, false, 0).unwrap();
+        assert!(matches!(
+            append(&mut log, &idem(7, 3, 1, 1)),
+            Err(AppendError::InvalidProducerEpoch { got: 3, current: 4 })
+        ));
     }
 
     #[test]

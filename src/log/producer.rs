@@ -135,6 +135,29 @@ impl Producers {
         entry.last_offset = last_offset;
     }
 
+    /// The producer's current epoch, if it is known here.
+    pub fn epoch(&self, producer_id: i64) -> Option<i16> {
+        self.entries.get(&producer_id).map(|e| e.epoch)
+    }
+
+    /// Records a transaction marker written at `offset` for the producer: a newer epoch (the
+    /// coordinator fenced the producer) replaces the old one, whose sequences no longer count.
+    pub fn record_marker(&mut self, producer_id: i64, epoch: i16, offset: i64) {
+        let entry = self
+            .entries
+            .entry(producer_id)
+            .or_insert_with(|| ProducerEntry {
+                epoch,
+                batches: VecDeque::with_capacity(BATCHES_TO_RETAIN),
+                last_offset: offset,
+            });
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+        }
+        entry.last_offset = offset;
+    }
+
     /// Forgets producers whose every batch is below `log_start`, when the map has grown enough
     /// since the last sweep to be worth it.
     pub fn maybe_evict_below(&mut self, log_start: i64) {

@@ -12,7 +12,7 @@ use crate::vocab::{
     GroupMetadataRecord, InstanceId, MemberId, MemberRecord, Partitions, Protocol, Timestamp,
     TopicId,
 };
-use crate::vocab::{OffsetAndMetadata, TopicPartition};
+use crate::vocab::{OffsetAndMetadata, TopicPartition, TxnRecord, TxnState};
 
 /// The version byte every value starts with.
 const V1: u8 = 1;
@@ -529,6 +529,73 @@ pub fn decode_consumer_member(value: &[u8]) -> Result<ConsumerMember, DecodeErro
         pending_revocation,
         target,
         classic,
+    })
+}
+
+/// A transactional id's state: ids and epochs, timeout, state, the open transaction's
+/// partitions and groups, its start and the last update.
+pub fn encode_txn(t: &TxnRecord) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(V1);
+    w.str(&t.transactional_id);
+    w.i64(t.producer_id);
+    w.i64(t.previous_producer_id);
+    w.i32(i32::from(t.producer_epoch));
+    w.i32(i32::from(t.last_producer_epoch));
+    w.i32(t.timeout_ms);
+    w.u8(t.state.code());
+    w.u32(t.partitions.len() as u32);
+    for p in &t.partitions {
+        w.str(&p.topic);
+        w.i32(p.partition);
+    }
+    w.u32(t.groups.len() as u32);
+    for g in &t.groups {
+        w.str(g);
+    }
+    w.u64(t.started.as_millis());
+    w.u64(t.updated.as_millis());
+    w.0
+}
+
+pub fn decode_txn(value: &[u8]) -> Result<TxnRecord, DecodeError> {
+    const WHAT: &str = "transaction value";
+    let mut r = Reader::new(value);
+    version(&mut r, WHAT)?;
+    let transactional_id = r.str_u32(WHAT)?.to_owned();
+    let producer_id = r.i64(WHAT)?;
+    let previous_producer_id = r.i64(WHAT)?;
+    let epoch = |v: i32| i16::try_from(v).map_err(|_| err(format!("{WHAT}: epoch {v}")));
+    let producer_epoch = epoch(r.i32(WHAT)?)?;
+    let last_producer_epoch = epoch(r.i32(WHAT)?)?;
+    let timeout_ms = r.i32(WHAT)?;
+    let code = r.u8(WHAT)?;
+    let state = TxnState::from_code(code).ok_or_else(|| err(format!("{WHAT}: state {code}")))?;
+    let mut partitions = std::collections::BTreeSet::new();
+    for _ in 0..r.u32(WHAT)? {
+        let topic = r.str_u32(WHAT)?.to_owned();
+        let partition = r.i32(WHAT)?;
+        partitions.insert(TopicPartition { topic, partition });
+    }
+    let mut groups = std::collections::BTreeSet::new();
+    for _ in 0..r.u32(WHAT)? {
+        groups.insert(r.str_u32(WHAT)?.to_owned());
+    }
+    let started = Timestamp(r.u64(WHAT)?);
+    let updated = Timestamp(r.u64(WHAT)?);
+    end(&r, WHAT)?;
+    Ok(TxnRecord {
+        transactional_id,
+        producer_id,
+        previous_producer_id,
+        producer_epoch,
+        last_producer_epoch,
+        timeout_ms,
+        state,
+        partitions,
+        groups,
+        started,
+        updated,
     })
 }
 

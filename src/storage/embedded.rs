@@ -7,7 +7,8 @@
 //!
 //! Tables: `offsets` (key: group, topic, partition; see [`super::codec`]), `groups` (key: the
 //! group id; classic groups), `consumer_groups` and `consumer_members` (consumer groups: key the
-//! group id, and group and member id), `topics` (key: the name) and `meta` (the format version).
+//! group id, and group and member id), `topics` (key: the name), `txns` (key: the transactional
+//! id) and `meta` (the format version).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use redb::{
 use super::codec;
 use super::{LoadedConsumerGroup, LoadedGroup, Mutation, Store, StoreError, StoredTopic};
 use crate::security::credentials::CredentialChange;
-use crate::vocab::GroupId;
+use crate::vocab::{GroupId, TxnRecord};
 
 const OFFSETS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("offsets");
 const GROUPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("groups");
@@ -34,6 +35,8 @@ const CONSUMER_MEMBERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("co
 /// SCRAM credentials: key the mechanism's code and the user name, value the credential. Added
 /// to format 1 like the consumer-group tables.
 const CREDENTIALS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("scram_credentials");
+/// Transactional ids' states by transactional id. Added to format 1 as the consumer tables were.
+const TXNS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("txns");
 
 /// The layout version this build writes and reads.
 const FORMAT: u32 = 1;
@@ -139,6 +142,7 @@ impl EmbeddedStore {
                 CONSUMER_GROUPS,
                 CONSUMER_MEMBERS,
                 CREDENTIALS,
+                TXNS,
             ] {
                 tx.open_table(table).map_err(|e| e.to_string())?;
             }
@@ -179,6 +183,7 @@ impl EmbeddedStore {
         let mut consumer_groups = tx.open_table(CONSUMER_GROUPS)?;
         let mut consumer_members = tx.open_table(CONSUMER_MEMBERS)?;
         let mut credentials = tx.open_table(CREDENTIALS)?;
+        let mut txns = tx.open_table(TXNS)?;
         for m in batch {
             match m {
                 Mutation::PutOffset { group, tp, offset } => {
@@ -245,6 +250,15 @@ impl EmbeddedStore {
                 }
                 Mutation::Credential(CredentialChange::Delete { user, mechanism }) => {
                     credentials.remove(codec::credential_key(user, *mechanism).as_slice())?;
+                }
+                Mutation::PutTxn(record) => {
+                    txns.insert(
+                        record.transactional_id.as_bytes(),
+                        codec::encode_txn(record).as_slice(),
+                    )?;
+                }
+                Mutation::DeleteTxn { transactional_id } => {
+                    txns.remove(transactional_id.as_bytes())?;
                 }
             }
         }
@@ -439,6 +453,20 @@ impl Store for EmbeddedStore {
             out[i].offsets.push((tp, offset));
         }
         out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    fn load_txns(&self) -> Result<Vec<TxnRecord>, StoreError> {
+        let tx = self.read()?;
+        let table = tx.open_table(TXNS).map_err(|e| self.corrupt(e))?;
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(|e| self.corrupt(e))? {
+            let (k, v) = entry.map_err(|e| self.corrupt(e))?;
+            let id = String::from_utf8_lossy(k.value()).into_owned();
+            let record = codec::decode_txn(v.value())
+                .map_err(|e| self.corrupt(format!("transactional id {id}: {e}")))?;
+            out.push(record);
+        }
         Ok(out)
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use super::{LoadedConsumerGroup, LoadedGroup, Mutation, Store, StoreError, StoredTopic};
 use crate::metadata::topic_config::TopicConfigs;
 use crate::vocab::{ConsumerGroupRecord, ConsumerMember, GroupId, GroupMetadataRecord, MemberId};
-use crate::vocab::{OffsetAndMetadata, TopicPartition};
+use crate::vocab::{OffsetAndMetadata, TopicPartition, TxnRecord};
 
 #[derive(Debug, Default)]
 struct Data {
@@ -22,6 +22,7 @@ struct Data {
         (String, crate::security::scram::ScramMechanism),
         crate::security::scram::ScramCredential,
     >,
+    txns: BTreeMap<String, TxnRecord>,
 }
 
 impl Data {
@@ -107,6 +108,13 @@ impl Store for MemoryStore {
                 Mutation::Credential(CredentialChange::Delete { user, mechanism }) => {
                     d.credentials.remove(&(user.clone(), *mechanism));
                 }
+                Mutation::PutTxn(record) => {
+                    d.txns
+                        .insert(record.transactional_id.clone(), (**record).clone());
+                }
+                Mutation::DeleteTxn { transactional_id } => {
+                    d.txns.remove(transactional_id);
+                }
             }
         }
         Ok(())
@@ -183,5 +191,9 @@ impl Store for MemoryStore {
                 .push((tp.clone(), o.clone()));
         }
         Ok(out.into_values().collect())
+    }
+
+    fn load_txns(&self) -> Result<Vec<TxnRecord>, StoreError> {
+        Ok(self.data().txns.values().cloned().collect())
     }
 }

@@ -1,5 +1,5 @@
-//! The durable store: committed offsets, classic group metadata and topics created at run time
-//! survive restarts and `kill -9`.
+//! The durable store: committed offsets, classic group metadata, topics created at run time and
+//! transactional ids' states survive restarts and `kill -9`.
 //!
 //! - [`Store`] is the seam: a replicated store can replace the embedded one. [`EmbeddedStore`]
 //!   keeps everything in one redb file under the data dir; [`MemoryStore`] is for tests (and
@@ -30,7 +30,7 @@ use crate::metadata::topic_config::TopicConfigs;
 use crate::vocab::{
     ConsumerGroupRecord, ConsumerMember, GroupError, GroupId, GroupMetadataRecord, MemberId,
 };
-use crate::vocab::{OffsetAndMetadata, TopicPartition};
+use crate::vocab::{OffsetAndMetadata, TopicPartition, TxnRecord};
 
 /// Why the store failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -109,6 +109,12 @@ pub enum Mutation {
     /// A SCRAM user's credential for one mechanism (AlterUserScramCredentials), or its
     /// deletion.
     Credential(crate::security::credentials::CredentialChange),
+    /// A transactional id's state (replaces the previous one).
+    PutTxn(Box<TxnRecord>),
+    /// A transactional id forgotten (`transactional.id.expiration.ms`).
+    DeleteTxn {
+        transactional_id: String,
+    },
 }
 
 /// A stored SCRAM credential: user, mechanism, credential.
@@ -164,6 +170,11 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     /// [`StoreError::Corrupt`] naming what cannot be read.
     fn load_credentials(&self) -> Result<Vec<StoredCredential>, StoreError>;
+    /// Every stored transactional id's state.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] naming what cannot be read.
+    fn load_txns(&self) -> Result<Vec<TxnRecord>, StoreError>;
 }
 
 /// `offsets.commit.sync`: whether a write is on disk before it is acknowledged.

@@ -392,3 +392,55 @@ fn writes_succeed_again_once_a_full_disk_has_room() {
         .collect();
     assert_eq!(offsets, vec![(0, 1), (1, 5)]);
 }
+
+fn txn_record(id: &str, state: crate::vocab::TxnState) -> crate::vocab::TxnRecord {
+    crate::vocab::TxnRecord {
+        transactional_id: id.into(),
+        producer_id: 42,
+        previous_producer_id: -1,
+        producer_epoch: 3,
+        last_producer_epoch: 2,
+        timeout_ms: 60_000,
+        state,
+        partitions: [TopicPartition::new("t", 0), TopicPartition::new("u", 7)].into(),
+        groups: ["g".to_string()].into(),
+        started: crate::vocab::Timestamp(1_700_000_000_000),
+        updated: crate::vocab::Timestamp(1_700_000_000_500),
+    }
+}
+
+#[test]
+fn transactional_ids_round_trip_across_reopen_and_delete() {
+    use crate::vocab::TxnState;
+    let dir = temp_dir("txns");
+    let a = txn_record("a", TxnState::PrepareCommit);
+    let b = txn_record("b", TxnState::Ongoing);
+    for store in [
+        Box::new(EmbeddedStore::open(&dir).unwrap()) as Box<dyn Store>,
+        Box::new(MemoryStore::default()),
+    ] {
+        store
+            .apply(
+                &[
+                    Mutation::PutTxn(Box::new(a.clone())),
+                    Mutation::PutTxn(Box::new(b.clone())),
+                    Mutation::DeleteTxn {
+                        transactional_id: "b".into(),
+                    },
+                ],
+                true,
+            )
+            .unwrap();
+        assert_eq!(store.load_txns().unwrap(), vec![a.clone()]);
+    }
+    let store = EmbeddedStore::open(&dir).unwrap();
+    assert_eq!(store.load_txns().unwrap(), vec![a.clone()]);
+    drop(store);
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Every truncation of the value is an error, never a panic.
+    let bytes = codec::encode_txn(&a);
+    assert_eq!(codec::decode_txn(&bytes).unwrap(), a);
+    for len in 0..bytes.len() {
+        assert!(codec::decode_txn(&bytes[..len]).is_err(), "cut at {len}");
+    }
+}

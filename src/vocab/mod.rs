@@ -8,6 +8,7 @@ pub mod ids;
 pub mod reader;
 pub mod records;
 pub mod time;
+pub mod txn;
 
 pub use errors::{error_code, GroupError};
 pub use ids::{Generation, GroupId, InstanceId, MemberId, Protocol};
@@ -17,3 +18,4 @@ pub use records::{
     TopicPartition,
 };
 pub use time::Timestamp;
+pub use txn::{TxnRecord, TxnState};

@@ -42,6 +42,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * consume-assign BOOTSTRAP TOPIC COUNT TIMEOUT_MS
  *                assign() every partition from the beginning, no group; one line per record,
  *                then {"end_offsets": {...}}
+ * txn-produce, consume-committed: transactions (TxnClient.java)
  * streams        BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR [KEY=VALUE...]
  *                a Kafka Streams word count instance that runs until SIGTERM (StreamsApp.java)
  * </pre>
@@ -62,6 +63,10 @@ public final class Client {
                         .toArray(new String[0]));
                 case "consume-assign" -> consumeAssign(args[1], args[2], Integer.parseInt(args[3]),
                         Long.parseLong(args[4]));
+                case "txn-produce" -> TxnClient.produce(args[1], args[2], args[3],
+                        Integer.parseInt(args[4]), Integer.parseInt(args[5]));
+                case "consume-committed" -> TxnClient.consumeCommitted(args[1], args[2],
+                        Integer.parseInt(args[3]), Long.parseLong(args[4]));
                 default -> throw new IllegalArgumentException("unknown subcommand; see Client.java");
             }
         } catch (Exception e) {
@@ -71,6 +76,11 @@ public final class Client {
         }
         OUT.flush();
         System.exit(code);
+    }
+
+    /** One JSON line on stdout. */
+    static void print(String line) {
+        OUT.println(line);
     }
 
     private static Properties props(String bootstrap) {
@@ -217,7 +227,7 @@ public final class Client {
         return "{" + kv("id", n.id()) + "," + kv("host", n.host()) + "," + kv("port", n.port()) + "}";
     }
 
-    private static String obj(Object... kvs) {
+    static String obj(Object... kvs) {
         List<String> parts = new ArrayList<>();
         for (int i = 0; i < kvs.length; i += 2) {
             parts.add(kv((String) kvs[i], kvs[i + 1]));

@@ -1,0 +1,87 @@
+//! AddPartitionsToTxn (key 24), v0-3: the client's form, one transaction per request. v4+ (a
+//! batch of transactions, and verify-only) is broker-to-broker in Kafka and not served.
+//!
+//! Kafka's order (`KafkaApis.handleAddPartitionsToTxnRequest`): a partition of an unknown topic
+//! (or a partition the topic lacks) fails with UNKNOWN_TOPIC_OR_PARTITION and every other
+//! partition with OPERATION_NOT_ATTEMPTED; otherwise every partition gets the coordinator's
+//! answer. Below v2 PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, TopicName};
+use kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+use crate::txn::ProducerIdAndEpoch;
+use crate::vocab::TopicPartition;
+
+fn response(results: BTreeMap<(TopicName, i32), i16>) -> AddPartitionsToTxnResponse {
+    let mut topics: Vec<AddPartitionsToTxnTopicResult> = Vec::new();
+    for ((name, index), error) in results {
+        let result = AddPartitionsToTxnPartitionResult::default()
+            .with_partition_index(index)
+            .with_partition_error_code(error);
+        match topics.last_mut() {
+            Some(t) if t.name == name => t.results_by_partition.push(result),
+            _ => topics.push(
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(name)
+                    .with_results_by_partition(vec![result]),
+            ),
+        }
+    }
+    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topics)
+}
+
+pub async fn handle(
+    broker: &Broker,
+    req: AddPartitionsToTxnRequest,
+    version: i16,
+) -> AddPartitionsToTxnResponse {
+    let mut partitions = Vec::new();
+    let mut unknown = BTreeMap::new();
+    for t in &req.v3_and_below_topics {
+        let topic = broker.topics.get(&t.name);
+        for &p in &t.partitions {
+            let key = (t.name.clone(), p);
+            match &topic {
+                Some(topic) if (0..topic.partitions).contains(&p) => {
+                    partitions.push((key, TopicPartition::new(t.name.as_str(), p)));
+                }
+                _ => {
+                    unknown.insert(key, ResponseError::UnknownTopicOrPartition.code());
+                }
+            }
+        }
+    }
+    if !unknown.is_empty() {
+        for (key, _) in partitions {
+            unknown
+                .entry(key)
+                .or_insert(ResponseError::OperationNotAttempted.code());
+        }
+        return response(unknown);
+    }
+    let producer = ProducerIdAndEpoch {
+        producer_id: req.v3_and_below_producer_id.0,
+        epoch: req.v3_and_below_producer_epoch,
+    };
+    let tps: Vec<TopicPartition> = partitions.iter().map(|(_, tp)| tp.clone()).collect();
+    let result = broker
+        .txns
+        .add_partitions(&req.v3_and_below_transactional_id, producer, &tps)
+        .await;
+    let error = match result {
+        Ok(()) => 0,
+        Err(e) => super::txn_errors::code(&e, version < 2).code(),
+    };
+    response(
+        partitions
+            .into_iter()
+            .map(|(key, _)| (key, error))
+            .collect(),
+    )
+}

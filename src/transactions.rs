@@ -1,0 +1,428 @@
+//! The transaction coordinator's shell: the pure [`crate::txn::TxnCoordinator`] behind a std
+//! `Mutex` (every call on it is short and synchronous; nothing is awaited while it is held),
+//! its records written through the node's storage task, and its markers written into the
+//! partition logs.
+//!
+//! Durability: every answer waits for a store write submitted while the lock was held (empty
+//! when the call changed nothing). The storage task applies writes in submission order, so an
+//! answer never depends on a state that is not yet durable, whichever request changed it.
+//!
+//! An ending transaction (EndTxn, a fencing InitProducerId, a timeout, or one found ending at
+//! start-up) goes: its PrepareCommit/PrepareAbort record is durable, then its markers are
+//! appended to every partition it touched, then its CompleteCommit/CompleteAbort record is
+//! written; EndTxn answers after the markers, so a read_committed consumer sees the transaction
+//! by the time the producer learns it committed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::oneshot;
+
+use crate::broker::Broker;
+use crate::storage::{Mutation, Storage, StoreError};
+use crate::txn::{
+    End, Init, InitProducer, Markers, Member, ProducerIdAndEpoch, TxnCoordinator, TxnError,
+};
+use crate::vocab::{Timestamp, TopicPartition, TxnRecord};
+
+/// Why a transactional request failed in the shell.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShellError {
+    #[error(transparent)]
+    Txn(#[from] TxnError),
+    /// The record could not be stored: the client is told NOT_COORDINATOR and retries.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The stored ids are not loaded yet (COORDINATOR_LOAD_IN_PROGRESS, as Kafka answers).
+    #[error("transactional ids are loading")]
+    Loading,
+}
+
+/// The transaction coordinator of this node.
+pub struct Transactions {
+    core: Mutex<TxnCoordinator>,
+    storage: Storage,
+    /// Set once the stored ids are loaded; until then every request is refused.
+    loaded: AtomicBool,
+}
+
+/// Wall-clock milliseconds: transaction start times are stored and outlive the process.
+pub fn wall_clock() -> Timestamp {
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0)),
+    )
+}
+
+fn put(record: TxnRecord) -> Mutation {
+    Mutation::PutTxn(Box::new(record))
+}
+
+impl Transactions {
+    pub fn new(max_timeout_ms: i32, storage: Storage) -> Transactions {
+        Transactions {
+            core: Mutex::new(TxnCoordinator::new(max_timeout_ms)),
+            storage,
+            loaded: AtomicBool::new(false),
+        }
+    }
+
+    /// The core, for a request: refused until the stored ids are loaded.
+    fn serving(&self) -> Result<MutexGuard<'_, TxnCoordinator>, ShellError> {
+        if self.loaded.load(Ordering::Acquire) {
+            Ok(self.core())
+        } else {
+            Err(ShellError::Loading)
+        }
+    }
+
+    fn core(&self) -> MutexGuard<'_, TxnCoordinator> {
+        // Every transition completes before anything that could panic.
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `batch` (under the caller's lock, so in the order of the transitions).
+    fn submit(&self, batch: Vec<Mutation>) -> oneshot::Receiver<Result<(), StoreError>> {
+        let (tx, rx) = oneshot::channel();
+        self.storage.submit(
+            batch,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx
+    }
+
+    async fn durable(rx: oneshot::Receiver<Result<(), StoreError>>) -> Result<(), StoreError> {
+        rx.await.unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Waits for the write of `written`; if the store refused it, the id goes back to
+    /// `previous` ([`TxnCoordinator::revert`]).
+    async fn durable_or_revert(
+        &self,
+        rx: oneshot::Receiver<Result<(), StoreError>>,
+        written: Option<TxnRecord>,
+        previous: Option<TxnRecord>,
+    ) -> Result<(), ShellError> {
+        let result = Self::durable(rx).await;
+        if let (Err(_), Some(written)) = (&result, &written) {
+            self.core().revert(written, previous);
+        }
+        Ok(result?)
+    }
+
+    /// Takes the stored transactional ids over and finishes every transaction found ending
+    /// (their completion records are queued, not awaited).
+    pub fn load(&self, broker: &Broker, records: Vec<TxnRecord>) {
+        let count = records.len();
+        let pending = self.core().load(records);
+        if count > 0 {
+            tracing::info!(
+                ids = count,
+                ending = pending.len(),
+                "transactional ids loaded"
+            );
+        }
+        for markers in pending {
+            drop(self.write_and_complete(broker, &markers));
+        }
+        self.loaded.store(true, Ordering::Release);
+    }
+
+    /// InitProducerId with a transactional id: the producer id and epoch, durable.
+    ///
+    /// # Errors
+    /// The coordinator's refusal, CONCURRENT_TRANSACTIONS after fencing an open transaction,
+    /// or the store's error.
+    pub async fn init_producer(
+        &self,
+        broker: &Broker,
+        req: &InitProducer,
+    ) -> Result<ProducerIdAndEpoch, ShellError> {
+        let (rx, outcome) = {
+            let mut core = self.serving()?;
+            let outcome =
+                core.init_producer(req, wall_clock(), &mut || broker.producer_ids.allocate())?;
+            let record = match &outcome {
+                Init::Ready(r) => r.clone(),
+                Init::Fenced { record, .. } => record.clone(),
+            };
+            (self.submit(vec![put(record)]), outcome)
+        };
+        Self::durable(rx).await?;
+        match outcome {
+            Init::Ready(r) => Ok(ProducerIdAndEpoch {
+                producer_id: r.producer_id,
+                epoch: r.producer_epoch,
+            }),
+            Init::Fenced { record, markers } => {
+                tracing::info!(
+                    transactional_id = %record.transactional_id,
+                    epoch = record.producer_epoch,
+                    "fenced the previous producer; aborting its transaction"
+                );
+                self.finish(broker, &markers).await;
+                Err(TxnError::ConcurrentTransactions.into())
+            }
+        }
+    }
+
+    /// AddPartitionsToTxn.
+    ///
+    /// # Errors
+    /// The coordinator's refusal or the store's error.
+    pub async fn add_partitions(
+        &self,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        partitions: &[TopicPartition],
+    ) -> Result<(), ShellError> {
+        let (rx, written, previous) = {
+            let mut core = self.serving()?;
+            let previous = core.get(transactional_id).cloned();
+            let record =
+                core.add_partitions(transactional_id, producer, partitions, wall_clock())?;
+            (
+                self.submit(record.iter().cloned().map(put).collect()),
+                record,
+                previous,
+            )
+        };
+        self.durable_or_revert(rx, written, previous).await
+    }
+
+    /// AddOffsetsToTxn.
+    ///
+    /// # Errors
+    /// The coordinator's refusal or the store's error.
+    pub async fn add_offsets(
+        &self,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        group: &str,
+    ) -> Result<(), ShellError> {
+        let (rx, written, previous) = {
+            let mut core = self.serving()?;
+            let previous = core.get(transactional_id).cloned();
+            let record = core.add_offsets(transactional_id, producer, group, wall_clock())?;
+            (
+                self.submit(record.iter().cloned().map(put).collect()),
+                record,
+                previous,
+            )
+        };
+        self.durable_or_revert(rx, written, previous).await
+    }
+
+    /// Whether the producer may write transactional records to `member` now.
+    ///
+    /// # Errors
+    /// The coordinator's refusal.
+    pub fn verify(
+        &self,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        member: Member<'_>,
+    ) -> Result<(), ShellError> {
+        Ok(self.serving()?.verify(transactional_id, producer, member)?)
+    }
+
+    /// EndTxn: answers once the transaction's markers are written.
+    ///
+    /// # Errors
+    /// The coordinator's refusal or the store's error.
+    pub async fn end_txn(
+        &self,
+        broker: &Broker,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        commit: bool,
+    ) -> Result<(), ShellError> {
+        let (rx, outcome, previous) = {
+            let mut core = self.serving()?;
+            let previous = core.get(transactional_id).cloned();
+            let outcome = core.end_txn(transactional_id, producer, commit, wall_clock())?;
+            let batch = match &outcome {
+                End::AlreadyDone => Vec::new(),
+                End::Prepared(e) => vec![put(e.record.clone())],
+            };
+            (self.submit(batch), outcome, previous)
+        };
+        let written = match &outcome {
+            End::AlreadyDone => None,
+            End::Prepared(e) => Some(e.record.clone()),
+        };
+        self.durable_or_revert(rx, written, previous).await?;
+        if let End::Prepared(e) = outcome {
+            self.finish(broker, &e.markers).await;
+        }
+        Ok(())
+    }
+
+    /// Writes the markers of an ending transaction, then completes it. The ending record is
+    /// durable already. A failed completion write leaves the stored state ending: the markers
+    /// are written again at the next start, which is harmless.
+    async fn finish(&self, broker: &Broker, markers: &Markers) {
+        let rx = self.write_and_complete(broker, markers);
+        if let Err(e) = Self::durable(rx).await {
+            tracing::warn!(
+                transactional_id = %markers.transactional_id,
+                "transaction completion not stored: {e}"
+            );
+        }
+        tracing::debug!(
+            transactional_id = %markers.transactional_id,
+            commit = markers.commit,
+            partitions = markers.partitions.len(),
+            "transaction completed"
+        );
+    }
+
+    /// Writes the markers, completes the transaction and queues its completion record.
+    fn write_and_complete(
+        &self,
+        broker: &Broker,
+        markers: &Markers,
+    ) -> oneshot::Receiver<Result<(), StoreError>> {
+        write_markers(broker, markers);
+        let mut core = self.core();
+        let record = core.complete(markers, wall_clock());
+        self.submit(record.into_iter().map(put).collect())
+    }
+
+    /// Aborts every open transaction past its timeout.
+    pub async fn abort_timed_out(&self, broker: &Broker) {
+        let (rx, ending) = {
+            let mut core = self.core();
+            let ending = core.abort_timed_out(wall_clock());
+            if ending.is_empty() {
+                return;
+            }
+            let batch = ending.iter().map(|(r, _)| put(r.clone())).collect();
+            (self.submit(batch), ending)
+        };
+        if let Err(e) = Self::durable(rx).await {
+            tracing::warn!("aborts of timed-out transactions not stored: {e}");
+            return;
+        }
+        for (record, markers) in ending {
+            tracing::info!(
+                transactional_id = %record.transactional_id,
+                "transaction timed out; aborted"
+            );
+            self.finish(broker, &markers).await;
+        }
+    }
+
+    /// Forgets idle transactional ids older than `expiration_ms`.
+    pub async fn expire_ids(&self, expiration_ms: u64) {
+        let rx = {
+            let mut core = self.core();
+            let expired = core.expire_ids(wall_clock(), expiration_ms);
+            if expired.is_empty() {
+                return;
+            }
+            tracing::info!(ids = expired.len(), "expired transactional ids");
+            let batch = expired
+                .into_iter()
+                .map(|transactional_id| Mutation::DeleteTxn { transactional_id })
+                .collect();
+            self.submit(batch)
+        };
+        if let Err(e) = Self::durable(rx).await {
+            tracing::warn!("expired transactional ids not deleted: {e}");
+        }
+    }
+}
+
+/// Appends the marker to every partition of the transaction. A partition whose topic is gone
+/// gets none; a producer that already wrote with a newer epoch keeps its state (logged).
+fn write_markers(broker: &Broker, markers: &Markers) {
+    for tp in &markers.partitions {
+        let Some(topic) = broker.topics.get(&tp.topic) else {
+            continue;
+        };
+        let Some(partition) = broker.logs.partition(&topic, tp.partition) else {
+            continue;
+        };
+        if let Err(e) =
+            partition.append_marker(markers.producer_id, markers.producer_epoch, markers.commit)
+        {
+            tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker not written: {e}");
+        }
+    }
+}
+
+/// Runs the coordinator's two periodic checks, as Kafka's scheduler does: timed-out
+/// transactions every `transaction.abort.timed.out.transaction.cleanup.interval.ms`, expired
+/// ids every `transaction.remove.expired.transaction.cleanup.interval.ms`. Ends when the broker
+/// is dropped.
+pub fn spawn_timers(broker: &std::sync::Arc<Broker>) {
+    let weak = std::sync::Arc::downgrade(broker);
+    let abort_every = Duration::from_millis(broker.config.transaction_abort_check_interval_ms);
+    let expire_every = Duration::from_millis(broker.config.transaction_expire_check_interval_ms);
+    let expiration_ms = broker.config.transactional_id_expiration_ms;
+    tokio::spawn(async move {
+        let mut abort = tokio::time::interval(abort_every);
+        let mut expire = tokio::time::interval(expire_every);
+        abort.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        expire.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        abort.tick().await;
+        expire.tick().await;
+        loop {
+            tokio::select! {
+                _ = abort.tick() => {
+                    let Some(broker) = weak.upgrade() else { return };
+                    broker.txns.abort_timed_out(&broker).await;
+                }
+                _ = expire.tick() => {
+                    let Some(broker) = weak.upgrade() else { return };
+                    broker.txns.expire_ids(expiration_ms).await;
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::storage::{MemoryStore, Store};
+    use crate::vocab::TxnState;
+
+    #[tokio::test]
+    async fn a_refused_write_answers_with_the_store_error_and_is_taken_back() {
+        let broker = crate::api::testing::broker();
+        let store = Arc::new(MemoryStore::default());
+        let txns = Transactions::new(900_000, Storage::inline(store.clone()));
+        let init = InitProducer {
+            transactional_id: "tx".into(),
+            timeout_ms: 60_000,
+            expected: None,
+        };
+        assert_eq!(
+            txns.init_producer(&broker, &init).await,
+            Err(ShellError::Loading),
+            "nothing is served before the load"
+        );
+        txns.load(&broker, Vec::new());
+        let p = txns.init_producer(&broker, &init).await.unwrap();
+        let tp = [TopicPartition::new("t", 0)];
+        store.fail_writes(true);
+        assert!(matches!(
+            txns.add_partitions("tx", p, &tp).await,
+            Err(ShellError::Store(_))
+        ));
+        assert_eq!(txns.core().get("tx").unwrap().state, TxnState::Empty);
+        store.fail_writes(false);
+        txns.add_partitions("tx", p, &tp).await.unwrap();
+        let stored = store.load_txns().unwrap();
+        assert_eq!(stored[0].state, TxnState::Ongoing);
+        assert_eq!(stored[0].partitions.len(), 1, "the retry is stored");
+    }
+}

@@ -1,0 +1,223 @@
+//! Transactional requests for the wire tests (tests/transactions.rs, and tests/wire.rs's probes),
+//! each retried while the server answers with an error Kafka's own clients retry (a coordinator
+//! still loading, a transaction still completing), within [`DEADLINE`].
+
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, CreateTopicsRequest, EndTxnRequest,
+    FindCoordinatorRequest, InitProducerIdRequest, TransactionalId,
+};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use kafka_protocol::ResponseError;
+
+use super::{err, group_id, s, topic_name, Client, DEADLINE};
+
+/// Errors a client retries: the coordinator is loading or moving, or a transaction of the id
+/// is still being completed.
+pub fn retriable(e: Option<ResponseError>) -> bool {
+    matches!(
+        e,
+        Some(
+            ResponseError::CoordinatorLoadInProgress
+                | ResponseError::CoordinatorNotAvailable
+                | ResponseError::NotCoordinator
+                | ResponseError::ConcurrentTransactions
+        )
+    )
+}
+
+/// Runs `send` until its error is not [`retriable`] (or the deadline passes), returning the
+/// last answer's error and the answer.
+pub fn retry<T>(
+    mut send: impl FnMut() -> (Option<ResponseError>, T),
+) -> (Option<ResponseError>, T) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let (e, r) = send();
+        if !retriable(e) || Instant::now() >= deadline {
+            return (e, r);
+        }
+        // The retry backoff of Kafka's clients (retry.backoff.ms' floor).
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn txn_id(id: &str) -> TransactionalId {
+    TransactionalId(s(id))
+}
+
+/// Creates a topic (name given) with `partitions`.
+pub fn create_topic(c: &mut Client, name: &str, partitions: i32) {
+    let resp = c.send(
+        5,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(topic_name(name))
+                .with_num_partitions(partitions)
+                .with_replication_factor(1)]),
+    );
+    assert_eq!(err(resp.topics[0].error_code), None, "{resp:?}");
+}
+
+/// FindCoordinator for a transactional id (v3): the node id, once the coordinator is there.
+pub fn find_txn_coordinator(c: &mut Client, id: &str) -> i32 {
+    let (e, node) = retry(|| {
+        let r = c.send(
+            3,
+            &FindCoordinatorRequest::default()
+                .with_key(s(id))
+                .with_key_type(1),
+        );
+        (err(r.error_code), r.node_id.0)
+    });
+    assert_eq!(e, None, "FindCoordinator(transaction) for {id}");
+    node
+}
+
+/// InitProducerId at `version` for a transactional id, retried: its error, producer id, epoch.
+pub fn init_txn_at(
+    c: &mut Client,
+    version: i16,
+    id: &str,
+    timeout_ms: i32,
+    expected: Option<(i64, i16)>,
+) -> (Option<ResponseError>, i64, i16) {
+    let (pid, epoch) = expected.unwrap_or((-1, -1));
+    let (e, (p, ep)) = retry(|| {
+        let r = c.send(
+            version,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(txn_id(id)))
+                .with_transaction_timeout_ms(timeout_ms)
+                .with_producer_id(pid.into())
+                .with_producer_epoch(epoch),
+        );
+        (err(r.error_code), (r.producer_id.0, r.producer_epoch))
+    });
+    (e, p, ep)
+}
+
+/// InitProducerId (v4) that must succeed: (producer id, epoch).
+pub fn init_txn(c: &mut Client, id: &str, timeout_ms: i32) -> (i64, i16) {
+    find_txn_coordinator(c, id);
+    let (e, pid, epoch) = init_txn_at(c, 4, id, timeout_ms, None);
+    assert_eq!(e, None, "InitProducerId({id})");
+    (pid, epoch)
+}
+
+/// AddPartitionsToTxn at `version` (v0-3): every partition's error, in request order.
+pub fn add_partitions(
+    c: &mut Client,
+    version: i16,
+    id: &str,
+    producer: (i64, i16),
+    topic: &str,
+    partitions: &[i32],
+) -> Vec<Option<ResponseError>> {
+    let (_, codes) = retry(|| {
+        let r = c.send(
+            version,
+            &AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(txn_id(id))
+                .with_v3_and_below_producer_id(producer.0.into())
+                .with_v3_and_below_producer_epoch(producer.1)
+                .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                    .with_name(topic_name(topic))
+                    .with_partitions(partitions.to_vec())]),
+        );
+        let codes: Vec<Option<ResponseError>> = r
+            .results_by_topic_v3_and_below
+            .iter()
+            .flat_map(|t| &t.results_by_partition)
+            .map(|p| err(p.partition_error_code))
+            .collect();
+        (codes.first().copied().flatten(), codes)
+    });
+    codes
+}
+
+/// AddOffsetsToTxn at `version`: its error.
+pub fn add_offsets(
+    c: &mut Client,
+    version: i16,
+    id: &str,
+    producer: (i64, i16),
+    group: &str,
+) -> Option<ResponseError> {
+    retry(|| {
+        let r = c.send(
+            version,
+            &AddOffsetsToTxnRequest::default()
+                .with_transactional_id(txn_id(id))
+                .with_producer_id(producer.0.into())
+                .with_producer_epoch(producer.1)
+                .with_group_id(group_id(group)),
+        );
+        (err(r.error_code), ())
+    })
+    .0
+}
+
+/// EndTxn at `version`: its error.
+pub fn end_txn(
+    c: &mut Client,
+    version: i16,
+    id: &str,
+    producer: (i64, i16),
+    commit: bool,
+) -> Option<ResponseError> {
+    retry(|| {
+        let r = c.send(
+            version,
+            &EndTxnRequest::default()
+                .with_transactional_id(txn_id(id))
+                .with_producer_id(producer.0.into())
+                .with_producer_epoch(producer.1)
+                .with_committed(commit),
+        );
+        (err(r.error_code), ())
+    })
+    .0
+}
+
+/// A transactional batch of `values` from `producer` (id, epoch) starting at sequence `seq`.
+pub fn txn_batch(producer: (i64, i16), seq: i32, values: &[&str]) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: producer.0,
+            producer_epoch: producer.1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: seq + i as i32,
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: None,
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            headers: IndexMap::new(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encode a transactional batch");
+    buf.freeze()
+}
