@@ -255,6 +255,19 @@ impl TxnCoordinator {
         transactional_id: &str,
         producer: ProducerIdAndEpoch,
     ) -> Result<&mut TxnRecord, TxnError> {
+        let txn = self.of_producer(transactional_id, producer)?;
+        if txn.state.is_preparing() {
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        Ok(txn)
+    }
+
+    /// The transaction of `transactional_id` if `producer` (id and epoch) owns it.
+    fn of_producer(
+        &mut self,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+    ) -> Result<&mut TxnRecord, TxnError> {
         if transactional_id.is_empty() {
             return Err(TxnError::InvalidRequest);
         }
@@ -267,9 +280,6 @@ impl TxnCoordinator {
         }
         if txn.producer_epoch != producer.epoch {
             return Err(TxnError::ProducerFenced);
-        }
-        if txn.state.is_preparing() {
-            return Err(TxnError::ConcurrentTransactions);
         }
         Ok(txn)
     }
@@ -365,19 +375,7 @@ impl TxnCoordinator {
         commit: bool,
         now: Timestamp,
     ) -> Result<End, TxnError> {
-        if transactional_id.is_empty() {
-            return Err(TxnError::InvalidRequest);
-        }
-        let txn = self
-            .txns
-            .get_mut(transactional_id)
-            .ok_or(TxnError::InvalidProducerIdMapping)?;
-        if txn.producer_id != producer.producer_id {
-            return Err(TxnError::InvalidProducerIdMapping);
-        }
-        if txn.producer_epoch != producer.epoch {
-            return Err(TxnError::ProducerFenced);
-        }
+        let txn = self.of_producer(transactional_id, producer)?;
         match (txn.state, commit) {
             (TxnState::Ongoing, _) => {
                 txn.state = if commit {
