@@ -190,9 +190,15 @@ rows = {
                   ("server peak RSS (MiB)", lambda r: r["server_peak_rss"] / 2**20, True),
                   ("time to all Stable (s)", lambda r: r["stable_after_s"], True)],
 }
+def safely(f, r):
+    """A figure of one run; None for a run that never reached its window (a failed join)."""
+    try:
+        return f(r)
+    except (ZeroDivisionError, KeyError, TypeError):
+        return None
 def figure(reports, f):
-    """(median, min, max) of a figure over the runs, or None."""
-    values = [v for v in (f(r) for r in reports) if v is not None]
+    """(median, min, max) of a figure over the runs that have it, or None."""
+    values = [v for v in (safely(f, r) for r in reports) if v is not None]
     if not values:
         return None
     return statistics.median(values), min(values), max(values)
