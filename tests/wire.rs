@@ -270,45 +270,9 @@ fn healthy(koord: &Koord) -> Client {
 
 // --- Data-plane helpers ------------------------------------------------------------------------
 
-/// The create time of the first record every test batch carries; record `i` is 10 ms later.
-const BASE_TIMESTAMP: i64 = 1_700_000_000_000;
-
-/// One v2 record batch holding `values`, at offsets `first..` and timestamps
-/// `BASE_TIMESTAMP + 10 * offset`. `producer` is `(id, epoch, base sequence)` for an idempotent
-/// producer; `None` for a plain one.
+/// One v2 record batch holding `values` at offsets `first..` ([`txn::record_batch`]).
 fn batch(first: i64, values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
-    let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id,
-            producer_epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: first + i as i64,
-            // The encoder keeps records in one batch while offset - sequence is constant.
-            sequence: base_sequence.wrapping_add(i as i32),
-            timestamp: BASE_TIMESTAMP + 10 * (first + i as i64),
-            key: Some(Bytes::from(format!("k{}", first + i as i64))),
-            value: Some(Bytes::copy_from_slice(v.as_bytes())),
-            headers: IndexMap::new(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encode a record batch");
-    buf.freeze()
+    txn::record_batch(first, values, producer, false)
 }
 
 /// A topic to produce to: its name, and its id (nil if the server did not report one).
@@ -1030,17 +994,17 @@ fn probe_list_offsets(c: &mut Client, v: i16) {
     assert_eq!(err(latest.error_code), None, "v{v}: {latest:?}");
     assert_eq!(latest.offset, 3, "v{v}");
     // By timestamp: the first record at or after it.
-    let by_time = list_offset(c, v, &topic, 0, BASE_TIMESTAMP + 15);
+    let by_time = list_offset(c, v, &topic, 0, txn::BASE_TIMESTAMP + 15);
     assert_eq!(err(by_time.error_code), None, "v{v}: {by_time:?}");
     assert_eq!(
         (by_time.offset, by_time.timestamp),
-        (2, BASE_TIMESTAMP + 20),
+        (2, txn::BASE_TIMESTAMP + 20),
         "v{v}"
     );
     if v >= 4 {
         assert_eq!(by_time.leader_epoch, 0, "v{v}");
     }
-    let none = list_offset(c, v, &topic, 0, BASE_TIMESTAMP + 1_000);
+    let none = list_offset(c, v, &topic, 0, txn::BASE_TIMESTAMP + 1_000);
     assert_eq!((none.offset, none.timestamp), (-1, -1), "v{v}: {none:?}");
 }
 
@@ -2823,8 +2787,8 @@ fn batch_with_forged_header_count() -> Bytes {
     let mut after_crc = BytesMut::new();
     after_crc.put_i16(0); // attributes: no compression, CreateTime
     after_crc.put_i32(0); // last offset delta
-    after_crc.put_i64(BASE_TIMESTAMP); // first timestamp
-    after_crc.put_i64(BASE_TIMESTAMP); // max timestamp
+    after_crc.put_i64(txn::BASE_TIMESTAMP); // first timestamp
+    after_crc.put_i64(txn::BASE_TIMESTAMP); // max timestamp
     after_crc.put_i64(-1); // producer id
     after_crc.put_i16(-1); // producer epoch
     after_crc.put_i32(-1); // base sequence
@@ -2851,7 +2815,7 @@ fn forged_record_header_count_in_a_produced_batch_does_not_crash_koord() {
     let p = produce(&mut c, 9, &topic, 0, batch_with_forged_header_count());
     eprintln!("produce of the forged batch: {:?}", err(p.error_code));
     // Finding an offset by timestamp decodes the stored batch's records.
-    let by_time = list_offset(&mut c, hi, &topic, 0, BASE_TIMESTAMP);
+    let by_time = list_offset(&mut c, hi, &topic, 0, txn::BASE_TIMESTAMP);
     eprintln!("ListOffsets by timestamp: {by_time:?}");
     let max = list_offset(&mut c, hi, &topic, 0, -3);
     eprintln!("ListOffsets max timestamp: {max:?}");
@@ -4018,7 +3982,7 @@ fn retention_ms_drops_batches_older_than_it() {
         return;
     };
     let mut c = koord.connect();
-    // BASE_TIMESTAMP is in 2023: older than an hour.
+    // txn::BASE_TIMESTAMP is in 2023: older than an hour.
     let t = configured_topic(&mut c, "retention", &[("retention.ms", "3600000")]);
     let p = produce(&mut c, 9, &t, 0, batch(0, &["old"], None));
     assert_eq!(err(p.error_code), None, "{p:?}");
@@ -4056,7 +4020,7 @@ fn compacted_topic_keeps_the_last_value_of_every_key() {
                 offset: i - next,
                 // The encoder keeps records in one batch while offset - sequence is constant.
                 sequence: (i - next) as i32 - 1,
-                timestamp: BASE_TIMESTAMP + i,
+                timestamp: txn::BASE_TIMESTAMP + i,
                 key: Some(Bytes::from(format!("key-{}", i % KEYS))),
                 value: Some(Bytes::from(value(i))),
                 headers: IndexMap::new(),
@@ -4236,7 +4200,7 @@ fn a_compacted_topic_refuses_records_without_a_key() {
         timestamp_type: TimestampType::Creation,
         offset: 0,
         sequence: -1,
-        timestamp: BASE_TIMESTAMP,
+        timestamp: txn::BASE_TIMESTAMP,
         key: None,
         value: Some(Bytes::from_static(b"v")),
         headers: IndexMap::new(),

@@ -190,21 +190,38 @@ pub fn end_txn(
 
 /// A transactional batch of `values` from `producer` (id, epoch) starting at sequence `seq`.
 pub fn txn_batch(producer: (i64, i16), seq: i32, values: &[&str]) -> Bytes {
+    record_batch(0, values, Some((producer.0, producer.1, seq)), true)
+}
+
+/// The create time of the first record every test batch carries; record `i` is 10 ms later.
+pub const BASE_TIMESTAMP: i64 = 1_700_000_000_000;
+
+/// One v2 record batch holding `values`, at offsets `first..` and timestamps
+/// `BASE_TIMESTAMP + 10 * offset`, keys `k{offset}`. `producer` is `(id, epoch, base sequence)`
+/// for an idempotent or transactional producer; `None` for a plain one.
+pub fn record_batch(
+    first: i64,
+    values: &[&str],
+    producer: Option<(i64, i16, i32)>,
+    transactional: bool,
+) -> Bytes {
+    let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
     let records: Vec<Record> = values
         .iter()
         .enumerate()
         .map(|(i, v)| Record {
-            transactional: true,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: producer.0,
-            producer_epoch: producer.1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: seq + i as i32,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
+            offset: first + i as i64,
+            // The encoder keeps records in one batch while offset - sequence is constant.
+            sequence: base_sequence.wrapping_add(i as i32),
+            timestamp: BASE_TIMESTAMP + 10 * (first + i as i64),
+            key: Some(Bytes::from(format!("k{}", first + i as i64))),
             value: Some(Bytes::copy_from_slice(v.as_bytes())),
             headers: IndexMap::new(),
         })
@@ -218,6 +235,6 @@ pub fn txn_batch(producer: (i64, i16), seq: i32, values: &[&str]) -> Bytes {
             compression: Compression::None,
         },
     )
-    .expect("encode a transactional batch");
+    .expect("encode a record batch");
     buf.freeze()
 }
