@@ -11,15 +11,22 @@ mod common;
 
 use bytes::Bytes;
 use common::txn::{
-    add_partitions, create_topic, end_txn, find_txn_coordinator, init_txn, init_txn_at, txn_batch,
+    add_offsets, add_partitions, committed_offset, create_topic, end_txn, find_txn_coordinator,
+    init_txn, init_txn_at, retry, txn_batch, txn_offset_commit,
 };
-use common::{err, s, topic_name, unique, Client, Koord};
+use common::{err, group_id, s, topic_name, unique, Client, Koord};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, ProduceRequest, TransactionalId};
+use kafka_protocol::messages::{JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest};
 use kafka_protocol::records::RecordBatchDecoder;
 use kafka_protocol::ResponseError;
 
@@ -440,4 +447,297 @@ fn transactional_ids_survive_kill_9() {
     assert_eq!((e, pid, epoch), (None, p.0, p.1 + 1));
     // The open transaction is still open (Kafka leaves it to time out): its producer can end it.
     assert_eq!(end_txn(&mut c, 3, &open_id, q, false), None);
+}
+
+/// OffsetCommit v8 of `offset` into `group` from outside group management; retried while the
+/// topic is not known yet (Kafka, right after CreateTopics).
+fn plain_commit(c: &mut Client, group: &str, topic: &str, offset: i64) {
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    while plain_commit_once(c, group, topic, offset) == Some(ResponseError::UnknownTopicOrPartition)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(plain_commit_once(c, group, topic, offset), None);
+}
+
+fn plain_commit_once(
+    c: &mut Client,
+    group: &str,
+    topic: &str,
+    offset: i64,
+) -> Option<ResponseError> {
+    let r = c.send(
+        8,
+        &OffsetCommitRequest::default()
+            .with_group_id(group_id(group))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(topic_name(topic))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(offset)
+                    .with_committed_metadata(Some(s("")))])]),
+    );
+    err(r.topics[0].partitions[0].error_code)
+}
+
+/// Polls OffsetFetch with `require_stable` until the partition is stable (Kafka writes the
+/// group's marker after answering EndTxn): its committed offset.
+fn stable_offset(c: &mut Client, group: &str, topic: &str) -> i64 {
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    loop {
+        match committed_offset(c, group, topic, 0, true) {
+            (None, offset) => return offset,
+            (Some(ResponseError::UnstableOffsetCommit), _)
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => panic!("{group}: {other:?}"),
+        }
+    }
+}
+
+/// A classic group of one member, joined and synced: (member id, generation).
+fn one_member_group(c: &mut Client, group: &str) -> (String, i32) {
+    let join = |c: &mut Client, member: &str| {
+        retry(|| {
+            let r = c.send(
+                5,
+                &JoinGroupRequest::default()
+                    .with_group_id(group_id(group))
+                    .with_session_timeout_ms(30_000)
+                    .with_rebalance_timeout_ms(30_000)
+                    .with_member_id(s(member))
+                    .with_protocol_type(s("consumer"))
+                    .with_protocols(vec![JoinGroupRequestProtocol::default()
+                        .with_name(s("range"))
+                        .with_metadata(Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]))]),
+            );
+            (err(r.error_code), r)
+        })
+    };
+    let (e, first) = join(c, "");
+    assert_eq!(e, Some(ResponseError::MemberIdRequired), "{first:?}");
+    let (e, joined) = join(c, first.member_id.as_str());
+    assert_eq!(e, None, "{joined:?}");
+    let r = c.send(
+        3,
+        &SyncGroupRequest::default()
+            .with_group_id(group_id(group))
+            .with_generation_id(joined.generation_id)
+            .with_member_id(joined.member_id.clone())
+            .with_assignments(vec![SyncGroupRequestAssignment::default()
+                .with_member_id(joined.member_id.clone())
+                .with_assignment(Bytes::new())]),
+    );
+    assert_eq!(err(r.error_code), None, "{r:?}");
+    (joined.member_id.to_string(), joined.generation_id)
+}
+
+#[test]
+fn transactional_offsets_are_committed_only_by_the_commit_marker() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let (topic, id, p) = setup(&mut c, "txn-offsets", 60_000);
+    let group = unique("txn-offsets-group");
+    plain_commit(&mut c, &group, &topic, 5);
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &group), None);
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, &group, ("", -1), &topic, 0, 10),
+        None
+    );
+    // Pending: unstable to a require_stable fetch, the old value to any other.
+    assert_eq!(
+        committed_offset(&mut c, &group, &topic, 0, true),
+        (Some(ResponseError::UnstableOffsetCommit), -1)
+    );
+    assert_eq!(
+        committed_offset(&mut c, &group, &topic, 0, false),
+        (None, 5)
+    );
+    assert_eq!(end_txn(&mut c, 3, &id, p, true), None);
+    assert_eq!(stable_offset(&mut c, &group, &topic), 10);
+    assert_eq!(
+        committed_offset(&mut c, &group, &topic, 0, false),
+        (None, 10)
+    );
+
+    // The next transaction aborts: its offset is dropped.
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &group), None);
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, &group, ("", -1), &topic, 0, 20),
+        None
+    );
+    assert_eq!(end_txn(&mut c, 3, &id, p, false), None);
+    assert_eq!(stable_offset(&mut c, &group, &topic), 10);
+}
+
+#[test]
+fn a_plain_commit_after_a_transactional_one_is_kept_when_the_transaction_commits() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let (topic, id, p) = setup(&mut c, "txn-offsets-mixed", 60_000);
+    let group = unique("txn-offsets-mixed-group");
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &group), None);
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, &group, ("", -1), &topic, 0, 10),
+        None
+    );
+    plain_commit(&mut c, &group, &topic, 7);
+    assert_eq!(
+        committed_offset(&mut c, &group, &topic, 0, true),
+        (Some(ResponseError::UnstableOffsetCommit), -1),
+        "still held by the transaction"
+    );
+    assert_eq!(end_txn(&mut c, 3, &id, p, true), None);
+    assert_eq!(stable_offset(&mut c, &group, &topic), 7);
+}
+
+#[test]
+fn txn_offset_commit_checks_the_transaction_and_the_committer() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let (topic, id, p) = setup(&mut c, "txn-offsets-checks", 60_000);
+    let group = unique("txn-offsets-checks-group");
+    // The group was not added to the transaction.
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, &group, ("", -1), &topic, 0, 1),
+        Some(ResponseError::InvalidTxnState),
+        "v3"
+    );
+    assert_eq!(
+        txn_offset_commit(&mut c, 4, &id, p, &group, ("", -1), &topic, 0, 1),
+        Some(ResponseError::TransactionAbortable),
+        "v4"
+    );
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &group), None);
+    // Another producer id, an older epoch.
+    assert_eq!(
+        txn_offset_commit(
+            &mut c,
+            3,
+            &id,
+            (p.0 + 1_000_000, p.1),
+            &group,
+            ("", -1),
+            &topic,
+            0,
+            1
+        ),
+        Some(ResponseError::InvalidProducerIdMapping)
+    );
+    // An unknown topic: that partition only.
+    assert_eq!(
+        txn_offset_commit(
+            &mut c,
+            3,
+            &id,
+            p,
+            &group,
+            ("", -1),
+            &unique("txn-none"),
+            0,
+            1
+        ),
+        Some(ResponseError::UnknownTopicOrPartition)
+    );
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, "", ("", -1), &topic, 0, 1),
+        Some(ResponseError::InvalidGroupId)
+    );
+    // KIP-447: the committer's membership is checked against the group.
+    let member_group = unique("txn-offsets-member");
+    let (member, generation) = one_member_group(&mut c, &member_group);
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &member_group), None);
+    assert_eq!(
+        txn_offset_commit(
+            &mut c,
+            3,
+            &id,
+            p,
+            &member_group,
+            (&member, generation + 1),
+            &topic,
+            0,
+            1
+        ),
+        Some(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(
+        txn_offset_commit(
+            &mut c,
+            3,
+            &id,
+            p,
+            &member_group,
+            ("someone-else", generation),
+            &topic,
+            0,
+            1
+        ),
+        Some(ResponseError::UnknownMemberId)
+    );
+    assert_eq!(
+        txn_offset_commit(
+            &mut c,
+            3,
+            &id,
+            p,
+            &member_group,
+            (&member, generation),
+            &topic,
+            0,
+            3
+        ),
+        None
+    );
+    // A group that does not exist, named with a generation.
+    let missing = unique("txn-offsets-missing");
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &missing), None);
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, &missing, ("m", 1), &topic, 0, 1),
+        Some(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(end_txn(&mut c, 3, &id, p, true), None);
+    assert_eq!(stable_offset(&mut c, &member_group, &topic), 3);
+}
+
+#[test]
+fn pending_transactional_offsets_survive_kill_9() {
+    let Some(mut koord) = Koord::start_owned("pending_transactional_offsets_survive_kill_9", SETS)
+    else {
+        return;
+    };
+    let mut c = koord.connect();
+    let (topic, id, p) = setup(&mut c, "txn-offsets-crash", 60_000);
+    let group = unique("txn-offsets-crash-group");
+    plain_commit(&mut c, &group, &topic, 5);
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &group), None);
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, &group, ("", -1), &topic, 0, 10),
+        None
+    );
+    koord.kill9();
+    koord.restart();
+    let mut c = koord.connect();
+    let (e, _) = retry(|| committed_offset(&mut c, &group, &topic, 0, true));
+    assert_eq!(
+        e,
+        Some(ResponseError::UnstableOffsetCommit),
+        "the transaction still holds the offset"
+    );
+    assert_eq!(
+        committed_offset(&mut c, &group, &topic, 0, false),
+        (None, 5)
+    );
+    assert_eq!(end_txn(&mut c, 3, &id, p, true), None);
+    assert_eq!(stable_offset(&mut c, &group, &topic), 10);
+    // The committed offset is as durable as any other.
+    koord.kill9();
+    koord.restart();
+    let mut c = koord.connect();
+    let (_, offset) = retry(|| committed_offset(&mut c, &group, &topic, 0, true));
+    assert_eq!(offset, 10);
 }

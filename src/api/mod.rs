@@ -39,6 +39,7 @@ mod reply;
 pub mod sync_group;
 mod table;
 mod txn_errors;
+pub mod txn_offset_commit;
 
 pub use table::{dispatch, is_supported, supported, Outcome, RequestContext, Supported, SUPPORTED};
 

@@ -41,6 +41,7 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::AddPartitionsToTxn, 0, 3),
     api(ApiKey::AddOffsetsToTxn, 0, 4),
     api(ApiKey::EndTxn, 0, 4),
+    api(ApiKey::TxnOffsetCommit, 0, 4),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::DescribeConfigs, 1, 4),
@@ -148,6 +149,9 @@ pub async fn dispatch(
             ResponseKind::AddOffsetsToTxn(api::add_offsets_to_txn::handle(broker, r, v).await)
         }
         RequestKind::EndTxn(r) => ResponseKind::EndTxn(api::end_txn::handle(broker, r, v).await),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(api::txn_offset_commit::handle(broker, r, v).await)
+        }
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api::api_versions::handle(&r, v)),
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(api::metadata::handle(broker, listener, r, v))

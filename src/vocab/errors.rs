@@ -50,6 +50,9 @@ pub enum GroupError {
     /// 42
     #[error("INVALID_REQUEST")]
     InvalidRequest,
+    /// 47: a transactional offset commit from an epoch a transaction marker has fenced.
+    #[error("INVALID_PRODUCER_EPOCH")]
+    InvalidProducerEpoch,
     /// 68
     #[error("NON_EMPTY_GROUP")]
     NonEmptyGroup,
@@ -90,7 +93,7 @@ pub enum GroupError {
 
 impl GroupError {
     /// Every variant, for tests and for `from_code`.
-    pub const ALL: [GroupError; 26] = [
+    pub const ALL: [GroupError; 27] = [
         GroupError::UnknownServerError,
         GroupError::UnknownTopicOrPartition,
         GroupError::OffsetMetadataTooLarge,
@@ -105,6 +108,7 @@ impl GroupError {
         GroupError::RebalanceInProgress,
         GroupError::UnsupportedVersion,
         GroupError::InvalidRequest,
+        GroupError::InvalidProducerEpoch,
         GroupError::NonEmptyGroup,
         GroupError::GroupIdNotFound,
         GroupError::MemberIdRequired,
@@ -136,6 +140,7 @@ impl GroupError {
             GroupError::RebalanceInProgress => 27,
             GroupError::UnsupportedVersion => 35,
             GroupError::InvalidRequest => 42,
+            GroupError::InvalidProducerEpoch => 47,
             GroupError::NonEmptyGroup => 68,
             GroupError::GroupIdNotFound => 69,
             GroupError::MemberIdRequired => 79,
