@@ -11,8 +11,9 @@ mod common;
 
 use bytes::Bytes;
 use common::txn::{
-    add_offsets, add_partitions, committed_offset, create_topic, end_txn, find_txn_coordinator,
-    init_txn, init_txn_at, retry, txn_batch, txn_offset_commit,
+    add_offsets, add_offsets_request, add_partitions, committed_offset, create_topic, end_txn,
+    end_txn_request, find_txn_coordinator, init_txn, init_txn_at, retry, txn_batch,
+    txn_offset_commit, txn_offset_commit_request,
 };
 use common::{err, group_id, s, topic_name, unique, Client, Koord};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -740,4 +741,137 @@ fn pending_transactional_offsets_survive_kill_9() {
     let mut c = koord.connect();
     let (_, offset) = retry(|| committed_offset(&mut c, &group, &topic, 0, true));
     assert_eq!(offset, 10);
+}
+
+/// What the crash-cycle client reports of transaction `n`: begun, its EndTxn sent, or its
+/// EndTxn answered NONE.
+enum Step {
+    Begun(i64),
+    Ending(i64),
+    Ended(i64),
+}
+
+/// Transactions `first..` of `id` until the connection breaks: transaction `n` commits offset
+/// `n` of `topic`-0 into `group`, and commits if `n` is even, aborts if odd.
+fn run_transactions(
+    addr: std::net::SocketAddr,
+    (id, group, topic): (String, String, String),
+    p: (i64, i16),
+    first: i64,
+    steps: std::sync::mpsc::Sender<Step>,
+) {
+    let mut c = Client::connect(addr);
+    for n in first.. {
+        let _ = steps.send(Step::Begun(n));
+        let Ok(r) = c.try_send(3, &add_offsets_request(&id, p, &group)) else {
+            return;
+        };
+        assert_eq!(err(r.error_code), None, "AddOffsetsToTxn {n}");
+        let req = txn_offset_commit_request(&id, p, &group, ("", -1), (&topic, 0), n);
+        let Ok(r) = c.try_send(3, &req) else { return };
+        assert_eq!(
+            err(r.topics[0].partitions[0].error_code),
+            None,
+            "TxnOffsetCommit {n}"
+        );
+        let _ = steps.send(Step::Ending(n));
+        let Ok(r) = c.try_send(3, &end_txn_request(&id, p, n % 2 == 0)) else {
+            return;
+        };
+        assert_eq!(err(r.error_code), None, "EndTxn {n}");
+        let _ = steps.send(Step::Ended(n));
+    }
+}
+
+/// What the crash-cycle test knows of the transactions so far.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The last commit answered NONE.
+    acknowledged: Option<i64>,
+    /// A commit whose EndTxn was sent and not answered: it may or may not have committed.
+    in_flight: Option<i64>,
+    /// The next transaction's number.
+    next: i64,
+}
+
+impl Seen {
+    fn observe(&mut self, step: &Step) {
+        match *step {
+            Step::Begun(n) => self.next = n + 1,
+            Step::Ending(n) => self.in_flight = (n % 2 == 0).then_some(n),
+            Step::Ended(n) => {
+                self.in_flight = None;
+                if n % 2 == 0 {
+                    self.acknowledged = Some(n);
+                }
+            }
+        }
+    }
+
+    /// The committed offsets possible now: the last acknowledged commit's (-1: none yet) or
+    /// the one in flight. Never an aborted (odd) transaction's, never a half-applied one.
+    fn allowed(&self) -> Vec<i64> {
+        [Some(self.acknowledged.unwrap_or(-1)), self.in_flight]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
+#[test]
+fn acknowledged_transactions_survive_kill_9_cycles() {
+    let Some(mut koord) =
+        Koord::start_owned("acknowledged_transactions_survive_kill_9_cycles", SETS)
+    else {
+        return;
+    };
+    let mut c = koord.connect();
+    let topic = unique("txn-cycles");
+    create_topic(&mut c, &topic, 1);
+    let group = unique("txn-cycles-group");
+    let id = unique("txn-cycles-txn");
+    let mut seen = Seen {
+        next: 1,
+        ..Seen::default()
+    };
+    for cycle in 0..=10 {
+        let mut c = koord.connect();
+        // A transaction left open by the crash is aborted by this InitProducerId (retried
+        // through CONCURRENT_TRANSACTIONS); one found ending was completed at start-up.
+        let p = init_txn(&mut c, &id, 60_000);
+        let stable = stable_offset(&mut c, &group, &topic);
+        assert!(
+            seen.allowed().contains(&stable),
+            "cycle {cycle}: committed offset {stable}; seen {seen:?}"
+        );
+        seen.acknowledged = (stable >= 0).then_some(stable);
+        seen.in_flight = None;
+        if cycle == 10 {
+            break;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let names = (id.clone(), group.clone(), topic.clone());
+        let addr = koord.addr();
+        let first = seen.next;
+        let worker = std::thread::spawn(move || run_transactions(addr, names, p, first, tx));
+        // Killed once a few transactions went through, wherever the client is then.
+        let mut ended = 0;
+        for step in rx.iter() {
+            seen.observe(&step);
+            if matches!(step, Step::Ended(_)) {
+                ended += 1;
+                if ended == 2 + cycle % 3 {
+                    break;
+                }
+            }
+        }
+        koord.kill9();
+        worker
+            .join()
+            .expect("the client saw only NONE before the crash");
+        for step in rx.try_iter() {
+            seen.observe(&step);
+        }
+        koord.restart();
+    }
 }

@@ -97,17 +97,19 @@ pub fn init_txn_at(
 ) -> (Option<ResponseError>, i64, i16) {
     let (pid, epoch) = expected.unwrap_or((-1, -1));
     let (e, (p, ep)) = retry(|| {
-        let r = c.send(
-            version,
-            &InitProducerIdRequest::default()
-                .with_transactional_id(Some(txn_id(id)))
-                .with_transaction_timeout_ms(timeout_ms)
-                .with_producer_id(pid.into())
-                .with_producer_epoch(epoch),
-        );
+        let r = c.send(version, &init_txn_request(id, timeout_ms, (pid, epoch)));
         (err(r.error_code), (r.producer_id.0, r.producer_epoch))
     });
     (e, p, ep)
+}
+
+/// InitProducerId for a transactional id; `producer` (-1, -1) for none (KIP-360).
+pub fn init_txn_request(id: &str, timeout_ms: i32, producer: (i64, i16)) -> InitProducerIdRequest {
+    InitProducerIdRequest::default()
+        .with_transactional_id(Some(txn_id(id)))
+        .with_transaction_timeout_ms(timeout_ms)
+        .with_producer_id(producer.0.into())
+        .with_producer_epoch(producer.1)
 }
 
 /// InitProducerId (v4) that must succeed: (producer id, epoch).
@@ -158,17 +160,18 @@ pub fn add_offsets(
     group: &str,
 ) -> Option<ResponseError> {
     retry(|| {
-        let r = c.send(
-            version,
-            &AddOffsetsToTxnRequest::default()
-                .with_transactional_id(txn_id(id))
-                .with_producer_id(producer.0.into())
-                .with_producer_epoch(producer.1)
-                .with_group_id(group_id(group)),
-        );
+        let r = c.send(version, &add_offsets_request(id, producer, group));
         (err(r.error_code), ())
     })
     .0
+}
+
+pub fn add_offsets_request(id: &str, producer: (i64, i16), group: &str) -> AddOffsetsToTxnRequest {
+    AddOffsetsToTxnRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_producer_id(producer.0.into())
+        .with_producer_epoch(producer.1)
+        .with_group_id(group_id(group))
 }
 
 /// EndTxn at `version`: its error.
@@ -180,17 +183,18 @@ pub fn end_txn(
     commit: bool,
 ) -> Option<ResponseError> {
     retry(|| {
-        let r = c.send(
-            version,
-            &EndTxnRequest::default()
-                .with_transactional_id(txn_id(id))
-                .with_producer_id(producer.0.into())
-                .with_producer_epoch(producer.1)
-                .with_committed(commit),
-        );
+        let r = c.send(version, &end_txn_request(id, producer, commit));
         (err(r.error_code), ())
     })
     .0
+}
+
+pub fn end_txn_request(id: &str, producer: (i64, i16), commit: bool) -> EndTxnRequest {
+    EndTxnRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_producer_id(producer.0.into())
+        .with_producer_epoch(producer.1)
+        .with_committed(commit)
 }
 
 /// A transactional batch of `values` from `producer` (id, epoch) starting at sequence `seq`.
@@ -262,27 +266,37 @@ pub fn txn_offset_commit(
     partition: i32,
     offset: i64,
 ) -> Option<ResponseError> {
+    let req = txn_offset_commit_request(id, producer, group, committer, (topic, partition), offset);
     retry(|| {
-        let r = c.send(
-            version,
-            &TxnOffsetCommitRequest::default()
-                .with_transactional_id(txn_id(id))
-                .with_group_id(group_id(group))
-                .with_producer_id(producer.0.into())
-                .with_producer_epoch(producer.1)
-                .with_member_id(s(committer.0))
-                .with_generation_id(committer.1)
-                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
-                    .with_name(topic_name(topic))
-                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
-                        .with_partition_index(partition)
-                        .with_committed_offset(offset)
-                        .with_committed_leader_epoch(-1)
-                        .with_committed_metadata(Some(s("")))])]),
-        );
+        let r = c.send(version, &req);
         (err(r.topics[0].partitions[0].error_code), ())
     })
     .0
+}
+
+/// TxnOffsetCommit of `offset` for one partition.
+pub fn txn_offset_commit_request(
+    id: &str,
+    producer: (i64, i16),
+    group: &str,
+    committer: Committer<'_>,
+    (topic, partition): (&str, i32),
+    offset: i64,
+) -> TxnOffsetCommitRequest {
+    TxnOffsetCommitRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_group_id(group_id(group))
+        .with_producer_id(producer.0.into())
+        .with_producer_epoch(producer.1)
+        .with_member_id(s(committer.0))
+        .with_generation_id(committer.1)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(partition)
+                .with_committed_offset(offset)
+                .with_committed_leader_epoch(-1)
+                .with_committed_metadata(Some(s("")))])])
 }
 
 /// OffsetFetch v7 of one partition of `group`: the partition's error and committed offset.
