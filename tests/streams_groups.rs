@@ -99,7 +99,7 @@ fn partitions(c: &mut Client, topic: &str) -> Option<usize> {
         ])),
     );
     let t = &r.topics[0];
-    (err(t.error_code).is_none()).then(|| t.partitions.len())
+    err(t.error_code).is_none().then_some(t.partitions.len())
 }
 
 /// `app`'s input topic with three partitions, in Metadata. (Kafka's group coordinator may still
