@@ -295,7 +295,7 @@ impl Decided<'_> {
         }
         while !unknown.is_empty() {
             let before = unknown.len();
-            unknown.retain(|topic| match self.from_writers(topology, topic) {
+            unknown.retain(|topic| match self.largest_writer_input(topology, topic) {
                 Some(n) => {
                     self.internal.insert((*topic).to_owned(), n);
                     false
@@ -315,7 +315,7 @@ impl Decided<'_> {
     }
 
     /// The largest known input count of the subtopologies writing to `topic`.
-    fn from_writers(&self, topology: &Topology, topic: &str) -> Option<i32> {
+    fn largest_writer_input(&self, topology: &Topology, topic: &str) -> Option<i32> {
         topology
             .subtopologies
             .iter()
