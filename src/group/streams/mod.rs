@@ -3,5 +3,8 @@
 //!
 //! - [`topology`]: the topology members send and its configuration against the topics that
 //!   exist (task counts, internal topics to create, the statuses a member is told).
+//! - [`sticky`]: the sticky task assignor (active tasks and standbys), Kafka's without rack
+//!   awareness; the learner assignor will build on it.
 
+pub mod sticky;
 pub mod topology;
