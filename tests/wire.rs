@@ -72,6 +72,9 @@ use kafka_protocol::messages::{
     OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
     ResponseHeader, ResponseKind, SyncGroupRequest, TopicName,
 };
+use kafka_protocol::messages::{
+    DescribeProducersRequest, DescribeTransactionsRequest, ListTransactionsRequest, TransactionalId,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -764,6 +767,9 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::CreatePartitions => probe_create_partitions,
         ApiKey::ConsumerGroupHeartbeat => probe_consumer_group_heartbeat,
         ApiKey::ConsumerGroupDescribe => probe_consumer_group_describe,
+        ApiKey::DescribeProducers => probe_describe_producers,
+        ApiKey::DescribeTransactions => probe_describe_transactions,
+        ApiKey::ListTransactions => probe_list_transactions,
         ApiKey::SaslHandshake => probe_sasl_handshake,
         ApiKey::SaslAuthenticate => probe_sasl_authenticate,
         ApiKey::DescribeUserScramCredentials => probe_describe_user_scram_credentials,
@@ -813,6 +819,52 @@ fn probe_end_txn(c: &mut Client, v: i16) {
         "v{v}"
     );
     assert_eq!(txn::end_txn(c, v, &id, p, true), None, "v{v}");
+}
+
+fn probe_describe_producers(c: &mut Client, v: i16) {
+    let (topic, _, _) = txn_producer(c, "probe-descprod");
+    let resp = c.send(
+        v,
+        &DescribeProducersRequest::default().with_topics(vec![
+            kafka_protocol::messages::describe_producers_request::TopicRequest::default()
+                .with_name(topic_name(&topic))
+                .with_partition_indexes(vec![0]),
+        ]),
+    );
+    let p = &resp.topics[0].partitions[0];
+    assert_eq!(err(p.error_code), None, "v{v}: {resp:?}");
+    assert!(p.active_producers.is_empty(), "nothing written: {resp:?}");
+}
+
+fn probe_describe_transactions(c: &mut Client, v: i16) {
+    let (_, id, p) = txn_producer(c, "probe-desctxn");
+    let resp = c.send(
+        v,
+        &DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(s(&id))]),
+    );
+    let t = &resp.transaction_states[0];
+    assert_eq!(err(t.error_code), None, "v{v}: {resp:?}");
+    assert_eq!(
+        (t.transaction_state.as_str(), t.producer_id.0),
+        ("Empty", p.0),
+        "v{v}: {resp:?}"
+    );
+}
+
+fn probe_list_transactions(c: &mut Client, v: i16) {
+    let (_, id, p) = txn_producer(c, "probe-listtxn");
+    let resp = c.send(
+        v,
+        &ListTransactionsRequest::default().with_producer_id_filters(vec![p.0.into()]),
+    );
+    assert_eq!(err(resp.error_code), None, "v{v}: {resp:?}");
+    assert!(
+        resp.transaction_states
+            .iter()
+            .any(|t| t.transactional_id.as_str() == id),
+        "v{v}: {resp:?}"
+    );
 }
 
 fn probe_api_versions(c: &mut Client, v: i16) {
