@@ -116,6 +116,10 @@ struct Args {
     /// Value bytes per record, for `--txn-producers`.
     #[arg(long, default_value_t = 100)]
     txn_record_bytes: usize,
+    /// The wait before a retried transactional request (CONCURRENT_TRANSACTIONS, a loading
+    /// coordinator), for `--txn-producers`; the Java producer's is 20 ms.
+    #[arg(long, default_value_t = txn::DEFAULT_RETRY_BACKOFF_MS)]
+    txn_retry_backoff_ms: u64,
     /// Worker threads (default: the number of CPUs).
     #[arg(long)]
     threads: Option<usize>,
@@ -198,6 +202,7 @@ fn run_txn(args: &Args, producers: usize, rt: &tokio::runtime::Runtime) -> Resul
             topic: args.topic.clone(),
             duration: Duration::from_secs_f64(args.duration),
             server_pid: args.server_pid,
+            retry_backoff: Duration::from_millis(args.txn_retry_backoff_ms),
         })
         .await
     })?;

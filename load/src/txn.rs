@@ -8,7 +8,8 @@
 //! follow Kafka's Java producer: CONCURRENT_TRANSACTIONS (Kafka answers EndTxn before its markers
 //! are written, and refuses the next AddPartitionsToTxn until they are) and a coordinator still
 //! loading are retried after 20 ms, the producer's backoff for them; the retry is part of the
-//! transaction's time.
+//! transaction's time. `--txn-retry-backoff-ms` changes that wait (what Kafka could do with
+//! clients that retried sooner).
 //!
 //! The window opens once every producer has committed one transaction. Reported: transactions/s, records/s, EndTxn and whole-transaction latency percentiles, and
 //! the server's CPU seconds in the window.
@@ -46,6 +47,8 @@ pub struct TxnPlan {
     pub topic: String,
     pub duration: Duration,
     pub server_pid: Option<u32>,
+    /// The wait before a retried request.
+    pub retry_backoff: Duration,
 }
 
 /// What one run measured.
@@ -64,8 +67,9 @@ pub struct TxnReport {
     pub server: Option<(ProcSample, ProcSample)>,
 }
 
-/// The backoff of Kafka's Java producer for CONCURRENT_TRANSACTIONS and a loading coordinator.
-const RETRY_BACKOFF: Duration = Duration::from_millis(20);
+/// The backoff of Kafka's Java producer for CONCURRENT_TRANSACTIONS on a transaction's first
+/// AddPartitionsToTxn (`TransactionManager`'s 20 ms), the default of `--txn-retry-backoff-ms`.
+pub const DEFAULT_RETRY_BACKOFF_MS: u64 = 20;
 
 fn retried(e: Option<ResponseError>) -> bool {
     matches!(
@@ -140,7 +144,12 @@ struct Shared {
 }
 
 /// FindCoordinator(transaction) then InitProducerId, retried as a client does: (id, epoch).
-async fn init(conn: &Conn, id: &str, stats: &mut ProducerStats) -> Result<(i64, i16)> {
+async fn init(
+    conn: &Conn,
+    id: &str,
+    backoff: Duration,
+    stats: &mut ProducerStats,
+) -> Result<(i64, i16)> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let r = conn
@@ -161,7 +170,7 @@ async fn init(conn: &Conn, id: &str, stats: &mut ProducerStats) -> Result<(i64, 
             );
         }
         stats.retries += 1;
-        tokio::time::sleep(RETRY_BACKOFF).await;
+        tokio::time::sleep(backoff).await;
     }
     loop {
         let r = conn
@@ -178,7 +187,7 @@ async fn init(conn: &Conn, id: &str, stats: &mut ProducerStats) -> Result<(i64, 
             None => return Ok((r.producer_id.0, r.producer_epoch)),
             e if retried(e) && Instant::now() < deadline => {
                 stats.retries += 1;
-                tokio::time::sleep(RETRY_BACKOFF).await;
+                tokio::time::sleep(backoff).await;
             }
             e => bail!("InitProducerId({id}): {e:?}"),
         }
@@ -191,6 +200,7 @@ async fn call_retrying<R, F>(
     version: i16,
     req: &R,
     code: F,
+    backoff: Duration,
     stats: &mut ProducerStats,
 ) -> Result<Option<ResponseError>>
 where
@@ -204,7 +214,7 @@ where
             return Ok(e);
         }
         stats.retries += 1;
-        tokio::time::sleep(RETRY_BACKOFF).await;
+        tokio::time::sleep(backoff).await;
     }
 }
 
@@ -215,7 +225,8 @@ async fn producer(plan: Arc<TxnPlan>, shared: Arc<Shared>, index: usize) -> Resu
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let id = format!("load-txn-{:x}-{index}", nanos & 0xffff_ffff);
-    let (pid, epoch) = init(&conn, &id, &mut stats).await?;
+    let backoff = plan.retry_backoff;
+    let (pid, epoch) = init(&conn, &id, backoff, &mut stats).await?;
     let partition = i32::try_from(index % plan.producers.max(1)).unwrap_or(0);
     let topic = TopicName(sb(&plan.topic));
     let add = AddPartitionsToTxnRequest::default()
@@ -246,6 +257,7 @@ async fn producer(plan: Arc<TxnPlan>, shared: Arc<Shared>, index: usize) -> Resu
                     .find(|&c| c != 0)
                     .unwrap_or(0)
             },
+            backoff,
             &mut stats,
         )
         .await?;
@@ -274,6 +286,7 @@ async fn producer(plan: Arc<TxnPlan>, shared: Arc<Shared>, index: usize) -> Resu
                     .find(|&c| c != 0)
                     .unwrap_or(0)
             },
+            backoff,
             &mut stats,
         )
         .await?;
@@ -287,6 +300,7 @@ async fn producer(plan: Arc<TxnPlan>, shared: Arc<Shared>, index: usize) -> Resu
             3,
             &end,
             |r: &kafka_protocol::messages::EndTxnResponse| r.error_code,
+            backoff,
             &mut stats,
         )
         .await?;
