@@ -24,7 +24,8 @@ use crate::broker::Broker;
 use crate::coordinator::{Coordinator, TxnMarker};
 use crate::storage::{Mutation, Storage, StoreError};
 use crate::txn::{
-    End, Init, InitProducer, Markers, Member, ProducerIdAndEpoch, TxnCoordinator, TxnError,
+    Description, End, Init, InitProducer, ListFilter, Listing, Markers, Member, ProducerIdAndEpoch,
+    TxnCoordinator, TxnError,
 };
 use crate::vocab::{GroupId, Timestamp, TopicPartition, TxnRecord};
 
@@ -236,6 +237,22 @@ impl Transactions {
         member: Member<'_>,
     ) -> Result<(), ShellError> {
         Ok(self.serving()?.verify(transactional_id, producer, member)?)
+    }
+
+    /// DescribeTransactions of one id.
+    ///
+    /// # Errors
+    /// The coordinator's refusal, or COORDINATOR_LOAD_IN_PROGRESS while loading.
+    pub fn describe(&self, transactional_id: &str) -> Result<Description, ShellError> {
+        Ok(self.serving()?.describe(transactional_id)?)
+    }
+
+    /// ListTransactions.
+    ///
+    /// # Errors
+    /// COORDINATOR_LOAD_IN_PROGRESS while loading.
+    pub fn list(&self, filter: &ListFilter<'_>) -> Result<Listing, ShellError> {
+        Ok(self.serving()?.list(filter, wall_clock()))
     }
 
     /// EndTxn: answers once the transaction's markers are written.

@@ -875,3 +875,385 @@ fn acknowledged_transactions_survive_kill_9_cycles() {
         koord.restart();
     }
 }
+
+// ---- admin: DescribeTransactions, ListTransactions, DescribeProducers ----
+
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
+use kafka_protocol::messages::describe_producers_response::PartitionResponse;
+use kafka_protocol::messages::describe_transactions_response::TransactionState as Described;
+use kafka_protocol::messages::{
+    DescribeProducersRequest, DescribeTransactionsRequest, ListTransactionsRequest,
+    ListTransactionsResponse, ProducerId,
+};
+
+/// DescribeTransactions (v0) of one transactional id.
+fn describe_txn(c: &mut Client, id: &str) -> Described {
+    let r = c.send(
+        0,
+        &DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(s(id))]),
+    );
+    assert_eq!(r.transaction_states.len(), 1, "{r:?}");
+    r.transaction_states[0].clone()
+}
+
+/// The topics of a described transaction: `(topic, sorted partitions)`, sorted.
+fn described_topics(d: &Described) -> Vec<(String, Vec<i32>)> {
+    let mut out: Vec<(String, Vec<i32>)> = d
+        .topics
+        .iter()
+        .map(|t| {
+            let mut p = t.partitions.clone();
+            p.sort_unstable();
+            (t.topic.to_string(), p)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// ListTransactions at `version`.
+fn list_txns(
+    c: &mut Client,
+    version: i16,
+    states: &[&str],
+    producers: &[i64],
+    duration_ms: i64,
+    pattern: Option<&str>,
+) -> ListTransactionsResponse {
+    c.send(
+        version,
+        &ListTransactionsRequest::default()
+            .with_state_filters(states.iter().map(|x| s(x)).collect())
+            .with_producer_id_filters(producers.iter().map(|&p| ProducerId(p)).collect())
+            .with_duration_filter(duration_ms)
+            .with_transactional_id_pattern(pattern.map(s)),
+    )
+}
+
+/// The `(transactional id, state)` of a ListTransactions answer, sorted.
+fn listed(r: &ListTransactionsResponse) -> Vec<(String, String)> {
+    assert_eq!(err(r.error_code), None, "{r:?}");
+    let mut out: Vec<(String, String)> = r
+        .transaction_states
+        .iter()
+        .map(|t| {
+            (
+                t.transactional_id.to_string(),
+                t.transaction_state.to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// DescribeProducers (v0) of `partitions` of `topic`; retried while a partition has no leader
+/// yet (Kafka, right after CreateTopics), as a client would.
+fn describe_producers(c: &mut Client, topic: &str, partitions: &[i32]) -> Vec<PartitionResponse> {
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    loop {
+        let r = c.send(
+            0,
+            &DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+                .with_name(topic_name(topic))
+                .with_partition_indexes(partitions.to_vec())]),
+        );
+        assert_eq!(r.topics.len(), 1, "{r:?}");
+        let parts = r.topics[0].partitions.clone();
+        let leaderless = parts
+            .iter()
+            .any(|p| err(p.error_code) == Some(ResponseError::NotLeaderOrFollower));
+        if !leaderless || std::time::Instant::now() >= deadline {
+            return parts;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// DescribeTransactions of `id` once its transaction is no longer ending: Kafka answers
+/// EndTxn before it writes the markers and completes, so right after it the id may still be in
+/// PrepareCommit/PrepareAbort; asked again with a client's backoff until it moved on.
+fn describe_settled(c: &mut Client, id: &str) -> Described {
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    loop {
+        let d = describe_txn(c, id);
+        if !d.transaction_state.starts_with("Prepare") || std::time::Instant::now() >= deadline {
+            return d;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The wall clock in ms, to bound a reported start time.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[test]
+fn describe_transactions_follows_the_transaction_through_its_states() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let topic = unique("txn-describe");
+    create_topic(&mut c, &topic, 2);
+    let id = unique("txn-describe-txn");
+    let p = init_txn(&mut c, &id, 60_000);
+    let d = describe_txn(&mut c, &id);
+    assert_eq!(err(d.error_code), None, "{d:?}");
+    assert_eq!(d.transactional_id.as_str(), id);
+    assert_eq!(
+        (
+            d.transaction_state.as_str(),
+            d.transaction_timeout_ms,
+            d.transaction_start_time_ms
+        ),
+        ("Empty", 60_000, -1),
+        "{d:?}"
+    );
+    assert_eq!((d.producer_id.0, d.producer_epoch), p);
+    assert!(d.topics.is_empty());
+
+    let before = now_ms();
+    assert_eq!(
+        add_partitions(&mut c, 3, &id, p, &topic, &[1, 0]),
+        vec![None, None]
+    );
+    let d = describe_txn(&mut c, &id);
+    assert_eq!(d.transaction_state.as_str(), "Ongoing", "{d:?}");
+    let started = d.transaction_start_time_ms;
+    assert!(
+        (before..=now_ms()).contains(&started),
+        "started at the AddPartitionsToTxn: {d:?}"
+    );
+    assert_eq!(described_topics(&d), vec![(topic.clone(), vec![0, 1])]);
+
+    assert_eq!(end_txn(&mut c, 3, &id, p, true), None);
+    let d = describe_settled(&mut c, &id);
+    assert_eq!(d.transaction_state.as_str(), "CompleteCommit", "{d:?}");
+    assert_eq!(
+        d.transaction_start_time_ms, started,
+        "the last transaction's start"
+    );
+    assert!(d.topics.is_empty(), "{d:?}");
+
+    // InitProducerId again: Empty, no start time, the epoch bumped.
+    let q = init_txn(&mut c, &id, 30_000);
+    let d = describe_txn(&mut c, &id);
+    assert_eq!(
+        (
+            d.transaction_state.as_str(),
+            d.transaction_timeout_ms,
+            d.transaction_start_time_ms,
+            d.producer_epoch
+        ),
+        ("Empty", 30_000, -1, q.1),
+        "{d:?}"
+    );
+
+    let unknown = unique("txn-describe-unknown");
+    let d = describe_txn(&mut c, &unknown);
+    assert_eq!(
+        err(d.error_code),
+        Some(ResponseError::TransactionalIdNotFound)
+    );
+    assert_eq!(d.transactional_id.as_str(), unknown);
+    assert_eq!(
+        err(describe_txn(&mut c, "").error_code),
+        Some(ResponseError::InvalidRequest)
+    );
+    let none = c.send(0, &DescribeTransactionsRequest::default());
+    assert!(none.transaction_states.is_empty(), "{none:?}");
+}
+
+#[test]
+fn list_transactions_filters_by_state_producer_duration_and_pattern() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let (topic, id, p) = setup(&mut c, "txn-list", 60_000);
+    let idle_id = unique("txn-list-idle");
+    let idle = init_txn(&mut c, &idle_id, 60_000);
+    assert_eq!(add_partitions(&mut c, 3, &id, p, &topic, &[0]), vec![None]);
+    let ours = [p.0, idle.0];
+    let ongoing = (id.clone(), "Ongoing".to_string());
+    let empty = (idle_id.clone(), "Empty".to_string());
+    let mut both = vec![ongoing.clone(), empty.clone()];
+    both.sort();
+
+    // The producer id filter keeps these two ids among whatever else the server has.
+    assert_eq!(listed(&list_txns(&mut c, 0, &[], &ours, -1, None)), both);
+    // States: unknown names are reported back and ignored; only unknown names match nothing.
+    let r = list_txns(&mut c, 0, &["Ongoing", "Bogus"], &ours, -1, None);
+    assert_eq!(r.unknown_state_filters, vec![s("Bogus")]);
+    assert_eq!(listed(&r), vec![ongoing.clone()]);
+    assert_eq!(
+        listed(&list_txns(&mut c, 0, &["Empty"], &ours, -1, None)),
+        vec![empty.clone()]
+    );
+    let r = list_txns(&mut c, 0, &["Bogus"], &ours, -1, None);
+    assert_eq!(
+        (listed(&r), r.unknown_state_filters.clone()),
+        (vec![], vec![s("Bogus")])
+    );
+    // v1 duration: an hour-old transaction there is not; an Empty id has no start time and
+    // counts as running since ever.
+    assert_eq!(
+        listed(&list_txns(&mut c, 1, &[], &ours, 3_600_000, None)),
+        vec![empty.clone()]
+    );
+    // v2 pattern: a regular expression matching the whole id (these ids are `[a-z0-9-]`,
+    // literal in a pattern).
+    assert_eq!(
+        listed(&list_txns(&mut c, 2, &[], &ours, -1, Some(&id))),
+        vec![ongoing.clone()]
+    );
+    let prefix = &id[..id.len() - 3];
+    assert_eq!(
+        listed(&list_txns(&mut c, 2, &[], &ours, -1, Some(prefix))),
+        vec![],
+        "a prefix alone does not match"
+    );
+    assert_eq!(
+        listed(&list_txns(
+            &mut c,
+            2,
+            &[],
+            &ours,
+            -1,
+            Some(&format!("{prefix}.*"))
+        )),
+        vec![ongoing.clone()]
+    );
+    assert_eq!(
+        listed(&list_txns(&mut c, 2, &[], &ours, -1, Some(""))),
+        both
+    );
+    for bad in ["(", "[a"] {
+        assert_eq!(
+            err(list_txns(&mut c, 2, &[], &ours, -1, Some(bad)).error_code),
+            Some(ResponseError::InvalidRegularExpression),
+            "{bad}"
+        );
+    }
+    assert_eq!(end_txn(&mut c, 3, &id, p, false), None);
+    describe_settled(&mut c, &id);
+    assert_eq!(
+        listed(&list_txns(&mut c, 0, &["CompleteAbort"], &ours, -1, None)),
+        vec![(id, "CompleteAbort".to_string())]
+    );
+}
+
+#[test]
+fn describe_producers_shows_sequences_and_the_open_transaction() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let topic = unique("txn-producers");
+    create_topic(&mut c, &topic, 2);
+    let id = unique("txn-producers-txn");
+    let p = init_txn(&mut c, &id, 60_000);
+    let parts = describe_producers(&mut c, &topic, &[0, 1]);
+    assert!(parts
+        .iter()
+        .all(|x| err(x.error_code).is_none() && x.active_producers.is_empty()));
+
+    assert_eq!(add_partitions(&mut c, 3, &id, p, &topic, &[0]), vec![None]);
+    let r = produce(&mut c, 9, &id, &topic, 0, txn_batch(p, 0, &["a", "b"]));
+    assert_eq!(err(r.error_code), None, "{r:?}");
+    let open = describe_producers(&mut c, &topic, &[0, 1]);
+    assert_eq!(open[0].partition_index, 0);
+    let state = &open[0].active_producers;
+    assert_eq!(state.len(), 1, "{open:?}");
+    let s0 = &state[0];
+    assert_eq!(
+        (
+            s0.producer_id.0,
+            s0.producer_epoch,
+            s0.last_sequence,
+            s0.last_timestamp,
+            s0.coordinator_epoch,
+            s0.current_txn_start_offset
+        ),
+        (
+            p.0,
+            i32::from(p.1),
+            1,
+            common::txn::BASE_TIMESTAMP + 10,
+            -1,
+            0
+        ),
+        "{open:?}"
+    );
+    assert!(open[1].active_producers.is_empty(), "{open:?}");
+
+    let before = now_ms();
+    assert_eq!(end_txn(&mut c, 3, &id, p, true), None);
+    wait_for_offset(&mut c, &topic, 2);
+    let done = describe_producers(&mut c, &topic, &[0]);
+    let s1 = &done[0].active_producers[0];
+    assert_eq!(
+        (
+            s1.last_sequence,
+            s1.coordinator_epoch,
+            s1.current_txn_start_offset
+        ),
+        (1, 0, -1),
+        "{done:?}"
+    );
+    assert!(s1.last_timestamp >= before, "the marker's time: {done:?}");
+
+    // A new transaction fenced by a newer producer: the abort marker's epoch, no sequence.
+    let q = init_txn(&mut c, &id, 60_000);
+    assert_eq!(add_partitions(&mut c, 3, &id, q, &topic, &[0]), vec![None]);
+    let r = produce(&mut c, 9, &id, &topic, 0, txn_batch(q, 0, &["z"]));
+    assert_eq!(err(r.error_code), None, "{r:?}");
+    let (e, _, epoch) = init_txn_at(&mut c, 4, &id, 60_000, None);
+    assert_eq!(e, None);
+    wait_for_offset(&mut c, &topic, 4);
+    let fenced = describe_producers(&mut c, &topic, &[0]);
+    let s2 = &fenced[0].active_producers[0];
+    assert_eq!(
+        (
+            s2.producer_epoch,
+            s2.last_sequence,
+            s2.current_txn_start_offset
+        ),
+        (i32::from(epoch) - 1, -1, -1),
+        "{fenced:?}"
+    );
+}
+
+#[test]
+fn describe_producers_of_unknown_or_invalid_partitions() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let topic = unique("txn-producers-bad");
+    create_topic(&mut c, &topic, 1);
+    let parts = describe_producers(&mut c, &topic, &[7, -1]);
+    for x in &parts {
+        assert_eq!(
+            (err(x.error_code), x.error_message.as_deref()),
+            (Some(ResponseError::UnknownTopicOrPartition), None),
+            "{parts:?}"
+        );
+    }
+    let parts = describe_producers(&mut c, &unique("txn-producers-none"), &[0]);
+    assert_eq!(
+        (err(parts[0].error_code), parts[0].error_message.as_deref()),
+        (
+            Some(ResponseError::UnknownTopicOrPartition),
+            Some("This server does not host this topic-partition.")
+        )
+    );
+    let parts = describe_producers(&mut c, "bad name!", &[0]);
+    assert_eq!(
+        (err(parts[0].error_code), parts[0].error_message.as_deref()),
+        (
+            Some(ResponseError::InvalidTopicException),
+            Some(
+                "Topic name is invalid: 'bad name!' contains one or more characters other than \
+                 ASCII alphanumerics, '.', '_' and '-'"
+            )
+        )
+    );
+}

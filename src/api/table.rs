@@ -59,6 +59,10 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
+    // Transaction admin, Kafka 4.4's full ranges.
+    api(ApiKey::DescribeProducers, 0, 0),
+    api(ApiKey::DescribeTransactions, 0, 0),
+    api(ApiKey::ListTransactions, 0, 2),
     // Answered by the connection's session (src/security/session.rs), on every listener as
     // Kafka advertises them: ILLEGAL_SASL_STATE where there is nothing to authenticate.
     api(ApiKey::SaslHandshake, 0, 1),
@@ -219,6 +223,15 @@ pub async fn dispatch(
         RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
             api::consumer_group_describe::handle(broker, r, v).await,
         ),
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(api::describe_producers::handle(broker, r, v))
+        }
+        RequestKind::DescribeTransactions(r) => {
+            ResponseKind::DescribeTransactions(api::describe_transactions::handle(broker, r, v))
+        }
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(api::list_transactions::handle(broker, r, v))
+        }
         // The connection's session answers these; here only when it did not (no session).
         RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(
             kafka_protocol::messages::SaslHandshakeResponse::default()

@@ -126,9 +126,11 @@ fn verify_error(e: &ShellError, version: i16) -> i16 {
             ResponseError::InvalidTxnState
         }
         ShellError::Txn(TxnError::ProducerFenced) => ResponseError::InvalidProducerEpoch,
-        ShellError::Txn(TxnError::InvalidProducerIdMapping | TxnError::InvalidRequest) => {
-            ResponseError::InvalidProducerIdMapping
-        }
+        ShellError::Txn(
+            TxnError::InvalidProducerIdMapping
+            | TxnError::InvalidRequest
+            | TxnError::TransactionalIdNotFound,
+        ) => ResponseError::InvalidProducerIdMapping,
         ShellError::Txn(TxnError::ConcurrentTransactions) => ResponseError::ConcurrentTransactions,
         ShellError::Txn(TxnError::InvalidTransactionTimeout) => ResponseError::InvalidRequest,
         ShellError::Store(_) => ResponseError::NotCoordinator,
