@@ -148,6 +148,18 @@ enum Pending {
 /// write, if the write failed.
 type Deferred = Box<dyn FnOnce(Option<GroupError>) + Send>;
 
+/// The store writes of offsets that become committed.
+fn put_offsets(group: &GroupId, offsets: &[(TopicPartition, OffsetAndMetadata)]) -> Vec<Mutation> {
+    offsets
+        .iter()
+        .map(|(tp, offset)| Mutation::PutOffset {
+            group: group.clone(),
+            tp: tp.clone(),
+            offset: offset.clone(),
+        })
+        .collect()
+}
+
 /// Commands served back to back from the queue before timers are looked at again.
 const BATCH: usize = 64;
 
@@ -958,15 +970,7 @@ impl GroupActor {
             return;
         }
         let group = self.group.id().clone();
-        let mut batch: Vec<Mutation> = prepared
-            .writes
-            .iter()
-            .map(|(tp, offset)| Mutation::PutOffset {
-                group: group.clone(),
-                tp: tp.clone(),
-                offset: offset.clone(),
-            })
-            .collect();
+        let mut batch = put_offsets(&group, &prepared.writes);
         if !self.pending_offsets.is_empty() {
             for (tp, _) in &prepared.writes {
                 batch.extend(
@@ -1057,14 +1061,7 @@ impl GroupActor {
             Vec::new()
         };
         let group = self.group.id().clone();
-        let mut batch: Vec<Mutation> = committed
-            .iter()
-            .map(|(tp, offset)| Mutation::PutOffset {
-                group: group.clone(),
-                tp: tp.clone(),
-                offset: offset.clone(),
-            })
-            .collect();
+        let mut batch = put_offsets(&group, &committed);
         batch.push(Mutation::DeletePendingOffsets {
             group,
             producer_id: marker.producer_id,
