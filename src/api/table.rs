@@ -64,6 +64,9 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::DescribeUserScramCredentials, 0, 0),
     api(ApiKey::AlterUserScramCredentials, 0, 0),
+    api(ApiKey::DescribeAcls, 1, 3),
+    api(ApiKey::CreateAcls, 1, 3),
+    api(ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// The served range for `key`, if it is served at all.
@@ -128,7 +131,13 @@ pub async fn dispatch(
     let listener = &*ctx.listener;
     let v = header.request_api_version;
     let client_id = header.client_id.as_deref().unwrap_or("");
+    if let Some(denied) = api::authz::deny_request(broker, ctx, v, &request) {
+        return Outcome::Respond(Box::new(denied));
+    }
     Outcome::Respond(Box::new(match *request {
+        RequestKind::CreateAcls(r) => return api::create_acls::handle(broker, ctx, r, v).await,
+        RequestKind::DescribeAcls(r) => return api::describe_acls::handle(broker, ctx, r, v),
+        RequestKind::DeleteAcls(r) => return api::delete_acls::handle(broker, ctx, r, v).await,
         // acks=0 answers nothing, or closes the connection on a failure.
         RequestKind::Produce(r) => return api::produce::handle(broker, r, v),
         RequestKind::Fetch(r) => ResponseKind::Fetch(api::fetch::handle(broker, r, v).await),

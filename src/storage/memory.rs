@@ -23,6 +23,7 @@ struct Data {
         crate::security::scram::ScramCredential,
     >,
     txns: BTreeMap<String, TxnRecord>,
+    acls: std::collections::BTreeSet<crate::security::acl::Acl>,
 }
 
 impl Data {
@@ -105,6 +106,12 @@ impl Store for MemoryStore {
                     d.credentials
                         .insert((user.clone(), *mechanism), credential.clone());
                 }
+                Mutation::PutAcl(acl) => {
+                    d.acls.insert(acl.clone());
+                }
+                Mutation::DeleteAcl(acl) => {
+                    d.acls.remove(acl);
+                }
                 Mutation::Credential(CredentialChange::Delete { user, mechanism }) => {
                     d.credentials.remove(&(user.clone(), *mechanism));
                 }
@@ -140,6 +147,10 @@ impl Store for MemoryStore {
             .iter()
             .map(|((u, m), c)| (u.clone(), *m, c.clone()))
             .collect())
+    }
+
+    fn load_acls(&self) -> Result<Vec<crate::security::acl::Acl>, StoreError> {
+        Ok(self.data().acls.iter().cloned().collect())
     }
 
     fn load_groups(&self) -> Result<Vec<LoadedGroup>, StoreError> {
