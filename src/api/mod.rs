@@ -113,6 +113,29 @@ pub(crate) fn resolve_topic(
     }
 }
 
+/// [`resolve_topic`] for an API that needs `op` on the topic: a topic named by name is
+/// checked before it is looked up (so an unauthorized client cannot learn whether it exists),
+/// one named by id after (UNKNOWN_TOPIC_ID first), as Kafka orders them.
+pub(crate) fn resolve_topic_for(
+    broker: &crate::broker::Broker,
+    ctx: &RequestContext,
+    op: crate::security::acl::Operation,
+    by_id: bool,
+    id: uuid::Uuid,
+    name: &str,
+) -> Result<crate::metadata::Topic, kafka_protocol::ResponseError> {
+    use crate::security::acl::ResourceType;
+    let denied = kafka_protocol::ResponseError::TopicAuthorizationFailed;
+    if !by_id && !ctx.may(broker, op, ResourceType::Topic, name) {
+        return Err(denied);
+    }
+    let topic = resolve_topic(broker, by_id, id, name)?;
+    if by_id && !ctx.may(broker, op, ResourceType::Topic, &topic.name) {
+        return Err(denied);
+    }
+    Ok(topic)
+}
+
 /// Authorized operations on a group without an authorizer, as Kafka 4.4 reports them: READ,
 /// DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation 3, 6, 8, 10, 11).
 pub const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
@@ -143,8 +166,14 @@ pub(crate) fn check_leader_epoch(current: Option<i32>) -> Result<(), ResponseErr
 /// Helpers for the API tests.
 #[cfg(test)]
 pub(crate) mod testing {
+    use crate::api::RequestContext;
     use crate::broker::Broker;
     use crate::config::{Config, TopicSpec};
+
+    /// The context of an unauthenticated request from a local client.
+    pub(crate) fn ctx(broker: &Broker) -> RequestContext {
+        RequestContext::plaintext(broker, std::net::SocketAddr::from(([127, 0, 0, 1], 50_000)))
+    }
 
     /// A broker with topic `t` of 2 partitions; its data dir is removed again at once (only the
     /// cluster id lives there).

@@ -9,25 +9,39 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::reply::PartitionReplies;
+use super::table::RequestContext;
 use super::{check_group_id, opt_string};
 use crate::broker::Broker;
 use crate::coordinator::OffsetCommit;
 use crate::group::{Generation, GroupError, MemberId, OffsetCommitAuth};
 use crate::offsets::{PartitionCommit, TopicPartition};
+use crate::security::acl::{Operation, ResourceType};
 
 pub async fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
-    let group = check_group_id(&req.group_id);
+    // As Kafka: READ on the group, else GROUP_AUTHORIZATION_FAILED on every partition; then
+    // READ on each topic, else TOPIC_AUTHORIZATION_FAILED on its partitions.
+    let group = if ctx.may(broker, Operation::Read, ResourceType::Group, &req.group_id) {
+        check_group_id(&req.group_id)
+    } else {
+        Err(GroupError::GroupAuthorizationFailed)
+    };
     let mut replies = PartitionReplies::new();
     for topic in &req.topics {
         let known = broker.topics.get(topic.name.as_str());
+        let readable = ctx.may(broker, Operation::Read, ResourceType::Topic, &topic.name);
         let mut reply = replies.topic();
         for p in &topic.partitions {
             if let Err(e) = &group {
                 reply.fail(p.partition_index, *e);
+                continue;
+            }
+            if !readable {
+                reply.fail(p.partition_index, GroupError::TopicAuthorizationFailed);
                 continue;
             }
             match &known {

@@ -128,7 +128,6 @@ pub async fn dispatch(
     request: Box<RequestKind>,
 ) -> Outcome {
     let peer = ctx.peer;
-    let listener = &*ctx.listener;
     let v = header.request_api_version;
     let client_id = header.client_id.as_deref().unwrap_or("");
     if let Some(denied) = api::authz::deny_request(broker, ctx, v, &request) {
@@ -139,8 +138,8 @@ pub async fn dispatch(
         RequestKind::DescribeAcls(r) => return api::describe_acls::handle(broker, ctx, r, v),
         RequestKind::DeleteAcls(r) => return api::delete_acls::handle(broker, ctx, r, v).await,
         // acks=0 answers nothing, or closes the connection on a failure.
-        RequestKind::Produce(r) => return api::produce::handle(broker, r, v),
-        RequestKind::Fetch(r) => ResponseKind::Fetch(api::fetch::handle(broker, r, v).await),
+        RequestKind::Produce(r) => return api::produce::handle(broker, ctx, r, v),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(api::fetch::handle(broker, ctx, r, v).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(api::list_offsets::handle(broker, r, v))
         }
@@ -159,16 +158,16 @@ pub async fn dispatch(
         RequestKind::EndTxn(r) => ResponseKind::EndTxn(api::end_txn::handle(broker, r, v).await),
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api::api_versions::handle(&r, v)),
         RequestKind::Metadata(r) => {
-            ResponseKind::Metadata(api::metadata::handle(broker, listener, r, v))
+            ResponseKind::Metadata(api::metadata::handle(broker, ctx, r, v))
         }
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(api::find_coordinator::handle(broker, listener, r, v))
+            ResponseKind::FindCoordinator(api::find_coordinator::handle(broker, ctx, r, v))
         }
         RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(api::create_topics::handle(broker, r, v).await)
+            ResponseKind::CreateTopics(api::create_topics::handle(broker, ctx, r, v).await)
         }
         RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(api::delete_topics::handle(broker, r, v).await)
+            ResponseKind::DeleteTopics(api::delete_topics::handle(broker, ctx, r, v).await)
         }
         RequestKind::CreatePartitions(r) => {
             ResponseKind::CreatePartitions(api::create_partitions::handle(broker, r, v).await)
@@ -177,7 +176,7 @@ pub async fn dispatch(
             ResponseKind::DeleteRecords(api::delete_records::handle(broker, r, v))
         }
         RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(api::describe_cluster::handle(broker, listener, r, v))
+            ResponseKind::DescribeCluster(api::describe_cluster::handle(broker, ctx, r, v))
         }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(api::describe_configs::handle(broker, r, v))
@@ -201,28 +200,28 @@ pub async fn dispatch(
             ResponseKind::LeaveGroup(api::leave_group::handle(broker, r, v).await)
         }
         RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(api::offset_commit::handle(broker, r, v).await)
+            ResponseKind::OffsetCommit(api::offset_commit::handle(broker, ctx, r, v).await)
         }
         RequestKind::OffsetFetch(r) => {
-            ResponseKind::OffsetFetch(api::offset_fetch::handle(broker, r, v).await)
+            ResponseKind::OffsetFetch(api::offset_fetch::handle(broker, ctx, r, v).await)
         }
         RequestKind::OffsetDelete(r) => {
             ResponseKind::OffsetDelete(api::offset_delete::handle(broker, r, v).await)
         }
         RequestKind::DescribeGroups(r) => {
-            ResponseKind::DescribeGroups(api::describe_groups::handle(broker, r, v).await)
+            ResponseKind::DescribeGroups(api::describe_groups::handle(broker, ctx, r, v).await)
         }
         RequestKind::ListGroups(r) => {
-            ResponseKind::ListGroups(api::list_groups::handle(broker, r, v))
+            ResponseKind::ListGroups(api::list_groups::handle(broker, ctx, r, v))
         }
         RequestKind::DeleteGroups(r) => {
-            ResponseKind::DeleteGroups(api::delete_groups::handle(broker, r, v).await)
+            ResponseKind::DeleteGroups(api::delete_groups::handle(broker, ctx, r, v).await)
         }
         RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
             api::consumer_group_heartbeat::handle(broker, r, v, client_id, peer).await,
         ),
         RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
-            api::consumer_group_describe::handle(broker, r, v).await,
+            api::consumer_group_describe::handle(broker, ctx, r, v).await,
         ),
         // The connection's session answers these; here only when it did not (no session).
         RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(

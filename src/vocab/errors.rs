@@ -44,6 +44,12 @@ pub enum GroupError {
     /// 27
     #[error("REBALANCE_IN_PROGRESS")]
     RebalanceInProgress,
+    /// 29: the principal may not use a topic (the authorizer; never the group core).
+    #[error("TOPIC_AUTHORIZATION_FAILED")]
+    TopicAuthorizationFailed,
+    /// 30: the principal may not use a group (the authorizer; never the group core).
+    #[error("GROUP_AUTHORIZATION_FAILED")]
+    GroupAuthorizationFailed,
     /// 35
     #[error("UNSUPPORTED_VERSION")]
     UnsupportedVersion,
@@ -90,7 +96,7 @@ pub enum GroupError {
 
 impl GroupError {
     /// Every variant, for tests and for `from_code`.
-    pub const ALL: [GroupError; 26] = [
+    pub const ALL: [GroupError; 28] = [
         GroupError::UnknownServerError,
         GroupError::UnknownTopicOrPartition,
         GroupError::OffsetMetadataTooLarge,
@@ -103,6 +109,8 @@ impl GroupError {
         GroupError::UnknownMemberId,
         GroupError::InvalidSessionTimeout,
         GroupError::RebalanceInProgress,
+        GroupError::TopicAuthorizationFailed,
+        GroupError::GroupAuthorizationFailed,
         GroupError::UnsupportedVersion,
         GroupError::InvalidRequest,
         GroupError::NonEmptyGroup,
@@ -134,6 +142,8 @@ impl GroupError {
             GroupError::UnknownMemberId => 25,
             GroupError::InvalidSessionTimeout => 26,
             GroupError::RebalanceInProgress => 27,
+            GroupError::TopicAuthorizationFailed => 29,
+            GroupError::GroupAuthorizationFailed => 30,
             GroupError::UnsupportedVersion => 35,
             GroupError::InvalidRequest => 42,
             GroupError::NonEmptyGroup => 68,
