@@ -293,7 +293,7 @@ fn acls_are_created_described_matched_and_deleted() {
     };
     assert_eq!(matching(&mut admin, MATCH), 1);
     assert_eq!(matching(&mut admin, LITERAL), 0);
-    // Bad bindings: Kafka's INVALID_REQUEST each, the good one beside them created.
+    // Bad bindings: Kafka's INVALID_REQUEST and reason each, the good one beside them created.
     let good = acl(
         GROUP,
         &format!("{group}-2"),
@@ -307,19 +307,58 @@ fn acls_are_created_described_matched_and_deleted() {
         vec![
             acl(CLUSTER, "not-the-cluster", LITERAL, &user, ALTER, ALLOW),
             acl(GROUP, "", LITERAL, &user, READ, ALLOW),
-            acl(GROUP, &group, MATCH, &user, READ, ALLOW),
-            acl(GROUP, &group, LITERAL, &user, ANY, ALLOW),
-            acl(GROUP, &group, LITERAL, &user, READ, ANY),
             acl(99, &group, LITERAL, &user, READ, ALLOW),
+            acl(GROUP, &group, 9, &user, READ, ALLOW),
+            acl(GROUP, &group, LITERAL, &user, 99, ALLOW),
+            acl(GROUP, &group, LITERAL, &user, READ, 9),
+            acl(GROUP, &group, LITERAL, &user, READ, ALLOW).with_principal(s("nocolon")),
             good,
         ],
     );
-    let codes: Vec<_> = r.results.iter().map(|r| err(r.error_code)).collect();
+    let answers: Vec<_> = r
+        .results
+        .iter()
+        .map(|r| {
+            (
+                err(r.error_code),
+                r.error_message.as_ref().map(|m| m.to_string()),
+            )
+        })
+        .collect();
+    let invalid = |m: &str| (Some(ResponseError::InvalidRequest), Some(m.to_string()));
     assert_eq!(
-        codes,
-        [vec![Some(ResponseError::InvalidRequest); 6], vec![None]].concat(),
+        answers,
+        vec![
+            invalid("The only valid name for the CLUSTER resource is kafka-cluster"),
+            invalid("Invalid empty resource name"),
+            invalid("Invalid resourceType UNKNOWN"),
+            invalid("Invalid patternType UNKNOWN"),
+            invalid("Invalid operation UNKNOWN"),
+            invalid("Invalid permissionType UNKNOWN"),
+            invalid("Could not parse principal from `nocolon` (no colon is present separating the principal type from the principal name)"),
+            (None, Some(String::new())),
+        ],
         "{r:?}"
     );
+    // A filter-only value (MATCH, ANY) in a binding fails the whole request, as in Kafka 4.4.
+    for bad in [
+        acl(GROUP, &group, MATCH, &user, READ, ALLOW),
+        acl(ANY, &group, LITERAL, &user, READ, ALLOW),
+        acl(GROUP, &group, LITERAL, &user, ANY, ALLOW),
+        acl(GROUP, &group, LITERAL, &user, READ, ANY),
+    ] {
+        let r = create(
+            &mut admin,
+            vec![acl(GROUP, &group, LITERAL, &user, DESCRIBE, DENY), bad],
+        );
+        for result in &r.results {
+            assert_eq!(
+                err(result.error_code),
+                Some(ResponseError::UnknownServerError),
+                "{r:?}"
+            );
+        }
+    }
     wait_until("the good ACL is in force", || {
         acls_of(&mut admin, &user).len() == 3
     });

@@ -1,7 +1,9 @@
 //! CreateAcls (key 30), v1-3: adds ACL bindings, as kafka-acls `--add` sends them. Needs ALTER
 //! on the cluster (else CLUSTER_AUTHORIZATION_FAILED for every creation); without an authorizer
 //! every creation gets SECURITY_DISABLED, as in Kafka. A bad binding gets INVALID_REQUEST with
-//! Kafka's reason; the others are stored durably before the answer.
+//! Kafka's reason; the others are stored durably before the answer. A creation carrying a
+//! filter-only value (ANY, MATCH) fails the whole request with UNKNOWN_SERVER_ERROR, as in Kafka
+//! 4.4.
 
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
@@ -68,6 +70,20 @@ pub async fn handle(
             ResponseError::SecurityDisabled,
             "No Authorizer is configured.",
         );
+    }
+    // A binding with a filter-only value (resource type ANY, pattern ANY or MATCH, operation
+    // or permission ANY) makes Kafka 4.4 fail the whole request with UNKNOWN_SERVER_ERROR and
+    // no message (its binding constructors throw); koord answers the same.
+    if req.creations.iter().map(binding).any(|a| {
+        a.resource_type == ResourceType::Any
+            || matches!(a.pattern, PatternType::Any | PatternType::Match)
+            || a.operation == Operation::Any
+            || a.permission == Permission::Any
+    }) {
+        let crashed = AclCreationResult::default()
+            .with_error_code(ResponseError::UnknownServerError.code())
+            .with_error_message(None);
+        return answer(req.creations.iter().map(|_| crashed.clone()).collect());
     }
     let _writes = broker.authorizer.writes.lock().await;
     let mut results = Vec::with_capacity(req.creations.len());

@@ -185,19 +185,25 @@ impl Acl {
             self.resource_type,
             ResourceType::Unknown | ResourceType::Any
         ) {
-            return bad(format!("Invalid resourceType {:?}", self.resource_type));
+            return bad(format!(
+                "Invalid resourceType {}",
+                upper(self.resource_type)
+            ));
         }
         if !matches!(self.pattern, PatternType::Literal | PatternType::Prefixed) {
-            return bad(format!("Invalid patternType {:?}", self.pattern));
+            return bad(format!("Invalid patternType {}", upper(self.pattern)));
         }
         if matches!(self.operation, Operation::Unknown | Operation::Any) {
-            return bad(format!("Invalid operation {:?}", self.operation));
+            return bad(format!("Invalid operation {}", upper(self.operation)));
         }
         if !matches!(self.permission, Permission::Allow | Permission::Deny) {
-            return bad(format!("Invalid permissionType {:?}", self.permission));
+            return bad(format!("Invalid permissionType {}", upper(self.permission)));
         }
         if parse_principal(&self.principal).is_none() {
-            return bad(format!("Invalid principal {}", self.principal));
+            return bad(format!(
+                "Could not parse principal from `{}` (no colon is present separating the principal type from the principal name)",
+                self.principal
+            ));
         }
         Ok(())
     }
@@ -210,6 +216,11 @@ impl Acl {
             _ => false,
         }
     }
+}
+
+/// A code's name as Kafka writes it in messages (`UNKNOWN`).
+fn upper(v: impl std::fmt::Debug) -> String {
+    format!("{v:?}").to_uppercase()
 }
 
 /// `Type:name` split at the first colon; `None` without one (Kafka's `parseKafkaPrincipal`).
