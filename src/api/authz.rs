@@ -42,6 +42,31 @@ impl RequestContext {
             .authorized_operations(&self.principal, self.peer.ip(), rt, name)
     }
 
+    /// The error for a config resource (DescribeConfigs, AlterConfigs,
+    /// IncrementalAlterConfigs) the principal may not `op` (DESCRIBE_CONFIGS / ALTER_CONFIGS):
+    /// a topic's on the topic (TOPIC_AUTHORIZATION_FAILED), a broker's or broker logger's on
+    /// the cluster (CLUSTER_AUTHORIZATION_FAILED); `None` when allowed or another type.
+    pub fn config_denied(
+        &self,
+        broker: &Broker,
+        op: Operation,
+        resource_type: i8,
+        name: &str,
+    ) -> Option<ResponseError> {
+        const TOPIC: i8 = 2;
+        const BROKER: i8 = 4;
+        const BROKER_LOGGER: i8 = 8;
+        match resource_type {
+            TOPIC if !self.may(broker, op, ResourceType::Topic, name) => {
+                Some(ResponseError::TopicAuthorizationFailed)
+            }
+            BROKER | BROKER_LOGGER if !self.may_cluster(broker, op) => {
+                Some(ResponseError::ClusterAuthorizationFailed)
+            }
+            _ => None,
+        }
+    }
+
     /// Topic CREATE, as CreateTopics and auto-creation ask it: on the cluster, or on the topic.
     pub fn may_create_topic(&self, broker: &Broker, name: &str) -> bool {
         self.may_cluster(broker, Operation::Create)

@@ -141,11 +141,11 @@ pub async fn dispatch(
         RequestKind::Produce(r) => return api::produce::handle(broker, ctx, r, v),
         RequestKind::Fetch(r) => ResponseKind::Fetch(api::fetch::handle(broker, ctx, r, v).await),
         RequestKind::ListOffsets(r) => {
-            ResponseKind::ListOffsets(api::list_offsets::handle(broker, r, v))
+            ResponseKind::ListOffsets(api::list_offsets::handle(broker, ctx, r, v))
         }
-        RequestKind::OffsetForLeaderEpoch(r) => {
-            ResponseKind::OffsetForLeaderEpoch(api::offset_for_leader_epoch::handle(broker, r, v))
-        }
+        RequestKind::OffsetForLeaderEpoch(r) => ResponseKind::OffsetForLeaderEpoch(
+            api::offset_for_leader_epoch::handle(broker, ctx, r, v),
+        ),
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(api::init_producer_id::handle(broker, r, v).await)
         }
@@ -179,13 +179,13 @@ pub async fn dispatch(
             ResponseKind::DescribeCluster(api::describe_cluster::handle(broker, ctx, r, v))
         }
         RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(api::describe_configs::handle(broker, r, v))
+            ResponseKind::DescribeConfigs(api::describe_configs::handle(broker, ctx, r, v))
         }
         RequestKind::AlterConfigs(r) => {
-            ResponseKind::AlterConfigs(api::alter_configs::handle(broker, r, v).await)
+            ResponseKind::AlterConfigs(api::alter_configs::handle(broker, ctx, r, v).await)
         }
         RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
-            api::incremental_alter_configs::handle(broker, r, v).await,
+            api::incremental_alter_configs::handle(broker, ctx, r, v).await,
         ),
         RequestKind::JoinGroup(r) => {
             ResponseKind::JoinGroup(api::join_group::handle(broker, r, v, client_id, peer).await)
