@@ -53,25 +53,11 @@ use kafka_protocol::ResponseError;
 
 use crate::metadata::LEADER_EPOCH;
 
-/// Bitfield value Kafka sends when authorized operations were not asked for.
+/// Bitfield value Kafka sends when authorized operations were not asked for. The bitfields
+/// themselves come from the authorizer ([`RequestContext::operations`]); without one, every
+/// operation of the resource type, as Kafka reports them
+/// ([`crate::security::acl::ResourceType::all_operations_bits`]).
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
-
-/// Authorized operations on a topic without ACLs: READ, WRITE, CREATE, DELETE, ALTER,
-/// DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes 3-8, 10, 11).
-pub const TOPIC_OPERATIONS: i32 =
-    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
-
-/// Authorized operations on the cluster without ACLs: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
-/// DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE_TOKENS, DESCRIBE_TOKENS.
-pub const CLUSTER_OPERATIONS: i32 = (1 << 5)
-    | (1 << 7)
-    | (1 << 8)
-    | (1 << 9)
-    | (1 << 10)
-    | (1 << 11)
-    | (1 << 12)
-    | (1 << 13)
-    | (1 << 14);
 
 pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
@@ -136,10 +122,6 @@ pub(crate) fn resolve_topic_for(
     Ok(topic)
 }
 
-/// Authorized operations on a group without an authorizer, as Kafka 4.4 reports them: READ,
-/// DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation 3, 6, 8, 10, 11).
-pub const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
-
 /// Kafka rejects an empty group id before anything else (`GroupCoordinatorService`).
 pub(crate) fn check_group_id(id: &str) -> Result<GroupId, GroupError> {
     if id.is_empty() {
@@ -195,16 +177,5 @@ pub(crate) mod testing {
         let b = Broker::new(config).expect("broker");
         let _ = std::fs::remove_dir_all(dir);
         b
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn operation_bitfields_match_kafka() {
-        // The values Apache Kafka reports without an authorizer.
-        assert_eq!(super::TOPIC_OPERATIONS, 3576);
-        assert_eq!(super::CLUSTER_OPERATIONS, 32672);
-        assert_eq!(super::GROUP_OPERATIONS, 3400);
     }
 }
