@@ -170,10 +170,10 @@ pub async fn dispatch(
             ResponseKind::DeleteTopics(api::delete_topics::handle(broker, ctx, r, v).await)
         }
         RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(api::create_partitions::handle(broker, r, v).await)
+            ResponseKind::CreatePartitions(api::create_partitions::handle(broker, ctx, r, v).await)
         }
         RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(api::delete_records::handle(broker, r, v))
+            ResponseKind::DeleteRecords(api::delete_records::handle(broker, ctx, r, v))
         }
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(api::describe_cluster::handle(broker, ctx, r, v))
