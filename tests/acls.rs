@@ -657,3 +657,74 @@ fn acls_survive_a_restart() {
         vec![(GROUP, group, LITERAL, READ, DENY)]
     );
 }
+
+#[test]
+fn topic_apis_without_describe_are_topic_authorization_failed() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{DescribeConfigsRequest, ListOffsetsRequest};
+    let Some(server) = Secured::start("topic_describe") else {
+        return;
+    };
+    let mut admin = server.admin();
+    let (hank, mut c) = server.user(&mut admin, "hank");
+    let (ivy, _) = server.user(&mut admin, "ivy");
+    let topic = common::unique("described");
+    // The topic has an ACL (ivy's), none for hank.
+    grant(
+        &mut admin,
+        &ivy,
+        vec![acl(TOPIC, &topic, LITERAL, &ivy, ALL, ALLOW)],
+    );
+    let offsets = |c: &mut Client| {
+        let r = c.send(
+            7,
+            &ListOffsetsRequest::default()
+                .with_replica_id((-1).into())
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(topic_name(&topic))
+                    .with_partitions(vec![ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-1)])]),
+        );
+        err(r.topics[0].partitions[0].error_code)
+    };
+    let configs = |c: &mut Client| {
+        let r = c.send(
+            4,
+            &DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s(&topic))
+                    .with_configuration_keys(None),
+            ]),
+        );
+        err(r.results[0].error_code)
+    };
+    assert_eq!(
+        offsets(&mut c),
+        Some(ResponseError::TopicAuthorizationFailed)
+    );
+    assert_eq!(
+        configs(&mut c),
+        Some(ResponseError::TopicAuthorizationFailed)
+    );
+    // With DESCRIBE (ListOffsets) and DESCRIBE_CONFIGS, hank gets past authorization: the
+    // topic does not exist.
+    grant(
+        &mut admin,
+        &hank,
+        vec![
+            acl(TOPIC, &topic, LITERAL, &hank, DESCRIBE, ALLOW),
+            acl(TOPIC, &topic, LITERAL, &hank, 10, ALLOW),
+        ],
+    );
+    assert_eq!(
+        offsets(&mut c),
+        Some(ResponseError::UnknownTopicOrPartition)
+    );
+    assert_eq!(
+        configs(&mut c),
+        Some(ResponseError::UnknownTopicOrPartition)
+    );
+}
