@@ -206,7 +206,7 @@ pub async fn dispatch(
             ResponseKind::OffsetFetch(api::offset_fetch::handle(broker, ctx, r, v).await)
         }
         RequestKind::OffsetDelete(r) => {
-            ResponseKind::OffsetDelete(api::offset_delete::handle(broker, r, v).await)
+            ResponseKind::OffsetDelete(api::offset_delete::handle(broker, ctx, r, v).await)
         }
         RequestKind::DescribeGroups(r) => {
             ResponseKind::DescribeGroups(api::describe_groups::handle(broker, ctx, r, v).await)
