@@ -7,7 +7,7 @@
 #
 #   bench/vs-kafka.sh                 every scenario at full size
 #   bench/vs-kafka.sh join heartbeat  some of them (join, heartbeat, commit, footprint,
-#                                     cg-join, cg-heartbeat, cg-footprint)
+#                                     cg-join, cg-heartbeat, cg-footprint, txn, txn-1ms)
 #   bench/vs-kafka.sh cg              the three consumer-protocol (KIP-848) scenarios
 #   SCALE=0.1 bench/vs-kafka.sh       every count scaled (a quick look; not for BENCHMARKS.md)
 #   RUNS=1 bench/vs-kafka.sh          one run per server instead of three
@@ -23,6 +23,15 @@
 #   heartbeat  10,000 members heartbeating back to back for 30 s: server CPU per 1,000 heartbeats
 #   commit     1,000 members committing 10 partitions each, back to back, for 30 s
 #   footprint  100,000 idle members heartbeating every 3 s: server RSS per member
+#   txn        10 transactional producers (koord-load --txn-producers, load/src/txn.rs), one
+#              partition each, committing transactions of 100 records (one batch of 100-byte
+#              values) back to back for 30 s: transactions/s, records/s, EndTxn p50/p99.
+#              koord's store syncs every transaction state change (its default); Kafka's
+#              __transaction_state and partitions are on its defaults (acks=-1, one replica).
+#              A retried request (CONCURRENT_TRANSACTIONS: Kafka refuses the next
+#              AddPartitionsToTxn until the previous transaction's markers are written) waits
+#              20 ms, as Kafka's Java producer does
+#   txn-1ms    the same with a 1 ms retry backoff: Kafka's throughput when clients retry sooner
 # Consumer protocol (KIP-848, koord-load --protocol consumer: ConsumerGroupHeartbeat, server-side
 # uniform assignment of a 100-partition topic; both servers with a 1 s heartbeat interval, a 45 s
 # session timeout and group.consumer.max.size=100; Kafka computes target assignments on its
@@ -41,7 +50,7 @@ mkdir -p "$out"
 scale="${SCALE:-1}"
 runs="${RUNS:-3}"
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(join heartbeat commit footprint cg-join cg-heartbeat cg-footprint)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(join heartbeat commit footprint cg-join cg-heartbeat cg-footprint txn txn-1ms)
 if [ "${scenarios[*]}" = cg ]; then scenarios=(cg-join cg-heartbeat cg-footprint); fi
 
 n() { python3 -c "import sys; print(max(1, round($1 * $scale)))"; }
@@ -135,8 +144,14 @@ for s in "${scenarios[@]}"; do
       args=(--protocol consumer --groups "$(n 2000)" --members 10 --partitions 100
             --topic vs-kafka-cg --heartbeat-ms 3000 --duration 30 --connections 256
             --join-timeout 600) ;;
+    txn)
+      args=(--txn-producers 10 --txn-records 100 --txn-record-bytes 100 --topic vs-kafka-txn
+            --duration 30) ;;
+    txn-1ms)
+      args=(--txn-producers 10 --txn-records 100 --txn-record-bytes 100 --topic vs-kafka-txn
+            --duration 30 --txn-retry-backoff-ms 1) ;;
     *) echo "unknown scenario $s (join, heartbeat, commit, footprint, cg-join, cg-heartbeat," \
-         "cg-footprint)" >&2; exit 2 ;;
+         "cg-footprint, txn, txn-1ms)" >&2; exit 2 ;;
   esac
   for i in $(seq 1 "$runs"); do
     case "$s" in cg-*) start_servers cg ;; *) start_servers ;; esac
@@ -186,10 +201,20 @@ rows = {
     "cg-footprint": [("server RSS per member (B)", per_member, True),
                      ("server peak RSS (MiB)", lambda r: r["server_peak_rss"] / 2**20, True),
                      ("time to all reconciled (s)", lambda r: r["stable_after_s"], True)],
+    "txn": [("transactions/s", lambda r: r["transactions"] / r["window_s"], False),
+            ("records/s", lambda r: r["transactions"] * r["records_per_txn"] / r["window_s"],
+             False),
+            ("EndTxn p50 (ms)", lambda r: r["EndTxn_p50_ms"], True),
+            ("EndTxn p99 (ms)", lambda r: r["EndTxn_p99_ms"], True),
+            ("transaction p99 (ms)", lambda r: r["txn_p99_ms"], True),
+            ("retries per transaction", lambda r: r["retries"] / r["transactions"], True),
+            ("server CPU ms per transaction",
+             lambda r: 1000 * r["server_cpu_s"] / r["transactions"], True)],
     "footprint": [("server RSS per member (B)", per_member, True),
                   ("server peak RSS (MiB)", lambda r: r["server_peak_rss"] / 2**20, True),
                   ("time to all Stable (s)", lambda r: r["stable_after_s"], True)],
 }
+rows["txn-1ms"] = rows["txn"]
 def safely(f, r):
     """A figure of one run; None for a run that never reached its window (a failed join)."""
     try:
@@ -227,7 +252,10 @@ for s in scenarios:
               f" {cell(fv) if fv else '':>28} {over_floor:>11}")
     for reports, server in ((k, "koord"), (a, "kafka"), (fl, "floor")):
         for r in reports:
-            if r["failures"] or r["groups_stable"] < r["groups"]:
+            if "groups" not in r:
+                if r["failures"]:
+                    print(f"{'':<12} ! {server}: {r['failures']} producers failed")
+            elif r["failures"] or r["groups_stable"] < r["groups"]:
                 print(f"{'':<12} ! {server}: {r['failures']} failed requests, "
                       f"{r['groups_stable']}/{r['groups']} groups Stable/reconciled")
 PY

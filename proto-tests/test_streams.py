@@ -4,6 +4,9 @@ defaults: koord started with nothing but its port and data dir, as a user would 
 - A stateful Kafka Streams 4.4 word count (java/.../StreamsApp.java: groupBy through a
   repartition topic, count() in a RocksDB store, at_least_once) scales 1 -> 2 -> 1 instances;
   every count it publishes is exact, and its committed repartition records are purged.
+- The same word count with exactly_once_v2 scales 1 -> 2 -> 1, and in a second run survives
+  one instance killed with -9 mid-stream and restarted: read with read_committed, every count is
+  published exactly once, in sequence (transactions, TxnOffsetCommit, require_stable fetches).
 - A group of Java consumers whose assignor only the client knows ("koord-custom",
   java/.../CustomAssignor.java) gets exactly the leader's assignment and user data.
 - kafka-topics and kafka-configs (kafka-tools 4.4) create, describe, alter and delete a topic
@@ -142,6 +145,13 @@ class StreamsInstance:
         assert exited["code"] == 0 and closed and closed[-1]["clean"], (
             f"{self.name} did not close cleanly: {closed} {exited}")
 
+    def crash(self):
+        """SIGKILL now, mid-stream (kill -9): no close, no leave, its transaction left open."""
+        self.stopping = True
+        self.proc.kill()
+        self.events.wait_for(f"{self.name} killed", lambda log: next(
+            (e for e in log if e["member"] == self.name and e["event"] == "exited"), None))
+
     def kill(self):
         """SIGKILL if still running (teardown of a failed test)."""
         if self.proc.poll() is None:
@@ -153,17 +163,24 @@ class StreamsInstance:
 
 class OutputCounts(threading.Thread):
     """Reads the output topic from the beginning (assign(), no group) and keeps the last count
-    per word, as a compacted topic would; waiters wake on every record."""
+    per word, as a compacted topic would; waiters wake on every record.
 
-    def __init__(self, bootstrap, topic):
+    `exactly_once`: read with isolation.level=read_committed, and every record of a word must
+    be its previous count plus one: a count published twice (a duplicate) or skipped fails."""
+
+    def __init__(self, bootstrap, topic, exactly_once=False):
         super().__init__(daemon=True)
         self.topic = topic
         self.counts = {}
         self.records = 0
+        self.exactly_once = exactly_once
+        self.broken = []  # (word, previous count, published count) out of sequence
         self.cond = threading.Condition()
         self.running = True
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
-                                  "enable.auto.commit": False})
+                                  "enable.auto.commit": False,
+                                  "isolation.level": ("read_committed" if exactly_once
+                                                      else "read_uncommitted")})
         self.consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         self.start()
 
@@ -174,7 +191,10 @@ class OutputCounts(threading.Thread):
                 for m in msgs:
                     if m.error():
                         continue  # partition EOF and the like
-                    self.counts[m.key().decode()] = int(m.value().decode())
+                    word, count = m.key().decode(), int(m.value().decode())
+                    if self.exactly_once and count != self.counts.get(word, 0) + 1:
+                        self.broken.append((word, self.counts.get(word, 0), count))
+                    self.counts[word] = count
                     self.records += 1
                 if msgs:
                     self.cond.notify_all()
@@ -186,6 +206,9 @@ class OutputCounts(threading.Thread):
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
+                assert not self.broken, (
+                    f"{what}: counts out of sequence (word, previous, published): "
+                    f"{self.broken[:10]}")
                 over = {w: (c, expected.get(w, 0)) for w, c in self.counts.items()
                         if c > expected.get(w, 0)}
                 assert not over, f"{what}: counted more than produced (count, want): {over}"
@@ -311,6 +334,105 @@ def test_streams_word_count_scales_out_and_in(bootstrap, tmp_path, request):
         assert all(0 < low <= high for low, high in offsets.values()), offsets
         instances[1].stop()
         print(f"tasks with 2 instances: {both}; repartition (earliest, latest): {offsets}")
+    finally:
+        output.stop()
+        for inst in instances:
+            inst.kill()
+
+
+# Exactly-once: the same word count with processing.guarantee=exactly_once_v2. Sessions of 6 s
+# (the broker's minimum) so that a killed instance's member leaves the group soon, and
+# transactions of 5 s so that its open transaction is aborted by the coordinator soon after.
+EOS = ("processing.guarantee=exactly_once_v2", "consumer.session.timeout.ms=6000",
+       "producer.transaction.timeout.ms=5000")
+
+
+def streams_topics(bootstrap, app_id):
+    """Creates the input and output topics of a word count: (input, output)."""
+    input_topic, output_topic = f"{app_id}-input", f"{app_id}-output"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(input_topic, PARTITIONS, 1),
+                                  NewTopic(output_topic, PARTITIONS, 1)]).values():
+        f.result(timeout=30)
+    return input_topic, output_topic
+
+
+def test_streams_exactly_once_word_count_scales_out_and_in(bootstrap, tmp_path, request):
+    """The word count with exactly_once_v2 (transactions, TxnOffsetCommit, read_committed,
+    require_stable offset fetches) scales 1 -> 2 -> 1. Read with read_committed, every word's
+    counts are published exactly once each, in sequence, and end at what was produced."""
+    app_id = unique(request, "app")
+    input_topic, output_topic = streams_topics(bootstrap, app_id)
+    events = StreamsEvents()
+    instances = []
+    output = OutputCounts(bootstrap, output_topic, exactly_once=True)
+    expected = collections.Counter()
+
+    def start(name):
+        inst = StreamsInstance(events, name, tmp_path, bootstrap, app_id, input_topic,
+                               output_topic, tmp_path / f"{name}-state", *EOS)
+        instances.append(inst)
+        return inst
+
+    try:
+        produce_sentences(bootstrap, input_topic, 0, 300, expected)
+        s1 = start("s1")
+        events.wait_for("s1 RUNNING with every task", tasks_split(["s1"]))
+        output.wait_for(dict(expected), "phase 1 (s1 alone)")
+        start("s2")
+        events.wait_for("s1 and s2 RUNNING, the tasks split between them",
+                        tasks_split(["s1", "s2"]))
+        produce_sentences(bootstrap, input_topic, 300, 300, expected)
+        output.wait_for(dict(expected), "phase 2 (s1 and s2)")
+        s1.stop()
+        events.wait_for("s2 RUNNING with every task after s1 closed",
+                        tasks_split(["s2"], gone=["s1"]))
+        produce_sentences(bootstrap, input_topic, 600, 300, expected)
+        output.wait_for(dict(expected), "phase 3 (s2 alone)")
+        instances[1].stop()
+    finally:
+        output.stop()
+        for inst in instances:
+            inst.kill()
+
+
+def test_streams_exactly_once_survives_an_instance_killed_mid_stream(bootstrap, tmp_path,
+                                                                      request):
+    """Two exactly_once_v2 instances; while they count a large input, one is killed with -9
+    (its transaction open) and started again on the same state dir. Its open transaction is
+    aborted (by the restarted producer's fencing or the coordinator's timeout), the survivor
+    takes over and hands back, and read with read_committed every count is published exactly
+    once, in sequence, ending at what was produced."""
+    app_id = unique(request, "app")
+    input_topic, output_topic = streams_topics(bootstrap, app_id)
+    events = StreamsEvents()
+    instances = []
+    output = OutputCounts(bootstrap, output_topic, exactly_once=True)
+    expected = collections.Counter()
+
+    def start(name, state):
+        inst = StreamsInstance(events, name, tmp_path, bootstrap, app_id, input_topic,
+                               output_topic, tmp_path / f"{state}-state", *EOS)
+        instances.append(inst)
+        return inst
+
+    try:
+        start("s1", "s1")
+        s2 = start("s2", "s2")
+        events.wait_for("s1 and s2 RUNNING, the tasks split between them",
+                        tasks_split(["s1", "s2"]))
+        produce_sentences(bootstrap, input_topic, 0, 3000, expected)
+        # Mid-stream: some counts are out, far from all of them.
+        with output.cond:
+            output.cond.wait_for(lambda: output.records > 0, timeout=STREAMS_TIMEOUT)
+        s2.crash()
+        start("s2-again", "s2")
+        events.wait_for("s1 and the restarted s2 RUNNING, the tasks split between them",
+                        tasks_split(["s1", "s2-again"]))
+        produce_sentences(bootstrap, input_topic, 3000, 300, expected)
+        output.wait_for(dict(expected), "after the kill and restart", timeout=2 * STREAMS_TIMEOUT)
+        for inst in instances:
+            inst.stop()
     finally:
         output.stop()
         for inst in instances:

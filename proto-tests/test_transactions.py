@@ -1,11 +1,14 @@
 """Transactions with real clients: a transactional producer (Java, then confluent-kafka) commits
 every other transaction and aborts the rest; read_committed consumers (Java, confluent-kafka)
-read exactly the committed records, in order, partition by partition.
+read exactly the committed records, in order, partition by partition. Kafka's admin tool
+kafka-transactions (list, describe, describe-producers) shows an open and a committed
+transaction.
 
 Transaction t writes "t:0".."t:PER_TXN-1", record i to partition i % PARTITIONS; even t commit.
 And koord killed with -9 mid-transaction: the transactional id is back after the restart.
 """
 
+import subprocess
 import time
 from collections import defaultdict
 
@@ -13,6 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from conftest import java
+from groups_util import java_command
 
 TOPIC = "txn"
 PARTITIONS = 2
@@ -150,3 +154,75 @@ def test_after_kill_9_a_new_producer_fences_the_old_one_and_commits(koord):
         assert values == ["after"], values
     finally:
         c.close()
+
+
+# --- kafka-transactions ----------------------------------------------------------------------
+
+TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"  # kafka-transactions.sh
+
+
+def kafka_transactions(bootstrap, *commands):
+    """Runs kafka-transactions (TransactionsCommand of kafka-tools 4.4) once per argument list,
+    all at once; returns their stdouts in order."""
+    procs = [subprocess.Popen(
+        java_command(TRANSACTIONS_COMMAND, "--bootstrap-server", bootstrap, *args),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for args in commands]
+    outs = []
+    for args, p in zip(commands, procs):
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, (
+            f"kafka-transactions {' '.join(args)} exited {p.returncode}\n{out}\n{err}")
+        outs.append(out)
+    return outs
+
+
+def rows(text):
+    """The rows of a kafka-transactions table as dicts keyed by its header (columns are
+    separated by runs of spaces; no cell here holds one)."""
+    lines = [line.split() for line in text.splitlines() if line.strip()]
+    return [dict(zip(lines[0], words)) for words in lines[1:]]
+
+
+def test_kafka_transactions_lists_describes_and_shows_producers(koord):
+    """kafka-transactions list, describe --transactional-id and describe-producers --topic
+    --partition against koord, while a confluent-kafka transaction is open and after it
+    committed: the id, its producer id and state, the transaction's partitions, and the
+    partition's producer with the open transaction's first offset."""
+    k = koord(f"topics={TOPIC}:{PARTITIONS}")
+    txn_id = "tx-admin"
+    p = Producer({"bootstrap.servers": k.bootstrap, "transactional.id": txn_id})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(TOPIC, value=f"open:{i}", partition=1)
+    assert p.flush(30) == 0
+
+    listed, described, producers = kafka_transactions(
+        k.bootstrap,
+        ["list"],
+        ["describe", "--transactional-id", txn_id],
+        ["describe-producers", "--topic", TOPIC, "--partition", "1"])
+    listed = [r for r in rows(listed) if r["TransactionalId"] == txn_id]
+    assert len(listed) == 1, listed
+    assert listed[0]["TransactionState"] == "Ongoing", listed
+    producer_id = listed[0]["ProducerId"]
+    [d] = rows(described)
+    assert (d["TransactionalId"], d["ProducerId"], d["TransactionState"]) == (
+        txn_id, producer_id, "Ongoing"), d
+    assert d["TopicPartitions"] == f"{TOPIC}-1", d
+    assert int(d["CurrentTransactionStartTimeMs"]) > 0, d
+    [prod] = rows(producers)
+    assert prod["ProducerId"] == producer_id, prod
+    assert (prod["LastSequence"], prod["CurrentTransactionStartOffset"]) == ("2", "0"), prod
+    assert prod["LatestCoordinatorEpoch"] == "-1", "no marker yet"
+
+    p.commit_transaction(30)
+    described, producers = kafka_transactions(
+        k.bootstrap,
+        ["describe", "--transactional-id", txn_id],
+        ["describe-producers", "--topic", TOPIC, "--partition", "1"])
+    [d] = rows(described)
+    assert d["TransactionState"] == "CompleteCommit", d
+    [prod] = rows(producers)
+    assert prod["CurrentTransactionStartOffset"] == "None", prod
+    assert prod["LatestCoordinatorEpoch"] == "0", "the commit marker's"

@@ -298,8 +298,8 @@ kafka_conformance() {
     KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test wire --test groups \
         --test transactions
     # What koord does not do yet is #[ignore]d for koord and still proven against Kafka here.
-    KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test consumer_groups -- \
-        --include-ignored
+    KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test consumer_groups \
+        --test streams_groups -- --include-ignored
     say "franz-go groups and consumer-protocol (KIP-848) groups against Kafka 4.4"
     KOORD_BOOTSTRAP="$bootstrap" "$venv/bin/python" -m pytest proto-tests/test_franz.py \
         proto-tests/test_consumer_protocol.py -ra \

@@ -9,22 +9,25 @@
 //!
 //! An ending transaction (EndTxn, a fencing InitProducerId, a timeout, or one found ending at
 //! start-up) goes: its PrepareCommit/PrepareAbort record is durable, then its markers are
-//! appended to every partition it touched, then its CompleteCommit/CompleteAbort record is
-//! written; EndTxn answers after the markers, so a read_committed consumer sees the transaction
-//! by the time the producer learns it committed.
+//! appended to every partition it touched and every group it committed offsets to (the group
+//! commits or drops them durably), then its CompleteCommit/CompleteAbort record is written;
+//! EndTxn answers after the markers, so a read_committed consumer sees the transaction, and an
+//! OffsetFetch its offsets, by the time the producer learns it committed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::oneshot;
 
 use crate::broker::Broker;
+use crate::coordinator::{Coordinator, TxnMarker};
 use crate::storage::{Mutation, Storage, StoreError};
 use crate::txn::{
-    End, Init, InitProducer, Markers, Member, ProducerIdAndEpoch, TxnCoordinator, TxnError,
+    Description, End, Init, InitProducer, ListFilter, Listing, Markers, Member, ProducerIdAndEpoch,
+    TxnCoordinator, TxnError,
 };
-use crate::vocab::{Timestamp, TopicPartition, TxnRecord};
+use crate::vocab::{GroupId, Timestamp, TopicPartition, TxnRecord};
 
 /// Why a transactional request failed in the shell.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,7 +44,8 @@ pub enum ShellError {
 
 /// The transaction coordinator of this node.
 pub struct Transactions {
-    core: Mutex<TxnCoordinator>,
+    /// Shared with the tasks that finish the transactions found ending at start-up.
+    core: Arc<Mutex<TxnCoordinator>>,
     storage: Storage,
     /// Set once the stored ids are loaded; until then every request is refused.
     loaded: AtomicBool,
@@ -63,7 +67,7 @@ fn put(record: TxnRecord) -> Mutation {
 impl Transactions {
     pub fn new(max_timeout_ms: i32, storage: Storage) -> Transactions {
         Transactions {
-            core: Mutex::new(TxnCoordinator::new(max_timeout_ms)),
+            core: Arc::new(Mutex::new(TxnCoordinator::new(max_timeout_ms))),
             storage,
             loaded: AtomicBool::new(false),
         }
@@ -79,20 +83,12 @@ impl Transactions {
     }
 
     fn core(&self) -> MutexGuard<'_, TxnCoordinator> {
-        // Every transition completes before anything that could panic.
-        self.core.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.core)
     }
 
     /// Queues `batch` (under the caller's lock, so in the order of the transitions).
     fn submit(&self, batch: Vec<Mutation>) -> oneshot::Receiver<Result<(), StoreError>> {
-        let (tx, rx) = oneshot::channel();
-        self.storage.submit(
-            batch,
-            Box::new(move |r| {
-                let _ = tx.send(r);
-            }),
-        );
-        rx
+        submit(&self.storage, batch)
     }
 
     async fn durable(rx: oneshot::Receiver<Result<(), StoreError>>) -> Result<(), StoreError> {
@@ -114,8 +110,8 @@ impl Transactions {
         Ok(result?)
     }
 
-    /// Takes the stored transactional ids over and finishes every transaction found ending
-    /// (their completion records are queued, not awaited).
+    /// Takes the stored transactional ids over and finishes every transaction found ending,
+    /// in tasks of their own (the groups are loaded already, so their markers find them).
     pub fn load(&self, broker: &Broker, records: Vec<TxnRecord>) {
         let count = records.len();
         let pending = self.core().load(records);
@@ -127,7 +123,20 @@ impl Transactions {
             );
         }
         for markers in pending {
-            drop(self.write_and_complete(broker, &markers));
+            write_markers(broker, &markers);
+            let (core, storage) = (self.core.clone(), self.storage.clone());
+            let coordinator = broker.coordinator.clone();
+            tokio::spawn(async move {
+                end_in_groups(&coordinator, &markers).await;
+                let record = lock(&core).complete(&markers, wall_clock());
+                let rx = submit(&storage, record.into_iter().map(put).collect());
+                if let Err(e) = Self::durable(rx).await {
+                    tracing::warn!(
+                        transactional_id = %markers.transactional_id,
+                        "transaction completion not stored: {e}"
+                    );
+                }
+            });
         }
         self.loaded.store(true, Ordering::Release);
     }
@@ -230,6 +239,22 @@ impl Transactions {
         Ok(self.serving()?.verify(transactional_id, producer, member)?)
     }
 
+    /// DescribeTransactions of one id.
+    ///
+    /// # Errors
+    /// The coordinator's refusal, or COORDINATOR_LOAD_IN_PROGRESS while loading.
+    pub fn describe(&self, transactional_id: &str) -> Result<Description, ShellError> {
+        Ok(self.serving()?.describe(transactional_id)?)
+    }
+
+    /// ListTransactions.
+    ///
+    /// # Errors
+    /// COORDINATOR_LOAD_IN_PROGRESS while loading.
+    pub fn list(&self, filter: &ListFilter<'_>) -> Result<Listing, ShellError> {
+        Ok(self.serving()?.list(filter, wall_clock()))
+    }
+
     /// EndTxn: answers once the transaction's markers are written.
     ///
     /// # Errors
@@ -266,7 +291,12 @@ impl Transactions {
     /// durable already. A failed completion write leaves the stored state ending: the markers
     /// are written again at the next start, which is harmless.
     async fn finish(&self, broker: &Broker, markers: &Markers) {
-        let rx = self.write_and_complete(broker, markers);
+        write_markers(broker, markers);
+        end_in_groups(&broker.coordinator, markers).await;
+        let rx = {
+            let record = self.core().complete(markers, wall_clock());
+            self.submit(record.into_iter().map(put).collect())
+        };
         if let Err(e) = Self::durable(rx).await {
             tracing::warn!(
                 transactional_id = %markers.transactional_id,
@@ -279,18 +309,6 @@ impl Transactions {
             partitions = markers.partitions.len(),
             "transaction completed"
         );
-    }
-
-    /// Writes the markers, completes the transaction and queues its completion record.
-    fn write_and_complete(
-        &self,
-        broker: &Broker,
-        markers: &Markers,
-    ) -> oneshot::Receiver<Result<(), StoreError>> {
-        write_markers(broker, markers);
-        let mut core = self.core();
-        let record = core.complete(markers, wall_clock());
-        self.submit(record.into_iter().map(put).collect())
     }
 
     /// Aborts every open transaction past its timeout.
@@ -334,6 +352,50 @@ impl Transactions {
         };
         if let Err(e) = Self::durable(rx).await {
             tracing::warn!("expired transactional ids not deleted: {e}");
+        }
+    }
+}
+
+fn lock(core: &Mutex<TxnCoordinator>) -> MutexGuard<'_, TxnCoordinator> {
+    // Every transition completes before anything that could panic.
+    core.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Queues `batch` on the storage task; the receiver gets its result.
+fn submit(storage: &Storage, batch: Vec<Mutation>) -> oneshot::Receiver<Result<(), StoreError>> {
+    let (tx, rx) = oneshot::channel();
+    storage.submit(
+        batch,
+        Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    );
+    rx
+}
+
+/// Ends the transaction in every group it committed offsets to; returns once each group's
+/// change is durable. A group that cannot store it (a failing store) is asked again, with a
+/// growing pause: the transaction cannot complete before its offsets are settled, as Kafka's
+/// coordinator retries a marker until it is written.
+async fn end_in_groups(coordinator: &Coordinator, markers: &Markers) {
+    let marker = TxnMarker {
+        producer_id: markers.producer_id,
+        producer_epoch: markers.producer_epoch,
+        commit: markers.commit,
+    };
+    for group in &markers.groups {
+        let mut pause = Duration::from_millis(100);
+        while let Err(e) = coordinator
+            .txn_marker(GroupId::new(group.as_str()), marker)
+            .await
+        {
+            tracing::warn!(
+                transactional_id = %markers.transactional_id,
+                group = %group,
+                "transaction marker not stored in the group, retrying: {e}"
+            );
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
         }
     }
 }

@@ -11,15 +11,23 @@ mod common;
 
 use bytes::Bytes;
 use common::txn::{
-    add_partitions, create_topic, end_txn, find_txn_coordinator, init_txn, init_txn_at, txn_batch,
+    add_offsets, add_offsets_request, add_partitions, committed_offset, create_topic, end_txn,
+    end_txn_request, find_txn_coordinator, init_txn, init_txn_at, retry, txn_batch,
+    txn_offset_commit, txn_offset_commit_request,
 };
-use common::{err, s, topic_name, unique, Client, Koord};
+use common::{err, group_id, s, topic_name, unique, Client, Koord};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, ProduceRequest, TransactionalId};
+use kafka_protocol::messages::{JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest};
 use kafka_protocol::records::RecordBatchDecoder;
 use kafka_protocol::ResponseError;
 
@@ -440,4 +448,812 @@ fn transactional_ids_survive_kill_9() {
     assert_eq!((e, pid, epoch), (None, p.0, p.1 + 1));
     // The open transaction is still open (Kafka leaves it to time out): its producer can end it.
     assert_eq!(end_txn(&mut c, 3, &open_id, q, false), None);
+}
+
+/// OffsetCommit v8 of `offset` into `group` from outside group management; retried while the
+/// topic is not known yet (Kafka, right after CreateTopics).
+fn plain_commit(c: &mut Client, group: &str, topic: &str, offset: i64) {
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    while plain_commit_once(c, group, topic, offset) == Some(ResponseError::UnknownTopicOrPartition)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(plain_commit_once(c, group, topic, offset), None);
+}
+
+fn plain_commit_once(
+    c: &mut Client,
+    group: &str,
+    topic: &str,
+    offset: i64,
+) -> Option<ResponseError> {
+    let r = c.send(
+        8,
+        &OffsetCommitRequest::default()
+            .with_group_id(group_id(group))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(topic_name(topic))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(offset)
+                    .with_committed_metadata(Some(s("")))])]),
+    );
+    err(r.topics[0].partitions[0].error_code)
+}
+
+/// Polls OffsetFetch with `require_stable` until the partition is stable (Kafka writes the
+/// group's marker after answering EndTxn): its committed offset.
+fn stable_offset(c: &mut Client, group: &str, topic: &str) -> i64 {
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    loop {
+        match committed_offset(c, group, topic, 0, true) {
+            (None, offset) => return offset,
+            (Some(ResponseError::UnstableOffsetCommit), _)
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => panic!("{group}: {other:?}"),
+        }
+    }
+}
+
+/// A classic group of one member, joined and synced: (member id, generation).
+fn one_member_group(c: &mut Client, group: &str) -> (String, i32) {
+    let join = |c: &mut Client, member: &str| {
+        retry(|| {
+            let r = c.send(
+                5,
+                &JoinGroupRequest::default()
+                    .with_group_id(group_id(group))
+                    .with_session_timeout_ms(30_000)
+                    .with_rebalance_timeout_ms(30_000)
+                    .with_member_id(s(member))
+                    .with_protocol_type(s("consumer"))
+                    .with_protocols(vec![JoinGroupRequestProtocol::default()
+                        .with_name(s("range"))
+                        .with_metadata(Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]))]),
+            );
+            (err(r.error_code), r)
+        })
+    };
+    let (e, first) = join(c, "");
+    assert_eq!(e, Some(ResponseError::MemberIdRequired), "{first:?}");
+    let (e, joined) = join(c, first.member_id.as_str());
+    assert_eq!(e, None, "{joined:?}");
+    let r = c.send(
+        3,
+        &SyncGroupRequest::default()
+            .with_group_id(group_id(group))
+            .with_generation_id(joined.generation_id)
+            .with_member_id(joined.member_id.clone())
+            .with_assignments(vec![SyncGroupRequestAssignment::default()
+                .with_member_id(joined.member_id.clone())
+                .with_assignment(Bytes::new())]),
+    );
+    assert_eq!(err(r.error_code), None, "{r:?}");
+    (joined.member_id.to_string(), joined.generation_id)
+}
+
+#[test]
+fn transactional_offsets_are_committed_only_by_the_commit_marker() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let (topic, id, p) = setup(&mut c, "txn-offsets", 60_000);
+    let group = unique("txn-offsets-group");
+    plain_commit(&mut c, &group, &topic, 5);
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &group), None);
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, &group, ("", -1), &topic, 0, 10),
+        None
+    );
+    // Pending: unstable to a require_stable fetch, the old value to any other.
+    assert_eq!(
+        committed_offset(&mut c, &group, &topic, 0, true),
+        (Some(ResponseError::UnstableOffsetCommit), -1)
+    );
+    assert_eq!(
+        committed_offset(&mut c, &group, &topic, 0, false),
+        (None, 5)
+    );
+    assert_eq!(end_txn(&mut c, 3, &id, p, true), None);
+    assert_eq!(stable_offset(&mut c, &group, &topic), 10);
+    assert_eq!(
+        committed_offset(&mut c, &group, &topic, 0, false),
+        (None, 10)
+    );
+
+    // The next transaction aborts: its offset is dropped.
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &group), None);
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, &group, ("", -1), &topic, 0, 20),
+        None
+    );
+    assert_eq!(end_txn(&mut c, 3, &id, p, false), None);
+    assert_eq!(stable_offset(&mut c, &group, &topic), 10);
+}
+
+#[test]
+fn a_plain_commit_after_a_transactional_one_is_kept_when_the_transaction_commits() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let (topic, id, p) = setup(&mut c, "txn-offsets-mixed", 60_000);
+    let group = unique("txn-offsets-mixed-group");
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &group), None);
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, &group, ("", -1), &topic, 0, 10),
+        None
+    );
+    plain_commit(&mut c, &group, &topic, 7);
+    assert_eq!(
+        committed_offset(&mut c, &group, &topic, 0, true),
+        (Some(ResponseError::UnstableOffsetCommit), -1),
+        "still held by the transaction"
+    );
+    assert_eq!(end_txn(&mut c, 3, &id, p, true), None);
+    assert_eq!(stable_offset(&mut c, &group, &topic), 7);
+}
+
+#[test]
+fn txn_offset_commit_checks_the_transaction_and_the_committer() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let (topic, id, p) = setup(&mut c, "txn-offsets-checks", 60_000);
+    let group = unique("txn-offsets-checks-group");
+    // The group was not added to the transaction.
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, &group, ("", -1), &topic, 0, 1),
+        Some(ResponseError::InvalidTxnState),
+        "v3"
+    );
+    assert_eq!(
+        txn_offset_commit(&mut c, 4, &id, p, &group, ("", -1), &topic, 0, 1),
+        Some(ResponseError::TransactionAbortable),
+        "v4"
+    );
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &group), None);
+    // Another producer id, an older epoch.
+    assert_eq!(
+        txn_offset_commit(
+            &mut c,
+            3,
+            &id,
+            (p.0 + 1_000_000, p.1),
+            &group,
+            ("", -1),
+            &topic,
+            0,
+            1
+        ),
+        Some(ResponseError::InvalidProducerIdMapping)
+    );
+    // An unknown topic: that partition only.
+    assert_eq!(
+        txn_offset_commit(
+            &mut c,
+            3,
+            &id,
+            p,
+            &group,
+            ("", -1),
+            &unique("txn-none"),
+            0,
+            1
+        ),
+        Some(ResponseError::UnknownTopicOrPartition)
+    );
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, "", ("", -1), &topic, 0, 1),
+        Some(ResponseError::InvalidGroupId)
+    );
+    // KIP-447: the committer's membership is checked against the group.
+    let member_group = unique("txn-offsets-member");
+    let (member, generation) = one_member_group(&mut c, &member_group);
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &member_group), None);
+    assert_eq!(
+        txn_offset_commit(
+            &mut c,
+            3,
+            &id,
+            p,
+            &member_group,
+            (&member, generation + 1),
+            &topic,
+            0,
+            1
+        ),
+        Some(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(
+        txn_offset_commit(
+            &mut c,
+            3,
+            &id,
+            p,
+            &member_group,
+            ("someone-else", generation),
+            &topic,
+            0,
+            1
+        ),
+        Some(ResponseError::UnknownMemberId)
+    );
+    assert_eq!(
+        txn_offset_commit(
+            &mut c,
+            3,
+            &id,
+            p,
+            &member_group,
+            (&member, generation),
+            &topic,
+            0,
+            3
+        ),
+        None
+    );
+    // A group that does not exist, named with a generation.
+    let missing = unique("txn-offsets-missing");
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &missing), None);
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, &missing, ("m", 1), &topic, 0, 1),
+        Some(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(end_txn(&mut c, 3, &id, p, true), None);
+    assert_eq!(stable_offset(&mut c, &member_group, &topic), 3);
+}
+
+#[test]
+fn pending_transactional_offsets_survive_kill_9() {
+    let Some(mut koord) = Koord::start_owned("pending_transactional_offsets_survive_kill_9", SETS)
+    else {
+        return;
+    };
+    let mut c = koord.connect();
+    let (topic, id, p) = setup(&mut c, "txn-offsets-crash", 60_000);
+    let group = unique("txn-offsets-crash-group");
+    plain_commit(&mut c, &group, &topic, 5);
+    assert_eq!(add_offsets(&mut c, 3, &id, p, &group), None);
+    assert_eq!(
+        txn_offset_commit(&mut c, 3, &id, p, &group, ("", -1), &topic, 0, 10),
+        None
+    );
+    koord.kill9();
+    koord.restart();
+    let mut c = koord.connect();
+    let (e, _) = retry(|| committed_offset(&mut c, &group, &topic, 0, true));
+    assert_eq!(
+        e,
+        Some(ResponseError::UnstableOffsetCommit),
+        "the transaction still holds the offset"
+    );
+    assert_eq!(
+        committed_offset(&mut c, &group, &topic, 0, false),
+        (None, 5)
+    );
+    assert_eq!(end_txn(&mut c, 3, &id, p, true), None);
+    assert_eq!(stable_offset(&mut c, &group, &topic), 10);
+    // The committed offset is as durable as any other.
+    koord.kill9();
+    koord.restart();
+    let mut c = koord.connect();
+    let (_, offset) = retry(|| committed_offset(&mut c, &group, &topic, 0, true));
+    assert_eq!(offset, 10);
+}
+
+/// What the crash-cycle client reports of transaction `n`: begun, its EndTxn sent, or its
+/// EndTxn answered NONE.
+enum Step {
+    Begun(i64),
+    Ending(i64),
+    Ended(i64),
+}
+
+/// Transactions `first..` of `id` until the connection breaks: transaction `n` commits offset
+/// `n` of `topic`-0 into `group`, and commits if `n` is even, aborts if odd.
+fn run_transactions(
+    addr: std::net::SocketAddr,
+    (id, group, topic): (String, String, String),
+    p: (i64, i16),
+    first: i64,
+    steps: std::sync::mpsc::Sender<Step>,
+) {
+    let mut c = Client::connect(addr);
+    for n in first.. {
+        let _ = steps.send(Step::Begun(n));
+        let Ok(r) = c.try_send(3, &add_offsets_request(&id, p, &group)) else {
+            return;
+        };
+        assert_eq!(err(r.error_code), None, "AddOffsetsToTxn {n}");
+        let req = txn_offset_commit_request(&id, p, &group, ("", -1), (&topic, 0), n);
+        let Ok(r) = c.try_send(3, &req) else { return };
+        assert_eq!(
+            err(r.topics[0].partitions[0].error_code),
+            None,
+            "TxnOffsetCommit {n}"
+        );
+        let _ = steps.send(Step::Ending(n));
+        let Ok(r) = c.try_send(3, &end_txn_request(&id, p, n % 2 == 0)) else {
+            return;
+        };
+        assert_eq!(err(r.error_code), None, "EndTxn {n}");
+        let _ = steps.send(Step::Ended(n));
+    }
+}
+
+/// What the crash-cycle test knows of the transactions so far.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The last commit answered NONE.
+    acknowledged: Option<i64>,
+    /// A commit whose EndTxn was sent and not answered: it may or may not have committed.
+    in_flight: Option<i64>,
+    /// The next transaction's number.
+    next: i64,
+}
+
+impl Seen {
+    fn observe(&mut self, step: &Step) {
+        match *step {
+            Step::Begun(n) => self.next = n + 1,
+            Step::Ending(n) => self.in_flight = (n % 2 == 0).then_some(n),
+            Step::Ended(n) => {
+                self.in_flight = None;
+                if n % 2 == 0 {
+                    self.acknowledged = Some(n);
+                }
+            }
+        }
+    }
+
+    /// The committed offsets possible now: the last acknowledged commit's (-1: none yet) or
+    /// the one in flight. Never an aborted (odd) transaction's, never a half-applied one.
+    fn allowed(&self) -> Vec<i64> {
+        [Some(self.acknowledged.unwrap_or(-1)), self.in_flight]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
+#[test]
+fn acknowledged_transactions_survive_kill_9_cycles() {
+    let Some(mut koord) =
+        Koord::start_owned("acknowledged_transactions_survive_kill_9_cycles", SETS)
+    else {
+        return;
+    };
+    let mut c = koord.connect();
+    let topic = unique("txn-cycles");
+    create_topic(&mut c, &topic, 1);
+    let group = unique("txn-cycles-group");
+    let id = unique("txn-cycles-txn");
+    let mut seen = Seen {
+        next: 1,
+        ..Seen::default()
+    };
+    for cycle in 0..=10 {
+        let mut c = koord.connect();
+        // A transaction left open by the crash is aborted by this InitProducerId (retried
+        // through CONCURRENT_TRANSACTIONS); one found ending was completed at start-up.
+        let p = init_txn(&mut c, &id, 60_000);
+        let stable = stable_offset(&mut c, &group, &topic);
+        assert!(
+            seen.allowed().contains(&stable),
+            "cycle {cycle}: committed offset {stable}; seen {seen:?}"
+        );
+        seen.acknowledged = (stable >= 0).then_some(stable);
+        seen.in_flight = None;
+        if cycle == 10 {
+            break;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let names = (id.clone(), group.clone(), topic.clone());
+        let addr = koord.addr();
+        let first = seen.next;
+        let worker = std::thread::spawn(move || run_transactions(addr, names, p, first, tx));
+        // Killed once a few transactions went through, wherever the client is then.
+        let mut ended = 0;
+        for step in rx.iter() {
+            seen.observe(&step);
+            if matches!(step, Step::Ended(_)) {
+                ended += 1;
+                if ended == 2 + cycle % 3 {
+                    break;
+                }
+            }
+        }
+        koord.kill9();
+        worker
+            .join()
+            .expect("the client saw only NONE before the crash");
+        for step in rx.try_iter() {
+            seen.observe(&step);
+        }
+        koord.restart();
+    }
+}
+
+// ---- admin: DescribeTransactions, ListTransactions, DescribeProducers ----
+
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
+use kafka_protocol::messages::describe_producers_response::PartitionResponse;
+use kafka_protocol::messages::describe_transactions_response::TransactionState as Described;
+use kafka_protocol::messages::{
+    DescribeProducersRequest, DescribeTransactionsRequest, ListTransactionsRequest,
+    ListTransactionsResponse, ProducerId,
+};
+
+/// DescribeTransactions (v0) of one transactional id.
+fn describe_txn(c: &mut Client, id: &str) -> Described {
+    let r = c.send(
+        0,
+        &DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(s(id))]),
+    );
+    assert_eq!(r.transaction_states.len(), 1, "{r:?}");
+    r.transaction_states[0].clone()
+}
+
+/// The topics of a described transaction: `(topic, sorted partitions)`, sorted.
+fn described_topics(d: &Described) -> Vec<(String, Vec<i32>)> {
+    let mut out: Vec<(String, Vec<i32>)> = d
+        .topics
+        .iter()
+        .map(|t| {
+            let mut p = t.partitions.clone();
+            p.sort_unstable();
+            (t.topic.to_string(), p)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// ListTransactions at `version`.
+fn list_txns(
+    c: &mut Client,
+    version: i16,
+    states: &[&str],
+    producers: &[i64],
+    duration_ms: i64,
+    pattern: Option<&str>,
+) -> ListTransactionsResponse {
+    c.send(
+        version,
+        &ListTransactionsRequest::default()
+            .with_state_filters(states.iter().map(|x| s(x)).collect())
+            .with_producer_id_filters(producers.iter().map(|&p| ProducerId(p)).collect())
+            .with_duration_filter(duration_ms)
+            .with_transactional_id_pattern(pattern.map(s)),
+    )
+}
+
+/// The `(transactional id, state)` of a ListTransactions answer, sorted.
+fn listed(r: &ListTransactionsResponse) -> Vec<(String, String)> {
+    assert_eq!(err(r.error_code), None, "{r:?}");
+    let mut out: Vec<(String, String)> = r
+        .transaction_states
+        .iter()
+        .map(|t| {
+            (
+                t.transactional_id.to_string(),
+                t.transaction_state.to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// DescribeProducers (v0) of `partitions` of `topic`; retried while a partition has no leader
+/// yet (Kafka, right after CreateTopics), as a client would.
+fn describe_producers(c: &mut Client, topic: &str, partitions: &[i32]) -> Vec<PartitionResponse> {
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    loop {
+        let r = c.send(
+            0,
+            &DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+                .with_name(topic_name(topic))
+                .with_partition_indexes(partitions.to_vec())]),
+        );
+        assert_eq!(r.topics.len(), 1, "{r:?}");
+        let parts = r.topics[0].partitions.clone();
+        let leaderless = parts
+            .iter()
+            .any(|p| err(p.error_code) == Some(ResponseError::NotLeaderOrFollower));
+        if !leaderless || std::time::Instant::now() >= deadline {
+            return parts;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// DescribeTransactions of `id` once its transaction is no longer ending: Kafka answers
+/// EndTxn before it writes the markers and completes, so right after it the id may still be in
+/// PrepareCommit/PrepareAbort; asked again with a client's backoff until it moved on.
+fn describe_settled(c: &mut Client, id: &str) -> Described {
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    loop {
+        let d = describe_txn(c, id);
+        if !d.transaction_state.starts_with("Prepare") || std::time::Instant::now() >= deadline {
+            return d;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The wall clock in ms, to bound a reported start time.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[test]
+fn describe_transactions_follows_the_transaction_through_its_states() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let topic = unique("txn-describe");
+    create_topic(&mut c, &topic, 2);
+    let id = unique("txn-describe-txn");
+    let p = init_txn(&mut c, &id, 60_000);
+    let d = describe_txn(&mut c, &id);
+    assert_eq!(err(d.error_code), None, "{d:?}");
+    assert_eq!(d.transactional_id.as_str(), id);
+    assert_eq!(
+        (
+            d.transaction_state.as_str(),
+            d.transaction_timeout_ms,
+            d.transaction_start_time_ms
+        ),
+        ("Empty", 60_000, -1),
+        "{d:?}"
+    );
+    assert_eq!((d.producer_id.0, d.producer_epoch), p);
+    assert!(d.topics.is_empty());
+
+    let before = now_ms();
+    assert_eq!(
+        add_partitions(&mut c, 3, &id, p, &topic, &[1, 0]),
+        vec![None, None]
+    );
+    let d = describe_txn(&mut c, &id);
+    assert_eq!(d.transaction_state.as_str(), "Ongoing", "{d:?}");
+    let started = d.transaction_start_time_ms;
+    assert!(
+        (before..=now_ms()).contains(&started),
+        "started at the AddPartitionsToTxn: {d:?}"
+    );
+    assert_eq!(described_topics(&d), vec![(topic.clone(), vec![0, 1])]);
+
+    assert_eq!(end_txn(&mut c, 3, &id, p, true), None);
+    let d = describe_settled(&mut c, &id);
+    assert_eq!(d.transaction_state.as_str(), "CompleteCommit", "{d:?}");
+    assert_eq!(
+        d.transaction_start_time_ms, started,
+        "the last transaction's start"
+    );
+    assert!(d.topics.is_empty(), "{d:?}");
+
+    // InitProducerId again: Empty, no start time, the epoch bumped.
+    let q = init_txn(&mut c, &id, 30_000);
+    let d = describe_txn(&mut c, &id);
+    assert_eq!(
+        (
+            d.transaction_state.as_str(),
+            d.transaction_timeout_ms,
+            d.transaction_start_time_ms,
+            d.producer_epoch
+        ),
+        ("Empty", 30_000, -1, q.1),
+        "{d:?}"
+    );
+
+    let unknown = unique("txn-describe-unknown");
+    let d = describe_txn(&mut c, &unknown);
+    assert_eq!(
+        err(d.error_code),
+        Some(ResponseError::TransactionalIdNotFound)
+    );
+    assert_eq!(d.transactional_id.as_str(), unknown);
+    assert_eq!(
+        err(describe_txn(&mut c, "").error_code),
+        Some(ResponseError::InvalidRequest)
+    );
+    let none = c.send(0, &DescribeTransactionsRequest::default());
+    assert!(none.transaction_states.is_empty(), "{none:?}");
+}
+
+#[test]
+fn list_transactions_filters_by_state_producer_duration_and_pattern() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let (topic, id, p) = setup(&mut c, "txn-list", 60_000);
+    let idle_id = unique("txn-list-idle");
+    let idle = init_txn(&mut c, &idle_id, 60_000);
+    assert_eq!(add_partitions(&mut c, 3, &id, p, &topic, &[0]), vec![None]);
+    let ours = [p.0, idle.0];
+    let ongoing = (id.clone(), "Ongoing".to_string());
+    let empty = (idle_id.clone(), "Empty".to_string());
+    let mut both = vec![ongoing.clone(), empty.clone()];
+    both.sort();
+
+    // The producer id filter keeps these two ids among whatever else the server has.
+    assert_eq!(listed(&list_txns(&mut c, 0, &[], &ours, -1, None)), both);
+    // States: unknown names are reported back and ignored; only unknown names match nothing.
+    let r = list_txns(&mut c, 0, &["Ongoing", "Bogus"], &ours, -1, None);
+    assert_eq!(r.unknown_state_filters, vec![s("Bogus")]);
+    assert_eq!(listed(&r), vec![ongoing.clone()]);
+    assert_eq!(
+        listed(&list_txns(&mut c, 0, &["Empty"], &ours, -1, None)),
+        vec![empty.clone()]
+    );
+    let r = list_txns(&mut c, 0, &["Bogus"], &ours, -1, None);
+    assert_eq!(
+        (listed(&r), r.unknown_state_filters.clone()),
+        (vec![], vec![s("Bogus")])
+    );
+    // v1 duration: an hour-old transaction there is not; an Empty id has no start time and
+    // counts as running since ever.
+    assert_eq!(
+        listed(&list_txns(&mut c, 1, &[], &ours, 3_600_000, None)),
+        vec![empty.clone()]
+    );
+    // v2 pattern: a regular expression matching the whole id (these ids are `[a-z0-9-]`,
+    // literal in a pattern).
+    assert_eq!(
+        listed(&list_txns(&mut c, 2, &[], &ours, -1, Some(&id))),
+        vec![ongoing.clone()]
+    );
+    let prefix = &id[..id.len() - 3];
+    assert_eq!(
+        listed(&list_txns(&mut c, 2, &[], &ours, -1, Some(prefix))),
+        vec![],
+        "a prefix alone does not match"
+    );
+    assert_eq!(
+        listed(&list_txns(
+            &mut c,
+            2,
+            &[],
+            &ours,
+            -1,
+            Some(&format!("{prefix}.*"))
+        )),
+        vec![ongoing.clone()]
+    );
+    assert_eq!(
+        listed(&list_txns(&mut c, 2, &[], &ours, -1, Some(""))),
+        both
+    );
+    for bad in ["(", "[a"] {
+        assert_eq!(
+            err(list_txns(&mut c, 2, &[], &ours, -1, Some(bad)).error_code),
+            Some(ResponseError::InvalidRegularExpression),
+            "{bad}"
+        );
+    }
+    assert_eq!(end_txn(&mut c, 3, &id, p, false), None);
+    describe_settled(&mut c, &id);
+    assert_eq!(
+        listed(&list_txns(&mut c, 0, &["CompleteAbort"], &ours, -1, None)),
+        vec![(id, "CompleteAbort".to_string())]
+    );
+}
+
+#[test]
+fn describe_producers_shows_sequences_and_the_open_transaction() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let topic = unique("txn-producers");
+    create_topic(&mut c, &topic, 2);
+    let id = unique("txn-producers-txn");
+    let p = init_txn(&mut c, &id, 60_000);
+    let parts = describe_producers(&mut c, &topic, &[0, 1]);
+    assert!(parts
+        .iter()
+        .all(|x| err(x.error_code).is_none() && x.active_producers.is_empty()));
+
+    assert_eq!(add_partitions(&mut c, 3, &id, p, &topic, &[0]), vec![None]);
+    let r = produce(&mut c, 9, &id, &topic, 0, txn_batch(p, 0, &["a", "b"]));
+    assert_eq!(err(r.error_code), None, "{r:?}");
+    let open = describe_producers(&mut c, &topic, &[0, 1]);
+    assert_eq!(open[0].partition_index, 0);
+    let state = &open[0].active_producers;
+    assert_eq!(state.len(), 1, "{open:?}");
+    let s0 = &state[0];
+    assert_eq!(
+        (
+            s0.producer_id.0,
+            s0.producer_epoch,
+            s0.last_sequence,
+            s0.last_timestamp,
+            s0.coordinator_epoch,
+            s0.current_txn_start_offset
+        ),
+        (
+            p.0,
+            i32::from(p.1),
+            1,
+            common::txn::BASE_TIMESTAMP + 10,
+            -1,
+            0
+        ),
+        "{open:?}"
+    );
+    assert!(open[1].active_producers.is_empty(), "{open:?}");
+
+    let before = now_ms();
+    assert_eq!(end_txn(&mut c, 3, &id, p, true), None);
+    wait_for_offset(&mut c, &topic, 2);
+    let done = describe_producers(&mut c, &topic, &[0]);
+    let s1 = &done[0].active_producers[0];
+    assert_eq!(
+        (
+            s1.last_sequence,
+            s1.coordinator_epoch,
+            s1.current_txn_start_offset
+        ),
+        (1, 0, -1),
+        "{done:?}"
+    );
+    assert!(s1.last_timestamp >= before, "the marker's time: {done:?}");
+
+    // A new transaction fenced by a newer producer: the abort marker's epoch, no sequence.
+    let q = init_txn(&mut c, &id, 60_000);
+    assert_eq!(add_partitions(&mut c, 3, &id, q, &topic, &[0]), vec![None]);
+    let r = produce(&mut c, 9, &id, &topic, 0, txn_batch(q, 0, &["z"]));
+    assert_eq!(err(r.error_code), None, "{r:?}");
+    let (e, _, epoch) = init_txn_at(&mut c, 4, &id, 60_000, None);
+    assert_eq!(e, None);
+    wait_for_offset(&mut c, &topic, 4);
+    let fenced = describe_producers(&mut c, &topic, &[0]);
+    let s2 = &fenced[0].active_producers[0];
+    assert_eq!(
+        (
+            s2.producer_epoch,
+            s2.last_sequence,
+            s2.current_txn_start_offset
+        ),
+        (i32::from(epoch) - 1, -1, -1),
+        "{fenced:?}"
+    );
+}
+
+#[test]
+fn describe_producers_of_unknown_or_invalid_partitions() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let topic = unique("txn-producers-bad");
+    create_topic(&mut c, &topic, 1);
+    let parts = describe_producers(&mut c, &topic, &[7, -1]);
+    for x in &parts {
+        assert_eq!(
+            (err(x.error_code), x.error_message.as_deref()),
+            (Some(ResponseError::UnknownTopicOrPartition), None),
+            "{parts:?}"
+        );
+    }
+    let parts = describe_producers(&mut c, &unique("txn-producers-none"), &[0]);
+    assert_eq!(
+        (err(parts[0].error_code), parts[0].error_message.as_deref()),
+        (
+            Some(ResponseError::UnknownTopicOrPartition),
+            Some("This server does not host this topic-partition.")
+        )
+    );
+    let parts = describe_producers(&mut c, "bad name!", &[0]);
+    assert_eq!(
+        (err(parts[0].error_code), parts[0].error_message.as_deref()),
+        (
+            Some(ResponseError::InvalidTopicException),
+            Some(
+                "Topic name is invalid: 'bad name!' contains one or more characters other than \
+                 ASCII alphanumerics, '.', '_' and '-'"
+            )
+        )
+    );
 }

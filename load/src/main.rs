@@ -11,12 +11,16 @@
 //! (ConsumerGroupHeartbeat, server-side assignment; see consumer.rs) and the time reported is the
 //! time until every group is reconciled.
 //!
+//! With `--txn-producers N` it runs the transactional producer scenario instead (txn.rs): N
+//! transactional producers committing transactions back to back.
+//!
 //! It shares no code with the server: the wire format is the `kafka-protocol` crate's.
 
 mod conn;
 mod consumer;
 mod member;
 mod stats;
+mod txn;
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -102,6 +106,20 @@ struct Args {
     /// Exit non-zero unless every group reached Stable and no request failed.
     #[arg(long)]
     check: bool,
+    /// Run the transactional producer scenario (txn.rs) with this many producers instead of
+    /// groups: transactions committed back to back for `--duration` seconds.
+    #[arg(long)]
+    txn_producers: Option<usize>,
+    /// Records per transaction (one batch), for `--txn-producers`.
+    #[arg(long, default_value_t = 100)]
+    txn_records: usize,
+    /// Value bytes per record, for `--txn-producers`.
+    #[arg(long, default_value_t = 100)]
+    txn_record_bytes: usize,
+    /// The wait before a retried transactional request (CONCURRENT_TRANSACTIONS, a loading
+    /// coordinator), for `--txn-producers`; the Java producer's is 20 ms.
+    #[arg(long, default_value_t = txn::DEFAULT_RETRY_BACKOFF_MS)]
+    txn_retry_backoff_ms: u64,
     /// Worker threads (default: the number of CPUs).
     #[arg(long)]
     threads: Option<usize>,
@@ -143,7 +161,11 @@ fn main() -> Result<()> {
     if let Some(t) = args.threads {
         rt.worker_threads(t.max(1));
     }
-    let report = rt.enable_all().build()?.block_on(run(&args))?;
+    let rt = rt.enable_all().build()?;
+    if let Some(producers) = args.txn_producers {
+        return run_txn(&args, producers, &rt);
+    }
+    let report = rt.block_on(run(&args))?;
     print!("{}", report.text(&args));
     if let Some(path) = &args.json {
         std::fs::write(path, report.json(&args))
@@ -161,6 +183,35 @@ fn main() -> Result<()> {
         if report.stats.failures > 0 {
             bail!("{} requests failed", report.stats.failures);
         }
+    }
+    Ok(())
+}
+
+/// The transactional producer scenario, reported as text and optionally JSON.
+fn run_txn(args: &Args, producers: usize, rt: &tokio::runtime::Runtime) -> Result<()> {
+    let report = rt.block_on(async {
+        let addr: SocketAddr = tokio::net::lookup_host(&args.bootstrap)
+            .await?
+            .next()
+            .with_context(|| format!("resolve {}", args.bootstrap))?;
+        txn::run(txn::TxnPlan {
+            addr,
+            producers,
+            records: args.txn_records,
+            record_bytes: args.txn_record_bytes,
+            topic: args.topic.clone(),
+            duration: Duration::from_secs_f64(args.duration),
+            server_pid: args.server_pid,
+            retry_backoff: Duration::from_millis(args.txn_retry_backoff_ms),
+        })
+        .await
+    })?;
+    print!("{}", report.text());
+    if let Some(path) = &args.json {
+        std::fs::write(path, report.json()).with_context(|| format!("write {}", path.display()))?;
+    }
+    if args.check && report.failures > 0 {
+        bail!("{} transactional producers failed", report.failures);
     }
     Ok(())
 }

@@ -22,6 +22,8 @@ pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_producers;
+pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod end_txn;
 pub mod fetch;
@@ -33,6 +35,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -43,6 +46,7 @@ mod reply;
 pub mod sync_group;
 mod table;
 mod txn_errors;
+pub mod txn_offset_commit;
 
 pub use table::{dispatch, is_supported, supported, Outcome, RequestContext, Supported, SUPPORTED};
 

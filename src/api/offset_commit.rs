@@ -8,14 +8,60 @@ use kafka_protocol::messages::offset_commit_response::{
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
-use super::reply::PartitionReplies;
+use kafka_protocol::protocol::StrBytes;
+
+use super::reply::{PartitionReplies, TopicReplies};
 use super::table::RequestContext;
 use super::{check_group_id, opt_string};
 use crate::broker::Broker;
 use crate::coordinator::OffsetCommit;
-use crate::group::{Generation, GroupError, MemberId, OffsetCommitAuth};
+use crate::group::{Generation, GroupError, GroupId, MemberId, OffsetCommitAuth};
 use crate::offsets::{PartitionCommit, TopicPartition};
 use crate::security::acl::{Operation, ResourceType};
+
+/// One requested partition of an OffsetCommit or TxnOffsetCommit.
+pub(super) struct Committed<'a> {
+    pub topic: &'a str,
+    pub partition: i32,
+    pub offset: i64,
+    /// -1: none.
+    pub leader_epoch: i32,
+    pub metadata: &'a Option<StrBytes>,
+}
+
+impl Committed<'_> {
+    /// Fails the partition with the group id's error, TOPIC_AUTHORIZATION_FAILED (not
+    /// `readable`: no READ on the topic) or UNKNOWN_TOPIC_OR_PARTITION, or passes it on to the
+    /// group.
+    pub(super) fn check(
+        &self,
+        broker: &Broker,
+        group: &Result<GroupId, GroupError>,
+        readable: bool,
+        reply: &mut TopicReplies<'_, PartitionCommit>,
+    ) {
+        if let Err(e) = group {
+            reply.fail(self.partition, *e);
+            return;
+        }
+        if !readable {
+            reply.fail(self.partition, GroupError::TopicAuthorizationFailed);
+            return;
+        }
+        match broker.topics.get(self.topic) {
+            Some(t) if (0..t.partitions).contains(&self.partition) => reply.pass(
+                self.partition,
+                PartitionCommit {
+                    tp: TopicPartition::new(self.topic, self.partition),
+                    offset: self.offset,
+                    leader_epoch: (self.leader_epoch >= 0).then_some(self.leader_epoch),
+                    metadata: opt_string(self.metadata),
+                },
+            ),
+            _ => reply.fail(self.partition, GroupError::UnknownTopicOrPartition),
+        }
+    }
+}
 
 pub async fn handle(
     broker: &Broker,
@@ -32,31 +78,17 @@ pub async fn handle(
     };
     let mut replies = PartitionReplies::new();
     for topic in &req.topics {
-        let known = broker.topics.get(topic.name.as_str());
         let readable = ctx.may(broker, Operation::Read, ResourceType::Topic, &topic.name);
         let mut reply = replies.topic();
         for p in &topic.partitions {
-            if let Err(e) = &group {
-                reply.fail(p.partition_index, *e);
-                continue;
-            }
-            if !readable {
-                reply.fail(p.partition_index, GroupError::TopicAuthorizationFailed);
-                continue;
-            }
-            match &known {
-                Some(t) if (0..t.partitions).contains(&p.partition_index) => reply.pass(
-                    p.partition_index,
-                    PartitionCommit {
-                        tp: TopicPartition::new(topic.name.as_str(), p.partition_index),
-                        offset: p.committed_offset,
-                        leader_epoch: (p.committed_leader_epoch >= 0)
-                            .then_some(p.committed_leader_epoch),
-                        metadata: opt_string(&p.committed_metadata),
-                    },
-                ),
-                _ => reply.fail(p.partition_index, GroupError::UnknownTopicOrPartition),
-            }
+            let commit = Committed {
+                topic: topic.name.as_str(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: &p.committed_metadata,
+            };
+            commit.check(broker, &group, readable, &mut reply);
         }
     }
     let partitions = replies.take_items();

@@ -1,7 +1,8 @@
 //! OffsetFetch (key 9), v1-9. v1-7 ask for one group, v8+ for several, each answered with its
 //! own error code. Topics null (v2+) asks for every committed offset. A missing group answers -1
-//! for every partition with no error, as Kafka does; there are no transactions, so RequireStable
-//! never finds a pending offset.
+//! for every partition with no error, as Kafka does. With RequireStable (v7+) a partition that
+//! an open transaction holds an offset for answers UNSTABLE_OFFSET_COMMIT, so that an
+//! exactly-once consumer does not start from an offset about to change.
 
 use std::collections::HashMap;
 
@@ -17,6 +18,7 @@ use crate::broker::Broker;
 use crate::group::{GroupError, MemberId};
 use crate::offsets::{FetchedOffset, TopicPartition};
 use crate::security::acl::{Operation, ResourceType};
+use crate::vocab::error_code;
 
 /// One group's answer: offsets grouped by topic in request (or stored) order, each topic with
 /// its partitions' error code (TOPIC_AUTHORIZATION_FAILED or none), or a group error.
@@ -31,6 +33,7 @@ async fn fetch_group(
     group_id: &str,
     member: Option<(MemberId, i32)>,
     wanted: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> GroupAnswer {
     if !ctx.may(broker, Operation::Describe, ResourceType::Group, group_id) {
         return Err(GroupError::GroupAuthorizationFailed);
@@ -47,13 +50,14 @@ async fn fetch_group(
                     offset: -1,
                     leader_epoch: -1,
                     metadata: String::new(),
+                    error: None,
                 })
                 .collect();
             denied.push((t, offsets, GroupError::TopicAuthorizationFailed.code()));
         }
         ok
     });
-    let mut answer = fetch_authorized(broker, group_id, member, wanted).await?;
+    let mut answer = fetch_authorized(broker, group_id, member, wanted, require_stable).await?;
     answer.retain(|(t, _, _)| may_describe(t));
     answer.extend(denied);
     Ok(answer)
@@ -64,6 +68,7 @@ async fn fetch_authorized(
     group_id: &str,
     member: Option<(MemberId, i32)>,
     wanted: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> GroupAnswer {
     let group = check_group_id(group_id)?;
     if broker.coordinator.is_loading() {
@@ -82,7 +87,7 @@ async fn fetch_authorized(
     });
     let fetched = broker
         .coordinator
-        .fetch_offsets_as(group, member, partitions)
+        .fetch_offsets_as(group, member, partitions, require_stable)
         .await?;
     // Group by topic in first-seen order; an index keeps this linear for a fetch of every
     // offset of a group with many topics.
@@ -129,7 +134,8 @@ pub async fn handle(
                         .map(|id| (MemberId::new(id.as_str()), g.member_epoch))
                 })
                 .flatten();
-            let answer = fetch_group(broker, ctx, &g.group_id, member, wanted).await;
+            let answer =
+                fetch_group(broker, ctx, &g.group_id, member, wanted, req.require_stable).await;
             let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
             groups.push(match answer {
                 Err(e) => group.with_error_code(e.code()),
@@ -148,7 +154,11 @@ pub async fn handle(
                                                 .with_committed_offset(f.offset)
                                                 .with_committed_leader_epoch(f.leader_epoch)
                                                 .with_metadata(Some(str_bytes(f.metadata)))
-                                                .with_error_code(code)
+                                                .with_error_code(if code != 0 {
+                                                    code
+                                                } else {
+                                                    error_code(f.error)
+                                                })
                                         })
                                         .collect(),
                                 )
@@ -167,17 +177,18 @@ pub async fn handle(
     let requested = wanted.clone();
     let partition = |f: &FetchedOffset, code: i16| {
         let p = OffsetFetchResponsePartition::default()
-            .with_error_code(code)
             .with_partition_index(f.tp.partition)
             .with_committed_offset(f.offset)
-            .with_metadata(Some(str_bytes(f.metadata.clone())));
+            .with_metadata(Some(str_bytes(f.metadata.clone())))
+            .with_error_code(if code != 0 { code } else { error_code(f.error) });
         if version >= 5 {
             p.with_committed_leader_epoch(f.leader_epoch)
         } else {
             p
         }
     };
-    match fetch_group(broker, ctx, &req.group_id, None, wanted).await {
+    let require_stable = version >= 7 && req.require_stable;
+    match fetch_group(broker, ctx, &req.group_id, None, wanted, require_stable).await {
         Ok(topics) => OffsetFetchResponse::default().with_topics(
             topics
                 .into_iter()

@@ -41,6 +41,7 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::AddPartitionsToTxn, 0, 3),
     api(ApiKey::AddOffsetsToTxn, 0, 4),
     api(ApiKey::EndTxn, 0, 4),
+    api(ApiKey::TxnOffsetCommit, 0, 4),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::DescribeConfigs, 1, 4),
@@ -58,6 +59,10 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
+    // Transaction admin, Kafka 4.4's full ranges.
+    api(ApiKey::DescribeProducers, 0, 0),
+    api(ApiKey::DescribeTransactions, 0, 0),
+    api(ApiKey::ListTransactions, 0, 2),
     // Answered by the connection's session (src/security/session.rs), on every listener as
     // Kafka advertises them: ILLEGAL_SASL_STATE where there is nothing to authenticate.
     api(ApiKey::SaslHandshake, 0, 1),
@@ -156,6 +161,9 @@ pub async fn dispatch(
             ResponseKind::AddOffsetsToTxn(api::add_offsets_to_txn::handle(broker, r, v).await)
         }
         RequestKind::EndTxn(r) => ResponseKind::EndTxn(api::end_txn::handle(broker, r, v).await),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(api::txn_offset_commit::handle(broker, ctx, r, v).await)
+        }
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api::api_versions::handle(&r, v)),
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(api::metadata::handle(broker, ctx, r, v))
@@ -223,6 +231,15 @@ pub async fn dispatch(
         RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
             api::consumer_group_describe::handle(broker, ctx, r, v).await,
         ),
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(api::describe_producers::handle(broker, ctx, r, v))
+        }
+        RequestKind::DescribeTransactions(r) => ResponseKind::DescribeTransactions(
+            api::describe_transactions::handle(broker, ctx, r, v),
+        ),
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(api::list_transactions::handle(broker, ctx, r, v))
+        }
         // The connection's session answers these; here only when it did not (no session).
         RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(
             kafka_protocol::messages::SaslHandshakeResponse::default()

@@ -19,6 +19,7 @@ pub(crate) fn code(e: &ShellError, fenced_is_epoch: bool) -> ResponseError {
             TxnError::InvalidTxnState | TxnError::NotInTransaction => {
                 ResponseError::InvalidTxnState
             }
+            TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
         },
         ShellError::Store(_) => ResponseError::NotCoordinator,
         ShellError::Loading => ResponseError::CoordinatorLoadInProgress,

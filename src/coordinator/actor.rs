@@ -27,7 +27,7 @@ use super::core::Core;
 use super::ConsumerGroupView;
 use super::{
     Clock, GroupDescription, GroupListing, Handle, MemberDescription, OffsetCommit,
-    PartitionResults, Settings,
+    PartitionResults, Settings, TxnMarker, TxnOffsetCommit,
 };
 use crate::group::consumer::{
     ConsumerEvent, ConsumerGroup, ConsumerGroupState, ConsumerHeartbeat, ConsumerHeartbeatReply,
@@ -43,9 +43,11 @@ use crate::observe::status::{
     GroupSnapshot, History, LearnerSnapshot, MemberSnapshot, PartitionRef,
 };
 use crate::offsets::{
-    self, FetchedOffset, MemoryOffsetStore, OffsetAndMetadata, OffsetStore, TopicPartition,
+    self, FetchedOffset, MemoryOffsetStore, OffsetAndMetadata, OffsetStore, PendingOffsets,
+    TopicPartition,
 };
 use crate::storage::{Mutation, Storage, StoreError};
+use crate::vocab::PendingOffset;
 
 /// A command for one group, as its shard's queue carries it.
 pub(super) struct Envelope {
@@ -71,11 +73,19 @@ pub(super) enum Command {
         Box<OffsetCommit>,
         oneshot::Sender<Result<PartitionResults, GroupError>>,
     ),
+    /// OffsetFetch: the member (v9+), the partitions (`None`: all) and `require_stable`.
     Fetch(
         Option<(MemberId, i32)>,
         Option<Vec<TopicPartition>>,
+        bool,
         oneshot::Sender<Result<Vec<FetchedOffset>, GroupError>>,
     ),
+    TxnCommit(
+        Box<TxnOffsetCommit>,
+        oneshot::Sender<Result<PartitionResults, GroupError>>,
+    ),
+    /// A transaction that wrote offsets to this group ended.
+    TxnMarker(TxnMarker, oneshot::Sender<Result<(), GroupError>>),
     ConsumerHeartbeat(
         Box<ConsumerHeartbeat>,
         oneshot::Sender<Result<ConsumerHeartbeatReply, Refusal>>,
@@ -114,6 +124,18 @@ enum Pending {
         removed: Vec<TopicPartition>,
     },
     Expired(Vec<TopicPartition>),
+    /// Pending transactional offsets (TxnOffsetCommit, or superseded by a plain commit).
+    TxnCommit {
+        reply: oneshot::Sender<Result<PartitionResults, GroupError>>,
+        results: PartitionResults,
+    },
+    /// A transaction's marker: `taken` left the pending offsets when it was submitted; a
+    /// commit applies `committed` once durable. A failed write puts `taken` back.
+    TxnMarker {
+        reply: oneshot::Sender<Result<(), GroupError>>,
+        taken: Vec<PendingOffset>,
+        committed: Vec<(TopicPartition, OffsetAndMetadata)>,
+    },
     /// Records of a consumer group, and the answers that depend on them.
     Consumer {
         replies: Vec<Deferred>,
@@ -144,6 +166,7 @@ pub(super) struct Ctx {
 pub(super) struct NewGroup {
     pub group: Core,
     pub offsets: MemoryOffsetStore,
+    pub pending_offsets: PendingOffsets,
     pub listing: Arc<Mutex<GroupListing>>,
 }
 
@@ -151,6 +174,10 @@ pub(super) struct NewGroup {
 pub(super) struct GroupActor {
     group: Core,
     offsets: MemoryOffsetStore,
+    /// Transactional offsets waiting for their markers. Changed when a write is submitted
+    /// (they are only ever reported as "unstable", never as committed values); committed
+    /// offsets change once durable.
+    pending_offsets: PendingOffsets,
     listing: Arc<Mutex<GroupListing>>,
     parked_joins: HashMap<RequestToken, oneshot::Sender<JoinReply>>,
     parked_syncs: HashMap<RequestToken, oneshot::Sender<SyncReply>>,
@@ -365,6 +392,7 @@ impl GroupActor {
         GroupActor {
             group: new.group,
             offsets: new.offsets,
+            pending_offsets: new.pending_offsets,
             listing: new.listing,
             parked_joins: HashMap::new(),
             parked_syncs: HashMap::new(),
@@ -467,6 +495,26 @@ impl GroupActor {
                 if let Some(reply) = delete_reply {
                     self.finish_delete(reply, error);
                 }
+            }
+            Pending::TxnCommit { reply, results } => {
+                let _ = reply.send(error.map_or(Ok(results), Err));
+            }
+            Pending::TxnMarker {
+                reply,
+                taken,
+                committed,
+            } => {
+                if let Some(e) = error {
+                    self.pending_offsets.restore(taken);
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                let id = self.group.id().clone();
+                metrics().offsets_committed(committed.len());
+                for (tp, offset) in committed {
+                    self.offsets.put(&id, tp, offset);
+                }
+                let _ = reply.send(Ok(()));
             }
             Pending::Expired(expired) => {
                 if error.is_none() {
@@ -657,19 +705,29 @@ impl GroupActor {
             }
             Command::Commit(commit, reply) => self.commit(ctx, *commit, reply),
             Command::WriteDone(id, result) => self.complete(ctx, id, result),
-            Command::Fetch(member, partitions, reply) => {
+            Command::Fetch(member, partitions, require_stable, reply) => {
                 if let Err(e) = self.group.validate_offset_fetch(&member) {
                     let _ = reply.send(Err(e));
                     return;
                 }
                 let readable = self.group.serves_offset_fetch();
-                let _ = reply.send(Ok(offsets::fetch(
+                let mut fetched = offsets::fetch(
                     &self.offsets,
                     self.group.id(),
                     readable,
                     partitions.as_deref(),
-                )));
+                );
+                if require_stable && readable {
+                    for f in &mut fetched {
+                        if self.pending_offsets.is_pending(&f.tp) {
+                            f.mark_unstable();
+                        }
+                    }
+                }
+                let _ = reply.send(Ok(fetched));
             }
+            Command::TxnCommit(commit, reply) => self.commit_transactional(ctx, *commit, reply),
+            Command::TxnMarker(marker, reply) => self.end_transaction(ctx, marker, reply),
             Command::DeleteOffsets(partitions, reply) => {
                 self.delete_offsets(ctx, partitions, reply)
             }
@@ -900,7 +958,7 @@ impl GroupActor {
             return;
         }
         let group = self.group.id().clone();
-        let batch = prepared
+        let mut batch: Vec<Mutation> = prepared
             .writes
             .iter()
             .map(|(tp, offset)| Mutation::PutOffset {
@@ -909,6 +967,19 @@ impl GroupActor {
                 offset: offset.clone(),
             })
             .collect();
+        if !self.pending_offsets.is_empty() {
+            for (tp, _) in &prepared.writes {
+                batch.extend(
+                    self.pending_offsets
+                        .supersede(tp)
+                        .into_iter()
+                        .map(|pending| Mutation::PutPendingOffset {
+                            group: group.clone(),
+                            pending: Box::new(pending),
+                        }),
+                );
+            }
+        }
         self.submit(
             ctx,
             batch,
@@ -916,6 +987,105 @@ impl GroupActor {
                 reply,
                 results: prepared.results,
                 writes: prepared.writes,
+            },
+        );
+    }
+
+    /// TxnOffsetCommit: the group checks of a transactional commit, then the offsets are
+    /// pending under the producer until its transaction's marker; answered once durable.
+    fn commit_transactional(
+        &mut self,
+        ctx: &Ctx,
+        commit: TxnOffsetCommit,
+        reply: oneshot::Sender<Result<PartitionResults, GroupError>>,
+    ) {
+        let now = ctx.clock.now();
+        if let Err(e) = self.group.validate_txn_offset_commit(&commit, now) {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        if self
+            .pending_offsets
+            .is_fenced(commit.producer_id, commit.producer_epoch)
+        {
+            // Its transaction was aborted with a newer epoch while the request was on its way.
+            let _ = reply.send(Err(GroupError::InvalidProducerEpoch));
+            return;
+        }
+        let prepared = offsets::prepare_commit(&ctx.settings.offsets, commit.partitions, -1, now);
+        if prepared.writes.is_empty() {
+            let _ = reply.send(Ok(prepared.results));
+            return;
+        }
+        let group = self.group.id().clone();
+        let batch = prepared
+            .writes
+            .into_iter()
+            .map(|(tp, offset)| Mutation::PutPendingOffset {
+                group: group.clone(),
+                pending: Box::new(self.pending_offsets.put(commit.producer_id, tp, offset)),
+            })
+            .collect();
+        self.submit(
+            ctx,
+            batch,
+            Pending::TxnCommit {
+                reply,
+                results: prepared.results,
+            },
+        );
+    }
+
+    /// A transaction that wrote offsets here ended: a commit makes the producer's pending
+    /// offsets committed ones, an abort drops them; answered once durable.
+    fn end_transaction(
+        &mut self,
+        ctx: &Ctx,
+        marker: TxnMarker,
+        reply: oneshot::Sender<Result<(), GroupError>>,
+    ) {
+        let taken = self
+            .pending_offsets
+            .take(marker.producer_id, marker.producer_epoch);
+        if taken.is_empty() {
+            let _ = reply.send(Ok(()));
+            return;
+        }
+        let committed = if marker.commit {
+            offsets::committed(&taken)
+        } else {
+            Vec::new()
+        };
+        let group = self.group.id().clone();
+        let mut batch: Vec<Mutation> = committed
+            .iter()
+            .map(|(tp, offset)| Mutation::PutOffset {
+                group: group.clone(),
+                tp: tp.clone(),
+                offset: offset.clone(),
+            })
+            .collect();
+        batch.push(Mutation::DeletePendingOffsets {
+            group,
+            producer_id: marker.producer_id,
+            tp: None,
+        });
+        {
+            let _span = self.log_span();
+            debug!(
+                producer_id = marker.producer_id,
+                commit = marker.commit,
+                offsets = committed.len(),
+                "transaction marker"
+            );
+        }
+        self.submit(
+            ctx,
+            batch,
+            Pending::TxnMarker {
+                reply,
+                taken,
+                committed,
             },
         );
     }
@@ -950,13 +1120,20 @@ impl GroupActor {
             return;
         }
         let group = self.group.id().clone();
-        let batch = removed
-            .iter()
-            .map(|tp| Mutation::DeleteOffset {
+        let mut batch = Vec::new();
+        for tp in &removed {
+            batch.push(Mutation::DeleteOffset {
                 group: group.clone(),
                 tp: tp.clone(),
-            })
-            .collect();
+            });
+            for producer_id in self.pending_offsets.remove_partition(tp) {
+                batch.push(Mutation::DeletePendingOffsets {
+                    group: group.clone(),
+                    producer_id,
+                    tp: Some(tp.clone()),
+                });
+            }
+        }
         self.submit(
             ctx,
             batch,
@@ -1205,7 +1382,7 @@ impl GroupActor {
                 self.group
                     .is_subscribed_to_topic(topic, &*ctx.settings.image)
             },
-            |_| false,
+            |tp| self.pending_offsets.is_pending(tp),
             now,
             ctx.settings.offsets.retention_ms,
         );
@@ -1220,7 +1397,8 @@ impl GroupActor {
                 .collect();
             self.submit(ctx, batch, Pending::Expired(expired.expired));
         }
-        if expired.all_expired && self.group.is_empty() {
+        // A group with an open transaction's offsets stays (Kafka's cleanupGroupMetadata).
+        if expired.all_expired && self.group.is_empty() && self.pending_offsets.is_empty() {
             let deleted = match &mut self.group {
                 Core::Classic(group) => group.handle_delete(now).is_ok(),
                 Core::Consumer(group) => {

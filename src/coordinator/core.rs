@@ -9,7 +9,7 @@ use crate::group::consumer::{ConsumerGroup, ConsumerGroupState, TopicImage};
 use crate::group::{ClassicGroup, GroupError, GroupId, GroupState, Timestamp};
 use crate::vocab::{ExpirationBase, MemberId};
 
-use super::{ListedState, OffsetCommit};
+use super::{ListedState, OffsetCommit, TxnOffsetCommit};
 
 /// The state machine behind a group id.
 // The actor holding it is boxed already; a consumer group is boxed so that the common classic
@@ -92,6 +92,28 @@ impl Core {
                 commit.api_version,
             ),
         }
+    }
+
+    /// The group checks of a TxnOffsetCommit (Kafka's `validateTransactionalOffsetCommit`):
+    /// a consumer-group member's stale epoch is ILLEGAL_GENERATION there.
+    pub fn validate_txn_offset_commit(
+        &mut self,
+        commit: &TxnOffsetCommit,
+        now: Timestamp,
+    ) -> Result<(), GroupError> {
+        let result = match self {
+            Core::Classic(g) => g.validate_offset_commit(&commit.auth, now),
+            Core::Consumer(g) => g.validate_offset_commit(
+                &commit.auth.member_id,
+                commit.auth.generation.0,
+                true,
+                commit.api_version,
+            ),
+        };
+        result.map_err(|e| match e {
+            GroupError::StaleMemberEpoch => GroupError::IllegalGeneration,
+            e => e,
+        })
     }
 
     /// The group checks of an OffsetFetch (a consumer-group member's epoch); classic groups

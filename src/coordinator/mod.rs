@@ -54,7 +54,8 @@ use crate::metadata::Topics;
 use crate::observe::metrics::GroupCount;
 use crate::observe::status::GroupSnapshot;
 use crate::offsets::{
-    self, FetchedOffset, MemoryOffsetStore, OffsetConfig, PartitionCommit, TopicPartition,
+    self, FetchedOffset, MemoryOffsetStore, OffsetConfig, PartitionCommit, PendingOffsets,
+    TopicPartition,
 };
 use crate::storage::{LoadedGroup, Storage};
 
@@ -217,6 +218,26 @@ pub struct OffsetCommit {
     pub api_version: i16,
 }
 
+/// A TxnOffsetCommit that passed `api/` checks (the producer is in a transaction that
+/// includes the group).
+#[derive(Debug, Clone)]
+pub struct TxnOffsetCommit {
+    /// The committer (v3+: member, instance and generation; before: none, generation -1).
+    pub auth: OffsetCommitAuth,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub partitions: Vec<PartitionCommit>,
+    pub api_version: i16,
+}
+
+/// A transaction that committed offsets to a group ended: its marker for the group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+}
+
 /// Per-partition results of a commit or an offset delete, in request order.
 pub type PartitionResults = Vec<(TopicPartition, Option<GroupError>)>;
 
@@ -312,7 +333,7 @@ impl Coordinator {
     /// with it. Then the directory serves requests. Must run inside a tokio runtime.
     pub fn load(&self, groups: Vec<LoadedGroup>) {
         let now = self.clock.now();
-        let (mut count, mut offsets) = (0usize, 0usize);
+        let (mut count, mut offsets, mut pending) = (0usize, 0usize, 0usize);
         for loaded in groups {
             let config = self.settings.group_config(&loaded.id);
             let group = match (loaded.consumer, &loaded.metadata) {
@@ -335,14 +356,21 @@ impl Coordinator {
                 }
             };
             offsets += loaded.offsets.len();
+            pending += loaded.pending.len();
             let store = MemoryOffsetStore::from_group(&loaded.id, loaded.offsets);
-            let handle = self.spawn_actor(group, store);
+            let handle =
+                self.spawn_actor(group, store, PendingOffsets::from_stored(loaded.pending));
             self.groups.insert(loaded.id, handle);
             count += 1;
         }
         self.loading.store(false, Ordering::Release);
         crate::observe::metrics().set_store_loading(false);
-        tracing::info!(groups = count, offsets, "groups loaded");
+        tracing::info!(
+            groups = count,
+            offsets,
+            pending_transactional_offsets = pending,
+            "groups loaded"
+        );
     }
 
     /// Whether the stored groups are still being loaded.
@@ -401,12 +429,21 @@ impl Coordinator {
             ))),
         };
         tracing::debug!(group = %id, ?create, "group created");
-        self.spawn_actor(group, MemoryOffsetStore::default())
+        self.spawn_actor(
+            group,
+            MemoryOffsetStore::default(),
+            PendingOffsets::default(),
+        )
     }
 
     /// Hands a new group to its shard. The caller inserts the returned entry in the directory
     /// (the group's first command can only follow that).
-    fn spawn_actor(&self, group: Core, offsets: MemoryOffsetStore) -> Handle {
+    fn spawn_actor(
+        &self,
+        group: Core,
+        offsets: MemoryOffsetStore,
+        pending_offsets: PendingOffsets,
+    ) -> Handle {
         let listing = Arc::new(Mutex::new(GroupListing {
             group_id: group.id().clone(),
             state: group.listed_state(),
@@ -419,6 +456,7 @@ impl Coordinator {
             cmd: Command::Create(Box::new(NewGroup {
                 group,
                 offsets,
+                pending_offsets,
                 listing: listing.clone(),
             })),
         });
@@ -566,6 +604,45 @@ impl Coordinator {
         }
     }
 
+    /// TxnOffsetCommit: `Err` is the error every partition gets; `Ok` has one result per
+    /// partition. The offsets are pending until [`Coordinator::txn_marker`].
+    pub async fn commit_txn_offsets(
+        &self,
+        id: GroupId,
+        commit: TxnOffsetCommit,
+    ) -> Result<PartitionResults, GroupError> {
+        if self.is_loading() {
+            return Err(GroupError::CoordinatorLoadInProgress);
+        }
+        // A missing group: generation -1 creates a simple group, any other is
+        // ILLEGAL_GENERATION (Kafka's validateTransactionalOffsetCommit, at every version).
+        let create = missing::offset_commit(&commit.auth, false)
+            .is_ok()
+            .then_some(Create::Simple);
+        let (tx, rx) = oneshot::channel();
+        match self.send(id, create, Command::TxnCommit(Box::new(commit), tx)) {
+            Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
+            Err(Command::TxnCommit(c, _)) => {
+                missing::offset_commit(&c.auth, false)?;
+                Err(GroupError::CoordinatorNotAvailable)
+            }
+            Err(_) => Err(GroupError::CoordinatorNotAvailable),
+        }
+    }
+
+    /// A transaction that added the group ended: its pending offsets are committed or
+    /// dropped, durably, before this returns. A group that does not exist has none.
+    ///
+    /// # Errors
+    /// The write failed (NOT_COORDINATOR) or the group is gone mid-way.
+    pub async fn txn_marker(&self, id: GroupId, marker: TxnMarker) -> Result<(), GroupError> {
+        let (tx, rx) = oneshot::channel();
+        match self.send(id, None, Command::TxnMarker(marker, tx)) {
+            Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
+            Err(_) => Ok(()),
+        }
+    }
+
     /// OffsetFetch for one group. `partitions: None` asks for every committed offset. A missing
     /// or Dead group answers -1 for every requested partition (and nothing for "all").
     pub async fn fetch_offsets(
@@ -573,19 +650,21 @@ impl Coordinator {
         id: GroupId,
         partitions: Option<Vec<TopicPartition>>,
     ) -> Vec<FetchedOffset> {
-        self.fetch_offsets_as(id, None, partitions)
+        self.fetch_offsets_as(id, None, partitions, false)
             .await
             .unwrap_or_default()
     }
 
     /// OffsetFetch for one group by a consumer-group member (v9+ `MemberId` and
     /// `MemberEpoch`; `None` for admin tools and classic members). `Err` is the group-level
-    /// error (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
+    /// error (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH). With `require_stable` a partition a
+    /// transaction holds an offset for answers UNSTABLE_OFFSET_COMMIT.
     pub async fn fetch_offsets_as(
         &self,
         id: GroupId,
         member: Option<(MemberId, i32)>,
         partitions: Option<Vec<TopicPartition>>,
+        require_stable: bool,
     ) -> Result<Vec<FetchedOffset>, GroupError> {
         let (tx, rx) = oneshot::channel();
         let missing_answer = |partitions: Option<Vec<TopicPartition>>| {
@@ -596,9 +675,13 @@ impl Coordinator {
                 partitions.as_deref(),
             )
         };
-        match self.send(id, None, Command::Fetch(member, partitions, tx)) {
+        match self.send(
+            id,
+            None,
+            Command::Fetch(member, partitions, require_stable, tx),
+        ) {
             Ok(()) => Self::answer(rx, || Ok(Vec::new())).await,
-            Err(Command::Fetch(_, partitions, _)) => Ok(missing_answer(partitions)),
+            Err(Command::Fetch(_, partitions, _, _)) => Ok(missing_answer(partitions)),
             Err(_) => Ok(Vec::new()),
         }
     }

@@ -104,6 +104,7 @@ pub mod consumer;
 pub mod member;
 pub mod missing;
 pub mod output;
+pub mod streams;
 pub mod timers;
 pub mod types;
 

@@ -21,7 +21,7 @@ use std::collections::{HashMap, VecDeque};
 use bytes::Bytes;
 
 use super::batch::{rewrite, AppendError, ValidBatch};
-use super::producer::{Producers, SequenceCheck};
+use super::producer::{ActiveProducer, Producers, SequenceCheck};
 use crate::metadata::topic_config::LogSettings;
 
 #[derive(Debug, Clone)]
@@ -63,6 +63,19 @@ pub struct Read {
     /// read_committed: the aborted transactions overlapping what was read, `(producer id,
     /// first offset)`, oldest first.
     pub aborted: Vec<(i64, i64)>,
+}
+
+/// The coordinator epoch koord's markers carry: one coordinator that never moves, as a
+/// single Kafka node's `__transaction_state` leader writes epoch 0.
+pub const COORDINATOR_EPOCH: i32 = 0;
+
+/// One producer of a partition as DescribeProducers reports it: its state, and the first
+/// offset of its open transaction here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerState {
+    pub producer: ActiveProducer,
+    /// -1 when no transaction of the producer is open in this partition.
+    pub current_txn_start_offset: i64,
 }
 
 /// An aborted transaction: its producer and offsets, up to its marker.
@@ -134,6 +147,22 @@ impl PartitionLog {
             .copied()
             .min()
             .map_or(self.log_end, |first| first.max(self.log_start))
+    }
+
+    /// Every producer whose state this log keeps (Kafka's active producers), by producer id.
+    pub fn active_producers(&self) -> Vec<ProducerState> {
+        self.producers
+            .active()
+            .into_iter()
+            .map(|producer| ProducerState {
+                producer,
+                current_txn_start_offset: self
+                    .open_txns
+                    .get(&producer.producer_id)
+                    .copied()
+                    .unwrap_or(-1),
+            })
+            .collect()
     }
 
     /// Bytes held in batches.
@@ -212,7 +241,7 @@ impl PartitionLog {
             bytes,
         });
         self.log_end = last_offset + 1;
-        self.producers.record(header, base_offset);
+        self.producers.record(header, base_offset, max_timestamp);
         if self.settings.compact && self.active_bytes >= self.settings.segment_bytes {
             self.active_bytes = 0;
             self.compact(now);
@@ -247,8 +276,14 @@ impl PartitionLog {
                 });
             }
         }
-        let bytes = super::batch::control_batch(producer_id, producer_epoch, commit, 0, now)
-            .map_err(AppendError::Corrupt)?;
+        let bytes = super::batch::control_batch(
+            producer_id,
+            producer_epoch,
+            commit,
+            COORDINATOR_EPOCH,
+            now,
+        )
+        .map_err(AppendError::Corrupt)?;
         let offset = self.log_end;
         let bytes = rewrite(&bytes, offset);
         self.size += bytes.len() as u64;
@@ -260,7 +295,7 @@ impl PartitionLog {
         });
         self.log_end = offset + 1;
         self.producers
-            .record_marker(producer_id, producer_epoch, offset);
+            .record_marker(producer_id, producer_epoch, offset, now, COORDINATOR_EPOCH);
         if let Some(first_offset) = self.open_txns.remove(&producer_id) {
             if !commit {
                 self.aborted.push_back(AbortedTxn {
@@ -746,6 +781,28 @@ mod tests {
         let marker = BatchHeader::parse(&all.batches[3]).unwrap();
         assert!(marker.is_control() && marker.is_transactional());
         assert_eq!((marker.producer_id, marker.record_count), (7, 1));
+    }
+
+    #[test]
+    fn active_producers_show_the_open_transaction_start_until_its_marker() {
+        let mut log = PartitionLog::new(-1);
+        append(&mut log, &simple(2)).unwrap();
+        assert!(
+            log.active_producers().is_empty(),
+            "a plain producer is not tracked"
+        );
+        append(&mut log, &txn_batch(7, 0, 3)).unwrap(); // 2..=4
+        let open = log.active_producers();
+        assert_eq!(open.len(), 1);
+        assert_eq!(open[0].producer.producer_id, 7);
+        assert_eq!(open[0].producer.last_sequence, 2);
+        assert_eq!(open[0].producer.coordinator_epoch, -1);
+        assert_eq!(open[0].current_txn_start_offset, 2);
+        log.append_marker(7, 0, true, 5_000).unwrap();
+        let done = log.active_producers()[0];
+        assert_eq!(done.current_txn_start_offset, -1);
+        assert_eq!(done.producer.last_timestamp, 5_000, "the marker's time");
+        assert_eq!(done.producer.coordinator_epoch, COORDINATOR_EPOCH);
     }
 
     #[test]

@@ -38,6 +38,23 @@ struct ProducerEntry {
     batches: VecDeque<BatchMeta>,
     /// Last offset of the newest batch, for eviction.
     last_offset: i64,
+    /// The max timestamp of the newest batch, or the newest marker's time (DescribeProducers).
+    last_timestamp: i64,
+    /// The coordinator epoch of the newest marker; -1 before any (DescribeProducers).
+    coordinator_epoch: i32,
+}
+
+/// What DescribeProducers tells of one producer of a partition (Kafka's `ProducerStateEntry`
+/// as `UnifiedLog.activeProducers` reports it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last sequence of the newest batch kept at the current epoch; -1 when none is (a
+    /// marker at a newer epoch forgets the older epoch's batches).
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
+    pub coordinator_epoch: i32,
 }
 
 /// What the producer state says about a batch about to be appended.
@@ -105,8 +122,9 @@ impl Producers {
         Ok(SequenceCheck::Append)
     }
 
-    /// Records an appended batch at `base_offset`.
-    pub fn record(&mut self, batch: &BatchHeader, base_offset: i64) {
+    /// Records an appended batch at `base_offset`; `max_timestamp` is its max timestamp as
+    /// stored (the append time under LogAppendTime).
+    pub fn record(&mut self, batch: &BatchHeader, base_offset: i64, max_timestamp: i64) {
         if !batch.has_producer_id() {
             return;
         }
@@ -123,6 +141,8 @@ impl Producers {
                 epoch: batch.producer_epoch,
                 batches: VecDeque::with_capacity(BATCHES_TO_RETAIN),
                 last_offset,
+                last_timestamp: max_timestamp,
+                coordinator_epoch: -1,
             });
         if entry.epoch != batch.producer_epoch {
             entry.epoch = batch.producer_epoch;
@@ -133,6 +153,7 @@ impl Producers {
         }
         entry.batches.push_back(meta);
         entry.last_offset = last_offset;
+        entry.last_timestamp = max_timestamp;
     }
 
     /// The producer's current epoch, if it is known here.
@@ -140,9 +161,17 @@ impl Producers {
         self.entries.get(&producer_id).map(|e| e.epoch)
     }
 
-    /// Records a transaction marker written at `offset` for the producer: a newer epoch (the
-    /// coordinator fenced the producer) replaces the old one, whose sequences no longer count.
-    pub fn record_marker(&mut self, producer_id: i64, epoch: i16, offset: i64) {
+    /// Records a transaction marker written at `offset` and `timestamp` by the coordinator of
+    /// `coordinator_epoch` for the producer: a newer epoch (the coordinator fenced the
+    /// producer) replaces the old one, whose sequences no longer count.
+    pub fn record_marker(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        offset: i64,
+        timestamp: i64,
+        coordinator_epoch: i32,
+    ) {
         let entry = self
             .entries
             .entry(producer_id)
@@ -150,12 +179,33 @@ impl Producers {
                 epoch,
                 batches: VecDeque::with_capacity(BATCHES_TO_RETAIN),
                 last_offset: offset,
+                last_timestamp: timestamp,
+                coordinator_epoch,
             });
         if epoch > entry.epoch {
             entry.epoch = epoch;
             entry.batches.clear();
         }
         entry.last_offset = offset;
+        entry.last_timestamp = timestamp;
+        entry.coordinator_epoch = coordinator_epoch;
+    }
+
+    /// Every producer known here, by producer id.
+    pub fn active(&self) -> Vec<ActiveProducer> {
+        let mut out: Vec<ActiveProducer> = self
+            .entries
+            .iter()
+            .map(|(&producer_id, e)| ActiveProducer {
+                producer_id,
+                epoch: e.epoch,
+                last_sequence: e.batches.back().map_or(-1, |m| m.last_seq),
+                last_timestamp: e.last_timestamp,
+                coordinator_epoch: e.coordinator_epoch,
+            })
+            .collect();
+        out.sort_by_key(|p| p.producer_id);
+        out
     }
 
     /// Forgets producers whose every batch is below `log_start`, when the map has grown enough
@@ -202,7 +252,7 @@ mod tests {
     fn append(p: &mut Producers, h: &BatchHeader, at: i64) -> Result<SequenceCheck, AppendError> {
         let c = p.check(h)?;
         if c == SequenceCheck::Append {
-            p.record(h, at);
+            p.record(h, at, h.max_timestamp);
         }
         Ok(c)
     }
@@ -300,5 +350,45 @@ mod tests {
         // Next sweep only once the map doubled again.
         p.maybe_evict_below(1_000);
         assert_eq!(p.len(), 10);
+    }
+
+    #[test]
+    fn active_producers_report_the_last_batch_then_the_marker() {
+        let mut p = Producers::default();
+        let mut h = header(5, 1, 0, 3);
+        h.max_timestamp = 1_000;
+        append(&mut p, &h, 10).unwrap();
+        let before = p.active();
+        assert_eq!(
+            before,
+            vec![ActiveProducer {
+                producer_id: 5,
+                epoch: 1,
+                last_sequence: 2,
+                last_timestamp: 1_000,
+                coordinator_epoch: -1,
+            }]
+        );
+        // A marker at the same epoch keeps the sequences; its time and coordinator epoch count.
+        p.record_marker(5, 1, 13, 2_000, 0);
+        assert_eq!(
+            (p.active()[0].last_sequence, p.active()[0].last_timestamp),
+            (2, 2_000)
+        );
+        assert_eq!(p.active()[0].coordinator_epoch, 0);
+        // A fencing marker at a newer epoch forgets the old epoch's sequences.
+        p.record_marker(5, 2, 14, 3_000, 0);
+        let fenced = p.active()[0];
+        assert_eq!((fenced.epoch, fenced.last_sequence), (2, -1));
+    }
+
+    #[test]
+    fn active_producers_are_listed_by_producer_id() {
+        let mut p = Producers::default();
+        for pid in [9, 3, 6] {
+            append(&mut p, &header(pid, 0, 0, 1), pid).unwrap();
+        }
+        let ids: Vec<i64> = p.active().iter().map(|a| a.producer_id).collect();
+        assert_eq!(ids, vec![3, 6, 9]);
     }
 }

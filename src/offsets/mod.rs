@@ -5,9 +5,11 @@
 //! ([`crate::group::ClassicGroup::validate_offset_commit`]); this module takes over once they
 //! pass. Like the group core it does no I/O and reads no clock: `now` comes in.
 
+mod pending;
 mod retention;
 mod store;
 
+pub use pending::{committed, PendingOffsets};
 pub use retention::{expired_offsets, ExpiredOffsets};
 pub use store::{fetch, FetchedOffset, MemoryOffsetStore, OffsetStore};
 

@@ -88,6 +88,20 @@ pub struct FetchedOffset {
     /// -1 when unknown.
     pub leader_epoch: i32,
     pub metadata: String,
+    /// UNSTABLE_OFFSET_COMMIT: asked with `require_stable` while a transaction holds an offset
+    /// for the partition.
+    pub error: Option<crate::vocab::GroupError>,
+}
+
+impl FetchedOffset {
+    /// The answer for a partition a transaction holds an offset for (Kafka answers -1, no
+    /// leader epoch, empty metadata, UNSTABLE_OFFSET_COMMIT).
+    pub fn mark_unstable(&mut self) {
+        self.offset = -1;
+        self.leader_epoch = -1;
+        self.metadata.clear();
+        self.error = Some(crate::vocab::GroupError::UnstableOffsetCommit);
+    }
 }
 
 /// OffsetFetch for one group (Kafka `fetchOffsets`/`fetchAllOffsets`). `group_readable` is
@@ -105,6 +119,7 @@ pub fn fetch(
         offset: om.offset,
         leader_epoch: om.leader_epoch.unwrap_or(-1),
         metadata: om.metadata.clone(),
+        error: None,
     };
     match partitions {
         None if !group_readable => Vec::new(),
@@ -128,6 +143,7 @@ pub fn fetch(
                         offset: -1,
                         leader_epoch: -1,
                         metadata: String::new(),
+                        error: None,
                     },
                 }
             })

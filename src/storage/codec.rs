@@ -137,6 +137,53 @@ pub fn decode_offset_key(key: &[u8]) -> Result<(&str, TopicPartition), DecodeErr
     Ok((group, TopicPartition { topic, partition }))
 }
 
+/// The key prefix of every pending transactional offset of `producer_id` in `group`.
+pub fn pending_prefix(group: &str, producer_id: i64) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.str(group);
+    w.u64((producer_id as u64) ^ 0x8000_0000_0000_0000);
+    w.0
+}
+
+/// The key of one pending transactional offset: group, producer id, topic, partition.
+pub fn pending_key(group: &str, producer_id: i64, tp: &TopicPartition) -> Vec<u8> {
+    let mut key = pending_prefix(group, producer_id);
+    let mut w = Writer(std::mem::take(&mut key));
+    w.str(&tp.topic);
+    w.u32((tp.partition as u32) ^ 0x8000_0000);
+    w.0
+}
+
+/// The group, producer id and partition of a pending-offset key.
+pub fn decode_pending_key(key: &[u8]) -> Result<(&str, i64, TopicPartition), DecodeError> {
+    const WHAT: &str = "pending offset key";
+    let mut r = Reader::new(key);
+    let group = r.str_u32(WHAT)?;
+    let producer_id = (r.u64(WHAT)? ^ 0x8000_0000_0000_0000) as i64;
+    let topic = r.str_u32(WHAT)?.to_owned();
+    let partition = (r.u32(WHAT)? ^ 0x8000_0000) as i32;
+    end(&r, WHAT)?;
+    Ok((group, producer_id, TopicPartition { topic, partition }))
+}
+
+/// A pending offset's value: whether it is superseded, then the offset's own value.
+pub fn encode_pending(offset: &OffsetAndMetadata, superseded: bool) -> Vec<u8> {
+    let mut value = vec![u8::from(superseded)];
+    value.extend(encode_offset(offset));
+    value
+}
+
+pub fn decode_pending(value: &[u8]) -> Result<(OffsetAndMetadata, bool), DecodeError> {
+    match value.split_first() {
+        Some((0, rest)) => Ok((decode_offset(rest)?, false)),
+        Some((1, rest)) => Ok((decode_offset(rest)?, true)),
+        Some((t, _)) => Err(err(format!(
+            "pending offset value: bad superseded flag {t}"
+        ))),
+        None => Err(err("pending offset value is empty")),
+    }
+}
+
 pub fn encode_offset(o: &OffsetAndMetadata) -> Vec<u8> {
     let mut w = Writer::default();
     w.u8(V1);

@@ -8,7 +8,8 @@
 //! Tables: `offsets` (key: group, topic, partition; see [`super::codec`]), `groups` (key: the
 //! group id; classic groups), `consumer_groups` and `consumer_members` (consumer groups: key the
 //! group id, and group and member id), `topics` (key: the name), `txns` (key: the transactional
-//! id), `acls` (key: the ACL binding) and `meta` (the format version).
+//! id), `acls` (key: the ACL binding), `pending_offsets` (key: group, producer id, topic,
+//! partition) and `meta` (the format version).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -37,6 +38,9 @@ const CONSUMER_MEMBERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("co
 const CREDENTIALS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("scram_credentials");
 /// Transactional ids' states by transactional id. Added to format 1 as the consumer tables were.
 const TXNS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("txns");
+/// Pending transactional offsets (TxnOffsetCommit before its marker): key group, producer id,
+/// topic, partition. Added to format 1 as the consumer tables were.
+const PENDING: TableDefinition<&[u8], &[u8]> = TableDefinition::new("pending_offsets");
 
 /// ACL bindings: the whole binding is the key ([`codec::acl_key`]), the value a version byte.
 /// Added to format 1 as the consumer tables were.
@@ -148,6 +152,7 @@ impl EmbeddedStore {
                 CREDENTIALS,
                 TXNS,
                 ACLS,
+                PENDING,
             ] {
                 tx.open_table(table).map_err(|e| e.to_string())?;
             }
@@ -190,6 +195,7 @@ impl EmbeddedStore {
         let mut credentials = tx.open_table(CREDENTIALS)?;
         let mut txns = tx.open_table(TXNS)?;
         let mut acls = tx.open_table(ACLS)?;
+        let mut pending_offsets = tx.open_table(PENDING)?;
         for m in batch {
             match m {
                 Mutation::PutOffset { group, tp, offset } => {
@@ -233,6 +239,7 @@ impl EmbeddedStore {
                     consumer_groups.remove(group.as_str().as_bytes())?;
                     remove_prefix(&mut consumer_members, &prefix)?;
                     remove_prefix(&mut offsets, &prefix)?;
+                    remove_prefix(&mut pending_offsets, &prefix)?;
                 }
                 Mutation::PutTopic {
                     name,
@@ -271,6 +278,27 @@ impl EmbeddedStore {
                 }
                 Mutation::DeleteTxn { transactional_id } => {
                     txns.remove(transactional_id.as_bytes())?;
+                }
+                Mutation::PutPendingOffset { group, pending } => {
+                    let key = codec::pending_key(group.as_str(), pending.producer_id, &pending.tp);
+                    let value = codec::encode_pending(&pending.offset, pending.superseded);
+                    pending_offsets.insert(key.as_slice(), value.as_slice())?;
+                }
+                Mutation::DeletePendingOffsets {
+                    group,
+                    producer_id,
+                    tp: Some(tp),
+                } => {
+                    let key = codec::pending_key(group.as_str(), *producer_id, tp);
+                    pending_offsets.remove(key.as_slice())?;
+                }
+                Mutation::DeletePendingOffsets {
+                    group,
+                    producer_id,
+                    tp: None,
+                } => {
+                    let prefix = codec::pending_prefix(group.as_str(), *producer_id);
+                    remove_prefix(&mut pending_offsets, &prefix)?;
                 }
             }
         }
@@ -321,10 +349,40 @@ impl EmbeddedStore {
         }
         for (id, consumer) in loaded {
             out.push(LoadedGroup {
-                id: GroupId::new(id),
-                metadata: None,
                 consumer: Some(consumer),
-                offsets: Vec::new(),
+                ..LoadedGroup::new(GroupId::new(id))
+            });
+        }
+        Ok(())
+    }
+}
+
+impl EmbeddedStore {
+    /// Adds the stored pending transactional offsets to their groups in `out` (`index`: where
+    /// each group is), adding the groups that have nothing else stored.
+    fn load_pending(
+        &self,
+        tx: &ReadTransaction,
+        out: &mut Vec<LoadedGroup>,
+        index: &mut std::collections::HashMap<String, usize>,
+    ) -> Result<(), StoreError> {
+        let table = tx.open_table(PENDING).map_err(|e| self.corrupt(e))?;
+        for entry in table.iter().map_err(|e| self.corrupt(e))? {
+            let (k, v) = entry.map_err(|e| self.corrupt(e))?;
+            let (group, producer_id, tp) =
+                codec::decode_pending_key(k.value()).map_err(|e| self.corrupt(e))?;
+            let (offset, superseded) = codec::decode_pending(v.value()).map_err(|e| {
+                self.corrupt(format!("group {group} {}-{}: {e}", tp.topic, tp.partition))
+            })?;
+            let i = *index.entry(group.to_owned()).or_insert_with(|| {
+                out.push(LoadedGroup::new(GroupId::new(group)));
+                out.len() - 1
+            });
+            out[i].pending.push(crate::vocab::PendingOffset {
+                producer_id,
+                tp,
+                offset,
+                superseded,
             });
         }
         Ok(())
@@ -434,10 +492,8 @@ impl Store for EmbeddedStore {
             let record = codec::decode_group(v.value())
                 .map_err(|e| self.corrupt(format!("group {id}: {e}")))?;
             out.push(LoadedGroup {
-                id: GroupId::new(id),
                 metadata: Some(record),
-                consumer: None,
-                offsets: Vec::new(),
+                ..LoadedGroup::new(GroupId::new(id))
             });
         }
         self.load_consumer_groups(&tx, &mut out)?;
@@ -462,12 +518,7 @@ impl Store for EmbeddedStore {
                     let i = match index.get(group) {
                         Some(&i) => i,
                         None => {
-                            out.push(LoadedGroup {
-                                id: GroupId::new(group),
-                                metadata: None,
-                                consumer: None,
-                                offsets: Vec::new(),
-                            });
+                            out.push(LoadedGroup::new(GroupId::new(group)));
                             index.insert(group.to_owned(), out.len() - 1);
                             out.len() - 1
                         }
@@ -478,6 +529,7 @@ impl Store for EmbeddedStore {
             };
             out[i].offsets.push((tp, offset));
         }
+        self.load_pending(&tx, &mut out, &mut index)?;
         out.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(out)
     }

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use super::{LoadedConsumerGroup, LoadedGroup, Mutation, Store, StoreError, StoredTopic};
 use crate::metadata::topic_config::TopicConfigs;
 use crate::vocab::{ConsumerGroupRecord, ConsumerMember, GroupId, GroupMetadataRecord, MemberId};
-use crate::vocab::{OffsetAndMetadata, TopicPartition, TxnRecord};
+use crate::vocab::{OffsetAndMetadata, PendingOffset, TopicPartition, TxnRecord};
 
 #[derive(Debug, Default)]
 struct Data {
@@ -24,6 +24,8 @@ struct Data {
     >,
     txns: BTreeMap<String, TxnRecord>,
     acls: std::collections::BTreeSet<crate::security::acl::Acl>,
+    /// Pending transactional offsets by group, producer id and partition.
+    pending: BTreeMap<(GroupId, i64, TopicPartition), (OffsetAndMetadata, bool)>,
 }
 
 impl Data {
@@ -73,6 +75,7 @@ impl Store for MemoryStore {
                 Mutation::DeleteGroup { group } => {
                     d.clear_group(group);
                     d.offsets.retain(|(g, _), _| g != group);
+                    d.pending.retain(|(g, _, _), _| g != group);
                 }
                 Mutation::ClearGroupRecords { group } => d.clear_group(group),
                 Mutation::PutConsumerGroup { group, record } => {
@@ -122,6 +125,19 @@ impl Store for MemoryStore {
                 Mutation::DeleteTxn { transactional_id } => {
                     d.txns.remove(transactional_id);
                 }
+                Mutation::PutPendingOffset { group, pending } => {
+                    d.pending.insert(
+                        (group.clone(), pending.producer_id, pending.tp.clone()),
+                        (pending.offset.clone(), pending.superseded),
+                    );
+                }
+                Mutation::DeletePendingOffsets {
+                    group,
+                    producer_id,
+                    tp,
+                } => d.pending.retain(|(g, p, t), _| {
+                    !(g == group && p == producer_id && tp.as_ref().is_none_or(|tp| tp == t))
+                }),
             }
         }
         Ok(())
@@ -162,10 +178,8 @@ impl Store for MemoryStore {
                 (
                     id.clone(),
                     LoadedGroup {
-                        id: id.clone(),
                         metadata: Some(r.clone()),
-                        consumer: None,
-                        offsets: Vec::new(),
+                        ..LoadedGroup::new(id.clone())
                     },
                 )
             })
@@ -180,26 +194,30 @@ impl Store for MemoryStore {
             out.insert(
                 id.clone(),
                 LoadedGroup {
-                    id: id.clone(),
-                    metadata: None,
                     consumer: Some(LoadedConsumerGroup {
                         record: record.clone(),
                         members,
                     }),
-                    offsets: Vec::new(),
+                    ..LoadedGroup::new(id.clone())
                 },
             );
         }
         for ((g, tp), o) in &d.offsets {
             out.entry(g.clone())
-                .or_insert_with(|| LoadedGroup {
-                    id: g.clone(),
-                    metadata: None,
-                    consumer: None,
-                    offsets: Vec::new(),
-                })
+                .or_insert_with(|| LoadedGroup::new(g.clone()))
                 .offsets
                 .push((tp.clone(), o.clone()));
+        }
+        for ((g, producer_id, tp), (offset, superseded)) in &d.pending {
+            out.entry(g.clone())
+                .or_insert_with(|| LoadedGroup::new(g.clone()))
+                .pending
+                .push(PendingOffset {
+                    producer_id: *producer_id,
+                    tp: tp.clone(),
+                    offset: offset.clone(),
+                    superseded: *superseded,
+                });
         }
         Ok(out.into_values().collect())
     }

@@ -1,4 +1,4 @@
-//! The durable store: committed offsets, classic group metadata, topics created at run time and
+//! The durable store: committed offsets (and pending transactional ones), classic group metadata, topics created at run time and
 //! transactional ids' states survive restarts and `kill -9`.
 //!
 //! - [`Store`] is the seam: a replicated store can replace the embedded one. [`EmbeddedStore`]
@@ -30,7 +30,7 @@ use crate::metadata::topic_config::TopicConfigs;
 use crate::vocab::{
     ConsumerGroupRecord, ConsumerMember, GroupError, GroupId, GroupMetadataRecord, MemberId,
 };
-use crate::vocab::{OffsetAndMetadata, TopicPartition, TxnRecord};
+use crate::vocab::{OffsetAndMetadata, PendingOffset, TopicPartition, TxnRecord};
 
 /// Why the store failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -119,6 +119,19 @@ pub enum Mutation {
     DeleteTxn {
         transactional_id: String,
     },
+    /// A group's pending transactional offset (replaces the previous one of its producer and
+    /// partition).
+    PutPendingOffset {
+        group: GroupId,
+        pending: Box<PendingOffset>,
+    },
+    /// The producer's pending offsets in the group: every one (its transaction ended), or
+    /// those of one partition (the partition's offset was deleted).
+    DeletePendingOffsets {
+        group: GroupId,
+        producer_id: i64,
+        tp: Option<TopicPartition>,
+    },
 }
 
 /// A stored SCRAM credential: user, mechanism, credential.
@@ -139,6 +152,21 @@ pub struct LoadedGroup {
     /// A consumer group's records (then `metadata` is `None`).
     pub consumer: Option<LoadedConsumerGroup>,
     pub offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+    /// Transactional offsets waiting for their transaction's marker.
+    pub pending: Vec<PendingOffset>,
+}
+
+impl LoadedGroup {
+    /// A group with nothing stored yet (filled in by the loader).
+    pub fn new(id: GroupId) -> LoadedGroup {
+        LoadedGroup {
+            id,
+            metadata: None,
+            consumer: None,
+            offsets: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
 }
 
 /// A consumer group as stored: its group record and every member's.

@@ -516,3 +516,95 @@ fn a_damaged_acl_key_is_an_error_not_a_panic() {
         assert!(codec::decode_acl_key(&bad).is_err());
     }
 }
+
+fn pending(producer_id: i64, p: i32, n: i64, superseded: bool) -> Mutation {
+    Mutation::PutPendingOffset {
+        group: GroupId::new("g"),
+        pending: Box::new(crate::vocab::PendingOffset {
+            producer_id,
+            tp: TopicPartition::new("t", p),
+            offset: offset(n),
+            superseded,
+        }),
+    }
+}
+
+/// Pending transactional offsets: put, superseded, one partition's deleted, one producer's
+/// ended, a group deleted (only that group's go). `open` opens the store again (each phase
+/// drops the previous handle first).
+fn pending_offsets_round_trip(open: impl Fn() -> Arc<dyn Store>) {
+    let loaded = |store: &Arc<dyn Store>, id: &str| {
+        let groups = store.load_groups().unwrap();
+        let g = groups.into_iter().find(|g| g.id.as_str() == id)?;
+        let mut got: Vec<(i64, i32, i64, bool)> = g
+            .pending
+            .iter()
+            .map(|p| (p.producer_id, p.tp.partition, p.offset.offset, p.superseded))
+            .collect();
+        got.sort();
+        Some(got)
+    };
+    let other = Mutation::PutPendingOffset {
+        group: GroupId::new("gg"),
+        pending: Box::new(crate::vocab::PendingOffset {
+            producer_id: 7,
+            tp: TopicPartition::new("t", 0),
+            offset: offset(1),
+            superseded: false,
+        }),
+    };
+    let batch = [
+        pending(7, 0, 10, false),
+        pending(7, 1, 11, false),
+        pending(-3, 0, 12, false),
+        pending(7, 0, 10, true),
+        other,
+    ];
+    open().apply(&batch, true).unwrap();
+    let store = open();
+    assert_eq!(
+        loaded(&store, "g"),
+        Some(vec![
+            (-3, 0, 12, false),
+            (7, 0, 10, true),
+            (7, 1, 11, false)
+        ])
+    );
+    let deletes = [
+        Mutation::DeletePendingOffsets {
+            group: GroupId::new("g"),
+            producer_id: 7,
+            tp: Some(TopicPartition::new("t", 1)),
+        },
+        Mutation::DeletePendingOffsets {
+            group: GroupId::new("g"),
+            producer_id: -3,
+            tp: None,
+        },
+    ];
+    store.apply(&deletes, true).unwrap();
+    drop(store);
+    let store = open();
+    assert_eq!(loaded(&store, "g"), Some(vec![(7, 0, 10, true)]));
+    let delete = [Mutation::DeleteGroup {
+        group: GroupId::new("g"),
+    }];
+    store.apply(&delete, true).unwrap();
+    drop(store);
+    let store = open();
+    assert_eq!(loaded(&store, "g"), None);
+    assert_eq!(loaded(&store, "gg"), Some(vec![(7, 0, 1, false)]));
+}
+
+#[test]
+fn pending_offsets_survive_reopening_the_embedded_store() {
+    let dir = temp_dir("pending");
+    pending_offsets_round_trip(|| Arc::new(EmbeddedStore::open(&dir).unwrap()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn pending_offsets_in_the_memory_store() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    pending_offsets_round_trip(|| store.clone());
+}

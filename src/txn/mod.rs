@@ -27,6 +27,11 @@
 //!   ([`TxnCoordinator::expire_ids`]).
 //! - Load: an id found in PrepareCommit/PrepareAbort has its markers written again and is
 //!   completed; an Ongoing one is left to time out, as Kafka does.
+//! - Admin (read-only): [`TxnCoordinator::describe`] (DescribeTransactions) and
+//!   [`TxnCoordinator::list`] (ListTransactions), with Kafka's `handleDescribeTransactions` and
+//!   `listTransactionStates` rules: an id in Empty has no start time (-1), which a duration
+//!   filter counts as running forever; unknown state names are reported back, and a filter of
+//!   only unknown names matches nothing.
 //!
 //! A transition is applied at once; the shell persists its record before it replies, and every
 //! reply goes through the same ordered store queue, so no answer depends on a state that is not
@@ -66,6 +71,8 @@ pub enum TxnError {
     InvalidTxnState,
     #[error("the partition was not added to the transaction")]
     NotInTransaction,
+    #[error("no such transactional id")]
+    TransactionalIdNotFound,
 }
 
 /// The producer id and epoch a request claims.
@@ -121,6 +128,71 @@ pub struct Markers {
     pub groups: Vec<String>,
 }
 
+/// What DescribeTransactions tells of one transactional id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Description {
+    pub state: TxnState,
+    pub timeout_ms: i32,
+    /// When the open (or last completed) transaction started, in ms since the epoch; -1 in
+    /// Empty (nothing started since InitProducerId).
+    pub start_ms: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// The partitions of the open or ending transaction, in order.
+    pub partitions: Vec<TopicPartition>,
+}
+
+/// ListTransactions' filters; each empty (or negative, or `None`) filter lets everything by.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListFilter<'a> {
+    /// State names as Kafka spells them (`Ongoing`, `CompleteCommit`, ...).
+    pub states: &'a [String],
+    pub producer_ids: &'a [i64],
+    /// v1: only transactions running for longer than this; negative: no filter.
+    pub min_duration_ms: i64,
+    /// v2: only ids this matches (the caller anchors it: Kafka matches the whole id).
+    pub pattern: Option<&'a regex::Regex>,
+}
+
+/// One transactional id of a ListTransactions answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub state: TxnState,
+}
+
+/// What ListTransactions answers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Listing {
+    /// The state filters Kafka does not know, once each, in request order.
+    pub unknown_states: Vec<String>,
+    /// The matching ids, sorted by transactional id.
+    pub txns: Vec<Listed>,
+}
+
+/// Kafka's transaction state names that koord never holds (a transient fence, an id being
+/// expired): known to a state filter, matching nothing.
+const TRANSIENT_STATE_NAMES: [&str; 2] = ["PrepareEpochFence", "Dead"];
+
+const STATES: [TxnState; 6] = [
+    TxnState::Empty,
+    TxnState::Ongoing,
+    TxnState::PrepareCommit,
+    TxnState::PrepareAbort,
+    TxnState::CompleteCommit,
+    TxnState::CompleteAbort,
+];
+
+/// The start time DescribeTransactions reports: -1 in Empty.
+fn start_ms(txn: &TxnRecord) -> i64 {
+    if txn.state == TxnState::Empty {
+        -1
+    } else {
+        i64::try_from(txn.started.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
 /// A change to persist: the id's record, or its deletion (an expired id).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -167,6 +239,70 @@ impl TxnCoordinator {
 
     pub fn is_empty(&self) -> bool {
         self.txns.is_empty()
+    }
+
+    /// DescribeTransactions of one id.
+    ///
+    /// # Errors
+    /// INVALID_REQUEST for an empty id, TRANSACTIONAL_ID_NOT_FOUND for an unknown one.
+    pub fn describe(&self, transactional_id: &str) -> Result<Description, TxnError> {
+        if transactional_id.is_empty() {
+            return Err(TxnError::InvalidRequest);
+        }
+        let txn = self
+            .txns
+            .get(transactional_id)
+            .ok_or(TxnError::TransactionalIdNotFound)?;
+        Ok(Description {
+            state: txn.state,
+            timeout_ms: txn.timeout_ms,
+            start_ms: start_ms(txn),
+            producer_id: txn.producer_id,
+            producer_epoch: txn.producer_epoch,
+            partitions: txn.partitions.iter().cloned().collect(),
+        })
+    }
+
+    /// ListTransactions: the ids that pass every filter at `now`.
+    pub fn list(&self, filter: &ListFilter<'_>, now: Timestamp) -> Listing {
+        let mut unknown_states: Vec<String> = Vec::new();
+        let mut states: Vec<TxnState> = Vec::new();
+        for name in filter.states {
+            match STATES.iter().find(|s| s.name() == name.as_str()) {
+                Some(&s) => states.push(s),
+                None if TRANSIENT_STATE_NAMES.contains(&name.as_str()) => {}
+                None if unknown_states.contains(name) => {}
+                None => unknown_states.push(name.clone()),
+            }
+        }
+        let now_ms = i64::try_from(now.as_millis()).unwrap_or(i64::MAX);
+        let mut txns: Vec<Listed> = self
+            .txns
+            .values()
+            .filter(|t| filter.states.is_empty() || states.contains(&t.state))
+            .filter(|t| {
+                filter.producer_ids.is_empty() || filter.producer_ids.contains(&t.producer_id)
+            })
+            .filter(|t| {
+                filter.min_duration_ms < 0
+                    || now_ms.saturating_sub(start_ms(t)) > filter.min_duration_ms
+            })
+            .filter(|t| {
+                filter
+                    .pattern
+                    .is_none_or(|p| p.is_match(&t.transactional_id))
+            })
+            .map(|t| Listed {
+                transactional_id: t.transactional_id.clone(),
+                producer_id: t.producer_id,
+                state: t.state,
+            })
+            .collect();
+        txns.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        Listing {
+            unknown_states,
+            txns,
+        }
     }
 
     /// InitProducerId with a transactional id. `new_producer_id` hands out a fresh id; it is

@@ -543,3 +543,202 @@ fn revert_restores_the_previous_state_unless_it_changed_again() {
     c.txn.revert(&fresh, None);
     assert!(c.txn.get("new").is_none());
 }
+
+fn list(ctx: &Ctx, filter: &ListFilter<'_>) -> Vec<(String, TxnState)> {
+    ctx.txn
+        .list(filter, ctx.now)
+        .txns
+        .into_iter()
+        .map(|l| (l.transactional_id, l.state))
+        .collect()
+}
+
+fn names(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| (*s).to_string()).collect()
+}
+
+#[test]
+fn describe_new_id_is_empty_without_start_time() {
+    let mut ctx = Ctx::new();
+    let p = ctx.init("tx");
+    let d = ctx.txn.describe("tx").unwrap();
+    assert_eq!(
+        d,
+        Description {
+            state: TxnState::Empty,
+            timeout_ms: 60_000,
+            start_ms: -1,
+            producer_id: p.producer_id,
+            producer_epoch: p.epoch,
+            partitions: Vec::new(),
+        }
+    );
+}
+
+#[test]
+fn describe_ongoing_shows_start_time_and_partitions() {
+    let mut ctx = Ctx::new();
+    let p = ctx.init("tx");
+    ctx.sleep(5);
+    let started = ctx.now;
+    ctx.add("tx", p, &[tp("b", 1), tp("a", 0), tp("b", 0)]);
+    ctx.sleep(5);
+    ctx.add("tx", p, &[tp("a", 0)]);
+    let d = ctx.txn.describe("tx").unwrap();
+    assert_eq!(d.state, TxnState::Ongoing);
+    assert_eq!(d.start_ms, started.as_millis() as i64);
+    assert_eq!(d.partitions, vec![tp("a", 0), tp("b", 0), tp("b", 1)]);
+}
+
+#[test]
+fn describe_completed_keeps_start_time_and_drops_partitions_until_reinit() {
+    let mut ctx = Ctx::new();
+    let p = ctx.init("tx");
+    let started = ctx.now;
+    ctx.add("tx", p, &[tp("a", 0)]);
+    let m = ctx.end("tx", p, true);
+    assert_eq!(
+        ctx.txn.describe("tx").unwrap().state,
+        TxnState::PrepareCommit
+    );
+    ctx.sleep(10);
+    ctx.txn.complete(&m, ctx.now).unwrap();
+    let d = ctx.txn.describe("tx").unwrap();
+    assert_eq!(d.state, TxnState::CompleteCommit);
+    assert_eq!(d.start_ms, started.as_millis() as i64);
+    assert!(d.partitions.is_empty());
+    let q = ctx.init("tx");
+    let d = ctx.txn.describe("tx").unwrap();
+    assert_eq!(
+        (d.state, d.start_ms, d.producer_epoch),
+        (TxnState::Empty, -1, q.epoch)
+    );
+}
+
+#[test]
+fn describe_unknown_id_is_transactional_id_not_found_and_empty_id_invalid_request() {
+    let ctx = Ctx::new();
+    assert_eq!(
+        ctx.txn.describe("nope"),
+        Err(TxnError::TransactionalIdNotFound)
+    );
+    assert_eq!(ctx.txn.describe(""), Err(TxnError::InvalidRequest));
+}
+
+#[test]
+fn list_without_filters_lists_every_id_sorted() {
+    let mut ctx = Ctx::new();
+    ctx.init("b");
+    ctx.init("a");
+    assert_eq!(
+        list(
+            &ctx,
+            &ListFilter {
+                min_duration_ms: -1,
+                ..ListFilter::default()
+            }
+        ),
+        vec![("a".into(), TxnState::Empty), ("b".into(), TxnState::Empty)]
+    );
+}
+
+#[test]
+fn list_state_filter_reports_unknown_names_and_ignores_them() {
+    let mut ctx = Ctx::new();
+    let p = ctx.init("open");
+    ctx.add("open", p, &[tp("t", 0)]);
+    ctx.init("idle");
+    let states = names(&["Ongoing", "Bogus", "Bogus", "Dead"]);
+    let filter = ListFilter {
+        states: &states,
+        min_duration_ms: -1,
+        ..ListFilter::default()
+    };
+    let listing = ctx.txn.list(&filter, ctx.now);
+    assert_eq!(listing.unknown_states, names(&["Bogus"]), "Dead is Kafka's");
+    assert_eq!(
+        list(&ctx, &filter),
+        vec![("open".into(), TxnState::Ongoing)]
+    );
+}
+
+#[test]
+fn list_state_filter_of_only_unknown_names_matches_nothing() {
+    let mut ctx = Ctx::new();
+    ctx.init("tx");
+    let states = names(&["Bogus"]);
+    let filter = ListFilter {
+        states: &states,
+        min_duration_ms: -1,
+        ..ListFilter::default()
+    };
+    assert!(list(&ctx, &filter).is_empty());
+}
+
+#[test]
+fn list_producer_id_filter_keeps_those_producers() {
+    let mut ctx = Ctx::new();
+    let a = ctx.init("a");
+    ctx.init("b");
+    let ids = [a.producer_id, 999];
+    let filter = ListFilter {
+        producer_ids: &ids,
+        min_duration_ms: -1,
+        ..ListFilter::default()
+    };
+    assert_eq!(list(&ctx, &filter), vec![("a".into(), TxnState::Empty)]);
+}
+
+#[test]
+fn list_duration_filter_keeps_transactions_running_longer_and_every_empty_id() {
+    let mut ctx = Ctx::new();
+    let p = ctx.init("old");
+    ctx.add("old", p, &[tp("t", 0)]);
+    ctx.sleep(1_000);
+    let q = ctx.init("young");
+    ctx.add("young", q, &[tp("t", 0)]);
+    ctx.init("idle");
+    ctx.sleep(10);
+    let filter = ListFilter {
+        min_duration_ms: 500,
+        ..ListFilter::default()
+    };
+    assert_eq!(
+        list(&ctx, &filter),
+        vec![
+            ("idle".into(), TxnState::Empty),
+            ("old".into(), TxnState::Ongoing)
+        ],
+        "an Empty id has no start time: Kafka counts it as running since -1"
+    );
+    let exact = ListFilter {
+        min_duration_ms: 1_010,
+        ..ListFilter::default()
+    };
+    assert_eq!(
+        list(&ctx, &exact),
+        vec![("idle".into(), TxnState::Empty)],
+        "strictly longer"
+    );
+}
+
+#[test]
+fn list_pattern_filter_keeps_matching_ids() {
+    let mut ctx = Ctx::new();
+    ctx.init("app-1");
+    ctx.init("app-2");
+    ctx.init("other");
+    let re = regex::Regex::new("^(?:app-.*)$").unwrap();
+    let filter = ListFilter {
+        pattern: Some(&re),
+        min_duration_ms: -1,
+        ..ListFilter::default()
+    };
+    assert_eq!(
+        list(&ctx, &filter),
+        vec![
+            ("app-1".into(), TxnState::Empty),
+            ("app-2".into(), TxnState::Empty)
+        ]
+    );
+}

@@ -56,6 +56,9 @@ pub enum GroupError {
     /// 42
     #[error("INVALID_REQUEST")]
     InvalidRequest,
+    /// 47: a transactional offset commit from an epoch a transaction marker has fenced.
+    #[error("INVALID_PRODUCER_EPOCH")]
+    InvalidProducerEpoch,
     /// 68
     #[error("NON_EMPTY_GROUP")]
     NonEmptyGroup,
@@ -96,7 +99,7 @@ pub enum GroupError {
 
 impl GroupError {
     /// Every variant, for tests and for `from_code`.
-    pub const ALL: [GroupError; 28] = [
+    pub const ALL: [GroupError; 29] = [
         GroupError::UnknownServerError,
         GroupError::UnknownTopicOrPartition,
         GroupError::OffsetMetadataTooLarge,
@@ -113,6 +116,7 @@ impl GroupError {
         GroupError::GroupAuthorizationFailed,
         GroupError::UnsupportedVersion,
         GroupError::InvalidRequest,
+        GroupError::InvalidProducerEpoch,
         GroupError::NonEmptyGroup,
         GroupError::GroupIdNotFound,
         GroupError::MemberIdRequired,
@@ -146,6 +150,7 @@ impl GroupError {
             GroupError::GroupAuthorizationFailed => 30,
             GroupError::UnsupportedVersion => 35,
             GroupError::InvalidRequest => 42,
+            GroupError::InvalidProducerEpoch => 47,
             GroupError::NonEmptyGroup => 68,
             GroupError::GroupIdNotFound => 69,
             GroupError::MemberIdRequired => 79,

@@ -18,4 +18,4 @@ pub use records::{
     TopicPartition,
 };
 pub use time::Timestamp;
-pub use txn::{TxnRecord, TxnState};
+pub use txn::{PendingOffset, TxnRecord, TxnState};

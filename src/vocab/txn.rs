@@ -107,3 +107,16 @@ pub struct TxnRecord {
     /// The last change; `transactional.id.expiration.ms` counts from here.
     pub updated: Timestamp,
 }
+
+/// An offset a group received in a transaction (TxnOffsetCommit), pending until the
+/// transaction's marker: applied to the group's committed offsets when it commits, dropped when
+/// it aborts (Kafka's `pendingTransactionalOffsets`). Stored, so that it survives a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingOffset {
+    pub producer_id: i64,
+    pub tp: TopicPartition,
+    pub offset: super::OffsetAndMetadata,
+    /// A plain OffsetCommit of the partition came after it: the commit marker does not apply
+    /// it (Kafka keeps the later of the two commit records).
+    pub superseded: bool,
+}

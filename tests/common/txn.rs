@@ -8,9 +8,14 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, CreateTopicsRequest, EndTxnRequest,
-    FindCoordinatorRequest, InitProducerIdRequest, TransactionalId,
+    FindCoordinatorRequest, InitProducerIdRequest, OffsetFetchRequest, TransactionalId,
+    TxnOffsetCommitRequest,
 };
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -92,17 +97,19 @@ pub fn init_txn_at(
 ) -> (Option<ResponseError>, i64, i16) {
     let (pid, epoch) = expected.unwrap_or((-1, -1));
     let (e, (p, ep)) = retry(|| {
-        let r = c.send(
-            version,
-            &InitProducerIdRequest::default()
-                .with_transactional_id(Some(txn_id(id)))
-                .with_transaction_timeout_ms(timeout_ms)
-                .with_producer_id(pid.into())
-                .with_producer_epoch(epoch),
-        );
+        let r = c.send(version, &init_txn_request(id, timeout_ms, (pid, epoch)));
         (err(r.error_code), (r.producer_id.0, r.producer_epoch))
     });
     (e, p, ep)
+}
+
+/// InitProducerId for a transactional id; `producer` (-1, -1) for none (KIP-360).
+pub fn init_txn_request(id: &str, timeout_ms: i32, producer: (i64, i16)) -> InitProducerIdRequest {
+    InitProducerIdRequest::default()
+        .with_transactional_id(Some(txn_id(id)))
+        .with_transaction_timeout_ms(timeout_ms)
+        .with_producer_id(producer.0.into())
+        .with_producer_epoch(producer.1)
 }
 
 /// InitProducerId (v4) that must succeed: (producer id, epoch).
@@ -153,17 +160,18 @@ pub fn add_offsets(
     group: &str,
 ) -> Option<ResponseError> {
     retry(|| {
-        let r = c.send(
-            version,
-            &AddOffsetsToTxnRequest::default()
-                .with_transactional_id(txn_id(id))
-                .with_producer_id(producer.0.into())
-                .with_producer_epoch(producer.1)
-                .with_group_id(group_id(group)),
-        );
+        let r = c.send(version, &add_offsets_request(id, producer, group));
         (err(r.error_code), ())
     })
     .0
+}
+
+pub fn add_offsets_request(id: &str, producer: (i64, i16), group: &str) -> AddOffsetsToTxnRequest {
+    AddOffsetsToTxnRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_producer_id(producer.0.into())
+        .with_producer_epoch(producer.1)
+        .with_group_id(group_id(group))
 }
 
 /// EndTxn at `version`: its error.
@@ -175,17 +183,18 @@ pub fn end_txn(
     commit: bool,
 ) -> Option<ResponseError> {
     retry(|| {
-        let r = c.send(
-            version,
-            &EndTxnRequest::default()
-                .with_transactional_id(txn_id(id))
-                .with_producer_id(producer.0.into())
-                .with_producer_epoch(producer.1)
-                .with_committed(commit),
-        );
+        let r = c.send(version, &end_txn_request(id, producer, commit));
         (err(r.error_code), ())
     })
     .0
+}
+
+pub fn end_txn_request(id: &str, producer: (i64, i16), commit: bool) -> EndTxnRequest {
+    EndTxnRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_producer_id(producer.0.into())
+        .with_producer_epoch(producer.1)
+        .with_committed(commit)
 }
 
 /// A transactional batch of `values` from `producer` (id, epoch) starting at sequence `seq`.
@@ -237,4 +246,77 @@ pub fn record_batch(
     )
     .expect("encode a record batch");
     buf.freeze()
+}
+
+/// Who commits in a TxnOffsetCommit: member id and generation (`("", -1)`: outside group
+/// management).
+pub type Committer<'a> = (&'a str, i32);
+
+/// TxnOffsetCommit at `version` of `offset` for `topic`-`partition` into `group`: the
+/// partition's error.
+#[allow(clippy::too_many_arguments)]
+pub fn txn_offset_commit(
+    c: &mut Client,
+    version: i16,
+    id: &str,
+    producer: (i64, i16),
+    group: &str,
+    committer: Committer<'_>,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Option<ResponseError> {
+    let req = txn_offset_commit_request(id, producer, group, committer, (topic, partition), offset);
+    retry(|| {
+        let r = c.send(version, &req);
+        (err(r.topics[0].partitions[0].error_code), ())
+    })
+    .0
+}
+
+/// TxnOffsetCommit of `offset` for one partition.
+pub fn txn_offset_commit_request(
+    id: &str,
+    producer: (i64, i16),
+    group: &str,
+    committer: Committer<'_>,
+    (topic, partition): (&str, i32),
+    offset: i64,
+) -> TxnOffsetCommitRequest {
+    TxnOffsetCommitRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_group_id(group_id(group))
+        .with_producer_id(producer.0.into())
+        .with_producer_epoch(producer.1)
+        .with_member_id(s(committer.0))
+        .with_generation_id(committer.1)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(partition)
+                .with_committed_offset(offset)
+                .with_committed_leader_epoch(-1)
+                .with_committed_metadata(Some(s("")))])])
+}
+
+/// OffsetFetch v7 of one partition of `group`: the partition's error and committed offset.
+pub fn committed_offset(
+    c: &mut Client,
+    group: &str,
+    topic: &str,
+    partition: i32,
+    require_stable: bool,
+) -> (Option<ResponseError>, i64) {
+    let r = c.send(
+        7,
+        &OffsetFetchRequest::default()
+            .with_group_id(group_id(group))
+            .with_require_stable(require_stable)
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(topic_name(topic))
+                .with_partition_indexes(vec![partition])])),
+    );
+    assert_eq!(err(r.error_code), None, "{r:?}");
+    let p = &r.topics[0].partitions[0];
+    (err(p.error_code), p.committed_offset)
 }
