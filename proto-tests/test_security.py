@@ -313,3 +313,45 @@ def test_sighup_reloads_the_certificate(tmp_path, certs):
         assert api_versions_over_tls(f"127.0.0.1:{tls}", d / "ca.pem") == (0, "second")
     finally:
         k.stop()
+
+
+def test_kafka_acls_grants_a_consumer_group(secured, certs, tmp_path):
+    """ACLs with Kafka's authorizer on: kafka-acls (AclCommand) over SASL_SSL as the super user
+    alice grants bob READ on a topic; bob's confluent-kafka consumer then gets
+    GROUP_AUTHORIZATION_FAILED for a group he has no ACL on. kafka-acls grants him the group,
+    and the same consumer consumes and commits; kafka-acls --list shows both ACLs."""
+    k = secured("authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                f"super.users=User:{USER}")
+    admin = java_client_config(tmp_path / "admin.properties", certs, "SCRAM-SHA-512",
+                               USER, PASSWORD)
+    java_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", k.sasl_ssl,
+              "--command-config", str(admin), "--alter", "--add-config",
+              "SCRAM-SHA-512=[iterations=8192,password=bob-secret]",
+              "--entity-type", "users", "--entity-name", "bob")
+    ck_produce(ck_config(k, certs, "SCRAM-SHA-512"), "sec", 6)
+
+    def acls(*args):
+        return java_tool("org.apache.kafka.tools.AclCommand", "--bootstrap-server", k.sasl_ssl,
+                         "--command-config", str(admin), *args)
+
+    acls("--add", "--allow-principal", "User:bob", "--operation", "Read", "--topic", "sec")
+    bob = ck_config(k, certs, "SCRAM-SHA-512", user="bob", password="bob-secret")
+    group = f"acl-{uuid.uuid4().hex[:8]}"
+    c = Consumer({**bob, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe(["sec"])
+    denied = None
+    deadline = time.monotonic() + DEADLINE
+    try:
+        while denied is None and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is not None:
+                denied = m.error()
+    finally:
+        c.close()
+    assert denied is not None and denied.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, denied
+    acls("--add", "--allow-principal", "User:bob", "--operation", "Read", "--group", group)
+    values = ck_consume_commit(bob, "sec", group, 6)
+    assert sorted(values) == sorted(f"v{i}" for i in range(6))
+    listed = acls("--list")
+    assert "User:bob" in listed and group in listed and "sec" in listed, listed

@@ -22,13 +22,20 @@
 # SCRAM-SHA-512; the user alice/alice-secret for all three; a CA and a certificate for 127.0.0.1
 # made with openssl under .build/kafka/tls, the CA in ca.pem). Their addresses are written to
 # .build/kafka/bootstrap.sasl_plaintext and bootstrap.sasl_ssl (tests/security.rs reads the first
-# as KOORD_SASL_BOOTSTRAP). The PLAINTEXT listener stays the bootstrap.
+# as KOORD_SASL_BOOTSTRAP). The PLAINTEXT listener stays the bootstrap. ACLs are on, as in a
+# secured cluster: Kafka's StandardAuthorizer with super.users User:ANONYMOUS (the PLAINTEXT and
+# controller listeners, so every other test tier runs as before) and User:alice, and
+# allow.everyone.if.no.acl.found=true (a resource nobody has ACLs on stays open); tests/acls.rs
+# starts koord the same way.
+#
+# KAFKA_DIR: the directory of this Kafka (default .build/kafka), so that several can run at
+# once (each on its own free ports).
 #
 # KAFKA_CONFIG="key=value ...": broker settings that replace these (bench/vs-kafka.sh's consumer
 # protocol scenarios); "key=" with no value drops kafka.sh's line, leaving Kafka's own default.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-home="$root/.build/kafka"
+home="${KAFKA_DIR:-$root/.build/kafka}"
 libs="$home/libs"
 pidfile="$home/kafka.pid"
 
@@ -168,6 +175,9 @@ PROPS
   if [ "${KAFKA_SECURITY:-}" = sasl ]; then
     {
       echo "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+      echo "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+      echo "super.users=User:ANONYMOUS;User:alice"
+      echo "allow.everyone.if.no.acl.found=true"
       echo "ssl.keystore.type=PEM"
       echo "ssl.keystore.location=$home/tls/keystore.pem"
       sasl_listener_props sasl_plaintext

@@ -15,6 +15,8 @@ use crate::coordinator::{Clock, Coordinator, Settings};
 use crate::log::Logs;
 use crate::metadata::topic_config::{LogSettings, TopicConfigs};
 use crate::metadata::{CreateError, Topic, Topics};
+use crate::security::acl::AuthorizerSettings;
+use crate::security::authorizer::Authorizer;
 use crate::security::credentials::CredentialChange;
 use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::security::Credentials;
@@ -75,6 +77,8 @@ pub struct Broker {
     pub credentials: Arc<Credentials>,
     /// The transaction coordinator: every transactional id's state.
     pub txns: Transactions,
+    /// The ACLs and whether they are enforced (`authorizer.class.name`).
+    pub authorizer: Authorizer,
     /// The durable store under the data dir (read at start-up; written through `storage`).
     store: Arc<EmbeddedStore>,
     /// The node's storage task: every durable write goes through it.
@@ -181,6 +185,17 @@ impl Broker {
             store.load_credentials().map_err(io::Error::other)?,
         ));
         bootstrap_admin(&config, &store, &credentials)?;
+        let authorizer = if config.authorizer_class_name.is_empty() {
+            Authorizer::disabled()
+        } else {
+            Authorizer::enabled(
+                AuthorizerSettings {
+                    super_users: config.super_users.clone(),
+                    allow_if_no_acl: config.allow_everyone_if_no_acl_found,
+                },
+                store.load_acls().map_err(io::Error::other)?,
+            )
+        };
         let (advertised_host, advertised_port) = config.advertised();
         let storage = Storage::start(store.clone(), config.offsets_commit_sync);
         let coordinator = Coordinator::with_storage(
@@ -193,6 +208,7 @@ impl Broker {
         Ok(Broker {
             config,
             txns,
+            authorizer,
             cluster_id,
             topics,
             advertised_host,

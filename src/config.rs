@@ -76,6 +76,13 @@ pub struct Config {
     /// start-up when the store has none of that name.
     pub sasl_admin_user: String,
     pub sasl_admin_password: String,
+    /// `authorizer.class.name`: empty (no authorizer: everything is allowed, as in Kafka), or
+    /// one of [`crate::security::authorizer::AUTHORIZER_NAMES`] (ACLs are enforced).
+    pub authorizer_class_name: String,
+    /// `super.users`: principals (`User:name`) the authorizer allows everything.
+    pub super_users: Vec<String>,
+    /// `allow.everyone.if.no.acl.found`: a resource without ACLs is open to all.
+    pub allow_everyone_if_no_acl_found: bool,
     /// Address the HTTP listener (metrics, health, status page) binds; `None`: off.
     pub http_listen: Option<SocketAddr>,
     /// This node's broker id, as every response names it.
@@ -172,6 +179,9 @@ impl Default for Config {
             connection_failed_authentication_delay_ms: 100,
             sasl_admin_user: String::new(),
             sasl_admin_password: String::new(),
+            authorizer_class_name: String::new(),
+            super_users: Vec::new(),
+            allow_everyone_if_no_acl_found: false,
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], DEFAULT_HTTP_PORT))),
             node_id: 1,
             data_dir: PathBuf::from("koord-data"),
@@ -544,6 +554,48 @@ pub static KEYS: &[Key] = &[
             Ok(())
         },
         show: |c| Value::String(if c.sasl_admin_password.is_empty() { String::new() } else { "[hidden]".into() }),
+    },
+    Key {
+        name: "authorizer.class.name",
+        kafka: Some("authorizer.class.name"),
+        doc: "empty = no authorizer (everything allowed, the ACL APIs answer SECURITY_DISABLED); org.apache.kafka.metadata.authorizer.StandardAuthorizer (or acl) = ACLs enforced",
+        apply: |c, v| {
+            let s = string(v)?;
+            if !crate::security::authorizer::is_known(&s) {
+                return Err(format!(
+                    "unknown authorizer `{s}`; known: {}",
+                    crate::security::authorizer::AUTHORIZER_NAMES.join(", ")
+                ));
+            }
+            c.authorizer_class_name = s;
+            Ok(())
+        },
+        show: |c| Value::String(c.authorizer_class_name.clone()),
+    },
+    Key {
+        name: "super.users",
+        kafka: Some("super.users"),
+        doc: "principals the authorizer allows everything, semicolon-separated: User:alice;User:bob",
+        apply: |c, v| {
+            let s = string(v)?;
+            let users: Vec<String> = s.split(';').map(str::trim).filter(|u| !u.is_empty()).map(str::to_owned).collect();
+            if let Some(bad) = users.iter().find(|u| crate::security::acl::parse_principal(u).is_none()) {
+                return Err(format!("`{bad}` is not a principal (Type:name, e.g. User:alice)"));
+            }
+            c.super_users = users;
+            Ok(())
+        },
+        show: |c| Value::String(c.super_users.join(";")),
+    },
+    Key {
+        name: "allow.everyone.if.no.acl.found",
+        kafka: Some("allow.everyone.if.no.acl.found"),
+        doc: "with an authorizer: a resource without any ACL is open to everyone",
+        apply: |c, v| {
+            c.allow_everyone_if_no_acl_found = boolean(v)?;
+            Ok(())
+        },
+        show: |c| Value::Boolean(c.allow_everyone_if_no_acl_found),
     },
     Key {
         name: "http.listen",

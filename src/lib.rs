@@ -16,8 +16,10 @@
 //!   version. [`api::SUPPORTED`] is THE table of supported APIs and versions, which also builds
 //!   the ApiVersions response; [`api::dispatch`] hands a decoded request to its module.
 //! - [`security`]: listeners per security protocol (Kafka's `listeners` settings), TLS
-//!   (rustls), SASL PLAIN and SCRAM-SHA-256/512 with re-authentication, the SCRAM users, and
-//!   the [`security::Principal`] every request is dispatched with.
+//!   (rustls), SASL PLAIN and SCRAM-SHA-256/512 with re-authentication, the SCRAM users, the
+//!   [`security::Principal`] every request is dispatched with, and the ACLs with Kafka's
+//!   authorization rules ([`security::acl`], pure; [`security::authorizer`], opt-in with
+//!   `authorizer.class.name`), which every API asks through `api::RequestContext::may`.
 //! - [`broker`]: the state every API shares: configuration, topics, partition logs, producer ids.
 //! - [`metadata`]: the topics this node knows (configured or created at run time), their ids and
 //!   partition counts, and Kafka's topic-name rules.

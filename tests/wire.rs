@@ -774,6 +774,9 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::SaslAuthenticate => probe_sasl_authenticate,
         ApiKey::DescribeUserScramCredentials => probe_describe_user_scram_credentials,
         ApiKey::AlterUserScramCredentials => probe_alter_user_scram_credentials,
+        ApiKey::DescribeAcls => probe_describe_acls,
+        ApiKey::CreateAcls => probe_create_acls,
+        ApiKey::DeleteAcls => probe_delete_acls,
         ApiKey::AddPartitionsToTxn => probe_add_partitions_to_txn,
         ApiKey::AddOffsetsToTxn => probe_add_offsets_to_txn,
         ApiKey::EndTxn => probe_end_txn,
@@ -1338,6 +1341,94 @@ fn probe_alter_user_scram_credentials(c: &mut Client, v: i16) {
         Some(ResponseError::ResourceNotFound),
         "v{v}: {resp:?}"
     );
+}
+
+/// The ACL APIs' answer on this connection: SECURITY_DISABLED from a server without an
+/// authorizer (koord by default), success from one with an authorizer where this connection's
+/// principal may administer ACLs (scripts/kafka.sh's Kafka: ANONYMOUS is a super user).
+/// tests/acls.rs checks both servers' ACL semantics.
+fn acl_answer(code: i16) -> bool {
+    match err(code) {
+        None => true,
+        Some(ResponseError::SecurityDisabled) => false,
+        other => panic!("neither success nor SECURITY_DISABLED: {other:?}"),
+    }
+}
+
+/// A filter for the ACLs of a principal no test grants anything.
+fn nobody_filter() -> (kafka_protocol::messages::DescribeAclsRequest, String) {
+    let nobody = format!("User:{}", common::unique("probe-nobody"));
+    (
+        kafka_protocol::messages::DescribeAclsRequest::default()
+            .with_resource_type_filter(1)
+            .with_resource_name_filter(None)
+            .with_pattern_type_filter(1)
+            .with_principal_filter(Some(s(&nobody)))
+            .with_host_filter(None)
+            .with_operation(1)
+            .with_permission_type(1),
+        nobody,
+    )
+}
+
+fn probe_describe_acls(c: &mut Client, v: i16) {
+    let (filter, _) = nobody_filter();
+    let resp = c.send(v, &filter);
+    if acl_answer(resp.error_code) {
+        assert!(resp.resources.is_empty(), "v{v}: {resp:?}");
+    }
+}
+
+fn probe_create_acls(c: &mut Client, v: i16) {
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    // An invalid binding (empty resource name), so nothing is left behind on either server.
+    let resp = c.send(
+        v,
+        &kafka_protocol::messages::CreateAclsRequest::default().with_creations(vec![
+            AclCreation::default()
+                .with_resource_type(3)
+                .with_resource_name(s(""))
+                .with_resource_pattern_type(3)
+                .with_principal(s("User:probe"))
+                .with_host(s("*"))
+                .with_operation(3)
+                .with_permission_type(3),
+        ]),
+    );
+    assert_eq!(resp.results.len(), 1, "v{v}: {resp:?}");
+    let code = resp.results[0].error_code;
+    if err(code) != Some(ResponseError::SecurityDisabled) {
+        assert_eq!(
+            err(code),
+            Some(ResponseError::InvalidRequest),
+            "v{v}: {resp:?}"
+        );
+    }
+}
+
+fn probe_delete_acls(c: &mut Client, v: i16) {
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    let (_, nobody) = nobody_filter();
+    let resp = c.send(
+        v,
+        &kafka_protocol::messages::DeleteAclsRequest::default().with_filters(vec![
+            DeleteAclsFilter::default()
+                .with_resource_type_filter(1)
+                .with_resource_name_filter(None)
+                .with_pattern_type_filter(1)
+                .with_principal_filter(Some(s(&nobody)))
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1),
+        ]),
+    );
+    assert_eq!(resp.filter_results.len(), 1, "v{v}: {resp:?}");
+    if acl_answer(resp.filter_results[0].error_code) {
+        assert!(
+            resp.filter_results[0].matching_acls.is_empty(),
+            "v{v}: {resp:?}"
+        );
+    }
 }
 
 fn probe_consumer_group_describe(c: &mut Client, v: i16) {

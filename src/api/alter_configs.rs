@@ -10,8 +10,10 @@ use kafka_protocol::ResponseError;
 
 use super::describe_configs::{broker_name, topic, BROKER, TOPIC};
 use super::str_bytes;
+use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::metadata::topic_config::{validate, TopicConfigs};
+use crate::security::acl::Operation;
 
 pub(crate) type Failure = (ResponseError, String);
 
@@ -40,12 +42,17 @@ pub(crate) async fn alter_topic(
 /// `topic_configs` (each API computes them its own way).
 pub(crate) async fn alter_resource<'a>(
     broker: &Broker,
+    ctx: &RequestContext,
     resource_type: i8,
     name: &str,
     keys: impl Iterator<Item = &'a str> + Clone,
     topic_configs: impl FnOnce() -> Result<TopicConfigs, Failure>,
     validate_only: bool,
 ) -> Result<(), Failure> {
+    // As Kafka: ALTER_CONFIGS on the topic or the cluster, before anything else.
+    if let Some(e) = ctx.config_denied(broker, Operation::AlterConfigs, resource_type, name) {
+        return Err((e, e.to_string()));
+    }
     no_duplicates(keys.clone())?;
     match resource_type {
         TOPIC => alter_topic(broker, name, topic_configs()?, validate_only).await,
@@ -110,6 +117,7 @@ pub(crate) fn response(
 
 pub async fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: AlterConfigsRequest,
     _version: i16,
 ) -> AlterConfigsResponse {
@@ -140,6 +148,7 @@ pub async fn handle(
         };
         let outcome = alter_resource(
             broker,
+            ctx,
             r.resource_type,
             r.resource_name.as_str(),
             r.configs.iter().map(|c| c.name.as_str()),

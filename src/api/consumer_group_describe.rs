@@ -8,10 +8,12 @@ use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
 };
 
-use super::{str_bytes, GROUP_OPERATIONS};
+use super::str_bytes;
+use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::group::consumer::Refusal;
 use crate::group::GroupId;
+use crate::security::acl::{Operation, ResourceType};
 use crate::vocab::Partitions;
 
 /// KIP-1099 `MemberType` of a member that speaks the classic protocol (JoinGroup).
@@ -21,6 +23,7 @@ const CONSUMER_MEMBER: i8 = 1;
 
 pub async fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: ConsumerGroupDescribeRequest,
     version: i16,
 ) -> ConsumerGroupDescribeResponse {
@@ -29,6 +32,13 @@ pub async fn handle(
         let base = DescribedGroup::default()
             .with_group_id(id.clone())
             .with_authorized_operations(i32::MIN);
+        // As Kafka: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED.
+        if !ctx.may(broker, Operation::Describe, ResourceType::Group, &id) {
+            groups.push(
+                base.with_error_code(crate::group::GroupError::GroupAuthorizationFailed.code()),
+            );
+            continue;
+        }
         let described = match broker
             .coordinator
             .consumer_describe(GroupId::new(id.as_str()))
@@ -40,7 +50,7 @@ pub async fn handle(
                 .with_assignment_epoch(g.assignment_epoch)
                 .with_assignor_name(str_bytes(g.assignor_name))
                 .with_authorized_operations(if req.include_authorized_operations {
-                    GROUP_OPERATIONS
+                    ctx.operations(broker, ResourceType::Group, &id)
                 } else {
                     i32::MIN
                 })

@@ -25,8 +25,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::str_bytes;
+use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::metadata::Topic;
+use crate::security::acl::{Operation, ResourceType};
 
 /// A topic's error and its message (`None` where Kafka sends null).
 type Failure = (ResponseError, Option<String>);
@@ -193,6 +195,7 @@ fn all_failed(req: &CreatePartitionsRequest, failure: Failure) -> CreatePartitio
 
 pub async fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: CreatePartitionsRequest,
     _version: i16,
 ) -> CreatePartitionsResponse {
@@ -238,7 +241,12 @@ pub async fn handle(
     let mut grow = Vec::new();
     let mut outcomes = Vec::with_capacity(topics.len());
     for t in &topics {
-        let outcome = check(broker, t).map(|topic| grow.push((topic, t.count)));
+        // As Kafka: ALTER on the topic (TOPIC_AUTHORIZATION_FAILED).
+        let outcome = if ctx.may(broker, Operation::Alter, ResourceType::Topic, &t.name) {
+            check(broker, t).map(|topic| grow.push((topic, t.count)))
+        } else {
+            Err((ResponseError::TopicAuthorizationFailed, None))
+        };
         outcomes.push((*t, outcome.err()));
     }
     if !req.validate_only && !grow.is_empty() {
@@ -358,6 +366,7 @@ mod tests {
         let node = b.node_id();
         let resp = handle(
             &b,
+            &crate::api::testing::ctx(&b),
             request(
                 vec![
                     topic("t", 2, None),
@@ -380,6 +389,7 @@ mod tests {
         );
         let resp = handle(
             &b,
+            &crate::api::testing::ctx(&b),
             request(
                 vec![topic("t", 4, Some(vec![vec![node], vec![node]]))],
                 false,
@@ -398,7 +408,13 @@ mod tests {
                 "The topic t currently has 4 partition(s); -1 would not be an increase.".into(),
             ),
         ] {
-            let resp = handle(&b, request(vec![topic("t", count, None)], false), 2).await;
+            let resp = handle(
+                &b,
+                &crate::api::testing::ctx(&b),
+                request(vec![topic("t", count, None)], false),
+                2,
+            )
+            .await;
             let e = ResponseError::InvalidPartitions.code();
             assert_eq!(answers(&resp), vec![("t".into(), e, Some(message))]);
         }
@@ -409,10 +425,16 @@ mod tests {
             (vec![vec![node], vec![node + 1, node]], format!("The manual partition assignment includes broker {}, but no such broker is registered.", node + 1)),
             (vec![vec![node, node], vec![node]], format!("The manual partition assignment includes the broker {node} more than once.")),
         ] {
-            let resp = handle(&b, request(vec![topic("t", 6, Some(assignments))], false), 1).await;
+            let resp = handle(&b, &crate::api::testing::ctx(&b), request(vec![topic("t", 6, Some(assignments))], false), 1).await;
             assert_eq!(answers(&resp), vec![("t".into(), bad, Some(message))]);
         }
-        let resp = handle(&b, request(vec![topic("t", 6, None)], true), 3).await;
+        let resp = handle(
+            &b,
+            &crate::api::testing::ctx(&b),
+            request(vec![topic("t", 6, None)], true),
+            3,
+        )
+        .await;
         assert_eq!(answers(&resp), vec![("t".into(), 0, None)]);
         assert_eq!(b.topics.get("t").unwrap().partitions, 4, "validate_only");
     }
@@ -429,7 +451,7 @@ mod tests {
             false,
         );
         req.timeout_ms = 0;
-        let resp = handle(&b, req, 3).await;
+        let resp = handle(&b, &crate::api::testing::ctx(&b), req, 3).await;
         let timed_out = ResponseError::RequestTimedOut.code();
         assert_eq!(
             answers(&resp),
@@ -442,7 +464,7 @@ mod tests {
         // Nothing left but duplicates: no controller call, so no timeout.
         let mut req = request(vec![topic("t", 3, None), topic("t", 3, None)], false);
         req.timeout_ms = -1;
-        let resp = handle(&b, req, 3).await;
+        let resp = handle(&b, &crate::api::testing::ctx(&b), req, 3).await;
         assert_eq!(
             resp.results[0].error_code,
             ResponseError::InvalidRequest.code()
@@ -451,6 +473,7 @@ mod tests {
         for (count, code) in [(10_002, 0), (10_003, policy), (i32::MAX, policy)] {
             let resp = handle(
                 &b,
+                &crate::api::testing::ctx(&b),
                 request(
                     vec![topic("t", count, None), topic("nope", i32::MAX, None)],
                     true,
@@ -482,6 +505,7 @@ mod tests {
             let b = broker();
             let resp = handle(
                 &b,
+                &crate::api::testing::ctx(&b),
                 request(vec![topic("t", 3, None), topic("nope", 3, None)], false),
                 v,
             )

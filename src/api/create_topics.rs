@@ -15,6 +15,7 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::ResponseError;
 
 use super::str_bytes;
+use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::metadata::topic_config::{effective, validate, TopicConfigs, DEFS};
 use crate::metadata::{validate_topic_name, CreateError};
@@ -151,6 +152,7 @@ async fn create(
 
 pub async fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
@@ -169,6 +171,12 @@ pub async fn handle(
                         "Create topics request contains multiple entries for the topic {}",
                         t.name.as_str()
                     ),
+                ))
+            } else if !ctx.may_create_topic(broker, &t.name) {
+                // As Kafka: CREATE on the cluster or on the topic.
+                Err((
+                    ResponseError::TopicAuthorizationFailed,
+                    "Authorization failed.".to_owned(),
                 ))
             } else {
                 create(broker, t, req.validate_only).await

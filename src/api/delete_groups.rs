@@ -1,20 +1,29 @@
 //! DeleteGroups (key 42), v0-2: each group answered on its own. Missing or Dead:
-//! GROUP_ID_NOT_FOUND; not Empty: NON_EMPTY_GROUP; an empty id: INVALID_GROUP_ID.
+//! GROUP_ID_NOT_FOUND; not Empty: NON_EMPTY_GROUP; an empty id: INVALID_GROUP_ID; without
+//! DELETE on it: GROUP_AUTHORIZATION_FAILED.
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
 use super::check_group_id;
+use super::table::RequestContext;
 use crate::broker::Broker;
+use crate::group::GroupError;
+use crate::security::acl::{Operation, ResourceType};
 
 pub async fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: DeleteGroupsRequest,
     _version: i16,
 ) -> DeleteGroupsResponse {
     let mut results = Vec::with_capacity(req.groups_names.len());
     for id in req.groups_names {
+        // As Kafka: DELETE on each group, else GROUP_AUTHORIZATION_FAILED for it.
         let result = match check_group_id(&id) {
+            Ok(_) if !ctx.may(broker, Operation::Delete, ResourceType::Group, &id) => {
+                Err(GroupError::GroupAuthorizationFailed)
+            }
             Ok(group) => broker.coordinator.delete_group(group).await,
             Err(e) => Err(e),
         };

@@ -16,8 +16,10 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use kafka_protocol::ResponseError;
 
+use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::metadata::topic_config::LogSettings;
+use crate::security::acl::{Operation, ResourceType};
 
 /// Kafka's `DeleteRecordsRequest.HIGH_WATERMARK`: delete up to the high watermark.
 const HIGH_WATERMARK: i64 = -1;
@@ -47,18 +49,30 @@ fn delete(broker: &Broker, topic: &str, index: i32, offset: i64) -> Result<i64, 
         .map_err(|_| ResponseError::OffsetOutOfRange)
 }
 
-pub fn handle(broker: &Broker, req: DeleteRecordsRequest, _version: i16) -> DeleteRecordsResponse {
+pub fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: DeleteRecordsRequest,
+    _version: i16,
+) -> DeleteRecordsResponse {
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
+            // As Kafka: DELETE on the topic, checked first (TOPIC_AUTHORIZATION_FAILED).
+            let deletable = ctx.may(broker, Operation::Delete, ResourceType::Topic, &t.name);
             let partitions = t
                 .partitions
                 .iter()
                 .map(|p| {
                     let r = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index);
-                    match delete(broker, t.name.as_str(), p.partition_index, p.offset) {
+                    let deleted = if deletable {
+                        delete(broker, t.name.as_str(), p.partition_index, p.offset)
+                    } else {
+                        Err(ResponseError::TopicAuthorizationFailed)
+                    };
+                    match deleted {
                         Ok(low) => r.with_low_watermark(low),
                         Err(e) => r
                             .with_error_code(e.code())
@@ -127,7 +141,12 @@ mod tests {
     fn encodes_at_every_served_version() {
         for v in 0..=2 {
             let b = loaded();
-            let resp = handle(&b, request("t", &[(0, 3), (1, 0), (2, 0)]), v);
+            let resp = handle(
+                &b,
+                &crate::api::testing::ctx(&b),
+                request("t", &[(0, 3), (1, 0), (2, 0)]),
+                v,
+            );
             let unknown = ResponseError::UnknownTopicOrPartition.code();
             assert_eq!(
                 answers(&resp),
@@ -145,14 +164,26 @@ mod tests {
         let b = loaded();
         let out = ResponseError::OffsetOutOfRange.code();
         let unknown = ResponseError::UnknownTopicOrPartition.code();
-        let one = |o: i64| answers(&handle(&b, request("t", &[(0, o)]), 2))[0];
+        let one = |o: i64| {
+            answers(&handle(
+                &b,
+                &crate::api::testing::ctx(&b),
+                request("t", &[(0, o)]),
+                2,
+            ))[0]
+        };
         assert_eq!(one(11), (0, out, -1));
         assert_eq!(one(-2), (0, out, -1));
         assert_eq!(one(5), (0, 0, 5));
         assert_eq!(one(2), (0, 0, 5), "backwards answers the current start");
         assert_eq!(one(-1), (0, 0, 10), "-1 is the high watermark");
         assert_eq!(
-            answers(&handle(&b, request("nope", &[(0, 0)]), 2)),
+            answers(&handle(
+                &b,
+                &crate::api::testing::ctx(&b),
+                request("nope", &[(0, 0)]),
+                2
+            )),
             vec![(0, unknown, -1)]
         );
         assert!(b.topics.get("nope").is_none(), "no auto-creation");
@@ -169,7 +200,12 @@ mod tests {
         b.topics.set_configs("t", configs);
         let policy = ResponseError::PolicyViolation.code();
         assert_eq!(
-            answers(&handle(&b, request("t", &[(0, 3)]), 2)),
+            answers(&handle(
+                &b,
+                &crate::api::testing::ctx(&b),
+                request("t", &[(0, 3)]),
+                2
+            )),
             vec![(0, policy, -1)]
         );
         let both = [("cleanup.policy".to_owned(), "compact,delete".to_owned())]
@@ -177,7 +213,12 @@ mod tests {
             .collect();
         b.topics.set_configs("t", both);
         assert_eq!(
-            answers(&handle(&b, request("t", &[(0, 3)]), 2)),
+            answers(&handle(
+                &b,
+                &crate::api::testing::ctx(&b),
+                request("t", &[(0, 3)]),
+                2
+            )),
             vec![(0, 0, 3)]
         );
     }

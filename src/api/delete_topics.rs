@@ -19,7 +19,9 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::str_bytes;
+use super::table::RequestContext;
 use crate::broker::Broker;
+use crate::security::acl::{Operation, ResourceType};
 
 /// Names or ids as Kafka collects them: a value given twice moves to `duplicates`.
 struct Provided<T: Ord + Clone + std::hash::Hash> {
@@ -73,6 +75,7 @@ fn result(
 
 pub async fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: DeleteTopicsRequest,
     _version: i16,
 ) -> DeleteTopicsResponse {
@@ -115,8 +118,16 @@ pub async fn handle(
     // Resolve every topic to delete to its name; a topic named and identified is deleted once.
     let mut to_delete: BTreeMap<String, Uuid> = BTreeMap::new();
     let mut order = Vec::new();
+    // As Kafka: DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED (a name is checked before
+    // it is looked up; an id after, and the answer does not name the topic).
+    let may_delete = |name: &str| ctx.may(broker, Operation::Delete, ResourceType::Topic, name);
+    let denied = (
+        ResponseError::TopicAuthorizationFailed,
+        "Authorization failed.",
+    );
     for id in ids.single() {
         match broker.topics.get_by_id(*id) {
+            Some(t) if !may_delete(&t.name) => responses.push(result(None, *id, Some(denied))),
             Some(t) => {
                 if to_delete.insert(t.name.clone(), t.id).is_none() {
                     order.push(t.name);
@@ -133,6 +144,10 @@ pub async fn handle(
         }
     }
     for n in names.single() {
+        if !may_delete(n) {
+            responses.push(result(Some(n), Uuid::nil(), Some(denied)));
+            continue;
+        }
         match broker.topics.get(n) {
             Some(t) => {
                 if to_delete.insert(t.name.clone(), t.id).is_none() {
@@ -222,7 +237,7 @@ mod tests {
             } else {
                 by_names(&["t", "nope"])
             };
-            let resp = handle(&b, req, v).await;
+            let resp = handle(&b, &crate::api::testing::ctx(&b), req, v).await;
             let unknown = ResponseError::UnknownTopicOrPartition.code();
             assert_eq!(
                 answers(&resp),
@@ -247,6 +262,7 @@ mod tests {
         let invalid = ResponseError::InvalidRequest.code();
         let resp = handle(
             &b,
+            &crate::api::testing::ctx(&b),
             by_states(&[
                 (None, Uuid::nil()),
                 (Some("t"), t),

@@ -5,22 +5,30 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use kafka_protocol::ResponseError;
 
-use super::{str_bytes, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS};
+use super::table::RequestContext;
+use super::{str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::broker::Broker;
+use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 
 const BROKERS: i8 = 1;
 
-/// Answers DescribeCluster with this node on `listener`, the one the client came in on.
+/// Answers DescribeCluster with this node on the listener the client came in on. As Kafka, it
+/// needs no permission; the cluster's authorized operations are 0 without DESCRIBE on it.
 pub fn handle(
     broker: &Broker,
-    listener: &crate::security::Listener,
+    ctx: &RequestContext,
     req: DescribeClusterRequest,
     version: i16,
 ) -> DescribeClusterResponse {
+    let listener = &*ctx.listener;
     let mut resp = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(broker.cluster_id.clone()))
         .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
-            CLUSTER_OPERATIONS
+            if ctx.may_cluster(broker, Operation::Describe) {
+                ctx.operations(broker, ResourceType::Cluster, CLUSTER_NAME)
+            } else {
+                0
+            }
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
         });

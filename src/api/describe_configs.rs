@@ -10,10 +10,12 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::ResponseError;
 
 use super::str_bytes;
+use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::config::{Config, KEYS};
 use crate::metadata::topic_config::{broker_default, effective, Source, DEFS};
 use crate::metadata::validate_topic_name;
+use crate::security::acl::Operation;
 
 /// `ConfigResource.Type` codes.
 pub const TOPIC: i8 = 2;
@@ -165,6 +167,7 @@ fn broker_configs(
 
 pub fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: DescribeConfigsRequest,
     _version: i16,
 ) -> DescribeConfigsResponse {
@@ -173,22 +176,26 @@ pub fn handle(
         .into_iter()
         .map(|r| {
             let name = r.resource_name.as_str();
-            let configs = match r.resource_type {
-                TOPIC => topic_configs(
+            // As Kafka: DESCRIBE_CONFIGS on the topic or the cluster, before anything else.
+            let denied =
+                ctx.config_denied(broker, Operation::DescribeConfigs, r.resource_type, name);
+            let configs = match (denied, r.resource_type) {
+                (Some(e), _) => Err((e, e.to_string())),
+                (None, TOPIC) => topic_configs(
                     broker,
                     name,
                     &r.configuration_keys,
                     req.include_synonyms,
                     req.include_documentation,
                 ),
-                BROKER => broker_configs(
+                (None, BROKER) => broker_configs(
                     broker,
                     name,
                     &r.configuration_keys,
                     req.include_synonyms,
                     req.include_documentation,
                 ),
-                t => Err((
+                (None, t) => Err((
                     ResponseError::InvalidRequest,
                     format!("Unsupported resource type {t}"),
                 )),

@@ -5,15 +5,32 @@
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 
-use super::{check_group_id, str_bytes, AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS};
+use super::table::RequestContext;
+use super::{check_group_id, str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::broker::Broker;
 use crate::group::GroupError;
+use crate::security::acl::{Operation, ResourceType};
 
-async fn describe(broker: &Broker, id: GroupId, version: i16, with_ops: bool) -> DescribedGroup {
+async fn describe(
+    broker: &Broker,
+    ctx: &RequestContext,
+    id: GroupId,
+    version: i16,
+    with_ops: bool,
+) -> DescribedGroup {
+    // As Kafka: a group the principal may not DESCRIBE gets GROUP_AUTHORIZATION_FAILED and
+    // nothing else.
+    if !ctx.may(broker, Operation::Describe, ResourceType::Group, &id) {
+        return DescribedGroup::default()
+            .with_group_id(id)
+            .with_error_code(GroupError::GroupAuthorizationFailed.code())
+            .with_group_state(str_bytes(""))
+            .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+    }
     let base = DescribedGroup::default()
         .with_group_id(id.clone())
         .with_authorized_operations(if with_ops && version >= 3 {
-            GROUP_OPERATIONS
+            ctx.operations(broker, ResourceType::Group, &id)
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
         });
@@ -73,12 +90,13 @@ async fn describe(broker: &Broker, id: GroupId, version: i16, with_ops: bool) ->
 
 pub async fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: DescribeGroupsRequest,
     version: i16,
 ) -> DescribeGroupsResponse {
     let mut groups = Vec::with_capacity(req.groups.len());
     for id in req.groups {
-        groups.push(describe(broker, id, version, req.include_authorized_operations).await);
+        groups.push(describe(broker, ctx, id, version, req.include_authorized_operations).await);
     }
     DescribeGroupsResponse::default().with_groups(groups)
 }

@@ -40,6 +40,7 @@ fn invalid_topic(name: &str) -> Option<String> {
 
 pub fn handle(
     broker: &Broker,
+    ctx: &super::table::RequestContext,
     req: DescribeProducersRequest,
     _version: i16,
 ) -> DescribeProducersResponse {
@@ -48,7 +49,15 @@ pub fn handle(
         .into_iter()
         .map(|t| {
             let name = t.name.as_str();
+            // As Kafka: READ on the topic, before anything else is looked at.
+            let readable = ctx.may(
+                broker,
+                crate::security::acl::Operation::Read,
+                crate::security::acl::ResourceType::Topic,
+                name,
+            );
             let topic_error = match invalid_topic(name) {
+                _ if !readable => Some((ResponseError::TopicAuthorizationFailed, None)),
                 Some(message) => Some((ResponseError::InvalidTopicException, Some(message))),
                 None if broker.topics.get(name).is_none() => Some((
                     ResponseError::UnknownTopicOrPartition,

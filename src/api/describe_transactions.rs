@@ -14,6 +14,7 @@ use crate::broker::Broker;
 
 pub fn handle(
     broker: &Broker,
+    ctx: &super::table::RequestContext,
     req: DescribeTransactionsRequest,
     _version: i16,
 ) -> DescribeTransactionsResponse {
@@ -22,6 +23,17 @@ pub fn handle(
         .iter()
         .map(|id| {
             let answer = TransactionState::default().with_transactional_id(id.clone());
+            // As Kafka: DESCRIBE on each transactional id.
+            if !ctx.may(
+                broker,
+                crate::security::acl::Operation::Describe,
+                crate::security::acl::ResourceType::TransactionalId,
+                id,
+            ) {
+                return answer.with_error_code(
+                    kafka_protocol::ResponseError::TransactionalIdAuthorizationFailed.code(),
+                );
+            }
             match broker.txns.describe(id) {
                 Ok(d) => {
                     let mut topics: Vec<TopicData> = Vec::new();

@@ -40,9 +40,11 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::check_leader_epoch;
+use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::log::{AppendWatch, Partition, Read};
 use crate::metadata::LEADER_EPOCH;
+use crate::security::acl::Operation;
 
 const READ_COMMITTED: i8 = 1;
 
@@ -68,11 +70,19 @@ struct TopicPlan {
     partitions: Vec<PartitionPlan>,
 }
 
-fn plan(broker: &Broker, req: &FetchRequest, version: i16) -> Vec<TopicPlan> {
+fn plan(broker: &Broker, ctx: &RequestContext, req: &FetchRequest, version: i16) -> Vec<TopicPlan> {
     req.topics
         .iter()
         .map(|t| {
-            let topic = super::resolve_topic(broker, version >= 13, t.topic_id, &t.topic);
+            // A consumer needs READ on the topic (TOPIC_AUTHORIZATION_FAILED), as in Kafka.
+            let topic = super::resolve_topic_for(
+                broker,
+                ctx,
+                Operation::Read,
+                version >= 13,
+                t.topic_id,
+                &t.topic,
+            );
             let partitions = t
                 .partitions
                 .iter()
@@ -239,13 +249,18 @@ fn read_all(
 }
 
 /// Answers one Fetch request, waiting up to `max_wait_ms` for `min_bytes`.
-pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchResponse {
+pub async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: FetchRequest,
+    version: i16,
+) -> FetchResponse {
     if version >= 7 && !matches!(req.session_epoch, 0 | -1) {
         return FetchResponse::default()
             .with_error_code(ResponseError::FetchSessionIdNotFound.code())
             .with_session_id(0);
     }
-    let plans = plan(broker, &req, version);
+    let plans = plan(broker, ctx, &req, version);
     let read_committed = req.isolation_level == READ_COMMITTED;
     let wait = Duration::from_millis(u64::try_from(req.max_wait_ms).unwrap_or(0));
     let start = Instant::now();
@@ -335,7 +350,7 @@ mod tests {
             for isolation in [0, 1] {
                 let mut req = request(v, &[(0, 0), (1, 0), (0, 99), (5, 0)], 0, 0);
                 req.isolation_level = isolation;
-                let resp = handle(&b, req, v).await;
+                let resp = handle(&b, &crate::api::testing::ctx(&b), req, v).await;
                 let p = partitions(&resp);
                 assert_eq!(p[0].error_code, 0);
                 assert_eq!(p[0].high_watermark, 5);
@@ -354,6 +369,7 @@ mod tests {
         }
         let unknown_session = handle(
             &b,
+            &crate::api::testing::ctx(&b),
             request(7, &[(0, 0)], 0, 0)
                 .with_session_id(5)
                 .with_session_epoch(3),
@@ -372,7 +388,7 @@ mod tests {
         let b = broker();
         let mut req = request(13, &[(0, 0)], 0, 0);
         req.topics[0].topic_id = Uuid::from_u128(42);
-        let resp = handle(&b, req, 13).await;
+        let resp = handle(&b, &crate::api::testing::ctx(&b), req, 13).await;
         assert_eq!(resp.responses[0].topic_id, Uuid::from_u128(42));
         assert_eq!(
             partitions(&resp)[0].error_code,
@@ -387,7 +403,7 @@ mod tests {
         ] {
             let mut req = request(12, &[(0, 0)], 0, 0);
             req.topics[0].partitions[0].current_leader_epoch = epoch;
-            let resp = handle(&b, req, 12).await;
+            let resp = handle(&b, &crate::api::testing::ctx(&b), req, 12).await;
             assert_eq!(partitions(&resp)[0].error_code, code, "epoch {epoch}");
         }
     }
@@ -396,10 +412,11 @@ mod tests {
     async fn last_fetched_epoch_detects_a_truncated_log() {
         let b = broker();
         produce(&b, 0, 3);
+        let ctx = crate::api::testing::ctx(&b);
         let fetch = |offset: i64, epoch: i32| {
             let mut req = request(12, &[(0, offset)], 10_000, 1);
             req.topics[0].partitions[0].last_fetched_epoch = epoch;
-            handle(&b, req, 12)
+            handle(&b, &ctx, req, 12)
         };
         let start = Instant::now();
         let resp = fetch(50, 0).await;
@@ -438,14 +455,14 @@ mod tests {
         // max_bytes of 1: still the first batch of the first non-empty partition, nothing more.
         let mut req = request(11, &[(0, 0), (1, 0)], 0, 0);
         req.max_bytes = 1;
-        let resp = handle(&b, req, 11).await;
+        let resp = handle(&b, &crate::api::testing::ctx(&b), req, 11).await;
         let p = partitions(&resp);
         assert_eq!(p[0].records.as_ref().unwrap().len(), batch_len);
         assert_eq!(p[1].records.as_ref().unwrap().len(), 0);
         // partition_max_bytes bounds each partition in whole batches.
         let mut req = request(11, &[(0, 0), (1, 0)], 0, 0);
         req.topics[0].partitions[0].partition_max_bytes = (batch_len * 2 + 5) as i32;
-        let resp = handle(&b, req, 11).await;
+        let resp = handle(&b, &crate::api::testing::ctx(&b), req, 11).await;
         let p = partitions(&resp);
         let data = p[0].records.clone().unwrap();
         assert_eq!(data.len(), batch_len * 2);
@@ -459,7 +476,13 @@ mod tests {
         let b = Arc::new(broker());
         // Nothing to read: waits the whole max_wait, then answers empty.
         let start = Instant::now();
-        let resp = handle(&b, request(12, &[(0, 0)], 500, 1), 12).await;
+        let resp = handle(
+            &b,
+            &crate::api::testing::ctx(&b),
+            request(12, &[(0, 0)], 500, 1),
+            12,
+        )
+        .await;
         assert_eq!(start.elapsed(), Duration::from_millis(500));
         assert_eq!(partitions(&resp)[0].records.as_ref().unwrap().len(), 0);
 
@@ -467,7 +490,13 @@ mod tests {
             let b = b.clone();
             tokio::spawn(async move {
                 let start = Instant::now();
-                let resp = handle(&b, request(12, &[(0, 0), (1, 0)], 30_000, 1), 12).await;
+                let resp = handle(
+                    &b,
+                    &crate::api::testing::ctx(&b),
+                    request(12, &[(0, 0), (1, 0)], 30_000, 1),
+                    12,
+                )
+                .await;
                 (start.elapsed(), resp)
             })
         };
@@ -491,7 +520,13 @@ mod tests {
             let b = b.clone();
             tokio::spawn(async move {
                 let start = Instant::now();
-                handle(&b, request(12, &[(0, 0)], 10_000, 1 << 20), 12).await;
+                handle(
+                    &b,
+                    &crate::api::testing::ctx(&b),
+                    request(12, &[(0, 0)], 10_000, 1 << 20),
+                    12,
+                )
+                .await;
                 start.elapsed()
             })
         };

@@ -11,15 +11,32 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::str_bytes;
+use super::table::RequestContext;
 use crate::broker::Broker;
+use crate::security::acl::{Operation, ResourceType};
 
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
 const SHARE: i8 = 2;
 
-/// The answer for one key: `Ok(())` when this node is its coordinator.
-fn lookup(key: &str, key_type: i8) -> Result<(), (ResponseError, String)> {
+/// The answer for one key: `Ok(())` when this node is its coordinator. As Kafka, the principal
+/// must first be allowed to DESCRIBE the group or transactional id.
+fn lookup(
+    broker: &Broker,
+    ctx: &RequestContext,
+    key: &str,
+    key_type: i8,
+) -> Result<(), (ResponseError, String)> {
+    let may = |rt| ctx.may(broker, Operation::Describe, rt, key);
     match key_type {
+        GROUP if !may(ResourceType::Group) => Err((
+            ResponseError::GroupAuthorizationFailed,
+            ResponseError::GroupAuthorizationFailed.to_string(),
+        )),
+        TRANSACTION if !may(ResourceType::TransactionalId) => Err((
+            ResponseError::TransactionalIdAuthorizationFailed,
+            ResponseError::TransactionalIdAuthorizationFailed.to_string(),
+        )),
         GROUP if key.is_empty() => Err((ResponseError::InvalidGroupId, "group id is empty".into())),
         GROUP | TRANSACTION => Ok(()),
         SHARE => Err((
@@ -33,13 +50,14 @@ fn lookup(key: &str, key_type: i8) -> Result<(), (ResponseError, String)> {
     }
 }
 
-/// Answers FindCoordinator with this node on `listener`, the one the client came in on.
+/// Answers FindCoordinator with this node on the listener the client came in on.
 pub fn handle(
     broker: &Broker,
-    listener: &crate::security::Listener,
+    ctx: &RequestContext,
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
+    let listener = &*ctx.listener;
     let node = broker.node_id();
     let host = str_bytes(listener.advertised_host.clone());
     let port = listener.advertised_port;
@@ -47,7 +65,7 @@ pub fn handle(
         let coordinators = req
             .coordinator_keys
             .into_iter()
-            .map(|key| match lookup(&key, req.key_type) {
+            .map(|key| match lookup(broker, ctx, &key, req.key_type) {
                 Ok(()) => Coordinator::default()
                     .with_key(key)
                     .with_node_id(node.into())
@@ -68,7 +86,7 @@ pub fn handle(
     // v0 has no key type: it is always a group.
     let key_type = if version >= 1 { req.key_type } else { GROUP };
     let resp = FindCoordinatorResponse::default();
-    match lookup(&req.key, key_type) {
+    match lookup(broker, ctx, &req.key, key_type) {
         Ok(()) => resp
             .with_node_id(node.into())
             .with_host(host)

@@ -11,6 +11,7 @@ use kafka_protocol::ResponseError;
 use super::alter_configs::{alter_resource, Failure};
 use super::describe_configs::topic;
 use super::str_bytes;
+use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::metadata::topic_config::{def, effective, is_list, list_items, TopicConfigs};
 
@@ -81,6 +82,7 @@ fn apply(broker: &Broker, name: &str, ops: &[AlterableConfig]) -> Result<TopicCo
 
 pub async fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
     _version: i16,
 ) -> IncrementalAlterConfigsResponse {
@@ -89,6 +91,7 @@ pub async fn handle(
         let name = r.resource_name.as_str();
         let outcome = alter_resource(
             broker,
+            ctx,
             r.resource_type,
             name,
             r.configs.iter().map(|c| c.name.as_str()),

@@ -5,9 +5,19 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::str_bytes;
+use super::table::RequestContext;
 use crate::broker::Broker;
+use crate::security::acl::{Operation, ResourceType};
 
-pub fn handle(broker: &Broker, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+/// As Kafka: every group for a principal that may DESCRIBE the cluster, else only the groups
+/// it may DESCRIBE.
+pub fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ListGroupsRequest,
+    version: i16,
+) -> ListGroupsResponse {
+    let all = ctx.may_cluster(broker, Operation::Describe);
     let states: Vec<String> = if version >= 4 {
         req.states_filter.iter().map(|s| s.to_lowercase()).collect()
     } else {
@@ -26,6 +36,14 @@ pub fn handle(broker: &Broker, req: ListGroupsRequest, version: i16) -> ListGrou
         .coordinator
         .list()
         .into_iter()
+        .filter(|g| {
+            all || ctx.may(
+                broker,
+                Operation::Describe,
+                ResourceType::Group,
+                &g.group_id.0,
+            )
+        })
         .filter(|g| states.is_empty() || states.contains(&g.state.as_str().to_lowercase()))
         .filter(|g| types.is_empty() || types.iter().any(|t| t == g.state.group_type()))
         .map(|g| {

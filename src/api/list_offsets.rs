@@ -26,9 +26,11 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::ResponseError;
 
 use super::check_leader_epoch;
+use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::log::Partition;
 use crate::metadata::LEADER_EPOCH;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const LATEST: i64 = -1;
 pub const EARLIEST: i64 = -2;
@@ -70,7 +72,12 @@ fn lookup(
     }
 }
 
-pub fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+pub fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
     let read_committed = version >= 2 && req.isolation_level == READ_COMMITTED;
     let mut seen: HashMap<(&str, i32), usize> = HashMap::new();
     for t in &req.topics {
@@ -85,6 +92,8 @@ pub fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOff
         .iter()
         .map(|t| {
             let topic = broker.topics.get(&t.name);
+            // As Kafka: DESCRIBE on the topic, checked first (TOPIC_AUTHORIZATION_FAILED).
+            let describable = ctx.may(broker, Operation::Describe, ResourceType::Topic, &t.name);
             let partitions = t
                 .partitions
                 .iter()
@@ -92,6 +101,9 @@ pub fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOff
                     let base = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
                     let result = (|| {
+                        if !describable {
+                            return Err(ResponseError::TopicAuthorizationFailed);
+                        }
                         if seen.get(&(t.name.as_str(), p.partition_index)) > Some(&1) {
                             return Err(ResponseError::InvalidRequest);
                         }
@@ -195,14 +207,24 @@ mod tests {
 
     /// One partition, one timestamp: `(error, offset, timestamp)`.
     fn one(b: &Broker, partition: i32, timestamp: i64, version: i16) -> (i16, i64, i64) {
-        answers(&handle(b, request(&[(partition, timestamp)]), version))[0]
+        answers(&handle(
+            b,
+            &crate::api::testing::ctx(b),
+            request(&[(partition, timestamp)]),
+            version,
+        ))[0]
     }
 
     #[test]
     fn encodes_at_every_served_version() {
         let b = loaded();
         for v in 1..=10 {
-            let resp = handle(&b, request(&[(0, 115), (1, -9), (9, LATEST)]), v);
+            let resp = handle(
+                &b,
+                &crate::api::testing::ctx(&b),
+                request(&[(0, 115), (1, -9), (9, LATEST)]),
+                v,
+            );
             let a = answers(&resp);
             assert_eq!(a[0], (0, 2, 120), "v{v}");
             assert_eq!(a[1].0, ResponseError::UnsupportedVersion.code());
@@ -239,7 +261,15 @@ mod tests {
             );
         }
         let epoch = |partition, ts| {
-            handle(&b, request(&[(partition, ts)]), 9).topics[0].partitions[0].leader_epoch
+            handle(
+                &b,
+                &crate::api::testing::ctx(&b),
+                request(&[(partition, ts)]),
+                9,
+            )
+            .topics[0]
+                .partitions[0]
+                .leader_epoch
         };
         assert_eq!(epoch(0, LATEST_TIERED), -1);
         assert_eq!(epoch(1, MAX_TIMESTAMP), -1);
@@ -253,14 +283,21 @@ mod tests {
         let unsupported = ResponseError::UnsupportedVersion.code();
         let a = answers(&handle(
             &b,
+            &crate::api::testing::ctx(&b),
             request(&[(0, MAX_TIMESTAMP), (1, EARLIEST_LOCAL)]),
             6,
         ));
         assert_eq!((a[0].0, a[1].0), (unsupported, unsupported));
-        let a = answers(&handle(&b, request(&[(0, LATEST_TIERED)]), 8));
+        let a = answers(&handle(
+            &b,
+            &crate::api::testing::ctx(&b),
+            request(&[(0, LATEST_TIERED)]),
+            8,
+        ));
         assert_eq!(a[0].0, unsupported);
         let a = answers(&handle(
             &b,
+            &crate::api::testing::ctx(&b),
             request(&[(0, LATEST), (0, EARLIEST), (1, LATEST)]),
             5,
         ));
@@ -279,7 +316,11 @@ mod tests {
         ] {
             let mut req = request(&[(0, LATEST)]);
             req.topics[0].partitions[0].current_leader_epoch = epoch;
-            assert_eq!(answers(&handle(&b, req, 4))[0].0, code, "epoch {epoch}");
+            assert_eq!(
+                answers(&handle(&b, &crate::api::testing::ctx(&b), req, 4))[0].0,
+                code,
+                "epoch {epoch}"
+            );
         }
     }
 }

@@ -23,6 +23,7 @@ const PATTERN_SIZE_LIMIT: usize = 1 << 20;
 
 pub fn handle(
     broker: &Broker,
+    ctx: &super::table::RequestContext,
     req: ListTransactionsRequest,
     version: i16,
 ) -> ListTransactionsResponse {
@@ -60,6 +61,15 @@ pub fn handle(
                 listing
                     .txns
                     .into_iter()
+                    // As Kafka: only the ids the principal may DESCRIBE.
+                    .filter(|t| {
+                        ctx.may(
+                            broker,
+                            crate::security::acl::Operation::Describe,
+                            crate::security::acl::ResourceType::TransactionalId,
+                            &t.transactional_id,
+                        )
+                    })
                     .map(|t| {
                         TransactionState::default()
                             .with_transactional_id(TransactionalId(str_bytes(t.transactional_id)))

@@ -8,15 +8,17 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::ResponseError;
 
-use super::{str_bytes, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS};
+use super::table::RequestContext;
+use super::{str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::broker::Broker;
 use crate::metadata::{CreateError, Topic, LEADER_EPOCH};
+use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 
 fn topic_entry(
     topic: &Topic,
     version: i16,
     node: BrokerId,
-    with_ops: bool,
+    ops: Option<i32>,
 ) -> MetadataResponseTopic {
     let partitions = (0..topic.partitions)
         .map(|p| {
@@ -38,8 +40,8 @@ fn topic_entry(
     if version >= 10 {
         entry.topic_id = topic.id;
     }
-    if version >= 8 && with_ops {
-        entry.topic_authorized_operations = TOPIC_OPERATIONS;
+    if let (true, Some(ops)) = (version >= 8, ops) {
+        entry.topic_authorized_operations = ops;
     }
     entry
 }
@@ -59,15 +61,26 @@ fn topic_error(
     entry
 }
 
-/// Answers Metadata; `listener` is the one the client came in on, which is advertised.
+/// Answers Metadata; the listener the client came in on is advertised.
+///
+/// Authorization as Kafka's: every topic (null list) leaves out the topics the principal may
+/// not DESCRIBE; a named one it may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED, as does a
+/// missing one it could auto-create but may not CREATE (on the cluster or the topic).
 pub fn handle(
     broker: &Broker,
-    listener: &crate::security::Listener,
+    ctx: &RequestContext,
     req: MetadataRequest,
     version: i16,
 ) -> MetadataResponse {
+    let listener = &*ctx.listener;
     let node = BrokerId(broker.node_id());
     let with_ops = req.include_topic_authorized_operations;
+    let describable = |name: &str| ctx.may(broker, Operation::Describe, ResourceType::Topic, name);
+    let ops = |name: &str| with_ops.then(|| ctx.operations(broker, ResourceType::Topic, name));
+    let entry = |t: &Topic| topic_entry(t, version, node, ops(&t.name));
+    let denied = |name: Option<TopicName>, id| {
+        topic_error(name, id, ResponseError::TopicAuthorizationFailed, version)
+    };
     // v0-3 always allow auto-creation; the flag exists from v4.
     let auto_create = version < 4 || req.allow_auto_topic_creation;
     let requested = match req.topics {
@@ -81,15 +94,26 @@ pub fn handle(
             .topics
             .all()
             .iter()
-            .map(|t| topic_entry(t, version, node, with_ops))
+            .filter(|t| describable(&t.name))
+            .map(&entry)
             .collect(),
         Some(wanted) => wanted
             .into_iter()
             .map(|t| match t.name {
                 // A lookup by id may come with an empty name rather than a null one.
                 Some(name) if !name.is_empty() || t.topic_id.is_nil() => {
+                    if !describable(&name) {
+                        return denied(Some(name), uuid::Uuid::nil());
+                    }
+                    if auto_create
+                        && broker.config.auto_create_topics_enable
+                        && broker.topics.get(&name).is_none()
+                        && !ctx.may_create_topic(broker, &name)
+                    {
+                        return denied(Some(name), uuid::Uuid::nil());
+                    }
                     match broker.topic_for_metadata(&name, auto_create) {
-                        Ok(Some(topic)) => topic_entry(&topic, version, node, with_ops),
+                        Ok(Some(topic)) => entry(&topic),
                         Ok(None) => topic_error(
                             Some(name),
                             uuid::Uuid::nil(),
@@ -112,7 +136,8 @@ pub fn handle(
                     }
                 }
                 _ if !t.topic_id.is_nil() => match broker.topics.get_by_id(t.topic_id) {
-                    Some(topic) => topic_entry(&topic, version, node, with_ops),
+                    Some(topic) if !describable(&topic.name) => denied(None, t.topic_id),
+                    Some(topic) => entry(&topic),
                     None => topic_error(None, t.topic_id, ResponseError::UnknownTopicId, version),
                 },
                 _ => topic_error(None, t.topic_id, ResponseError::InvalidRequest, version),
@@ -134,7 +159,11 @@ pub fn handle(
     }
     if (8..=10).contains(&version) {
         resp.cluster_authorized_operations = if req.include_cluster_authorized_operations {
-            CLUSTER_OPERATIONS
+            if ctx.may_cluster(broker, Operation::Describe) {
+                ctx.operations(broker, ResourceType::Cluster, CLUSTER_NAME)
+            } else {
+                0
+            }
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
         };

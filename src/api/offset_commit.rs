@@ -11,11 +11,13 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::reply::{PartitionReplies, TopicReplies};
+use super::table::RequestContext;
 use super::{check_group_id, opt_string};
 use crate::broker::Broker;
 use crate::coordinator::OffsetCommit;
 use crate::group::{Generation, GroupError, GroupId, MemberId, OffsetCommitAuth};
 use crate::offsets::{PartitionCommit, TopicPartition};
+use crate::security::acl::{Operation, ResourceType};
 
 /// One requested partition of an OffsetCommit or TxnOffsetCommit.
 pub(super) struct Committed<'a> {
@@ -28,16 +30,22 @@ pub(super) struct Committed<'a> {
 }
 
 impl Committed<'_> {
-    /// Fails the partition with the group id's error or UNKNOWN_TOPIC_OR_PARTITION, or passes
-    /// it on to the group.
+    /// Fails the partition with the group id's error, TOPIC_AUTHORIZATION_FAILED (not
+    /// `readable`: no READ on the topic) or UNKNOWN_TOPIC_OR_PARTITION, or passes it on to the
+    /// group.
     pub(super) fn check(
         &self,
         broker: &Broker,
         group: &Result<GroupId, GroupError>,
+        readable: bool,
         reply: &mut TopicReplies<'_, PartitionCommit>,
     ) {
         if let Err(e) = group {
             reply.fail(self.partition, *e);
+            return;
+        }
+        if !readable {
+            reply.fail(self.partition, GroupError::TopicAuthorizationFailed);
             return;
         }
         match broker.topics.get(self.topic) {
@@ -57,12 +65,20 @@ impl Committed<'_> {
 
 pub async fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
-    let group = check_group_id(&req.group_id);
+    // As Kafka: READ on the group, else GROUP_AUTHORIZATION_FAILED on every partition; then
+    // READ on each topic, else TOPIC_AUTHORIZATION_FAILED on its partitions.
+    let group = if ctx.may(broker, Operation::Read, ResourceType::Group, &req.group_id) {
+        check_group_id(&req.group_id)
+    } else {
+        Err(GroupError::GroupAuthorizationFailed)
+    };
     let mut replies = PartitionReplies::new();
     for topic in &req.topics {
+        let readable = ctx.may(broker, Operation::Read, ResourceType::Topic, &topic.name);
         let mut reply = replies.topic();
         for p in &topic.partitions {
             let commit = Committed {
@@ -72,7 +88,7 @@ pub async fn handle(
                 leader_epoch: p.committed_leader_epoch,
                 metadata: &p.committed_metadata,
             };
-            commit.check(broker, &group, &mut reply);
+            commit.check(broker, &group, readable, &mut reply);
         }
     }
     let partitions = replies.take_items();

@@ -1,7 +1,8 @@
 //! OffsetDelete (key 47), v0: removes a group's committed offsets for partitions it does not
 //! consume. Group errors (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, INVALID_GROUP_ID) are top-level;
 //! per partition, GROUP_SUBSCRIBED_TO_TOPIC for a topic the group subscribes to and
-//! UNKNOWN_TOPIC_OR_PARTITION for one this node does not have.
+//! UNKNOWN_TOPIC_OR_PARTITION for one this node does not have, TOPIC_AUTHORIZATION_FAILED for
+//! one the principal may not READ (GROUP_AUTHORIZATION_FAILED without DELETE on the group).
 
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
@@ -10,12 +11,15 @@ use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
 use super::check_group_id;
 use super::reply::PartitionReplies;
+use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::group::GroupError;
 use crate::offsets::TopicPartition;
+use crate::security::acl::{Operation, ResourceType};
 
 pub async fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: OffsetDeleteRequest,
     _version: i16,
 ) -> OffsetDeleteResponse {
@@ -26,9 +30,14 @@ pub async fn handle(
     let mut replies = PartitionReplies::new();
     for topic in &req.topics {
         let exists = broker.topics.get(topic.name.as_str());
+        // As Kafka: READ on each topic (DELETE on the group is checked before dispatch).
+        let readable = ctx.may(broker, Operation::Read, ResourceType::Topic, &topic.name);
         let mut reply = replies.topic();
         for p in &topic.partitions {
             match &exists {
+                _ if !readable => {
+                    reply.fail(p.partition_index, GroupError::TopicAuthorizationFailed)
+                }
                 Some(t) if (0..t.partitions).contains(&p.partition_index) => reply.pass(
                     p.partition_index,
                     TopicPartition::new(topic.name.as_str(), p.partition_index),

@@ -12,16 +12,58 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 
+use super::table::RequestContext;
 use super::{check_group_id, str_bytes};
 use crate::broker::Broker;
 use crate::group::{GroupError, MemberId};
 use crate::offsets::{FetchedOffset, TopicPartition};
+use crate::security::acl::{Operation, ResourceType};
 use crate::vocab::error_code;
 
-/// One group's answer: offsets grouped by topic in request (or stored) order, or a group error.
-type GroupAnswer = Result<Vec<(String, Vec<FetchedOffset>)>, GroupError>;
+/// One group's answer: offsets grouped by topic in request (or stored) order, each topic with
+/// its partitions' error code (TOPIC_AUTHORIZATION_FAILED or none), or a group error.
+type GroupAnswer = Result<Vec<(String, Vec<FetchedOffset>, i16)>, GroupError>;
 
+/// As Kafka: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; a named topic the
+/// principal may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED on each of its partitions (and
+/// is not looked up); "every offset" leaves such topics out.
 async fn fetch_group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group_id: &str,
+    member: Option<(MemberId, i32)>,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
+) -> GroupAnswer {
+    if !ctx.may(broker, Operation::Describe, ResourceType::Group, group_id) {
+        return Err(GroupError::GroupAuthorizationFailed);
+    }
+    let may_describe = |t: &str| ctx.may(broker, Operation::Describe, ResourceType::Topic, t);
+    let mut denied: Vec<(String, Vec<FetchedOffset>, i16)> = Vec::new();
+    let wanted = wanted.map(|w| {
+        let (ok, no): (Vec<_>, Vec<_>) = w.into_iter().partition(|(t, _)| may_describe(t));
+        for (t, ps) in no {
+            let offsets = ps
+                .into_iter()
+                .map(|p| FetchedOffset {
+                    tp: TopicPartition::new(t.clone(), p),
+                    offset: -1,
+                    leader_epoch: -1,
+                    metadata: String::new(),
+                    error: None,
+                })
+                .collect();
+            denied.push((t, offsets, GroupError::TopicAuthorizationFailed.code()));
+        }
+        ok
+    });
+    let mut answer = fetch_authorized(broker, group_id, member, wanted, require_stable).await?;
+    answer.retain(|(t, _, _)| may_describe(t));
+    answer.extend(denied);
+    Ok(answer)
+}
+
+async fn fetch_authorized(
     broker: &Broker,
     group_id: &str,
     member: Option<(MemberId, i32)>,
@@ -49,11 +91,11 @@ async fn fetch_group(
         .await?;
     // Group by topic in first-seen order; an index keeps this linear for a fetch of every
     // offset of a group with many topics.
-    let mut by_topic: Vec<(String, Vec<FetchedOffset>)> = Vec::new();
+    let mut by_topic: Vec<(String, Vec<FetchedOffset>, i16)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for f in fetched {
         let i = *index.entry(f.tp.topic.clone()).or_insert_with(|| {
-            by_topic.push((f.tp.topic.clone(), Vec::new()));
+            by_topic.push((f.tp.topic.clone(), Vec::new(), 0));
             by_topic.len() - 1
         });
         by_topic[i].1.push(f);
@@ -63,14 +105,19 @@ async fn fetch_group(
         for t in order {
             if !index.contains_key(&t) {
                 index.insert(t.clone(), by_topic.len());
-                by_topic.push((t, Vec::new()));
+                by_topic.push((t, Vec::new(), 0));
             }
         }
     }
     Ok(by_topic)
 }
 
-pub async fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+pub async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
     if version >= 8 {
         let mut groups = Vec::with_capacity(req.groups.len());
         for g in req.groups {
@@ -87,14 +134,15 @@ pub async fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> O
                         .map(|id| (MemberId::new(id.as_str()), g.member_epoch))
                 })
                 .flatten();
-            let answer = fetch_group(broker, &g.group_id, member, wanted, req.require_stable).await;
+            let answer =
+                fetch_group(broker, ctx, &g.group_id, member, wanted, req.require_stable).await;
             let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
             groups.push(match answer {
                 Err(e) => group.with_error_code(e.code()),
                 Ok(topics) => group.with_topics(
                     topics
                         .into_iter()
-                        .map(|(t, parts)| {
+                        .map(|(t, parts, code)| {
                             OffsetFetchResponseTopics::default()
                                 .with_name(TopicName(str_bytes(t)))
                                 .with_partitions(
@@ -106,7 +154,11 @@ pub async fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> O
                                                 .with_committed_offset(f.offset)
                                                 .with_committed_leader_epoch(f.leader_epoch)
                                                 .with_metadata(Some(str_bytes(f.metadata)))
-                                                .with_error_code(error_code(f.error))
+                                                .with_error_code(if code != 0 {
+                                                    code
+                                                } else {
+                                                    error_code(f.error)
+                                                })
                                         })
                                         .collect(),
                                 )
@@ -123,12 +175,12 @@ pub async fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> O
             .collect::<Vec<_>>()
     });
     let requested = wanted.clone();
-    let partition = |f: &FetchedOffset| {
+    let partition = |f: &FetchedOffset, code: i16| {
         let p = OffsetFetchResponsePartition::default()
             .with_partition_index(f.tp.partition)
             .with_committed_offset(f.offset)
             .with_metadata(Some(str_bytes(f.metadata.clone())))
-            .with_error_code(error_code(f.error));
+            .with_error_code(if code != 0 { code } else { error_code(f.error) });
         if version >= 5 {
             p.with_committed_leader_epoch(f.leader_epoch)
         } else {
@@ -136,14 +188,14 @@ pub async fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> O
         }
     };
     let require_stable = version >= 7 && req.require_stable;
-    match fetch_group(broker, &req.group_id, None, wanted, require_stable).await {
+    match fetch_group(broker, ctx, &req.group_id, None, wanted, require_stable).await {
         Ok(topics) => OffsetFetchResponse::default().with_topics(
             topics
                 .into_iter()
-                .map(|(t, parts)| {
+                .map(|(t, parts, code)| {
                     OffsetFetchResponseTopic::default()
                         .with_name(TopicName(str_bytes(t)))
-                        .with_partitions(parts.iter().map(partition).collect())
+                        .with_partitions(parts.iter().map(|f| partition(f, code)).collect())
                 })
                 .collect(),
         ),

@@ -16,9 +16,11 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 use kafka_protocol::ResponseError;
 
 use super::check_leader_epoch;
+use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::log::Partition;
 use crate::metadata::LEADER_EPOCH;
+use crate::security::acl::{Operation, ResourceType};
 
 /// `(leader epoch, end offset)` for a requested epoch.
 fn end_offset_for(partition: &Partition, epoch: i32) -> (i32, i64) {
@@ -32,6 +34,7 @@ fn end_offset_for(partition: &Partition, epoch: i32) -> (i32, i64) {
 
 pub fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: OffsetForLeaderEpochRequest,
     _version: i16,
 ) -> OffsetForLeaderEpochResponse {
@@ -40,15 +43,22 @@ pub fn handle(
         .into_iter()
         .map(|t| {
             let topic = broker.topics.get(&t.topic);
+            // As Kafka: DESCRIBE on the topic, checked first (TOPIC_AUTHORIZATION_FAILED).
+            let describable = ctx.may(broker, Operation::Describe, ResourceType::Topic, &t.topic);
             let partitions = t
                 .partitions
                 .iter()
                 .map(|p| {
                     let base = EpochEndOffset::default().with_partition(p.partition);
-                    let result = topic
-                        .as_ref()
-                        .and_then(|topic| broker.logs.partition(topic, p.partition))
-                        .ok_or(ResponseError::UnknownTopicOrPartition)
+                    let result = describable
+                        .then_some(())
+                        .ok_or(ResponseError::TopicAuthorizationFailed)
+                        .and_then(|()| {
+                            topic
+                                .as_ref()
+                                .and_then(|topic| broker.logs.partition(topic, p.partition))
+                                .ok_or(ResponseError::UnknownTopicOrPartition)
+                        })
                         .and_then(|partition| {
                             let current = p.current_leader_epoch;
                             check_leader_epoch((current != -1).then_some(current))?;
@@ -120,6 +130,7 @@ mod tests {
         for v in 2..=4 {
             let resp = handle(
                 &b,
+                &crate::api::testing::ctx(&b),
                 request(
                     "t",
                     &[
@@ -153,7 +164,12 @@ mod tests {
             resp.encode(&mut buf, v)
                 .unwrap_or_else(|e| panic!("v{v}: {e}"));
         }
-        let resp = handle(&b, request("nope", &[(0, -1, 0)]), 4);
+        let resp = handle(
+            &b,
+            &crate::api::testing::ctx(&b),
+            request("nope", &[(0, -1, 0)]),
+            4,
+        );
         assert_eq!(
             answers(&resp),
             vec![(ResponseError::UnknownTopicOrPartition.code(), -1, -1)]

@@ -35,10 +35,12 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
+use super::table::RequestContext;
 use crate::api::Outcome;
 use crate::broker::Broker;
 use crate::log::batch::{any_transactional, validate_produce_within, BatchHeader};
 use crate::log::Appended;
+use crate::security::acl::{Operation, ResourceType};
 use crate::transactions::ShellError;
 use crate::txn::{Member, ProducerIdAndEpoch, TxnError};
 use crate::vocab::TopicPartition;
@@ -124,21 +126,33 @@ fn verify(
 }
 
 /// Answers one Produce request.
-pub fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Outcome {
+pub fn handle(broker: &Broker, ctx: &RequestContext, req: ProduceRequest, version: i16) -> Outcome {
     let acks = req.acks;
     let transactional_id = req.transactional_id.as_deref().map(|t| t.to_string());
-    let whole_request_error = (transactional_id.is_none()
-        && req
-            .topic_data
-            .iter()
-            .flat_map(|t| &t.partition_data)
-            .any(|p| p.records.as_deref().is_some_and(any_transactional)))
+    // As Kafka: a transactional id needs WRITE on it, then each topic needs WRITE.
+    let txn_denied = transactional_id
+        .as_deref()
+        .is_some_and(|id| !ctx.may(broker, Operation::Write, ResourceType::TransactionalId, id));
+    let whole_request_error = (txn_denied
+        || (transactional_id.is_none()
+            && req
+                .topic_data
+                .iter()
+                .flat_map(|t| &t.partition_data)
+                .any(|p| p.records.as_deref().is_some_and(any_transactional))))
     .then_some(ResponseError::TransactionalIdAuthorizationFailed);
     let mut failed = false;
     let responses = merge_duplicates(req.topic_data)
         .into_iter()
         .map(|t| {
-            let topic = super::resolve_topic(broker, version >= 13, t.topic_id, &t.name);
+            let topic = super::resolve_topic_for(
+                broker,
+                ctx,
+                Operation::Write,
+                version >= 13,
+                t.topic_id,
+                &t.name,
+            );
             let partitions = t
                 .partition_data
                 .iter()
@@ -233,7 +247,7 @@ mod tests {
     }
 
     fn answer(broker: &Broker, req: ProduceRequest, version: i16) -> ProduceResponse {
-        match handle(broker, req, version) {
+        match handle(broker, &crate::api::testing::ctx(broker), req, version) {
             Outcome::Respond(r) => match *r {
                 ResponseKind::Produce(p) => p,
                 other => panic!("{other:?}"),
@@ -381,12 +395,18 @@ mod tests {
     fn acks_zero_is_silent_and_closes_on_error() {
         let b = broker();
         assert!(matches!(
-            handle(&b, request("t", &[(0, Some(simple(1)))], 0, 9), 9),
+            handle(
+                &b,
+                &crate::api::testing::ctx(&b),
+                request("t", &[(0, Some(simple(1)))], 0, 9),
+                9
+            ),
             Outcome::Silent
         ));
         assert!(matches!(
             handle(
                 &b,
+                &crate::api::testing::ctx(&b),
                 request("t", &[(0, Some(Bytes::from_static(b"x")))], 0, 9),
                 9
             ),

@@ -69,6 +69,9 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::DescribeUserScramCredentials, 0, 0),
     api(ApiKey::AlterUserScramCredentials, 0, 0),
+    api(ApiKey::DescribeAcls, 1, 3),
+    api(ApiKey::CreateAcls, 1, 3),
+    api(ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// The served range for `key`, if it is served at all.
@@ -130,19 +133,24 @@ pub async fn dispatch(
     request: Box<RequestKind>,
 ) -> Outcome {
     let peer = ctx.peer;
-    let listener = &*ctx.listener;
     let v = header.request_api_version;
     let client_id = header.client_id.as_deref().unwrap_or("");
+    if let Some(denied) = api::authz::deny_request(broker, ctx, v, &request) {
+        return Outcome::Respond(Box::new(denied));
+    }
     Outcome::Respond(Box::new(match *request {
+        RequestKind::CreateAcls(r) => return api::create_acls::handle(broker, ctx, r, v).await,
+        RequestKind::DescribeAcls(r) => return api::describe_acls::handle(broker, ctx, r, v),
+        RequestKind::DeleteAcls(r) => return api::delete_acls::handle(broker, ctx, r, v).await,
         // acks=0 answers nothing, or closes the connection on a failure.
-        RequestKind::Produce(r) => return api::produce::handle(broker, r, v),
-        RequestKind::Fetch(r) => ResponseKind::Fetch(api::fetch::handle(broker, r, v).await),
+        RequestKind::Produce(r) => return api::produce::handle(broker, ctx, r, v),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(api::fetch::handle(broker, ctx, r, v).await),
         RequestKind::ListOffsets(r) => {
-            ResponseKind::ListOffsets(api::list_offsets::handle(broker, r, v))
+            ResponseKind::ListOffsets(api::list_offsets::handle(broker, ctx, r, v))
         }
-        RequestKind::OffsetForLeaderEpoch(r) => {
-            ResponseKind::OffsetForLeaderEpoch(api::offset_for_leader_epoch::handle(broker, r, v))
-        }
+        RequestKind::OffsetForLeaderEpoch(r) => ResponseKind::OffsetForLeaderEpoch(
+            api::offset_for_leader_epoch::handle(broker, ctx, r, v),
+        ),
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(api::init_producer_id::handle(broker, r, v).await)
         }
@@ -154,38 +162,38 @@ pub async fn dispatch(
         }
         RequestKind::EndTxn(r) => ResponseKind::EndTxn(api::end_txn::handle(broker, r, v).await),
         RequestKind::TxnOffsetCommit(r) => {
-            ResponseKind::TxnOffsetCommit(api::txn_offset_commit::handle(broker, r, v).await)
+            ResponseKind::TxnOffsetCommit(api::txn_offset_commit::handle(broker, ctx, r, v).await)
         }
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api::api_versions::handle(&r, v)),
         RequestKind::Metadata(r) => {
-            ResponseKind::Metadata(api::metadata::handle(broker, listener, r, v))
+            ResponseKind::Metadata(api::metadata::handle(broker, ctx, r, v))
         }
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(api::find_coordinator::handle(broker, listener, r, v))
+            ResponseKind::FindCoordinator(api::find_coordinator::handle(broker, ctx, r, v))
         }
         RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(api::create_topics::handle(broker, r, v).await)
+            ResponseKind::CreateTopics(api::create_topics::handle(broker, ctx, r, v).await)
         }
         RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(api::delete_topics::handle(broker, r, v).await)
+            ResponseKind::DeleteTopics(api::delete_topics::handle(broker, ctx, r, v).await)
         }
         RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(api::create_partitions::handle(broker, r, v).await)
+            ResponseKind::CreatePartitions(api::create_partitions::handle(broker, ctx, r, v).await)
         }
         RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(api::delete_records::handle(broker, r, v))
+            ResponseKind::DeleteRecords(api::delete_records::handle(broker, ctx, r, v))
         }
         RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(api::describe_cluster::handle(broker, listener, r, v))
+            ResponseKind::DescribeCluster(api::describe_cluster::handle(broker, ctx, r, v))
         }
         RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(api::describe_configs::handle(broker, r, v))
+            ResponseKind::DescribeConfigs(api::describe_configs::handle(broker, ctx, r, v))
         }
         RequestKind::AlterConfigs(r) => {
-            ResponseKind::AlterConfigs(api::alter_configs::handle(broker, r, v).await)
+            ResponseKind::AlterConfigs(api::alter_configs::handle(broker, ctx, r, v).await)
         }
         RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
-            api::incremental_alter_configs::handle(broker, r, v).await,
+            api::incremental_alter_configs::handle(broker, ctx, r, v).await,
         ),
         RequestKind::JoinGroup(r) => {
             ResponseKind::JoinGroup(api::join_group::handle(broker, r, v, client_id, peer).await)
@@ -200,37 +208,37 @@ pub async fn dispatch(
             ResponseKind::LeaveGroup(api::leave_group::handle(broker, r, v).await)
         }
         RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(api::offset_commit::handle(broker, r, v).await)
+            ResponseKind::OffsetCommit(api::offset_commit::handle(broker, ctx, r, v).await)
         }
         RequestKind::OffsetFetch(r) => {
-            ResponseKind::OffsetFetch(api::offset_fetch::handle(broker, r, v).await)
+            ResponseKind::OffsetFetch(api::offset_fetch::handle(broker, ctx, r, v).await)
         }
         RequestKind::OffsetDelete(r) => {
-            ResponseKind::OffsetDelete(api::offset_delete::handle(broker, r, v).await)
+            ResponseKind::OffsetDelete(api::offset_delete::handle(broker, ctx, r, v).await)
         }
         RequestKind::DescribeGroups(r) => {
-            ResponseKind::DescribeGroups(api::describe_groups::handle(broker, r, v).await)
+            ResponseKind::DescribeGroups(api::describe_groups::handle(broker, ctx, r, v).await)
         }
         RequestKind::ListGroups(r) => {
-            ResponseKind::ListGroups(api::list_groups::handle(broker, r, v))
+            ResponseKind::ListGroups(api::list_groups::handle(broker, ctx, r, v))
         }
         RequestKind::DeleteGroups(r) => {
-            ResponseKind::DeleteGroups(api::delete_groups::handle(broker, r, v).await)
+            ResponseKind::DeleteGroups(api::delete_groups::handle(broker, ctx, r, v).await)
         }
         RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
             api::consumer_group_heartbeat::handle(broker, r, v, client_id, peer).await,
         ),
         RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
-            api::consumer_group_describe::handle(broker, r, v).await,
+            api::consumer_group_describe::handle(broker, ctx, r, v).await,
         ),
         RequestKind::DescribeProducers(r) => {
-            ResponseKind::DescribeProducers(api::describe_producers::handle(broker, r, v))
+            ResponseKind::DescribeProducers(api::describe_producers::handle(broker, ctx, r, v))
         }
-        RequestKind::DescribeTransactions(r) => {
-            ResponseKind::DescribeTransactions(api::describe_transactions::handle(broker, r, v))
-        }
+        RequestKind::DescribeTransactions(r) => ResponseKind::DescribeTransactions(
+            api::describe_transactions::handle(broker, ctx, r, v),
+        ),
         RequestKind::ListTransactions(r) => {
-            ResponseKind::ListTransactions(api::list_transactions::handle(broker, r, v))
+            ResponseKind::ListTransactions(api::list_transactions::handle(broker, ctx, r, v))
         }
         // The connection's session answers these; here only when it did not (no session).
         RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(

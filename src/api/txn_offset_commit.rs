@@ -20,20 +20,41 @@ use kafka_protocol::ResponseError;
 use super::check_group_id;
 use super::offset_commit::Committed;
 use super::reply::PartitionReplies;
+use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::coordinator::TxnOffsetCommit;
 use crate::group::{Generation, MemberId, OffsetCommitAuth};
+use crate::security::acl::{Operation, ResourceType};
 use crate::transactions::ShellError;
 use crate::txn::{Member, ProducerIdAndEpoch, TxnError};
 
 pub async fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: TxnOffsetCommitRequest,
     version: i16,
 ) -> TxnOffsetCommitResponse {
+    // As Kafka: WRITE on the transactional id, then READ on the group, each failing every
+    // partition; then READ on each topic.
+    let refused_whole = if !ctx.may(
+        broker,
+        Operation::Write,
+        ResourceType::TransactionalId,
+        &req.transactional_id,
+    ) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed.code())
+    } else if !ctx.may(broker, Operation::Read, ResourceType::Group, &req.group_id) {
+        Some(ResponseError::GroupAuthorizationFailed.code())
+    } else {
+        None
+    };
+    if let Some(code) = refused_whole {
+        return failed(req, code);
+    }
     let group = check_group_id(&req.group_id);
     let mut replies = PartitionReplies::new();
     for topic in &req.topics {
+        let readable = ctx.may(broker, Operation::Read, ResourceType::Topic, &topic.name);
         let mut reply = replies.topic();
         for p in &topic.partitions {
             let commit = Committed {
@@ -47,7 +68,7 @@ pub async fn handle(
                 },
                 metadata: &p.committed_metadata,
             };
-            commit.check(broker, &group, &mut reply);
+            commit.check(broker, &group, readable, &mut reply);
         }
     }
     let partitions = replies.take_items();
@@ -114,6 +135,29 @@ pub async fn handle(
         }
     }
     resp
+}
+
+/// Every partition of the request failed with `code`.
+fn failed(req: TxnOffsetCommitRequest, code: i16) -> TxnOffsetCommitResponse {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                })
+                .collect();
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
 }
 
 /// The code for a producer that may not commit offsets to the group now.

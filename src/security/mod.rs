@@ -9,12 +9,16 @@
 //! - [`plain`]: the PLAIN mechanism's token (RFC 4616).
 //! - [`credentials`]: the SCRAM users, loaded from the store and changed by
 //!   AlterUserScramCredentials; PLAIN passwords are checked against them too.
+//! - [`acl`]: ACLs and Kafka's authorization rules, pure; [`authorizer`]: the node's ACLs and
+//!   whether an authorizer is configured at all (`authorizer.class.name`).
 //! - [`session`]: one connection's authentication state: what may be served before
 //!   authentication, SaslHandshake / SaslAuthenticate, re-authentication (KIP-368).
 //!
 //! Every request is dispatched with the connection's [`Principal`], so an authorizer can be a
 //! layer over dispatch.
 
+pub mod acl;
+pub mod authorizer;
 pub mod credentials;
 pub mod listener;
 pub mod plain;

@@ -5,6 +5,7 @@
 use bytes::Bytes;
 
 use crate::metadata::topic_config::TopicConfigs;
+use crate::security::acl::{Acl, Operation, PatternType, Permission, ResourceType};
 use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::vocab::reader::{ReadError, Reader};
 use crate::vocab::{
@@ -400,6 +401,48 @@ pub fn decode_credential(value: &[u8]) -> Result<ScramCredential, DecodeError> {
         server_key,
         iterations,
     })
+}
+
+/// The value of a stored ACL: its format version (the binding is the key).
+pub const ACL_VALUE: &[u8] = &[V1];
+
+/// The key of an ACL binding: resource type, pattern type, operation, permission (one byte
+/// each), then resource name, principal and host (length-prefixed).
+pub fn acl_key(a: &Acl) -> Vec<u8> {
+    let mut w = Writer::default();
+    for code in [
+        a.resource_type.code(),
+        a.pattern.code(),
+        a.operation.code(),
+        a.permission.code(),
+    ] {
+        w.u8(code as u8);
+    }
+    w.str(&a.name);
+    w.str(&a.principal);
+    w.str(&a.host);
+    w.0
+}
+
+/// The ACL binding of a key; a code this build does not know is an error (the file was
+/// written by a newer koord, or is damaged).
+pub fn decode_acl_key(key: &[u8]) -> Result<Acl, DecodeError> {
+    const WHAT: &str = "acl key";
+    let mut r = Reader::new(key);
+    let mut code = || r.u8(WHAT).map(|c| c as i8);
+    let (rt, pt, op, perm) = (code()?, code()?, code()?, code()?);
+    let acl = Acl {
+        resource_type: ResourceType::from_code(rt),
+        pattern: PatternType::from_code(pt),
+        operation: Operation::from_code(op),
+        permission: Permission::from_code(perm),
+        name: r.str_u32(WHAT)?.to_owned(),
+        principal: r.str_u32(WHAT)?.to_owned(),
+        host: r.str_u32(WHAT)?.to_owned(),
+    };
+    end(&r, WHAT)?;
+    acl.validate().map_err(|e| err(format!("{WHAT}: {e}")))?;
+    Ok(acl)
 }
 
 /// The key of one consumer-group member: group, member id (a group's members are contiguous).

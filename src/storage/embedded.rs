@@ -8,8 +8,8 @@
 //! Tables: `offsets` (key: group, topic, partition; see [`super::codec`]), `groups` (key: the
 //! group id; classic groups), `consumer_groups` and `consumer_members` (consumer groups: key the
 //! group id, and group and member id), `topics` (key: the name), `txns` (key: the transactional
-//! id), `pending_offsets` (key: group, producer id, topic, partition) and `meta` (the format
-//! version).
+//! id), `acls` (key: the ACL binding), `pending_offsets` (key: group, producer id, topic,
+//! partition) and `meta` (the format version).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -41,6 +41,10 @@ const TXNS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("txns");
 /// Pending transactional offsets (TxnOffsetCommit before its marker): key group, producer id,
 /// topic, partition. Added to format 1 as the consumer tables were.
 const PENDING: TableDefinition<&[u8], &[u8]> = TableDefinition::new("pending_offsets");
+
+/// ACL bindings: the whole binding is the key ([`codec::acl_key`]), the value a version byte.
+/// Added to format 1 as the consumer tables were.
+const ACLS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("acls");
 
 /// The layout version this build writes and reads.
 const FORMAT: u32 = 1;
@@ -147,6 +151,7 @@ impl EmbeddedStore {
                 CONSUMER_MEMBERS,
                 CREDENTIALS,
                 TXNS,
+                ACLS,
                 PENDING,
             ] {
                 tx.open_table(table).map_err(|e| e.to_string())?;
@@ -189,6 +194,7 @@ impl EmbeddedStore {
         let mut consumer_members = tx.open_table(CONSUMER_MEMBERS)?;
         let mut credentials = tx.open_table(CREDENTIALS)?;
         let mut txns = tx.open_table(TXNS)?;
+        let mut acls = tx.open_table(ACLS)?;
         let mut pending_offsets = tx.open_table(PENDING)?;
         for m in batch {
             match m {
@@ -254,6 +260,12 @@ impl EmbeddedStore {
                     let key = codec::credential_key(user, *mechanism);
                     let value = codec::encode_credential(credential);
                     credentials.insert(key.as_slice(), value.as_slice())?;
+                }
+                Mutation::PutAcl(acl) => {
+                    acls.insert(codec::acl_key(acl).as_slice(), codec::ACL_VALUE)?;
+                }
+                Mutation::DeleteAcl(acl) => {
+                    acls.remove(codec::acl_key(acl).as_slice())?;
                 }
                 Mutation::Credential(CredentialChange::Delete { user, mechanism }) => {
                     credentials.remove(codec::credential_key(user, *mechanism).as_slice())?;
@@ -450,6 +462,20 @@ impl Store for EmbeddedStore {
             let credential = codec::decode_credential(v.value())
                 .map_err(|e| self.corrupt(format!("credential of {user}: {e}")))?;
             out.push((user, mechanism, credential));
+        }
+        Ok(out)
+    }
+
+    fn load_acls(&self) -> Result<Vec<crate::security::acl::Acl>, StoreError> {
+        let tx = self.read()?;
+        let table = tx.open_table(ACLS).map_err(|e| self.corrupt(e))?;
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(|e| self.corrupt(e))? {
+            let (k, v) = entry.map_err(|e| self.corrupt(e))?;
+            if v.value() != codec::ACL_VALUE {
+                return Err(self.corrupt("acl value: unknown format version"));
+            }
+            out.push(codec::decode_acl_key(k.value()).map_err(|e| self.corrupt(e))?);
         }
         Ok(out)
     }

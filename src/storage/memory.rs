@@ -23,6 +23,7 @@ struct Data {
         crate::security::scram::ScramCredential,
     >,
     txns: BTreeMap<String, TxnRecord>,
+    acls: std::collections::BTreeSet<crate::security::acl::Acl>,
     /// Pending transactional offsets by group, producer id and partition.
     pending: BTreeMap<(GroupId, i64, TopicPartition), (OffsetAndMetadata, bool)>,
 }
@@ -108,6 +109,12 @@ impl Store for MemoryStore {
                     d.credentials
                         .insert((user.clone(), *mechanism), credential.clone());
                 }
+                Mutation::PutAcl(acl) => {
+                    d.acls.insert(acl.clone());
+                }
+                Mutation::DeleteAcl(acl) => {
+                    d.acls.remove(acl);
+                }
                 Mutation::Credential(CredentialChange::Delete { user, mechanism }) => {
                     d.credentials.remove(&(user.clone(), *mechanism));
                 }
@@ -156,6 +163,10 @@ impl Store for MemoryStore {
             .iter()
             .map(|((u, m), c)| (u.clone(), *m, c.clone()))
             .collect())
+    }
+
+    fn load_acls(&self) -> Result<Vec<crate::security::acl::Acl>, StoreError> {
+        Ok(self.data().acls.iter().cloned().collect())
     }
 
     fn load_groups(&self) -> Result<Vec<LoadedGroup>, StoreError> {

@@ -109,6 +109,10 @@ pub enum Mutation {
     /// A SCRAM user's credential for one mechanism (AlterUserScramCredentials), or its
     /// deletion.
     Credential(crate::security::credentials::CredentialChange),
+    /// An ACL binding (CreateAcls); storing one that exists changes nothing.
+    PutAcl(crate::security::acl::Acl),
+    /// An ACL binding deleted (DeleteAcls).
+    DeleteAcl(crate::security::acl::Acl),
     /// A transactional id's state (replaces the previous one).
     PutTxn(Box<TxnRecord>),
     /// A transactional id forgotten (`transactional.id.expiration.ms`).
@@ -198,6 +202,11 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     /// [`StoreError::Corrupt`] naming what cannot be read.
     fn load_credentials(&self) -> Result<Vec<StoredCredential>, StoreError>;
+    /// Every stored ACL binding.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] naming what cannot be read.
+    fn load_acls(&self) -> Result<Vec<crate::security::acl::Acl>, StoreError>;
     /// Every stored transactional id's state.
     ///
     /// # Errors

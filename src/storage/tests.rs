@@ -445,6 +445,78 @@ fn transactional_ids_round_trip_across_reopen_and_delete() {
     }
 }
 
+fn acls() -> Vec<crate::security::acl::Acl> {
+    use crate::security::acl::{Acl, Operation, PatternType, Permission, ResourceType};
+    vec![
+        Acl {
+            resource_type: ResourceType::Group,
+            pattern: PatternType::Literal,
+            name: "g".into(),
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: Operation::Read,
+            permission: Permission::Allow,
+        },
+        Acl {
+            resource_type: ResourceType::Topic,
+            pattern: PatternType::Prefixed,
+            name: "orders-".into(),
+            principal: "User:*".into(),
+            host: "10.0.0.1".into(),
+            operation: Operation::All,
+            permission: Permission::Deny,
+        },
+    ]
+}
+
+#[test]
+fn acls_survive_reopen_and_deletes_stick() {
+    let dir = temp_dir("acls");
+    let [a, b]: [crate::security::acl::Acl; 2] = acls().try_into().unwrap();
+    {
+        let store = EmbeddedStore::open(&dir).unwrap();
+        assert!(store.load_acls().unwrap().is_empty());
+        store
+            .apply(
+                &[Mutation::PutAcl(a.clone()), Mutation::PutAcl(b.clone())],
+                true,
+            )
+            .unwrap();
+        // Storing a binding twice keeps one.
+        store.apply(&[Mutation::PutAcl(a.clone())], true).unwrap();
+    }
+    {
+        let store = EmbeddedStore::open(&dir).unwrap();
+        let mut loaded = store.load_acls().unwrap();
+        loaded.sort();
+        let mut want = vec![a.clone(), b.clone()];
+        want.sort();
+        assert_eq!(loaded, want);
+        store.apply(&[Mutation::DeleteAcl(a)], true).unwrap();
+    }
+    let store = EmbeddedStore::open(&dir).unwrap();
+    assert_eq!(store.load_acls().unwrap(), vec![b.clone()]);
+    let memory = MemoryStore::default();
+    memory.apply(&[Mutation::PutAcl(b.clone())], true).unwrap();
+    assert_eq!(memory.load_acls().unwrap(), vec![b]);
+    drop(store);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_damaged_acl_key_is_an_error_not_a_panic() {
+    for a in acls() {
+        let key = codec::acl_key(&a);
+        assert_eq!(codec::decode_acl_key(&key).unwrap(), a);
+        for cut in 0..key.len() {
+            assert!(codec::decode_acl_key(&key[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut bad = key.clone();
+        bad[0] = 99; // unknown resource type
+        assert!(codec::decode_acl_key(&bad).is_err());
+    }
+}
+
 fn pending(producer_id: i64, p: i32, n: i64, superseded: bool) -> Mutation {
     Mutation::PutPendingOffset {
         group: GroupId::new("g"),

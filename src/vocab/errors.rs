@@ -44,6 +44,12 @@ pub enum GroupError {
     /// 27
     #[error("REBALANCE_IN_PROGRESS")]
     RebalanceInProgress,
+    /// 29: the principal may not use a topic (the authorizer; never the group core).
+    #[error("TOPIC_AUTHORIZATION_FAILED")]
+    TopicAuthorizationFailed,
+    /// 30: the principal may not use a group (the authorizer; never the group core).
+    #[error("GROUP_AUTHORIZATION_FAILED")]
+    GroupAuthorizationFailed,
     /// 35
     #[error("UNSUPPORTED_VERSION")]
     UnsupportedVersion,
@@ -93,7 +99,7 @@ pub enum GroupError {
 
 impl GroupError {
     /// Every variant, for tests and for `from_code`.
-    pub const ALL: [GroupError; 27] = [
+    pub const ALL: [GroupError; 29] = [
         GroupError::UnknownServerError,
         GroupError::UnknownTopicOrPartition,
         GroupError::OffsetMetadataTooLarge,
@@ -106,6 +112,8 @@ impl GroupError {
         GroupError::UnknownMemberId,
         GroupError::InvalidSessionTimeout,
         GroupError::RebalanceInProgress,
+        GroupError::TopicAuthorizationFailed,
+        GroupError::GroupAuthorizationFailed,
         GroupError::UnsupportedVersion,
         GroupError::InvalidRequest,
         GroupError::InvalidProducerEpoch,
@@ -138,6 +146,8 @@ impl GroupError {
             GroupError::UnknownMemberId => 25,
             GroupError::InvalidSessionTimeout => 26,
             GroupError::RebalanceInProgress => 27,
+            GroupError::TopicAuthorizationFailed => 29,
+            GroupError::GroupAuthorizationFailed => 30,
             GroupError::UnsupportedVersion => 35,
             GroupError::InvalidRequest => 42,
             GroupError::InvalidProducerEpoch => 47,
