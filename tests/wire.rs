@@ -845,16 +845,23 @@ fn probe_end_txn(c: &mut Client, v: i16) {
     assert_eq!(txn::end_txn(c, v, &id, p, true), None, "v{v}");
 }
 
+/// DescribeProducers of a new topic; retried while the partition has no leader yet (Kafka,
+/// right after CreateTopics, answers NOT_LEADER_OR_FOLLOWER for a moment).
 fn probe_describe_producers(c: &mut Client, v: i16) {
     let (topic, _, _) = txn_producer(c, "probe-descprod");
-    let resp = c.send(
-        v,
-        &DescribeProducersRequest::default().with_topics(vec![
-            kafka_protocol::messages::describe_producers_request::TopicRequest::default()
-                .with_name(topic_name(&topic))
-                .with_partition_indexes(vec![0]),
-        ]),
-    );
+    let req = DescribeProducersRequest::default().with_topics(vec![
+        kafka_protocol::messages::describe_producers_request::TopicRequest::default()
+            .with_name(topic_name(&topic))
+            .with_partition_indexes(vec![0]),
+    ]);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let mut resp = c.send(v, &req);
+    while err(resp.topics[0].partitions[0].error_code) == Some(ResponseError::NotLeaderOrFollower)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        resp = c.send(v, &req);
+    }
     let p = &resp.topics[0].partitions[0];
     assert_eq!(err(p.error_code), None, "v{v}: {resp:?}");
     assert!(p.active_producers.is_empty(), "nothing written: {resp:?}");
