@@ -74,6 +74,27 @@ impl RequestContext {
     }
 }
 
+/// Why CreateAcls or DeleteAcls refuses every binding before looking at them: no ALTER on the
+/// cluster, or no authorizer configured (Kafka's codes and messages).
+pub(super) fn acl_change_refused(
+    broker: &Broker,
+    ctx: &RequestContext,
+) -> Option<(ResponseError, &'static str)> {
+    if !ctx.may_cluster(broker, Operation::Alter) {
+        Some((
+            ResponseError::ClusterAuthorizationFailed,
+            "Cluster authorization failed.",
+        ))
+    } else if !broker.authorizer.is_enabled() {
+        Some((
+            ResponseError::SecurityDisabled,
+            "No Authorizer is configured.",
+        ))
+    } else {
+        None
+    }
+}
+
 /// The request-level check of APIs that act on one resource: `Some(answer)` when the principal
 /// may not, with the API's error in its own response; `None` to go on. Kafka checks these
 /// before it looks at anything else in the request.

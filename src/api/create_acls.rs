@@ -59,17 +59,8 @@ pub async fn handle(
     };
     let all =
         |e: ResponseError, m: &str| answer(req.creations.iter().map(|_| failed(e, m)).collect());
-    if !ctx.may_cluster(broker, Operation::Alter) {
-        return all(
-            ResponseError::ClusterAuthorizationFailed,
-            "Cluster authorization failed.",
-        );
-    }
-    if !broker.authorizer.is_enabled() {
-        return all(
-            ResponseError::SecurityDisabled,
-            "No Authorizer is configured.",
-        );
+    if let Some((e, message)) = super::authz::acl_change_refused(broker, ctx) {
+        return all(e, message);
     }
     // A binding with a filter-only value (resource type ANY, pattern ANY or MATCH, operation
     // or permission ANY) makes Kafka 4.4 fail the whole request with UNKNOWN_SERVER_ERROR and

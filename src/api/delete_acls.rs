@@ -71,17 +71,8 @@ pub async fn handle(
     };
     let all =
         |e: ResponseError, m: &str| answer(req.filters.iter().map(|_| failed(e, m)).collect());
-    if !ctx.may_cluster(broker, Operation::Alter) {
-        return all(
-            ResponseError::ClusterAuthorizationFailed,
-            "Cluster authorization failed.",
-        );
-    }
-    if !broker.authorizer.is_enabled() {
-        return all(
-            ResponseError::SecurityDisabled,
-            "No Authorizer is configured.",
-        );
+    if let Some((e, message)) = super::authz::acl_change_refused(broker, ctx) {
+        return all(e, message);
     }
     let _writes = broker.authorizer.writes.lock().await;
     let mut removed: Vec<Acl> = Vec::new();
