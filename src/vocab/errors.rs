@@ -95,11 +95,14 @@ pub enum GroupError {
     /// 128
     #[error("INVALID_REGULAR_EXPRESSION")]
     InvalidRegularExpression,
+    /// 130: a streams group member sent a topology that cannot be right.
+    #[error("STREAMS_INVALID_TOPOLOGY")]
+    StreamsInvalidTopology,
 }
 
 impl GroupError {
     /// Every variant, for tests and for `from_code`.
-    pub const ALL: [GroupError; 29] = [
+    pub const ALL: [GroupError; 30] = [
         GroupError::UnknownServerError,
         GroupError::UnknownTopicOrPartition,
         GroupError::OffsetMetadataTooLarge,
@@ -129,6 +132,7 @@ impl GroupError {
         GroupError::UnsupportedAssignor,
         GroupError::StaleMemberEpoch,
         GroupError::InvalidRegularExpression,
+        GroupError::StreamsInvalidTopology,
     ];
 
     /// The Kafka error code (clients/.../common/protocol/Errors.java).
@@ -163,6 +167,7 @@ impl GroupError {
             GroupError::UnsupportedAssignor => 112,
             GroupError::StaleMemberEpoch => 113,
             GroupError::InvalidRegularExpression => 128,
+            GroupError::StreamsInvalidTopology => 130,
         }
     }
 

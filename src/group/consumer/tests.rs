@@ -9,13 +9,13 @@ use crate::vocab::TopicId;
 
 /// Topics by name, with a version bumped on every change.
 #[derive(Debug, Default)]
-pub(super) struct Image {
+pub(crate) struct Image {
     topics: BTreeMap<String, u32>,
     version: Cell<u64>,
 }
 
 impl Image {
-    pub(super) fn with(topics: &[(&str, u32)]) -> Image {
+    pub(crate) fn with(topics: &[(&str, u32)]) -> Image {
         let mut image = Image::default();
         for (n, p) in topics {
             image.set(n, *p);
@@ -23,7 +23,7 @@ impl Image {
         image
     }
 
-    pub(super) fn set(&mut self, name: &str, partitions: u32) {
+    pub(crate) fn set(&mut self, name: &str, partitions: u32) {
         self.topics.insert(name.to_string(), partitions);
         self.version.set(self.version.get() + 1);
     }
