@@ -159,6 +159,22 @@ pub struct Config {
     /// `group.consumer.migration.policy`: online upgrades of classic groups to consumer groups
     /// and downgrades back (bidirectional, upgrade, downgrade, disabled).
     pub group_consumer_migration_policy: crate::group::consumer::MigrationPolicy,
+    /// `group.streams.heartbeat.interval.ms`: how often streams-group members heartbeat.
+    pub group_streams_heartbeat_interval_ms: i32,
+    /// `group.streams.waiting.heartbeat.interval.ms`: how often a member waiting for tasks
+    /// others still hold heartbeats.
+    pub group_streams_waiting_heartbeat_interval_ms: i32,
+    /// `group.streams.session.timeout.ms`: a streams-group member silent this long is removed.
+    pub group_streams_session_timeout_ms: u64,
+    /// `group.streams.max.size`: members a streams group may have.
+    pub group_streams_max_size: usize,
+    /// `group.streams.num.standby.replicas`: standby tasks per stateful task.
+    pub group_streams_num_standby_replicas: usize,
+    /// `group.streams.initial.rebalance.delay.ms`: a new streams group's first assignment
+    /// waits this long for more members.
+    pub group_streams_initial_rebalance_delay_ms: u64,
+    /// `group.streams.assignor`: learner (warm-ups first) or sticky (Kafka's).
+    pub group_streams_assignor: String,
     /// Whether each group commit of the store syncs to disk before writes are acknowledged.
     pub offsets_commit_sync: crate::storage::SyncPolicy,
     /// The `learner.*` settings of the learner assignor.
@@ -218,6 +234,13 @@ impl Default for Config {
             group_consumer_max_size: i32::MAX as usize,
             group_consumer_assignors: vec!["uniform".to_owned(), "range".to_owned()],
             group_consumer_migration_policy: crate::group::consumer::MigrationPolicy::Bidirectional,
+            group_streams_heartbeat_interval_ms: 5_000,
+            group_streams_waiting_heartbeat_interval_ms: 500,
+            group_streams_session_timeout_ms: 45_000,
+            group_streams_max_size: i32::MAX as usize,
+            group_streams_num_standby_replicas: 0,
+            group_streams_initial_rebalance_delay_ms: 3_000,
+            group_streams_assignor: "learner".to_owned(),
             offsets_commit_sync: crate::storage::SyncPolicy::Always,
             learner: crate::assignor::learner::Settings::default(),
         }
@@ -784,6 +807,24 @@ pub static KEYS: &[Key] = &[
                     .collect(),
             )
         },
+    },
+    int_key!("group.streams.heartbeat.interval.ms", Some("group.streams.heartbeat.interval.ms"), "how often members of streams groups (KIP-1071, Kafka Streams with group.protocol=streams) heartbeat", group_streams_heartbeat_interval_ms: i32, 1, i32::MAX as i64),
+    int_key!("group.streams.waiting.heartbeat.interval.ms", None, "how often a streams-group member heartbeats while it waits for tasks another member is still giving up, so they move as soon as they are released", group_streams_waiting_heartbeat_interval_ms: i32, 1, i32::MAX as i64),
+    int_key!("group.streams.session.timeout.ms", Some("group.streams.session.timeout.ms"), "a streams-group member that has not heartbeat for this long is removed", group_streams_session_timeout_ms: u64, 1, i32::MAX as i64),
+    int_key!("group.streams.max.size", Some("group.streams.max.size"), "members (stream threads) a streams group may have (else GROUP_MAX_SIZE_REACHED)", group_streams_max_size: usize, 1, i32::MAX as i64),
+    int_key!("group.streams.num.standby.replicas", Some("group.streams.num.standby.replicas"), "standby replicas of each stateful task, on other Kafka Streams instances", group_streams_num_standby_replicas: usize, 0, 16),
+    int_key!("group.streams.initial.rebalance.delay.ms", Some("group.streams.initial.rebalance.delay.ms"), "how long a new streams group's first assignment waits for more members to join", group_streams_initial_rebalance_delay_ms: u64, 0, i32::MAX as i64),
+    Key {
+        name: "group.streams.assignor",
+        kafka: None,
+        doc: "who places streams-group tasks: learner (a moved stateful task is warmed up on its new owner first and moves once caught up, learner.max.learners at a time) or sticky (Kafka's: it moves at once)",
+        apply: |c, v| {
+            let s = string(v)?;
+            check_choice(&s, &["learner", "sticky"])?;
+            c.group_streams_assignor = s;
+            Ok(())
+        },
+        show: |c| Value::String(c.group_streams_assignor.clone()),
     },
     Key {
         name: "group.consumer.migration.policy",

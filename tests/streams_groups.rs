@@ -1,8 +1,6 @@
 //! Wire conformance of KIP-1071 streams groups (StreamsGroupHeartbeat v0-1, key 88;
-//! StreamsGroupDescribe v0-1, key 89), pinned against Apache Kafka 4.4 before koord serves them
-//! (issue 19): every test is `#[ignore]`d for koord and runs against Kafka in the conformance
-//! tier (`scripts/test.sh` passes `--include-ignored` with `KOORD_BOOTSTRAP`). Once koord serves
-//! streams groups the `#[ignore]`s go and the same tests hold koord to Kafka's answers.
+//! StreamsGroupDescribe v0-1, key 89): every test passes against koord and, in the conformance
+//! tier (`KOORD_BOOTSTRAP` at `scripts/kafka.sh`'s broker), against Apache Kafka 4.4.
 //! docs/kip1071-conformance.md summarises what Kafka answered.
 //!
 //! Nothing waits on a fixed sleep: state changes are awaited by heartbeating (as a client does)
@@ -23,8 +21,6 @@ use kafka_protocol::messages::{
     StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse,
 };
 use kafka_protocol::ResponseError;
-
-const NOT_YET: &str = "koord serves no streams groups yet (issue 19); proven against Kafka 4.4";
 
 /// Status codes of StreamsGroupHeartbeatResponse.
 const MISSING_SOURCE_TOPICS: i8 = 1;
@@ -90,13 +86,15 @@ fn tasks(t: &[TaskIds]) -> BTreeMap<String, Vec<i32>> {
         .collect()
 }
 
-/// The partition count of `topic`, if it exists.
+/// The partition count of `topic`, if it exists (asking creates nothing).
 fn partitions(c: &mut Client, topic: &str) -> Option<usize> {
     let r = c.send(
         12,
-        &MetadataRequest::default().with_topics(Some(vec![
-            MetadataRequestTopic::default().with_name(Some(topic_name(topic)))
-        ])),
+        &MetadataRequest::default()
+            .with_allow_auto_topic_creation(false)
+            .with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(topic_name(topic)))
+            ])),
     );
     let t = &r.topics[0];
     err(t.error_code).is_none().then_some(t.partitions.len())
@@ -119,7 +117,6 @@ fn input_topic(c: &mut Client, app: &str) -> String {
 }
 
 #[test]
-#[ignore = "koord serves no streams groups yet (issue 19); proven against Kafka 4.4"]
 fn api_versions_advertise_the_streams_group_apis_and_streams_version() {
     let koord = Koord::start(&[]);
     let mut c = koord.connect();
@@ -141,7 +138,6 @@ fn api_versions_advertise_the_streams_group_apis_and_streams_version() {
 }
 
 #[test]
-#[ignore = "koord serves no streams groups yet (issue 19); proven against Kafka 4.4"]
 fn malformed_and_unknown_heartbeats_get_kafkas_errors_and_messages() {
     let koord = Koord::start(&[]);
     let mut c = koord.connect();
@@ -233,7 +229,6 @@ fn malformed_and_unknown_heartbeats_get_kafkas_errors_and_messages() {
 }
 
 #[test]
-#[ignore = "koord serves no streams groups yet (issue 19); proven against Kafka 4.4"]
 fn the_first_member_gets_every_task_once_the_coordinator_created_the_internal_topics() {
     let koord = Koord::start(&[]);
     let mut c = koord.connect();
@@ -350,7 +345,6 @@ fn tasks_of(
 }
 
 #[test]
-#[ignore = "koord serves no streams groups yet (issue 19); proven against Kafka 4.4"]
 fn a_source_topic_that_does_not_exist_is_reported_missing_and_nothing_is_assigned() {
     let koord = Koord::start(&[]);
     let mut c = koord.connect();
@@ -378,5 +372,4 @@ fn a_source_topic_that_does_not_exist_is_reported_missing_and_nothing_is_assigne
         &StreamsGroupDescribeRequest::default().with_group_ids(vec![group_id(&app)]),
     );
     assert_eq!(described.groups[0].group_state.as_str(), "NotReady");
-    let _ = NOT_YET;
 }

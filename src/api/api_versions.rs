@@ -1,7 +1,9 @@
 //! ApiVersions (key 18): the served APIs and versions, straight from
 //! [`crate::api::SUPPORTED`].
 
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::ResponseError;
 
@@ -38,10 +40,37 @@ fn valid_software_field(s: &str) -> bool {
     }
 }
 
+/// The feature levels koord serves, supported and finalized alike: `streams.version` 1 (streams
+/// groups, KIP-1071), which Kafka Streams looks for before it uses `group.protocol=streams`.
+const FEATURES: &[(&str, i16)] = &[("streams.version", 1)];
+
 pub fn handle(req: &ApiVersionsRequest, version: i16) -> ApiVersionsResponse {
     let mut resp = ApiVersionsResponse::default()
         .with_api_keys(api_keys())
-        .with_finalized_features_epoch(-1);
+        .with_supported_features(
+            FEATURES
+                .iter()
+                .map(|(name, level)| {
+                    SupportedFeatureKey::default()
+                        .with_name(super::str_bytes(*name))
+                        .with_min_version(0)
+                        .with_max_version(*level)
+                })
+                .collect(),
+        )
+        // Finalized features count only with an epoch of 0 or more; koord's never change.
+        .with_finalized_features_epoch(0)
+        .with_finalized_features(
+            FEATURES
+                .iter()
+                .map(|(name, level)| {
+                    FinalizedFeatureKey::default()
+                        .with_name(super::str_bytes(*name))
+                        .with_min_version_level(*level)
+                        .with_max_version_level(*level)
+                })
+                .collect(),
+        );
     if version >= 3
         && !(valid_software_field(&req.client_software_name)
             && valid_software_field(&req.client_software_version))

@@ -135,6 +135,11 @@ pub(super) fn deny_request(
                 m::ConsumerGroupHeartbeatResponse::default().with_error_code(group),
             )
         }
+        RequestKind::StreamsGroupHeartbeat(r) if !may(Read, Group, &r.group_id) => {
+            ResponseKind::StreamsGroupHeartbeat(
+                m::StreamsGroupHeartbeatResponse::default().with_error_code(group),
+            )
+        }
         RequestKind::EndTxn(r) if !may(Write, TransactionalId, &r.transactional_id) => {
             ResponseKind::EndTxn(m::EndTxnResponse::default().with_error_code(txn))
         }

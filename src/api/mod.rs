@@ -43,6 +43,8 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 mod reply;
+pub mod streams_group_describe;
+pub mod streams_group_heartbeat;
 pub mod sync_group;
 mod table;
 mod txn_errors;

@@ -59,6 +59,8 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
+    api(ApiKey::StreamsGroupHeartbeat, 0, 1),
+    api(ApiKey::StreamsGroupDescribe, 0, 1),
     // Transaction admin, Kafka 4.4's full ranges.
     api(ApiKey::DescribeProducers, 0, 0),
     api(ApiKey::DescribeTransactions, 0, 0),
@@ -230,6 +232,12 @@ pub async fn dispatch(
         ),
         RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
             api::consumer_group_describe::handle(broker, ctx, r, v).await,
+        ),
+        RequestKind::StreamsGroupHeartbeat(r) => ResponseKind::StreamsGroupHeartbeat(
+            api::streams_group_heartbeat::handle(broker, ctx, r, v, client_id).await,
+        ),
+        RequestKind::StreamsGroupDescribe(r) => ResponseKind::StreamsGroupDescribe(
+            api::streams_group_describe::handle(broker, ctx, r, v).await,
         ),
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(api::describe_producers::handle(broker, ctx, r, v))

@@ -24,14 +24,17 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use super::core::Core;
-use super::ConsumerGroupView;
 use super::{
     Clock, GroupDescription, GroupListing, Handle, MemberDescription, OffsetCommit,
     PartitionResults, Settings, TxnMarker, TxnOffsetCommit,
 };
+use super::{ConsumerGroupView, StreamsGroupView};
 use crate::group::consumer::{
     ConsumerEvent, ConsumerGroup, ConsumerGroupState, ConsumerHeartbeat, ConsumerHeartbeatReply,
     ConsumerRecord, Refusal,
+};
+use crate::group::streams::{
+    StreamsEvent, StreamsGroup, StreamsHeartbeat, StreamsHeartbeatReply, StreamsRecord,
 };
 use crate::group::{
     ClassicGroup, GroupError, GroupEvent, GroupId, GroupRecord, GroupState, Heartbeat, JoinGroup,
@@ -92,6 +95,12 @@ pub(super) enum Command {
     ),
     /// `None`: the group is not a consumer group.
     ConsumerDescribe(oneshot::Sender<Option<ConsumerGroupView>>),
+    StreamsHeartbeat(
+        Box<StreamsHeartbeat>,
+        oneshot::Sender<Result<StreamsHeartbeatReply, Refusal>>,
+    ),
+    /// `None`: the group is not a streams group.
+    StreamsDescribe(oneshot::Sender<Option<StreamsGroupView>>),
     DeleteOffsets(
         Vec<TopicPartition>,
         oneshot::Sender<Result<PartitionResults, GroupError>>,
@@ -500,8 +509,10 @@ impl GroupActor {
                     reply(error);
                 }
                 if error.is_some() {
-                    if let Core::Consumer(group) = &mut self.group {
-                        group.handle_write_failed();
+                    match &mut self.group {
+                        Core::Consumer(group) => group.handle_write_failed(),
+                        Core::Streams(group) => group.handle_write_failed(),
+                        Core::Classic(_) => {}
                     }
                 }
                 if let Some(reply) = delete_reply {
@@ -573,6 +584,13 @@ impl GroupActor {
                 self.become_classic(ctx, now);
                 let group = match &mut self.group {
                     Core::Classic(group) => group,
+                    Core::Streams(_) => {
+                        let _ = reply.send(JoinReply::error(
+                            GroupError::InconsistentGroupProtocol,
+                            MemberId::unknown(),
+                        ));
+                        return;
+                    }
                     // A classic member of a consumer group with members.
                     Core::Consumer(group) => {
                         let answer = group.handle_classic_join(&req, image, now);
@@ -605,6 +623,9 @@ impl GroupActor {
                     self.parked_syncs.insert(token, reply);
                     group.handle_sync(*req, now);
                 }
+                Core::Streams(_) => {
+                    let _ = reply.send(SyncReply::error(GroupError::UnknownMemberId));
+                }
                 Core::Consumer(group) => match group.handle_classic_sync(&req, image, now) {
                     Ok(answer) => self.flush_consumer(
                         ctx,
@@ -622,12 +643,25 @@ impl GroupActor {
                 let _ = reply.send(match &mut self.group {
                     Core::Classic(group) => group.handle_heartbeat(&req, now),
                     Core::Consumer(group) => group.handle_classic_heartbeat(&req, now),
+                    Core::Streams(_) => Err(GroupError::UnknownMemberId),
                 });
             }
             Command::Leave(req, reply) => {
                 let started = Instant::now();
                 let outcome = match &mut self.group {
                     Core::Classic(group) => group.handle_leave(&req, now),
+                    Core::Streams(_) => LeaveOutcome {
+                        error: None,
+                        members: req
+                            .members
+                            .iter()
+                            .map(|l| LeaveMemberResult {
+                                member_id: l.member_id.clone(),
+                                instance_id: l.instance_id.clone(),
+                                error: Some(GroupError::UnknownMemberId),
+                            })
+                            .collect(),
+                    },
                     Core::Consumer(group) => LeaveOutcome {
                         error: None,
                         members: group
@@ -672,8 +706,8 @@ impl GroupActor {
                 let group = match (&mut self.group, &mut upgraded) {
                     (_, Some(group)) => group,
                     (Core::Consumer(group), None) => group,
-                    (Core::Classic(_), None) => {
-                        // A classic group with members (or a Dead one).
+                    (Core::Classic(_) | Core::Streams(_), None) => {
+                        // A classic or streams group with members (or a Dead one).
                         // Kafka 4.4's words (no full stop, unlike ConsumerGroupDescribe's).
                         let message = format!("Group {} is not a consumer group", self.group.id());
                         let _ = reply.send(Err(Refusal::new(GroupError::GroupIdNotFound, message)));
@@ -712,6 +746,39 @@ impl GroupActor {
                         assignor_name: g.assignor_name().to_string(),
                         members: g.members().cloned().collect(),
                     }),
+                    _ => None,
+                });
+            }
+            Command::StreamsHeartbeat(req, reply) => {
+                if req.member_epoch == 0 {
+                    self.become_streams(ctx);
+                }
+                let Core::Streams(group) = &mut self.group else {
+                    let message = format!("Group {} is not a streams group.", self.group.id());
+                    let _ = reply.send(Err(Refusal::new(GroupError::GroupIdNotFound, message)));
+                    return;
+                };
+                let started = Instant::now();
+                let result = group.handle_heartbeat(*req, image, now);
+                self.core_call = started.elapsed();
+                match result {
+                    Ok(answer) => self.flush_consumer(
+                        ctx,
+                        Vec::new(),
+                        Some(Box::new(move |error| {
+                            let _ = reply.send(error.map_or(Ok(answer), |e| Err(e.into())));
+                        })),
+                    ),
+                    Err(e) => {
+                        // What the refused heartbeat changed (nothing, or a timer's records)
+                        // is stored with the next write.
+                        let _ = reply.send(Err(e));
+                    }
+                }
+            }
+            Command::StreamsDescribe(reply) => {
+                let _ = reply.send(match &self.group {
+                    Core::Streams(g) if !g.is_dead() => Some(streams_view(g)),
                     _ => None,
                 });
             }
@@ -786,20 +853,52 @@ impl GroupActor {
                     let _ = reply.send(Err(e));
                 }
             },
+            Core::Streams(group) => match group.delete() {
+                Ok(()) => {
+                    let batch = vec![Mutation::DeleteGroup {
+                        group: group.id().clone(),
+                    }];
+                    self.submit_consumer(ctx, batch, Vec::new(), Some(reply));
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
         }
+    }
+
+    /// An Empty classic or consumer group that a streams member joins becomes a streams group,
+    /// keeping its offsets.
+    fn become_streams(&mut self, ctx: &Ctx) {
+        if matches!(self.group, Core::Streams(_)) || !self.group.is_empty() {
+            return;
+        }
+        let id = self.group.id().clone();
+        self.group = Core::Streams(Box::new(StreamsGroup::new(
+            id.clone(),
+            ctx.settings.streams.clone(),
+        )));
+        let _span = self.log_span();
+        info!("empty group becomes a streams group");
+        self.submit_consumer(
+            ctx,
+            vec![Mutation::ClearGroupRecords { group: id }],
+            Vec::new(),
+            None,
+        );
     }
 
     /// An Empty consumer group that a classic member joins becomes a classic group (Kafka's
     /// conversion of an empty group), keeping its offsets.
     fn become_classic(&mut self, ctx: &Ctx, now: Timestamp) {
-        if !matches!(self.group, Core::Consumer(_)) || !self.group.is_empty() {
+        if matches!(self.group, Core::Classic(_)) || !self.group.is_empty() {
             return;
         }
         let id = self.group.id().clone();
         let config = ctx.settings.group_config(&id);
         self.group = Core::Classic(ClassicGroup::new(id.clone(), config, now));
         let _span = self.log_span();
-        info!("empty consumer group becomes a classic group");
+        info!("empty group becomes a classic group");
         self.submit_consumer(
             ctx,
             vec![Mutation::ClearGroupRecords { group: id }],
@@ -811,7 +910,7 @@ impl GroupActor {
     /// An Empty classic group that a consumer-protocol member joins becomes a consumer group,
     /// keeping its offsets.
     fn become_consumer(&mut self, ctx: &Ctx) {
-        if !matches!(self.group, Core::Classic(_)) || !self.group.is_empty() {
+        if matches!(self.group, Core::Consumer(_)) || !self.group.is_empty() {
             return;
         }
         let id = self.group.id().clone();
@@ -820,7 +919,7 @@ impl GroupActor {
             ctx.settings.consumer.clone(),
         )));
         let _span = self.log_span();
-        info!("empty classic group becomes a consumer group");
+        info!("empty group becomes a consumer group");
         self.submit_consumer(
             ctx,
             vec![Mutation::ClearGroupRecords { group: id }],
@@ -905,6 +1004,27 @@ impl GroupActor {
 
     /// The consumer group's records as mutations (empty for a classic group).
     fn consumer_mutations(&mut self) -> Vec<Mutation> {
+        if let Core::Streams(group) = &mut self.group {
+            let id = group.id().clone();
+            return group
+                .take_records()
+                .into_iter()
+                .map(|r| match r {
+                    StreamsRecord::Group(record) => Mutation::PutStreamsGroup {
+                        group: id.clone(),
+                        record,
+                    },
+                    StreamsRecord::Member(member) => Mutation::PutStreamsMember {
+                        group: id.clone(),
+                        member,
+                    },
+                    StreamsRecord::RemoveMember(member) => Mutation::DeleteStreamsMember {
+                        group: id.clone(),
+                        member,
+                    },
+                })
+                .collect();
+        }
         let Core::Consumer(group) = &mut self.group else {
             return Vec::new();
         };
@@ -1146,7 +1266,7 @@ impl GroupActor {
         let group = match &self.group {
             Core::Classic(group) => group,
             // DescribeGroups describes classic groups only (Kafka 4.x).
-            Core::Consumer(_) => return None,
+            Core::Consumer(_) | Core::Streams(_) => return None,
         };
         let state = group.state();
         if state == GroupState::Dead {
@@ -1290,6 +1410,7 @@ impl GroupActor {
         let group = match &self.group {
             Core::Classic(group) => group,
             Core::Consumer(group) => return Some(self.consumer_snapshot(ctx, group)),
+            Core::Streams(group) => return Some(self.streams_snapshot(group)),
         };
         let state = group.state();
         let now = ctx.clock.now();
@@ -1354,6 +1475,42 @@ impl GroupActor {
         }
     }
 
+    /// A streams group for the status page: members with their active tasks (a task shows as
+    /// the partition of its subtopology, topic `subtopology-<id>`).
+    fn streams_snapshot(&self, group: &StreamsGroup) -> GroupSnapshot {
+        GroupSnapshot {
+            group_id: group.id().as_str().to_owned(),
+            kind: "streams",
+            state: group.state().as_str().to_owned(),
+            epoch: group.group_epoch(),
+            protocol_type: "streams".to_owned(),
+            protocol: String::new(),
+            assignor: Some(group.assignor_name().to_owned()),
+            leader: None,
+            members: group
+                .members()
+                .map(|m| MemberSnapshot {
+                    member_id: m.member_id.as_str().to_owned(),
+                    instance_id: m.instance_id.as_ref().map(|i| i.as_str().to_owned()),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    partitions: m
+                        .assigned
+                        .active
+                        .iter()
+                        .map(|t| PartitionRef {
+                            topic: format!("subtopology-{}", t.subtopology),
+                            partition: t.partition,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            learners: Vec::new(),
+            offsets: self.offsets.count(group.id()),
+            rebalances: self.history.rebalances(),
+        }
+    }
+
     fn expire_offsets(&mut self, ctx: &Ctx) {
         let now = ctx.clock.now();
         let id = self.group.id().clone();
@@ -1406,6 +1563,14 @@ impl GroupActor {
                     }
                     deleted
                 }
+                Core::Streams(group) => {
+                    let deleted = group.delete().is_ok();
+                    if deleted {
+                        let batch = vec![Mutation::DeleteGroup { group: id.clone() }];
+                        self.submit_consumer(ctx, batch, Vec::new(), None);
+                    }
+                    deleted
+                }
             };
             if deleted {
                 let _span = self.log_span();
@@ -1417,6 +1582,28 @@ impl GroupActor {
     /// Delivers every output of the core; records go to the storage task, and their
     /// completions come back through [`GroupActor::complete`].
     fn drain(&mut self, ctx: &Ctx) {
+        if let Core::Streams(group) = &mut self.group {
+            let events = group.take_events();
+            if !events.is_empty() {
+                let now = ctx.clock.now();
+                let _span = self.log_span();
+                for event in &events {
+                    log_streams_event(event);
+                    match event {
+                        StreamsEvent::EpochBumped { why, .. } => {
+                            self.history.on_round_started(why, now);
+                        }
+                        StreamsEvent::TargetComputed { assignor, .. } => {
+                            self.history.on_planned(assignor, None);
+                            metrics().assignor_ran(assignor, self.core_call);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            // Records a timer or a fenced member produced (heartbeats submit their own).
+            self.flush_consumer(ctx, Vec::new(), None);
+        }
         if let Core::Consumer(group) = &mut self.group {
             let events = group.take_events();
             if !events.is_empty() {
@@ -1444,7 +1631,7 @@ impl GroupActor {
         }
         while let Some(out) = match &mut self.group {
             Core::Classic(group) => group.poll_output(),
-            Core::Consumer(_) => None,
+            Core::Consumer(_) | Core::Streams(_) => None,
         } {
             match out {
                 Output::JoinReply { token, reply } => {
@@ -1641,6 +1828,69 @@ fn log_event(event: &GroupEvent) {
             generation = generation.0,
             assignor = %assignor,
             "assignment: {summary}"
+        ),
+    }
+}
+
+/// StreamsGroupDescribe's view of a streams group.
+fn streams_view(g: &StreamsGroup) -> StreamsGroupView {
+    let internal_partitions = g
+        .configured()
+        .and_then(|c| c.subtopologies.as_ref())
+        .map(|subs| {
+            subs.values()
+                .flat_map(|s| {
+                    s.repartition_source_topics
+                        .iter()
+                        .chain(&s.changelog_topics)
+                        .map(|(n, p)| (n.clone(), *p))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    StreamsGroupView {
+        state: g.state(),
+        group_epoch: g.group_epoch(),
+        assignment_epoch: g.assignment_epoch(),
+        assignor_name: g.assignor_name().to_string(),
+        topology: g.topology().cloned(),
+        internal_partitions,
+        members: g.members().cloned().collect(),
+    }
+}
+
+/// A streams group's event as a log line: membership, epochs and targets at info (warm-ups
+/// being planned and promoted are what an operator watches a scale-out by), the rest at debug.
+fn log_streams_event(event: &StreamsEvent) {
+    match event {
+        StreamsEvent::Joined { member, process } => {
+            info!(%member, %process, "streams member joined");
+        }
+        StreamsEvent::Left { member, why } => info!(%member, why, "streams member left"),
+        StreamsEvent::EpochBumped { epoch, why } => debug!(epoch, why, "group epoch bumped"),
+        StreamsEvent::TargetComputed {
+            epoch,
+            assignor,
+            tasks,
+            members,
+        } => info!(
+            epoch,
+            assignor, tasks, members, "target assignment computed"
+        ),
+        StreamsEvent::WarmingUp {
+            task,
+            learner,
+            owner,
+        } => info!(
+            task = %format_args!("{}_{}", task.subtopology, task.partition),
+            %learner,
+            %owner,
+            "warm-up planned: the task stays with its owner while the learner restores its state"
+        ),
+        StreamsEvent::Promoted { task, learner } => info!(
+            task = %format_args!("{}_{}", task.subtopology, task.partition),
+            %learner,
+            "warm-up promoted: caught up, the task moves to its learner"
         ),
     }
 }

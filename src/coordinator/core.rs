@@ -1,4 +1,5 @@
-//! The group a shard's actor owns: a classic group or a consumer group (KIP-848). One id is one
+//! The group a shard's actor owns: a classic group, a consumer group (KIP-848) or a streams
+//! group (KIP-1071). One id is one
 //! group of one kind at a time; an Empty group of either kind becomes the other kind when a
 //! member of the other protocol joins it (as Kafka converts an empty group), keeping its offsets.
 //!
@@ -6,6 +7,7 @@
 //! actor's offset paths are written once.
 
 use crate::group::consumer::{ConsumerGroup, ConsumerGroupState, TopicImage};
+use crate::group::streams::StreamsGroup;
 use crate::group::{ClassicGroup, GroupError, GroupId, GroupState, Timestamp};
 use crate::vocab::{ExpirationBase, MemberId};
 
@@ -19,6 +21,7 @@ use super::{ListedState, OffsetCommit, TxnOffsetCommit};
 pub(super) enum Core {
     Classic(ClassicGroup),
     Consumer(Box<ConsumerGroup>),
+    Streams(Box<StreamsGroup>),
 }
 
 impl Core {
@@ -26,6 +29,7 @@ impl Core {
         match self {
             Core::Classic(g) => g.id(),
             Core::Consumer(g) => g.id(),
+            Core::Streams(g) => g.id(),
         }
     }
 
@@ -33,6 +37,7 @@ impl Core {
         match self {
             Core::Classic(g) => g.next_deadline(),
             Core::Consumer(g) => g.next_deadline(),
+            Core::Streams(g) => g.next_deadline(),
         }
     }
 
@@ -40,6 +45,7 @@ impl Core {
         match self {
             Core::Classic(g) => g.handle_timeout(now),
             Core::Consumer(g) => g.handle_timeout(image, now),
+            Core::Streams(g) => g.handle_timeout(image, now),
         }
     }
 
@@ -52,6 +58,7 @@ impl Core {
         match self {
             Core::Classic(g) => g.state() == GroupState::Empty,
             Core::Consumer(g) => g.state() == ConsumerGroupState::Empty,
+            Core::Streams(g) => g.is_empty(),
         }
     }
 
@@ -59,6 +66,7 @@ impl Core {
         match self {
             Core::Classic(g) => ListedState::Classic(g.state()),
             Core::Consumer(g) => ListedState::Consumer(g.state()),
+            Core::Streams(g) => ListedState::Streams(g.state()),
         }
     }
 
@@ -66,6 +74,7 @@ impl Core {
         match self {
             Core::Classic(g) => g.num_members(),
             Core::Consumer(g) => g.members().len(),
+            Core::Streams(g) => g.members().len(),
         }
     }
 
@@ -74,6 +83,7 @@ impl Core {
         match self {
             Core::Classic(g) => g.protocol_type().unwrap_or_default(),
             Core::Consumer(_) => "consumer",
+            Core::Streams(_) => "streams",
         }
     }
 
@@ -91,6 +101,9 @@ impl Core {
                 commit.auth.transactional,
                 commit.api_version,
             ),
+            Core::Streams(g) => {
+                g.validate_offset_commit(&commit.auth.member_id, commit.auth.generation.0)
+            }
         }
     }
 
@@ -109,6 +122,9 @@ impl Core {
                 true,
                 commit.api_version,
             ),
+            Core::Streams(g) => {
+                g.validate_offset_commit(&commit.auth.member_id, commit.auth.generation.0)
+            }
         };
         result.map_err(|e| match e {
             GroupError::StaleMemberEpoch => GroupError::IllegalGeneration,
@@ -124,6 +140,7 @@ impl Core {
     ) -> Result<(), GroupError> {
         match (self, member) {
             (Core::Consumer(g), Some((id, epoch))) => g.validate_offset_fetch(Some(id), *epoch),
+            (Core::Streams(g), Some((id, epoch))) => g.validate_offset_fetch(Some(id), *epoch),
             _ => Ok(()),
         }
     }
@@ -132,6 +149,7 @@ impl Core {
         match self {
             Core::Classic(g) => g.serves_offset_fetch(),
             Core::Consumer(g) => g.state() != ConsumerGroupState::Dead,
+            Core::Streams(g) => !g.is_dead(),
         }
     }
 
@@ -142,6 +160,8 @@ impl Core {
                 Err(GroupError::GroupIdNotFound)
             }
             Core::Consumer(_) => Ok(()),
+            Core::Streams(g) if g.is_dead() => Err(GroupError::GroupIdNotFound),
+            Core::Streams(_) => Ok(()),
         }
     }
 
@@ -149,6 +169,7 @@ impl Core {
         match self {
             Core::Classic(g) => g.is_subscribed_to_topic(topic),
             Core::Consumer(g) => g.is_subscribed_to(topic, image),
+            Core::Streams(g) => g.reads_topic(topic),
         }
     }
 
@@ -156,7 +177,7 @@ impl Core {
     pub fn offset_expiration_base(&self) -> Option<ExpirationBase> {
         match self {
             Core::Classic(g) => g.offset_expiration_base(),
-            Core::Consumer(_) => Some(ExpirationBase::CommitTimestamp),
+            Core::Consumer(_) | Core::Streams(_) => Some(ExpirationBase::CommitTimestamp),
         }
     }
 }

@@ -45,6 +45,11 @@ use crate::group::consumer::{
     ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerHeartbeat,
     ConsumerHeartbeatReply, Refusal, TopicImage,
 };
+use crate::group::streams::learner::LearnerSettings;
+use crate::group::streams::{
+    StreamsAssignor, StreamsGroup, StreamsGroupConfig, StreamsGroupState, StreamsHeartbeat,
+    StreamsHeartbeatReply,
+};
 use crate::group::{
     missing, ClassicGroup, GroupConfig, GroupError, GroupId, GroupState, Heartbeat, InstanceId,
     JoinGroup, JoinReply, LeaveGroup, LeaveOutcome, MemberId, OffsetCommitAuth, SyncGroup,
@@ -72,6 +77,8 @@ pub struct Settings {
     pub assignment: AssignmentPolicy,
     /// The settings of consumer groups (KIP-848).
     pub consumer: Arc<ConsumerGroupConfig>,
+    /// The settings of streams groups (KIP-1071).
+    pub streams: Arc<StreamsGroupConfig>,
     /// The topics consumer groups subscribe to.
     pub image: Arc<dyn TopicImage + Send + Sync>,
 }
@@ -92,6 +99,23 @@ impl Settings {
                     .collect(),
                 migration: c.group_consumer_migration_policy,
                 classic_max_size: c.group_max_size,
+            }),
+            streams: Arc::new(StreamsGroupConfig {
+                heartbeat_interval_ms: c.group_streams_heartbeat_interval_ms,
+                waiting_heartbeat_interval_ms: c.group_streams_waiting_heartbeat_interval_ms,
+                session_timeout_ms: c.group_streams_session_timeout_ms,
+                max_size: c.group_streams_max_size,
+                num_standby_replicas: c.group_streams_num_standby_replicas,
+                initial_rebalance_delay_ms: c.group_streams_initial_rebalance_delay_ms,
+                assignor: if c.group_streams_assignor == "sticky" {
+                    StreamsAssignor::Sticky
+                } else {
+                    StreamsAssignor::Learner(LearnerSettings {
+                        max_learners: c.learner.max_learners,
+                        acceptable_recovery_lag: c.learner.acceptable_recovery_lag,
+                    })
+                },
+                ..StreamsGroupConfig::default()
             }),
             image: topics.clone(),
             assignment: AssignmentPolicy::new(
@@ -132,6 +156,7 @@ impl Settings {
 pub enum ListedState {
     Classic(GroupState),
     Consumer(ConsumerGroupState),
+    Streams(StreamsGroupState),
 }
 
 impl ListedState {
@@ -140,6 +165,7 @@ impl ListedState {
         match self {
             ListedState::Classic(s) => s.as_str(),
             ListedState::Consumer(s) => s.as_str(),
+            ListedState::Streams(s) => s.as_str(),
         }
     }
 
@@ -148,6 +174,7 @@ impl ListedState {
         match self {
             ListedState::Classic(_) => "classic",
             ListedState::Consumer(_) => "consumer",
+            ListedState::Streams(_) => "streams",
         }
     }
 
@@ -156,6 +183,7 @@ impl ListedState {
             self,
             ListedState::Classic(GroupState::Dead)
                 | ListedState::Consumer(ConsumerGroupState::Dead)
+                | ListedState::Streams(StreamsGroupState::Dead)
         )
     }
 }
@@ -202,6 +230,19 @@ pub struct ConsumerGroupView {
     pub assignment_epoch: i32,
     pub assignor_name: String,
     pub members: Vec<crate::vocab::ConsumerMember>,
+}
+
+/// A StreamsGroupDescribe answer: the group as it is, with its configured topology.
+#[derive(Debug, Clone)]
+pub struct StreamsGroupView {
+    pub state: StreamsGroupState,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor_name: String,
+    pub topology: Option<crate::group::streams::topology::Topology>,
+    /// Partition counts of the internal topics, once configured.
+    pub internal_partitions: std::collections::BTreeMap<String, i32>,
+    pub members: Vec<crate::group::streams::StreamsMember>,
 }
 
 /// An OffsetCommit that passed `api/` checks, in domain terms.
@@ -255,6 +296,8 @@ enum Create {
     Simple,
     /// A consumer group (ConsumerGroupHeartbeat at epoch 0): Empty, epoch 0.
     Consumer,
+    /// A streams group (StreamsGroupHeartbeat at epoch 0): Empty, epoch 0.
+    Streams,
 }
 
 /// The group directory. Cheap to share (`Arc`); every method can be called from any task.
@@ -337,6 +380,16 @@ impl Coordinator {
         for loaded in groups {
             let config = self.settings.group_config(&loaded.id);
             let group = match (loaded.consumer, &loaded.metadata) {
+                _ if loaded.streams.is_some() => {
+                    let streams = loaded.streams.expect("checked");
+                    Core::Streams(Box::new(StreamsGroup::from_records(
+                        loaded.id.clone(),
+                        self.settings.streams.clone(),
+                        streams.record,
+                        streams.members,
+                        now,
+                    )))
+                }
                 (Some(consumer), _) => Core::Consumer(Box::new(ConsumerGroup::from_records(
                     loaded.id.clone(),
                     self.settings.consumer.clone(),
@@ -426,6 +479,10 @@ impl Coordinator {
             Create::Consumer => Core::Consumer(Box::new(ConsumerGroup::new(
                 id.clone(),
                 self.settings.consumer.clone(),
+            ))),
+            Create::Streams => Core::Streams(Box::new(StreamsGroup::new(
+                id.clone(),
+                self.settings.streams.clone(),
             ))),
         };
         tracing::debug!(group = %id, ?create, "group created");
@@ -753,6 +810,56 @@ impl Coordinator {
                 Ok(None) => Err(Refusal::new(
                     GroupError::GroupIdNotFound,
                     format!("Group {id} is not a consumer group."),
+                )),
+                Err(_) => Err(missing()),
+            },
+            Err(_) => Err(missing()),
+        }
+    }
+
+    /// StreamsGroupHeartbeat: joins (epoch 0 creates the group), heartbeats or leaves.
+    pub async fn streams_heartbeat(
+        &self,
+        id: GroupId,
+        req: StreamsHeartbeat,
+    ) -> Result<StreamsHeartbeatReply, Refusal> {
+        if self.is_loading() {
+            return Err(GroupError::CoordinatorLoadInProgress.into());
+        }
+        let create = (req.member_epoch == 0).then_some(Create::Streams);
+        let (tx, rx) = oneshot::channel();
+        match self.send(
+            id.clone(),
+            create,
+            Command::StreamsHeartbeat(Box::new(req), tx),
+        ) {
+            Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable.into())).await,
+            Err(_) => Err(Refusal::new(
+                GroupError::GroupIdNotFound,
+                format!("Streams group {id} not found."),
+            )),
+        }
+    }
+
+    /// StreamsGroupDescribe for one group: GROUP_ID_NOT_FOUND when it does not exist or is
+    /// not a streams group.
+    pub async fn streams_describe(&self, id: GroupId) -> Result<StreamsGroupView, Refusal> {
+        if self.is_loading() {
+            return Err(GroupError::CoordinatorLoadInProgress.into());
+        }
+        let missing = || {
+            Refusal::new(
+                GroupError::GroupIdNotFound,
+                format!("Group {id} not found."),
+            )
+        };
+        let (tx, rx) = oneshot::channel();
+        match self.send(id.clone(), None, Command::StreamsDescribe(tx)) {
+            Ok(()) => match rx.await {
+                Ok(Some(view)) => Ok(view),
+                Ok(None) => Err(Refusal::new(
+                    GroupError::GroupIdNotFound,
+                    format!("Group {id} is not a streams group."),
                 )),
                 Err(_) => Err(missing()),
             },

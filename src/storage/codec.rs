@@ -4,6 +4,11 @@
 
 use bytes::Bytes;
 
+use crate::group::streams::member::{
+    Endpoint, StreamsGroupRecord, StreamsMember, StreamsMemberState, TaskSet,
+};
+use crate::group::streams::sticky::TaskId;
+use crate::group::streams::topology::{CopartitionGroup, Subtopology, TopicInfo, Topology};
 use crate::metadata::topic_config::TopicConfigs;
 use crate::security::acl::{Acl, Operation, PatternType, Permission, ResourceType};
 use crate::security::scram::{ScramCredential, ScramMechanism};
@@ -461,6 +466,315 @@ pub fn decode_consumer_member_key(key: &[u8]) -> Result<(&str, &str), DecodeErro
     let member = r.str_u32(WHAT)?;
     end(&r, WHAT)?;
     Ok((group, member))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams groups (KIP-1071): the group record by group id, each member's by group and member id
+// (the consumer member key layout).
+// ---------------------------------------------------------------------------------------------
+
+impl Writer {
+    fn tasks(&mut self, tasks: &std::collections::BTreeSet<TaskId>) {
+        self.u32(tasks.len() as u32);
+        for t in tasks {
+            self.str(&t.subtopology);
+            self.i32(t.partition);
+        }
+    }
+    fn task_set(&mut self, s: &TaskSet) {
+        self.tasks(&s.active);
+        self.tasks(&s.standby);
+        self.tasks(&s.warmup);
+    }
+    fn task_offsets(&mut self, offsets: &std::collections::BTreeMap<TaskId, i64>) {
+        self.u32(offsets.len() as u32);
+        for (t, o) in offsets {
+            self.str(&t.subtopology);
+            self.i32(t.partition);
+            self.i64(*o);
+        }
+    }
+    fn pairs(&mut self, pairs: &[(String, String)]) {
+        self.u32(pairs.len() as u32);
+        for (k, v) in pairs {
+            self.str(k);
+            self.str(v);
+        }
+    }
+    fn topic_infos(&mut self, topics: &[TopicInfo]) {
+        self.u32(topics.len() as u32);
+        for t in topics {
+            self.str(&t.name);
+            self.i32(t.partitions);
+            self.i32(i32::from(t.replication_factor));
+            self.pairs(&t.configs);
+        }
+    }
+}
+
+/// A count of items each at least `min` bytes long, checked against what is left.
+fn count(r: &mut Reader, min: usize, what: &'static str) -> Result<usize, DecodeError> {
+    let n = r.u32(what)? as usize;
+    if n > r.remaining() / min.max(1) {
+        return Err(err(format!("{what}: {n} items in {} bytes", r.remaining())));
+    }
+    Ok(n)
+}
+
+fn tasks(
+    r: &mut Reader,
+    what: &'static str,
+) -> Result<std::collections::BTreeSet<TaskId>, DecodeError> {
+    let n = count(r, 8, what)?;
+    let mut out = std::collections::BTreeSet::new();
+    for _ in 0..n {
+        let subtopology = r.str_u32(what)?.to_owned();
+        out.insert(TaskId::new(subtopology, r.i32(what)?));
+    }
+    Ok(out)
+}
+
+fn task_set(r: &mut Reader, what: &'static str) -> Result<TaskSet, DecodeError> {
+    Ok(TaskSet {
+        active: tasks(r, what)?,
+        standby: tasks(r, what)?,
+        warmup: tasks(r, what)?,
+    })
+}
+
+fn task_offsets(
+    r: &mut Reader,
+    what: &'static str,
+) -> Result<std::collections::BTreeMap<TaskId, i64>, DecodeError> {
+    let n = count(r, 16, what)?;
+    let mut out = std::collections::BTreeMap::new();
+    for _ in 0..n {
+        let subtopology = r.str_u32(what)?.to_owned();
+        let partition = r.i32(what)?;
+        out.insert(TaskId::new(subtopology, partition), r.i64(what)?);
+    }
+    Ok(out)
+}
+
+fn pairs(r: &mut Reader, what: &'static str) -> Result<Vec<(String, String)>, DecodeError> {
+    let n = count(r, 8, what)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let k = r.str_u32(what)?.to_owned();
+        out.push((k, r.str_u32(what)?.to_owned()));
+    }
+    Ok(out)
+}
+
+fn strings(r: &mut Reader, what: &'static str) -> Result<Vec<String>, DecodeError> {
+    let n = count(r, 4, what)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(r.str_u32(what)?.to_owned());
+    }
+    Ok(out)
+}
+
+fn topic_infos(r: &mut Reader, what: &'static str) -> Result<Vec<TopicInfo>, DecodeError> {
+    let n = count(r, 16, what)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let name = r.str_u32(what)?.to_owned();
+        let partitions = r.i32(what)?;
+        let replication_factor = i16::try_from(r.i32(what)?)
+            .map_err(|_| err(format!("{what}: bad replication factor")))?;
+        out.push(TopicInfo {
+            name,
+            partitions,
+            replication_factor,
+            configs: pairs(r, what)?,
+        });
+    }
+    Ok(out)
+}
+
+pub fn encode_streams_group(g: &StreamsGroupRecord) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(V1);
+    w.i32(g.group_epoch);
+    w.i32(g.assignment_epoch);
+    w.u64(g.metadata_hash);
+    match &g.topology {
+        None => w.u8(0),
+        Some(t) => {
+            w.u8(1);
+            w.i32(t.epoch);
+            w.u32(t.subtopologies.len() as u32);
+            for s in &t.subtopologies {
+                w.str(&s.id);
+                w.u32(s.source_topics.len() as u32);
+                for n in &s.source_topics {
+                    w.str(n);
+                }
+                w.u32(s.repartition_sink_topics.len() as u32);
+                for n in &s.repartition_sink_topics {
+                    w.str(n);
+                }
+                w.topic_infos(&s.repartition_source_topics);
+                w.topic_infos(&s.changelog_topics);
+                w.u32(s.copartition_groups.len() as u32);
+                for c in &s.copartition_groups {
+                    for list in [&c.source_topics, &c.repartition_source_topics] {
+                        w.u32(list.len() as u32);
+                        for &i in list {
+                            w.i32(i32::from(i));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    w.0
+}
+
+fn indexes(r: &mut Reader, what: &'static str) -> Result<Vec<i16>, DecodeError> {
+    let n = count(r, 4, what)?;
+    (0..n)
+        .map(|_| i16::try_from(r.i32(what)?).map_err(|_| err(format!("{what}: bad topic index"))))
+        .collect()
+}
+
+pub fn decode_streams_group(value: &[u8]) -> Result<StreamsGroupRecord, DecodeError> {
+    const WHAT: &str = "streams group value";
+    let mut r = Reader::new(value);
+    version(&mut r, WHAT)?;
+    let group_epoch = r.i32(WHAT)?;
+    let assignment_epoch = r.i32(WHAT)?;
+    let metadata_hash = r.u64(WHAT)?;
+    let topology = match r.u8(WHAT)? {
+        0 => None,
+        1 => {
+            let epoch = r.i32(WHAT)?;
+            let n = count(&mut r, 24, WHAT)?;
+            let mut subtopologies = Vec::with_capacity(n);
+            for _ in 0..n {
+                let id = r.str_u32(WHAT)?.to_owned();
+                let source_topics = strings(&mut r, WHAT)?;
+                let repartition_sink_topics = strings(&mut r, WHAT)?;
+                let repartition_source_topics = topic_infos(&mut r, WHAT)?;
+                let changelog_topics = topic_infos(&mut r, WHAT)?;
+                let groups = count(&mut r, 8, WHAT)?;
+                let mut copartition_groups = Vec::with_capacity(groups);
+                for _ in 0..groups {
+                    copartition_groups.push(CopartitionGroup {
+                        source_topics: indexes(&mut r, WHAT)?,
+                        repartition_source_topics: indexes(&mut r, WHAT)?,
+                    });
+                }
+                subtopologies.push(Subtopology {
+                    id,
+                    source_topics,
+                    repartition_sink_topics,
+                    repartition_source_topics,
+                    changelog_topics,
+                    copartition_groups,
+                });
+            }
+            Some(Topology {
+                epoch,
+                subtopologies,
+            })
+        }
+        t => return Err(err(format!("{WHAT}: bad option tag {t}"))),
+    };
+    end(&r, WHAT)?;
+    Ok(StreamsGroupRecord {
+        group_epoch,
+        assignment_epoch,
+        metadata_hash,
+        topology,
+    })
+}
+
+pub fn encode_streams_member(m: &StreamsMember) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(V1);
+    w.str(m.member_id.as_str());
+    w.i32(m.member_epoch);
+    w.i32(m.previous_member_epoch);
+    w.u8(m.state.code());
+    w.opt_str(m.instance_id.as_ref().map(|i| i.as_str()));
+    w.opt_str(m.rack_id.as_deref());
+    w.str(&m.client_id);
+    w.str(&m.client_host);
+    w.i32(m.rebalance_timeout_ms);
+    w.i32(m.topology_epoch);
+    w.str(&m.process_id);
+    match &m.user_endpoint {
+        None => w.u8(0),
+        Some(e) => {
+            w.u8(1);
+            w.str(&e.host);
+            w.u32(u32::from(e.port));
+        }
+    }
+    w.pairs(&m.client_tags);
+    w.task_offsets(&m.task_offsets);
+    w.task_offsets(&m.task_end_offsets);
+    w.task_set(&m.assigned);
+    w.task_set(&m.pending_revocation);
+    w.task_set(&m.target);
+    w.0
+}
+
+pub fn decode_streams_member(value: &[u8]) -> Result<StreamsMember, DecodeError> {
+    const WHAT: &str = "streams member value";
+    let mut r = Reader::new(value);
+    version(&mut r, WHAT)?;
+    let member_id = MemberId::new(r.str_u32(WHAT)?);
+    let member_epoch = r.i32(WHAT)?;
+    let previous_member_epoch = r.i32(WHAT)?;
+    let code = r.u8(WHAT)?;
+    let state = StreamsMemberState::from_code(code)
+        .ok_or_else(|| err(format!("{WHAT}: unknown member state {code}")))?;
+    let instance_id = opt_str(&mut r, WHAT)?.map(InstanceId::new);
+    let rack_id = opt_str(&mut r, WHAT)?;
+    let client_id = r.str_u32(WHAT)?.to_owned();
+    let client_host = r.str_u32(WHAT)?.to_owned();
+    let rebalance_timeout_ms = r.i32(WHAT)?;
+    let topology_epoch = r.i32(WHAT)?;
+    let process_id = r.str_u32(WHAT)?.to_owned();
+    let user_endpoint = match r.u8(WHAT)? {
+        0 => None,
+        1 => {
+            let host = r.str_u32(WHAT)?.to_owned();
+            let port = u16::try_from(r.u32(WHAT)?).map_err(|_| err(format!("{WHAT}: bad port")))?;
+            Some(Endpoint { host, port })
+        }
+        t => return Err(err(format!("{WHAT}: bad option tag {t}"))),
+    };
+    let client_tags = pairs(&mut r, WHAT)?;
+    let offsets = task_offsets(&mut r, WHAT)?;
+    let end_offsets = task_offsets(&mut r, WHAT)?;
+    let assigned = task_set(&mut r, WHAT)?;
+    let pending_revocation = task_set(&mut r, WHAT)?;
+    let target = task_set(&mut r, WHAT)?;
+    end(&r, WHAT)?;
+    Ok(StreamsMember {
+        member_id,
+        member_epoch,
+        previous_member_epoch,
+        state,
+        instance_id,
+        rack_id,
+        client_id,
+        client_host,
+        rebalance_timeout_ms,
+        topology_epoch,
+        process_id,
+        user_endpoint,
+        client_tags,
+        task_offsets: offsets,
+        task_end_offsets: end_offsets,
+        assigned,
+        pending_revocation,
+        target,
+    })
 }
 
 pub fn encode_consumer_group(g: &ConsumerGroupRecord) -> Vec<u8> {

@@ -21,7 +21,9 @@ use redb::{
 };
 
 use super::codec;
-use super::{LoadedConsumerGroup, LoadedGroup, Mutation, Store, StoreError, StoredTopic};
+use super::{
+    LoadedConsumerGroup, LoadedGroup, LoadedStreamsGroup, Mutation, Store, StoreError, StoredTopic,
+};
 use crate::security::credentials::CredentialChange;
 use crate::vocab::{GroupId, TxnRecord};
 
@@ -33,6 +35,10 @@ const META: TableDefinition<&str, u32> = TableDefinition::new("meta");
 /// group and member id. Tables added to format 1: a file without them gets them when opened.
 const CONSUMER_GROUPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("consumer_groups");
 const CONSUMER_MEMBERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("consumer_members");
+/// Streams groups (KIP-1071), laid out as the consumer-group tables. Added to format 1 as those
+/// were.
+const STREAMS_GROUPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("streams_groups");
+const STREAMS_MEMBERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("streams_members");
 /// SCRAM credentials: key the mechanism's code and the user name, value the credential. Added
 /// to format 1 like the consumer-group tables.
 const CREDENTIALS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("scram_credentials");
@@ -196,6 +202,8 @@ impl EmbeddedStore {
         let mut txns = tx.open_table(TXNS)?;
         let mut acls = tx.open_table(ACLS)?;
         let mut pending_offsets = tx.open_table(PENDING)?;
+        let mut streams_groups = tx.open_table(STREAMS_GROUPS)?;
+        let mut streams_members = tx.open_table(STREAMS_MEMBERS)?;
         for m in batch {
             match m {
                 Mutation::PutOffset { group, tp, offset } => {
@@ -212,9 +220,29 @@ impl EmbeddedStore {
                     )?;
                 }
                 Mutation::ClearGroupRecords { group } => {
+                    let prefix = codec::group_prefix(group.as_str());
                     groups.remove(group.as_str().as_bytes())?;
                     consumer_groups.remove(group.as_str().as_bytes())?;
-                    remove_prefix(&mut consumer_members, &codec::group_prefix(group.as_str()))?;
+                    remove_prefix(&mut consumer_members, &prefix)?;
+                    streams_groups.remove(group.as_str().as_bytes())?;
+                    remove_prefix(&mut streams_members, &prefix)?;
+                }
+                Mutation::PutStreamsGroup { group, record } => {
+                    streams_groups.insert(
+                        group.as_str().as_bytes(),
+                        codec::encode_streams_group(record).as_slice(),
+                    )?;
+                }
+                Mutation::PutStreamsMember { group, member } => {
+                    let key = codec::consumer_member_key(group.as_str(), member.member_id.as_str());
+                    streams_members.insert(
+                        key.as_slice(),
+                        codec::encode_streams_member(member).as_slice(),
+                    )?;
+                }
+                Mutation::DeleteStreamsMember { group, member } => {
+                    let key = codec::consumer_member_key(group.as_str(), member.as_str());
+                    streams_members.remove(key.as_slice())?;
                 }
                 Mutation::PutConsumerGroup { group, record } => {
                     consumer_groups.insert(
@@ -238,6 +266,8 @@ impl EmbeddedStore {
                     groups.remove(group.as_str().as_bytes())?;
                     consumer_groups.remove(group.as_str().as_bytes())?;
                     remove_prefix(&mut consumer_members, &prefix)?;
+                    streams_groups.remove(group.as_str().as_bytes())?;
+                    remove_prefix(&mut streams_members, &prefix)?;
                     remove_prefix(&mut offsets, &prefix)?;
                     remove_prefix(&mut pending_offsets, &prefix)?;
                 }
@@ -358,6 +388,51 @@ impl EmbeddedStore {
 }
 
 impl EmbeddedStore {
+    /// Appends the stored streams groups, each with its members, to `out`.
+    fn load_streams_groups(
+        &self,
+        tx: &ReadTransaction,
+        out: &mut Vec<LoadedGroup>,
+    ) -> Result<(), StoreError> {
+        let groups = tx.open_table(STREAMS_GROUPS).map_err(|e| self.corrupt(e))?;
+        let members = tx
+            .open_table(STREAMS_MEMBERS)
+            .map_err(|e| self.corrupt(e))?;
+        let mut loaded: std::collections::BTreeMap<String, LoadedStreamsGroup> =
+            std::collections::BTreeMap::new();
+        for entry in groups.iter().map_err(|e| self.corrupt(e))? {
+            let (k, v) = entry.map_err(|e| self.corrupt(e))?;
+            let id = String::from_utf8(k.value().to_vec())
+                .map_err(|_| self.corrupt("a group id is not UTF-8"))?;
+            let record = codec::decode_streams_group(v.value())
+                .map_err(|e| self.corrupt(format!("group {id}: {e}")))?;
+            loaded.insert(
+                id,
+                LoadedStreamsGroup {
+                    record,
+                    members: Vec::new(),
+                },
+            );
+        }
+        for entry in members.iter().map_err(|e| self.corrupt(e))? {
+            let (k, v) = entry.map_err(|e| self.corrupt(e))?;
+            let (group, member) =
+                codec::decode_consumer_member_key(k.value()).map_err(|e| self.corrupt(e))?;
+            let record = codec::decode_streams_member(v.value())
+                .map_err(|e| self.corrupt(format!("group {group} member {member}: {e}")))?;
+            if let Some(g) = loaded.get_mut(group) {
+                g.members.push(record);
+            }
+        }
+        for (id, streams) in loaded {
+            out.push(LoadedGroup {
+                streams: Some(streams),
+                ..LoadedGroup::new(GroupId::new(id))
+            });
+        }
+        Ok(())
+    }
+
     /// Adds the stored pending transactional offsets to their groups in `out` (`index`: where
     /// each group is), adding the groups that have nothing else stored.
     fn load_pending(
@@ -497,6 +572,7 @@ impl Store for EmbeddedStore {
             });
         }
         self.load_consumer_groups(&tx, &mut out)?;
+        self.load_streams_groups(&tx, &mut out)?;
         // Both tables are ordered by group id (offsets by its length-prefixed form, so compare
         // ids, not keys): merge them with one index. A group's offsets are contiguous, so the
         // index is consulted once per group, not once per offset.

@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use super::{LoadedConsumerGroup, LoadedGroup, Mutation, Store, StoreError, StoredTopic};
+use super::{
+    LoadedConsumerGroup, LoadedGroup, LoadedStreamsGroup, Mutation, Store, StoreError, StoredTopic,
+};
+use crate::group::streams::{StreamsGroupRecord, StreamsMember};
 use crate::metadata::topic_config::TopicConfigs;
 use crate::vocab::{ConsumerGroupRecord, ConsumerMember, GroupId, GroupMetadataRecord, MemberId};
 use crate::vocab::{OffsetAndMetadata, PendingOffset, TopicPartition, TxnRecord};
@@ -17,6 +20,8 @@ struct Data {
     groups: BTreeMap<GroupId, GroupMetadataRecord>,
     consumer_groups: BTreeMap<GroupId, ConsumerGroupRecord>,
     consumer_members: BTreeMap<(GroupId, MemberId), ConsumerMember>,
+    streams_groups: BTreeMap<GroupId, StreamsGroupRecord>,
+    streams_members: BTreeMap<(GroupId, MemberId), StreamsMember>,
     offsets: BTreeMap<(GroupId, TopicPartition), OffsetAndMetadata>,
     credentials: BTreeMap<
         (String, crate::security::scram::ScramMechanism),
@@ -34,6 +39,8 @@ impl Data {
         self.groups.remove(group);
         self.consumer_groups.remove(group);
         self.consumer_members.retain(|(g, _), _| g != group);
+        self.streams_groups.remove(group);
+        self.streams_members.retain(|(g, _), _| g != group);
     }
 }
 
@@ -89,6 +96,18 @@ impl Store for MemoryStore {
                 }
                 Mutation::DeleteConsumerMember { group, member } => {
                     d.consumer_members.remove(&(group.clone(), member.clone()));
+                }
+                Mutation::PutStreamsGroup { group, record } => {
+                    d.streams_groups.insert(group.clone(), (**record).clone());
+                }
+                Mutation::PutStreamsMember { group, member } => {
+                    d.streams_members.insert(
+                        (group.clone(), member.member_id.clone()),
+                        (**member).clone(),
+                    );
+                }
+                Mutation::DeleteStreamsMember { group, member } => {
+                    d.streams_members.remove(&(group.clone(), member.clone()));
                 }
                 Mutation::PutTopic {
                     name,
@@ -195,6 +214,24 @@ impl Store for MemoryStore {
                 id.clone(),
                 LoadedGroup {
                     consumer: Some(LoadedConsumerGroup {
+                        record: record.clone(),
+                        members,
+                    }),
+                    ..LoadedGroup::new(id.clone())
+                },
+            );
+        }
+        for (id, record) in &d.streams_groups {
+            let members = d
+                .streams_members
+                .range((id.clone(), MemberId::new(""))..)
+                .take_while(|((g, _), _)| g == id)
+                .map(|(_, m)| m.clone())
+                .collect();
+            out.insert(
+                id.clone(),
+                LoadedGroup {
+                    streams: Some(LoadedStreamsGroup {
                         record: record.clone(),
                         members,
                     }),

@@ -92,6 +92,21 @@ pub enum Mutation {
         group: GroupId,
         member: MemberId,
     },
+    /// A streams group's own record (replaces the previous one).
+    PutStreamsGroup {
+        group: GroupId,
+        record: Box<crate::group::streams::StreamsGroupRecord>,
+    },
+    /// One streams-group member's record (replaces the previous one of its member id).
+    PutStreamsMember {
+        group: GroupId,
+        member: Box<crate::group::streams::StreamsMember>,
+    },
+    /// A member that left a streams group.
+    DeleteStreamsMember {
+        group: GroupId,
+        member: MemberId,
+    },
     /// The group's records of either kind, not its offsets: an Empty group changed kind.
     ClearGroupRecords {
         group: GroupId,
@@ -151,6 +166,8 @@ pub struct LoadedGroup {
     pub metadata: Option<GroupMetadataRecord>,
     /// A consumer group's records (then `metadata` is `None`).
     pub consumer: Option<LoadedConsumerGroup>,
+    /// A streams group's records (then `metadata` and `consumer` are `None`).
+    pub streams: Option<LoadedStreamsGroup>,
     pub offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
     /// Transactional offsets waiting for their transaction's marker.
     pub pending: Vec<PendingOffset>,
@@ -163,6 +180,7 @@ impl LoadedGroup {
             id,
             metadata: None,
             consumer: None,
+            streams: None,
             offsets: Vec::new(),
             pending: Vec::new(),
         }
@@ -174,6 +192,13 @@ impl LoadedGroup {
 pub struct LoadedConsumerGroup {
     pub record: ConsumerGroupRecord,
     pub members: Vec<ConsumerMember>,
+}
+
+/// A streams group as stored: its group record and every member's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedStreamsGroup {
+    pub record: crate::group::streams::StreamsGroupRecord,
+    pub members: Vec<crate::group::streams::StreamsMember>,
 }
 
 /// A durable key-value home for koord's state. Implementations are internally synchronised:

@@ -465,6 +465,11 @@ impl StreamsGroup {
         std::mem::take(&mut self.events)
     }
 
+    /// A write of the group's records failed: everything is written again with the next one.
+    pub fn handle_write_failed(&mut self) {
+        self.records = self.snapshot();
+    }
+
     /// Everything needed to store the group from scratch.
     pub fn snapshot(&self) -> Vec<StreamsRecord> {
         let mut out = vec![StreamsRecord::Group(Box::new(self.group_record()))];

@@ -41,6 +41,15 @@ impl TaskSet {
     }
 }
 
+/// Tasks by subtopology, partitions in order (how the wire lists them).
+pub fn by_subtopology(tasks: &BTreeSet<TaskId>) -> BTreeMap<&str, Vec<i32>> {
+    let mut by: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for t in tasks {
+        by.entry(&t.subtopology).or_default().push(t.partition);
+    }
+    by
+}
+
 /// Kafka's streams `MemberState`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StreamsMemberState {
