@@ -159,6 +159,8 @@ impl EmbeddedStore {
                 TXNS,
                 ACLS,
                 PENDING,
+                STREAMS_GROUPS,
+                STREAMS_MEMBERS,
             ] {
                 tx.open_table(table).map_err(|e| e.to_string())?;
             }

@@ -1,0 +1,156 @@
+"""Kafka Streams 4.4 with group.protocol=streams (KIP-1071 streams groups): the coordinator
+assigns the tasks.
+
+- The word count of test_streams.py scales 1 -> 2 -> 3 -> 1 instances; every count it publishes
+  is exact in every phase. On koord (its default learner assignor), the stateful tasks an
+  instance takes over are warmed up on it first: koord's log shows warm-ups planned and
+  promoted.
+- With group.streams.num.standby.replicas=1 (koord's setting), two instances each keep standbys
+  of the other's stateful tasks.
+
+Every wait is on an event (a JSON line of an instance, a record read back); deadlines only bound
+a failure. KOORD_BOOTSTRAP=HOST:PORT runs the scaling test against a running broker instead
+(Apache Kafka 4.4 in the conformance tier, whose sticky assignor moves tasks at once).
+"""
+
+import collections
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from test_streams import (EXTERNAL_BOOTSTRAP, PARTITIONS, TASKS, OutputCounts, StreamsEvents,
+                          StreamsInstance, instance_views, produce_sentences, tasks_split, unique)
+
+STREAMS_PROTOCOL = "group.protocol=streams"
+# koord's settings for these tests: members heartbeat every second so a scale-out takes seconds,
+# not the 5 s rounds of the default (the protocol is the same).
+KOORD_SETTINGS = ("group.streams.heartbeat.interval.ms=1000",)
+STATEFUL = frozenset(f"1_{p}" for p in range(PARTITIONS))
+
+
+def topics(bootstrap, app_id):
+    input_topic, output_topic = f"{app_id}-input", f"{app_id}-output"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(input_topic, PARTITIONS, 1),
+                                  NewTopic(output_topic, PARTITIONS, 1)]).values():
+        f.result(timeout=30)
+    return input_topic, output_topic
+
+
+def koord_log_lines(k, needle):
+    try:
+        return [line for line in k.log_path.read_text(errors="replace").splitlines()
+                if needle in line]
+    except OSError:
+        return []
+
+
+def test_streams_group_word_count_scales_1_2_3_1_with_exact_counts(koord, tmp_path, request):
+    k = None
+    if EXTERNAL_BOOTSTRAP:
+        bootstrap = EXTERNAL_BOOTSTRAP
+    else:
+        k = koord(*KOORD_SETTINGS)
+        bootstrap = k.bootstrap
+    app_id = unique(request, "app")
+    input_topic, output_topic = topics(bootstrap, app_id)
+    events = StreamsEvents()
+    instances = {}
+    output = OutputCounts(bootstrap, output_topic)
+    expected = collections.Counter()
+
+    def start(name):
+        instances[name] = StreamsInstance(events, name, tmp_path, bootstrap, app_id, input_topic,
+                                          output_topic, tmp_path / f"{name}-state",
+                                          STREAMS_PROTOCOL)
+
+    try:
+        produce_sentences(bootstrap, input_topic, 0, 300, expected)
+        start("s1")
+        alone = events.wait_for("s1 RUNNING with every task", tasks_split(["s1"]))
+        assert alone == {"s1": TASKS}
+        output.wait_for(dict(expected), "phase 1 (s1 alone)")
+
+        start("s2")
+        events.wait_for("s1 and s2 RUNNING, the tasks split between them",
+                        tasks_split(["s1", "s2"]))
+        produce_sentences(bootstrap, input_topic, 300, 300, expected)
+        output.wait_for(dict(expected), "phase 2 (s1 and s2)")
+
+        start("s3")
+        three = events.wait_for("s1, s2 and s3 RUNNING, the tasks split among them",
+                                tasks_split(["s1", "s2", "s3"]))
+        produce_sentences(bootstrap, input_topic, 600, 300, expected)
+        output.wait_for(dict(expected), "phase 3 (s1, s2 and s3)")
+
+        instances["s1"].stop()
+        instances["s2"].stop()
+        events.wait_for("s3 RUNNING with every task after s1 and s2 closed",
+                        tasks_split(["s3"], gone=["s1", "s2"]))
+        produce_sentences(bootstrap, input_topic, 900, 300, expected)
+        output.wait_for(dict(expected), "phase 4 (s3 alone)")
+        instances["s3"].stop()
+
+        if k is not None:
+            # The learner assignor warmed moved stateful tasks up before moving them.
+            planned = koord_log_lines(k, "warm-up planned")
+            promoted = koord_log_lines(k, "warm-up promoted")
+            assert planned and promoted, (
+                f"no warm-ups in koord's log: planned {planned[:3]}, promoted {promoted[:3]}")
+        print(f"tasks with 3 instances: {three}")
+    finally:
+        output.stop()
+        for inst in instances.values():
+            inst.kill()
+
+
+@pytest.mark.skipif(EXTERNAL_BOOTSTRAP is not None,
+                    reason="standbys are koord's group.streams.num.standby.replicas setting")
+def test_streams_group_keeps_standbys_on_the_other_instance(koord, tmp_path, request):
+    k = koord(*KOORD_SETTINGS, "group.streams.num.standby.replicas=1")
+    bootstrap = k.bootstrap
+    app_id = unique(request, "app")
+    input_topic, output_topic = topics(bootstrap, app_id)
+    events = StreamsEvents()
+    instances = []
+    output = OutputCounts(bootstrap, output_topic)
+    expected = collections.Counter()
+    try:
+        produce_sentences(bootstrap, input_topic, 0, 200, expected)
+        for name in ("s1", "s2"):
+            instances.append(StreamsInstance(events, name, tmp_path, bootstrap, app_id,
+                                             input_topic, output_topic,
+                                             tmp_path / f"{name}-state", STREAMS_PROTOCOL))
+
+        def standbys_placed(log):
+            split = tasks_split(["s1", "s2"])(log)
+            if split is None:
+                return None
+            views = instance_views(log)
+            standby = {n: standby_of(log, n) for n in ("s1", "s2")}
+            covered = standby["s1"] | standby["s2"]
+            if covered != STATEFUL:
+                return None
+            if any(standby[n] & views[n]["active"] for n in ("s1", "s2")):
+                return None
+            return standby
+
+        placed = events.wait_for("every stateful task with a standby on the other instance",
+                                 standbys_placed)
+        output.wait_for(dict(expected), "counts with standbys")
+        for inst in instances:
+            inst.stop()
+        print(f"standbys: {placed}")
+    finally:
+        output.stop()
+        for inst in instances:
+            inst.kill()
+
+
+def standby_of(log, name):
+    """The standby tasks of instance `name` by its latest tasks line."""
+    last = frozenset()
+    for e in log:
+        if e["member"] == name and e["event"] == "tasks":
+            last = frozenset(e.get("standby", ()))
+    return last
