@@ -45,6 +45,7 @@ fn settings() -> Settings {
             Arc::new(std::collections::BTreeMap::<String, u32>::new()),
         ),
         consumer: Arc::default(),
+        streams: Arc::default(),
         image: Arc::new(crate::metadata::Topics::default()),
     }
 }
