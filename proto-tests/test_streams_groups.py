@@ -14,17 +14,20 @@ a failure. KOORD_BOOTSTRAP=HOST:PORT runs the scaling test against a running bro
 """
 
 import collections
+import re
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from test_streams import (EXTERNAL_BOOTSTRAP, PARTITIONS, TASKS, OutputCounts, StreamsEvents,
-                          StreamsInstance, instance_views, produce_sentences, tasks_split, unique)
+                          StreamsInstance, instance_views, produce_sentences, tasks_split, tool,
+                          unique)
 
 STREAMS_PROTOCOL = "group.protocol=streams"
 # koord's settings for these tests: members heartbeat every second so a scale-out takes seconds,
 # not the 5 s rounds of the default (the protocol is the same).
 KOORD_SETTINGS = ("group.streams.heartbeat.interval.ms=1000",)
+STREAMS_GROUP_COMMAND = "org.apache.kafka.tools.streams.StreamsGroupCommand"  # kafka-streams-groups
 STATEFUL = frozenset(f"1_{p}" for p in range(PARTITIONS))
 
 
@@ -82,6 +85,17 @@ def test_streams_group_word_count_scales_1_2_3_1_with_exact_counts(koord, tmp_pa
                                 tasks_split(["s1", "s2", "s3"]))
         produce_sentences(bootstrap, input_topic, 600, 300, expected)
         output.wait_for(dict(expected), "phase 3 (s1, s2 and s3)")
+        # kafka-streams-groups (kafka-tools 4.4) describes the members with their tasks, and
+        # the lag of every input and repartition partition.
+        described = tool(STREAMS_GROUP_COMMAND, bootstrap, "--describe", "--group", app_id,
+                         "--members", "--verbose")
+        assert members_active_tasks(described, app_id) == TASKS, described
+        offsets = tool(STREAMS_GROUP_COMMAND, bootstrap, "--describe", "--group", app_id,
+                       "--offsets")
+        lags = re.findall(rf"^{re.escape(app_id)}\s+(\S+)\s+(\d+)\s+(\d+)\s*$", offsets, re.M)
+        assert sorted((t, int(p)) for t, p, _ in lags) == sorted(
+            (t, p) for t in (input_topic, f"{app_id}-words-repartition")
+            for p in range(PARTITIONS)), offsets
 
         instances["s1"].stop()
         instances["s2"].stop()
@@ -145,6 +159,19 @@ def test_streams_group_keeps_standbys_on_the_other_instance(koord, tmp_path, req
         output.stop()
         for inst in instances:
             inst.kill()
+
+
+def members_active_tasks(described, app_id):
+    """kafka-streams-groups --describe --members --verbose: the active tasks of every member
+    line ("ACTIVE: 0:[1, 2]; 1:[0]; TARGET-ACTIVE: ..."), as {"0_1", ...}."""
+    tasks = set()
+    for line in described.splitlines():
+        if not line.startswith(app_id) or " ACTIVE:" not in line:
+            continue
+        active = line.split(" ACTIVE:", 1)[1].split("TARGET-ACTIVE:", 1)[0]
+        for sub, parts in re.findall(r"(\w+):\[([^\]]*)\]", active):
+            tasks.update(f"{sub}_{p.strip()}" for p in parts.split(",") if p.strip())
+    return frozenset(tasks)
 
 
 def standby_of(log, name):

@@ -308,9 +308,9 @@ kafka_conformance() {
     load_smoke_run "$bootstrap"
     # Kafka Streams, a client-side custom assignor, kafka-topics and kafka-configs: the same
     # expectations koord is held to in the python tier are Kafka's own behaviour.
-    say "Kafka Streams, a custom assignor, the admin tools against Kafka 4.4 (test_streams.py)"
-    KOORD_BOOTSTRAP="$bootstrap" "$venv/bin/python" -m pytest proto-tests/test_streams.py -ra \
-        --tb=short -p no:cacheprovider
+    say "Kafka Streams (classic and streams groups), a custom assignor, the admin tools against Kafka 4.4"
+    KOORD_BOOTSTRAP="$bootstrap" "$venv/bin/python" -m pytest proto-tests/test_streams.py \
+        proto-tests/test_streams_groups.py -ra --tb=short -p no:cacheprovider
 }
 
 step install-tools install_tools
