@@ -373,3 +373,65 @@ fn a_source_topic_that_does_not_exist_is_reported_missing_and_nothing_is_assigne
     );
     assert_eq!(described.groups[0].group_state.as_str(), "NotReady");
 }
+
+/// koord only (it owns the process): a streams group is durable. After kill -9 and a restart
+/// the member heartbeats on at its epoch with its tasks, and the group describes as before.
+#[test]
+fn a_streams_group_survives_kill_9() {
+    let Some(mut koord) = Koord::start_owned(
+        "a_streams_group_survives_kill_9",
+        &["group.streams.initial.rebalance.delay.ms=0"],
+    ) else {
+        return;
+    };
+    let mut c = koord.connect();
+    let app = unique("streams-durable");
+    let input = input_topic(&mut c, &app);
+    let joined = heartbeat(&mut c, &joining(&app, &input, "m1"));
+    assert_eq!(err(joined.error_code), None, "{joined:?}");
+    // Heartbeat until every task is assigned (the internal topics are created meanwhile).
+    let mut epoch = joined.member_epoch;
+    let deadline = Instant::now() + DEADLINE;
+    let active = loop {
+        let r = heartbeat(&mut c, &steady(&app, "m1", epoch));
+        assert_eq!(err(r.error_code), None, "{r:?}");
+        epoch = r.member_epoch;
+        if let Some(active) = r.active_tasks.filter(|a| !a.is_empty()) {
+            break tasks(&active);
+        }
+        assert!(Instant::now() < deadline, "no assignment");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    koord.kill9();
+    koord.restart();
+    let mut c = koord.connect();
+    let owned = |a: &BTreeMap<String, Vec<i32>>| {
+        a.iter()
+            .map(|(s, p)| {
+                kafka_protocol::messages::streams_group_heartbeat_request::TaskIds::default()
+                    .with_subtopology_id(kafka_protocol::protocol::StrBytes::from_string(s.clone()))
+                    .with_partitions(p.clone())
+            })
+            .collect::<Vec<_>>()
+    };
+    let again = heartbeat(
+        &mut c,
+        &steady(&app, "m1", epoch)
+            .with_active_tasks(Some(owned(&active)))
+            .with_standby_tasks(Some(vec![]))
+            .with_warmup_tasks(Some(vec![])),
+    );
+    assert_eq!(err(again.error_code), None, "{again:?}");
+    assert_eq!(
+        again.member_epoch, epoch,
+        "the same epoch after the restart"
+    );
+    assert_eq!(again.active_tasks, None, "nothing moved");
+    let described: StreamsGroupDescribeResponse = c.send(
+        0,
+        &StreamsGroupDescribeRequest::default().with_group_ids(vec![group_id(&app)]),
+    );
+    let g = &described.groups[0];
+    assert_eq!(g.group_state.as_str(), "Stable", "{g:?}");
+    assert_eq!(tasks_of(&g.members[0].assignment.active_tasks), active);
+}
