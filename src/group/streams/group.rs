@@ -1154,6 +1154,10 @@ impl StreamsGroup {
         now: Timestamp,
     ) -> bool {
         let member = &self.members[id];
+        if member.state == StreamsMemberState::Stable && member.member_epoch == target_epoch {
+            // Reconciled: nothing to look up (the common heartbeat).
+            return false;
+        }
         let holders = Holders::of_others(&self.members, id);
         let Some(next) = reconcile(member, target_epoch, target, &holders, owned) else {
             return false;
