@@ -107,18 +107,22 @@ pub fn plan(
             continue;
         };
         for task in &a.active {
+            // A task promoted by an earlier target stays promoted while its old owner is
+            // still giving it up (the learner's warm-up, and so its lag report, is gone).
+            let handing_over = learner.target.active.contains(task);
             let direct = match owners.get(task) {
                 None => true,
                 Some(o) if o.member_id == to => true,
                 Some(o) => {
-                    o.process_id == learner.process_id
+                    handing_over
+                        || o.process_id == learner.process_id
                         || !stateful(task)
                         || ready(learner, Some(o), task, settings)
                 }
             };
             if direct {
                 if let Some(o) = owners.get(task).filter(|o| o.member_id != to) {
-                    if stateful(task) && o.process_id != learner.process_id {
+                    if stateful(task) && o.process_id != learner.process_id && !handing_over {
                         out.promoted.push((task.clone(), to.clone()));
                     }
                 }

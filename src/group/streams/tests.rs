@@ -432,6 +432,55 @@ fn with_the_learner_a_newcomer_warms_up_stateful_tasks_while_the_owner_keeps_the
 }
 
 #[test]
+fn a_promoted_warm_up_stays_promoted_while_its_owner_still_revokes() {
+    let mut g = group(learner(2));
+    let image = topics(4);
+    let mut clients = vec![joined(&mut g, &image, "m1", "p1")];
+    settle(&mut g, &image, &mut clients, T0);
+    clients.push(joined(&mut g, &image, "m2", "p2"));
+    settle(&mut g, &image, &mut clients, T0);
+    let learning: Vec<TaskId> = clients[1].owned.warmup.iter().cloned().collect();
+    assert_eq!(learning.len(), 2);
+    g.take_events();
+    // m2 reports the first warm-up caught up: promoted. m1 has not revoked it yet when m2
+    // reports the second one caught up (its warm-up of the first is gone, so it reports no lag
+    // for it): the first stays promoted, it is not planned as a warm-up again.
+    let report = |g: &mut StreamsGroup, c: &mut Client, caught_up: &[TaskId]| {
+        let mut req = steady("m2", c.epoch);
+        req.owned = Some(c.owned.clone());
+        req.task_offsets = Some(caught_up.iter().map(|t| (t.clone(), 1000)).collect());
+        req.task_end_offsets = Some(caught_up.iter().map(|t| (t.clone(), 1000)).collect());
+        let r = g.handle_heartbeat(req, &image, T0).unwrap();
+        c.epoch = r.member_epoch;
+        if let Some(a) = r.assignment {
+            c.owned = a;
+        }
+    };
+    report(&mut g, &mut clients[1], &learning[..1]);
+    report(&mut g, &mut clients[1], &learning[1..]);
+    let events = g.take_events();
+    let planned = events
+        .iter()
+        .filter(|e| matches!(e, StreamsEvent::WarmingUp { .. }))
+        .count();
+    let promoted: Vec<&TaskId> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamsEvent::Promoted { task, .. } => Some(task),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(planned, 0, "{events:?}");
+    assert_eq!(
+        promoted,
+        vec![&learning[0], &learning[1]],
+        "each promoted once"
+    );
+    settle(&mut g, &image, &mut clients, T0);
+    assert!(learning.iter().all(|t| clients[1].owned.active.contains(t)));
+}
+
+#[test]
 fn an_owner_that_crashes_hands_its_tasks_to_their_learners_at_once() {
     let mut g = group(learner(2));
     let image = topics(4);
