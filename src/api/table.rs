@@ -105,6 +105,9 @@ pub struct RequestContext {
     pub listener: Arc<Listener>,
     /// Whom the connection authenticated as (ANONYMOUS without authentication).
     pub principal: Principal,
+    /// The client's IP address as ACL hosts name it, made once per connection for the
+    /// authorizer.
+    pub peer_host: String,
 }
 
 impl RequestContext {
@@ -112,6 +115,7 @@ impl RequestContext {
     pub fn plaintext(broker: &Broker, peer: SocketAddr) -> RequestContext {
         RequestContext {
             peer,
+            peer_host: peer.ip().to_string(),
             listener: Arc::new(Listener {
                 name: "PLAINTEXT".into(),
                 protocol: crate::security::SecurityProtocol::Plaintext,
