@@ -31,10 +31,9 @@ use kafka_protocol::messages::{
     DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
     DescribeGroupsRequest, DescribeUserScramCredentialsRequest, JoinGroupRequest,
     JoinGroupResponse, MetadataRequest, MetadataResponse, OffsetCommitRequest,
-    SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::ResponseError;
-use koord::security::scram::{client, ScramMechanism};
+use koord::security::scram::ScramMechanism;
 
 const ADMIN: &str = "alice";
 const ADMIN_PASSWORD: &str = "alice-secret";
@@ -101,24 +100,7 @@ impl Secured {
     /// A connection authenticated with SCRAM-SHA-512.
     fn login(&self, user: &str, password: &str) -> Client {
         let mut c = Client::connect(self.sasl);
-        let h = c.send(
-            1,
-            &SaslHandshakeRequest::default().with_mechanism(s("SCRAM-SHA-512")),
-        );
-        assert_eq!(err(h.error_code), None, "{h:?}");
-        let first = client::first(user, "koordaclsnonce");
-        let r = c.send(
-            2,
-            &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(first.clone())),
-        );
-        assert_eq!(err(r.error_code), None, "{user}: {r:?}");
-        let server_first = String::from_utf8(r.auth_bytes.to_vec()).expect("UTF-8");
-        let (fin, _) = client::fin(ScramMechanism::Sha512, password, &first, &server_first)
-            .expect("a well-formed server-first");
-        let r = c.send(
-            2,
-            &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(fin)),
-        );
+        let r = common::sasl::login(&mut c, "SCRAM-SHA-512", user, password);
         assert_eq!(err(r.error_code), None, "{user}: {r:?}");
         c
     }
