@@ -710,3 +710,211 @@ fn topic_apis_without_describe_are_topic_authorization_failed() {
         Some(ResponseError::UnknownTopicOrPartition)
     );
 }
+
+const WRITE: i8 = 4;
+const TRANSACTIONAL_ID: i8 = 5;
+
+/// Creates `topics` (one partition each, as the admin) and waits until Metadata shows each
+/// with a leader: Kafka applies topics through its metadata log.
+fn create_topics(admin: &mut Client, topics: &[&str]) {
+    let r = admin.send(
+        5,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|t| {
+                        CreatableTopic::default()
+                            .with_name(topic_name(t))
+                            .with_num_partitions(1)
+                            .with_replication_factor(1)
+                    })
+                    .collect(),
+            ),
+    );
+    for t in &r.topics {
+        assert_eq!(err(t.error_code), None, "{r:?}");
+    }
+    for t in topics {
+        wait_until(&format!("{t} has a leader"), || {
+            let r: MetadataResponse = admin.send(
+                8,
+                &MetadataRequest::default()
+                    .with_topics(Some(vec![
+                        MetadataRequestTopic::default().with_name(Some(topic_name(t)))
+                    ]))
+                    .with_allow_auto_topic_creation(false),
+            );
+            r.topics.first().is_some_and(|t| {
+                t.error_code == 0
+                    && t.partitions.len() == 1
+                    && t.partitions.iter().all(|p| p.leader_id.0 >= 0)
+            })
+        });
+    }
+}
+
+#[test]
+fn add_partitions_to_txn_needs_write_on_the_id_and_on_each_topic() {
+    use common::txn::{find_txn_coordinator, init_txn_at};
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::{AddPartitionsToTxnRequest, TransactionalId};
+    let Some(server) = Secured::start("add_partitions_to_txn") else {
+        return;
+    };
+    let mut admin = server.admin();
+    let (jack, mut c) = server.user(&mut admin, "jack");
+    let (kim, _) = server.user(&mut admin, "kim");
+    let writable = common::unique("txn-writable");
+    let closed = common::unique("txn-closed");
+    let txn = common::unique("txn-id");
+    let other_txn = common::unique("txn-other");
+    create_topics(&mut admin, &[&writable, &closed]);
+    grant(
+        &mut admin,
+        &jack,
+        vec![
+            acl(TRANSACTIONAL_ID, &txn, LITERAL, &jack, WRITE, ALLOW),
+            acl(TOPIC, &writable, LITERAL, &jack, WRITE, ALLOW),
+        ],
+    );
+    // `closed` has an ACL (kim's), none for jack; `other_txn` has kim's.
+    grant(
+        &mut admin,
+        &kim,
+        vec![
+            acl(TOPIC, &closed, LITERAL, &kim, WRITE, ALLOW),
+            acl(TRANSACTIONAL_ID, &other_txn, LITERAL, &kim, WRITE, ALLOW),
+        ],
+    );
+    find_txn_coordinator(&mut c, &txn);
+    let (e, pid, epoch) = init_txn_at(&mut c, 4, &txn, 60_000, None);
+    assert_eq!(e, None, "InitProducerId");
+    let add = |c: &mut Client, id: &str, topics: &[&str]| -> Vec<(String, Option<ResponseError>)> {
+        let r = c.send(
+            3,
+            &AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(s(id)))
+                .with_v3_and_below_producer_id(pid.into())
+                .with_v3_and_below_producer_epoch(epoch)
+                .with_v3_and_below_topics(
+                    topics
+                        .iter()
+                        .map(|t| {
+                            AddPartitionsToTxnTopic::default()
+                                .with_name(topic_name(t))
+                                .with_partitions(vec![0])
+                        })
+                        .collect(),
+                ),
+        );
+        let mut out: Vec<_> = r
+            .results_by_topic_v3_and_below
+            .iter()
+            .flat_map(|t| {
+                t.results_by_partition
+                    .iter()
+                    .map(|p| (t.name.to_string(), err(p.partition_error_code)))
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    };
+    let sorted = |mut v: Vec<(String, Option<ResponseError>)>| {
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    // Without WRITE on the transactional id: every partition, whatever its topic.
+    assert_eq!(
+        add(&mut c, &other_txn, &[&writable, &closed]),
+        sorted(vec![
+            (
+                writable.clone(),
+                Some(ResponseError::TransactionalIdAuthorizationFailed)
+            ),
+            (
+                closed.clone(),
+                Some(ResponseError::TransactionalIdAuthorizationFailed)
+            ),
+        ])
+    );
+    // A topic without WRITE fails the whole request; the other partitions are not attempted.
+    assert_eq!(
+        add(&mut c, &txn, &[&writable, &closed]),
+        sorted(vec![
+            (writable.clone(), Some(ResponseError::OperationNotAttempted)),
+            (
+                closed.clone(),
+                Some(ResponseError::TopicAuthorizationFailed)
+            ),
+        ])
+    );
+    assert_eq!(add(&mut c, &txn, &[&writable]), vec![(writable, None)]);
+}
+
+#[test]
+fn consumer_group_heartbeat_and_describe_hide_topics_the_principal_may_not_describe() {
+    use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest};
+    let Some(server) = Secured::start("consumer_group_topics") else {
+        return;
+    };
+    let mut admin = server.admin();
+    let (lena, mut c) = server.user(&mut admin, "lena");
+    let (max, mut other) = server.user(&mut admin, "max");
+    let group = common::unique("cg-guarded");
+    let mine = common::unique("cg-mine");
+    let theirs = common::unique("cg-theirs");
+    create_topics(&mut admin, &[&mine, &theirs]);
+    grant(
+        &mut admin,
+        &lena,
+        vec![
+            acl(GROUP, &group, LITERAL, &lena, READ, ALLOW),
+            acl(TOPIC, &mine, LITERAL, &lena, READ, ALLOW),
+        ],
+    );
+    grant(
+        &mut admin,
+        &max,
+        vec![
+            acl(GROUP, &group, LITERAL, &max, DESCRIBE, ALLOW),
+            acl(TOPIC, &theirs, LITERAL, &max, READ, ALLOW),
+        ],
+    );
+    let join = |c: &mut Client, topics: &[&str]| {
+        c.send(
+            1,
+            &ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(common::group_id(&group))
+                .with_member_id(s(&common::unique("member")))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_names(Some(topics.iter().map(|t| topic_name(t)).collect()))
+                .with_topic_partitions(Some(vec![])),
+        )
+    };
+    // Naming a topic it may not describe: refused, whatever else it names.
+    let r = join(&mut c, &[&mine, &theirs]);
+    assert_eq!(
+        err(r.error_code),
+        Some(ResponseError::TopicAuthorizationFailed),
+        "{r:?}"
+    );
+    let r = join(&mut c, &[&mine]);
+    assert_eq!(err(r.error_code), None, "{r:?}");
+    assert!(r.member_epoch > 0, "{r:?}");
+    let describe = |c: &mut Client| {
+        let r = c.send(
+            0,
+            &ConsumerGroupDescribeRequest::default().with_group_ids(vec![common::group_id(&group)]),
+        );
+        (err(r.groups[0].error_code), r.groups[0].members.len())
+    };
+    assert_eq!(describe(&mut c), (None, 1));
+    // max may describe the group, but not the topic its member subscribes to.
+    assert_eq!(
+        describe(&mut other),
+        (Some(ResponseError::TopicAuthorizationFailed), 0)
+    );
+}

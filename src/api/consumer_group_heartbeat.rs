@@ -2,26 +2,39 @@
 //! heartbeats and leaves go through one request; the group core ([`crate::group::consumer`])
 //! assigns and reconciles. v0 members may send no member id (koord draws one, as Kafka does);
 //! v1 members generate their own.
-
-use std::net::SocketAddr;
+//!
+//! Authorization beyond READ on the group (checked before dispatch): a member that names a
+//! topic it may not DESCRIBE is refused with TOPIC_AUTHORIZATION_FAILED, as Kafka 4.x does
+//! (KAFKA-18813), so that it cannot learn of topics it may not see.
 
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+use kafka_protocol::ResponseError;
 
 use super::join_group::client_host;
-use super::str_bytes;
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::group::consumer::{validate, ConsumerHeartbeat, Refusal};
 use crate::group::{GroupId, MemberId};
+use crate::security::acl::{Operation, ResourceType};
 use crate::vocab::Partitions;
 
 pub async fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: ConsumerGroupHeartbeatRequest,
     version: i16,
     client_id: &str,
-    peer: SocketAddr,
 ) -> ConsumerGroupHeartbeatResponse {
+    let peer = ctx.peer;
+    if req.subscribed_topic_names.as_ref().is_some_and(|names| {
+        names
+            .iter()
+            .any(|n| !ctx.may(broker, Operation::Describe, ResourceType::Topic, n))
+    }) {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+    }
     let mut member_id = req.member_id.to_string();
     if member_id.is_empty() && version == 0 {
         // Kafka's coordinator generates the id of a v0 member (`Uuid.randomUuid().toString()`,

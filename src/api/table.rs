@@ -158,9 +158,9 @@ pub async fn dispatch(
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(api::init_producer_id::handle(broker, r, v).await)
         }
-        RequestKind::AddPartitionsToTxn(r) => {
-            ResponseKind::AddPartitionsToTxn(api::add_partitions_to_txn::handle(broker, r, v).await)
-        }
+        RequestKind::AddPartitionsToTxn(r) => ResponseKind::AddPartitionsToTxn(
+            api::add_partitions_to_txn::handle(broker, ctx, r, v).await,
+        ),
         RequestKind::AddOffsetsToTxn(r) => {
             ResponseKind::AddOffsetsToTxn(api::add_offsets_to_txn::handle(broker, r, v).await)
         }
@@ -230,7 +230,7 @@ pub async fn dispatch(
             ResponseKind::DeleteGroups(api::delete_groups::handle(broker, ctx, r, v).await)
         }
         RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
-            api::consumer_group_heartbeat::handle(broker, r, v, client_id, peer).await,
+            api::consumer_group_heartbeat::handle(broker, ctx, r, v, client_id).await,
         ),
         RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
             api::consumer_group_describe::handle(broker, ctx, r, v).await,
