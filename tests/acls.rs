@@ -1158,3 +1158,80 @@ fn offset_delete_needs_delete_on_the_group_and_read_on_the_topic() {
     );
     assert_eq!(delete(&mut c), (None, Some(None)));
 }
+
+#[test]
+fn a_regex_subscription_resolves_only_to_topics_the_member_may_describe() {
+    use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+    use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
+    let Some(server) = Secured::start("regex_describe") else {
+        return;
+    };
+    let mut admin = server.admin();
+    let (sam, mut c) = server.user(&mut admin, "sam");
+    let (tess, _) = server.user(&mut admin, "tess");
+    let group = common::unique("rx-group");
+    let prefix = common::unique("rx");
+    let (mine, theirs) = (format!("{prefix}-mine"), format!("{prefix}-theirs"));
+    create_topics(&mut admin, &[&mine, &theirs]);
+    grant(
+        &mut admin,
+        &sam,
+        vec![
+            acl(GROUP, &group, LITERAL, &sam, READ, ALLOW),
+            acl(TOPIC, &mine, LITERAL, &sam, READ, ALLOW),
+        ],
+    );
+    grant(
+        &mut admin,
+        &tess,
+        vec![acl(TOPIC, &theirs, LITERAL, &tess, READ, ALLOW)],
+    );
+    let r: MetadataResponse = admin.send(
+        12,
+        &MetadataRequest::default().with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(topic_name(&mine)))
+        ])),
+    );
+    let mine_id = r.topics[0].topic_id;
+    // Join with a regular expression matching both, then heartbeat (acknowledging what is
+    // assigned) until something is assigned: Kafka resolves expressions in the background.
+    let member = common::unique("member");
+    let mut req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(common::group_id(&group))
+        .with_member_id(s(&member))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(None)
+        .with_subscribed_topic_regex(Some(s(&format!("{prefix}-.*"))))
+        .with_topic_partitions(Some(vec![]));
+    let mut assigned: Vec<TopicPartitions> = Vec::new();
+    wait_until("a partition is assigned", || {
+        let r = c.send(1, &req);
+        assert_eq!(err(r.error_code), None, "{r:?}");
+        if let Some(a) = &r.assignment {
+            assigned = a
+                .topic_partitions
+                .iter()
+                .map(|t| {
+                    TopicPartitions::default()
+                        .with_topic_id(t.topic_id)
+                        .with_partitions(t.partitions.clone())
+                })
+                .collect();
+        }
+        req = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(common::group_id(&group))
+            .with_member_id(s(&member))
+            .with_member_epoch(r.member_epoch)
+            .with_rebalance_timeout_ms(-1)
+            .with_subscribed_topic_names(None)
+            .with_topic_partitions(Some(assigned.clone()));
+        assigned.iter().any(|t| !t.partitions.is_empty())
+    });
+    let topics: Vec<_> = assigned
+        .iter()
+        .filter(|t| !t.partitions.is_empty())
+        .map(|t| t.topic_id)
+        .collect();
+    assert_eq!(topics, vec![mine_id], "only the topic sam may describe");
+}

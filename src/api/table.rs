@@ -107,7 +107,7 @@ pub struct RequestContext {
     pub principal: Principal,
     /// The client's IP address as ACL hosts name it, made once per connection for the
     /// authorizer.
-    pub peer_host: String,
+    pub peer_host: Arc<str>,
 }
 
 impl RequestContext {
@@ -115,7 +115,7 @@ impl RequestContext {
     pub fn plaintext(broker: &Broker, peer: SocketAddr) -> RequestContext {
         RequestContext {
             peer,
-            peer_host: peer.ip().to_string(),
+            peer_host: peer.ip().to_string().into(),
             listener: Arc::new(Listener {
                 name: "PLAINTEXT".into(),
                 protocol: crate::security::SecurityProtocol::Plaintext,
