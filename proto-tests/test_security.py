@@ -5,7 +5,8 @@ a CA and a server certificate made by openssl for the module, and the user alice
 sasl.admin.user. confluent-kafka (librdkafka), kcat and the Java 4.4 tools produce, consume in a
 group and commit over SASL_SSL with SCRAM-SHA-512 and with PLAIN; kafka-configs adds a SCRAM
 user who then logs in. Negative cases check each client's own error: a wrong password, an
-unknown user, a mechanism not enabled, plaintext to the TLS listener.
+unknown user, a mechanism not enabled, plaintext to the TLS listener, a user removed while
+connected (the client's next re-authentication fails).
 """
 
 import subprocess
@@ -221,6 +222,42 @@ def test_plaintext_to_the_tls_listener(secured, certs):
     p = Producer({"bootstrap.servers": k.bootstrap})
     p.produce("sec", value=b"x")
     assert p.flush(DEADLINE) == 0
+
+
+def test_a_user_removed_while_connected_loses_access_at_reauthentication(secured, certs):
+    """KIP-368: koord tells clients a session lifetime (connections.max.reauth.ms, 3 s here);
+    librdkafka re-authenticates before it ends. Once the user's SCRAM credential is deleted
+    (AdminClient.alter_user_scram_credentials, as alice), that re-authentication fails and the
+    producer, still connected and producing, reports the client's own authentication error."""
+    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+    k = secured("connections.max.reauth.ms=3000")
+    admin = AdminClient(ck_config(k, certs, "SCRAM-SHA-512"))
+    user = f"gone-{uuid.uuid4().hex[:8]}"
+    for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+            b"gone-secret")]).values():
+        f.result(timeout=DEADLINE)
+    errors = []
+    delivered = []
+    p = Producer({**ck_config(k, certs, "SCRAM-SHA-512", user=user, password="gone-secret"),
+                  "error_cb": errors.append, "acks": "all"})
+    p.produce("sec", value=b"before", on_delivery=lambda e, m: delivered.append(e))
+    assert p.flush(DEADLINE) == 0 and delivered == [None], (delivered, errors)
+    for f in admin.alter_user_scram_credentials([UserScramCredentialDeletion(
+            user, ScramMechanism.SCRAM_SHA_512)]).values():
+        f.result(timeout=DEADLINE)
+    # Keep the connection busy until the client reports that it lost its authentication.
+    deadline = time.monotonic() + DEADLINE
+    while not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+        assert time.monotonic() < deadline, f"still authenticated; errors: {errors}"
+        p.produce("sec", value=b"after")
+        p.poll(0.5)
+    lost = next(e for e in errors if e.code() == KafkaError._AUTHENTICATION)
+    assert "Authentication failed" in lost.str(), lost
+    p.purge()
+    p.flush(0)
 
 
 # --- TLS: client certificates and reload ----------------------------------------------------

@@ -6,8 +6,8 @@
 # Then it builds koord once, in release, and runs every tier against that build:
 #   rust    cargo test --release (unit tests and the wire tests under tests/)
 #   python  pytest proto-tests/ with real clients against target/release/koord
-#   load    koord-load (load/) at a small size against a fresh koord: every group Stable, no
-#           request failed
+#   load    koord-load (load/) at a small size against a fresh koord, over PLAINTEXT and over
+#           SASL_SSL: every group Stable, no request failed
 #   kafka   the raw conformance tier (tests/wire.rs, tests/groups.rs, tests/consumer_groups.rs),
 #           the franz-go groups (proto-tests/test_franz.py) and Kafka Streams, a custom assignor
 #           and the admin tools (proto-tests/test_streams.py) again, against Apache Kafka 4.4
@@ -246,12 +246,43 @@ load_smoke_run() {
         --duration 1 --join-timeout 60
 }
 
+# koord-load's TLS and SASL client (load/src/security.rs, bench/tls.sh) against the SASL_SSL
+# listener at $1 whose certificate the CA file $2 signed, as alice (SCRAM-SHA-512): every group
+# Stable, no request failed.
+load_smoke_tls_run() {
+    "${CARGO_TARGET_DIR:-$root/target}/release/koord-load" --bootstrap "$1" --check \
+        --security-protocol SASL_SSL --ssl-ca "$2" --sasl-mechanism SCRAM-SHA-512 \
+        --sasl-user alice --sasl-password alice-secret \
+        --groups 5 --members 5 --heartbeat-ms 100 --duration 2 --connections 4 --join-timeout 60
+}
+
+# A CA (ca.pem) and a certificate for 127.0.0.1 with its key (keystore.pem) in $1.
+make_tls() {
+    (
+        cd "$1"
+        openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=test-sh-ca \
+            -keyout ca.key -out ca.pem 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout server.key \
+            -out server.csr 2>/dev/null
+        echo "subjectAltName=IP:127.0.0.1,DNS:localhost" >ext.cnf
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile ext.cnf -out server.pem 2>/dev/null
+        cat server.pem server.key >keystore.pem
+    )
+}
+
 load_smoke() {
     say "load tier: koord-load smoke run against koord"
-    local port data pid
+    local port tls_port data pid
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    tls_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     data=$(mktemp -d)
+    mkdir "$data/tls"
+    make_tls "$data/tls"
     "$koord_bin" --listen "127.0.0.1:$port" --data-dir "$data" \
+        --set "listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$tls_port" \
+        --set "ssl.keystore.location=$data/tls/keystore.pem" \
+        --set sasl.admin.user=alice --set sasl.admin.password=alice-secret \
         --set group.initial.rebalance.delay.ms=0 \
         --set group.consumer.heartbeat.interval.ms=1000 \
         --set group.consumer.min.heartbeat.interval.ms=500 >"$logs/load-koord.log" 2>&1 &
@@ -261,6 +292,7 @@ load_smoke() {
     trap "kill $pid 2>/dev/null; rm -rf '$data'" EXIT
     for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
     load_smoke_run "127.0.0.1:$port"
+    load_smoke_tls_run "127.0.0.1:$tls_port" "$data/tls/ca.pem"
     # The heartbeat benchmark's floor (load/src/floor.rs, issue 25) must carry the same
     # members to Stable and answer their heartbeats without a failure.
     local floor_port floor_pid
@@ -304,8 +336,10 @@ kafka_conformance() {
     KOORD_BOOTSTRAP="$bootstrap" "$venv/bin/python" -m pytest proto-tests/test_franz.py \
         proto-tests/test_consumer_protocol.py -ra \
         --tb=short -p no:cacheprovider
-    say "koord-load smoke run against Kafka 4.4"
+    say "koord-load smoke run against Kafka 4.4 (PLAINTEXT, then SASL_SSL)"
     load_smoke_run "$bootstrap"
+    load_smoke_tls_run "$(cat "${KAFKA_DIR:-.build/kafka}/bootstrap.sasl_ssl")" \
+        "${KAFKA_DIR:-.build/kafka}/tls/ca.pem"
     # Kafka Streams, a client-side custom assignor, kafka-topics and kafka-configs: the same
     # expectations koord is held to in the python tier are Kafka's own behaviour.
     say "Kafka Streams (classic and streams groups), a custom assignor, the admin tools against Kafka 4.4"

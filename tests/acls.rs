@@ -31,10 +31,9 @@ use kafka_protocol::messages::{
     DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
     DescribeGroupsRequest, DescribeUserScramCredentialsRequest, JoinGroupRequest,
     JoinGroupResponse, MetadataRequest, MetadataResponse, OffsetCommitRequest,
-    SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::ResponseError;
-use koord::security::scram::{client, ScramMechanism};
+use koord::security::scram::ScramMechanism;
 
 const ADMIN: &str = "alice";
 const ADMIN_PASSWORD: &str = "alice-secret";
@@ -101,24 +100,7 @@ impl Secured {
     /// A connection authenticated with SCRAM-SHA-512.
     fn login(&self, user: &str, password: &str) -> Client {
         let mut c = Client::connect(self.sasl);
-        let h = c.send(
-            1,
-            &SaslHandshakeRequest::default().with_mechanism(s("SCRAM-SHA-512")),
-        );
-        assert_eq!(err(h.error_code), None, "{h:?}");
-        let first = client::first(user, "koordaclsnonce");
-        let r = c.send(
-            2,
-            &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(first.clone())),
-        );
-        assert_eq!(err(r.error_code), None, "{user}: {r:?}");
-        let server_first = String::from_utf8(r.auth_bytes.to_vec()).expect("UTF-8");
-        let (fin, _) = client::fin(ScramMechanism::Sha512, password, &first, &server_first)
-            .expect("a well-formed server-first");
-        let r = c.send(
-            2,
-            &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(fin)),
-        );
+        let r = common::sasl::login(&mut c, "SCRAM-SHA-512", user, password);
         assert_eq!(err(r.error_code), None, "{user}: {r:?}");
         c
     }
@@ -727,4 +709,529 @@ fn topic_apis_without_describe_are_topic_authorization_failed() {
         configs(&mut c),
         Some(ResponseError::UnknownTopicOrPartition)
     );
+}
+
+const WRITE: i8 = 4;
+const DELETE: i8 = 6;
+const DESCRIBE_CONFIGS: i8 = 10;
+const ALTER_CONFIGS: i8 = 11;
+const TRANSACTIONAL_ID: i8 = 5;
+
+/// Creates `topics` (one partition each, as the admin) and waits until Metadata shows each
+/// with a leader: Kafka applies topics through its metadata log.
+fn create_topics(admin: &mut Client, topics: &[&str]) {
+    let r = admin.send(
+        5,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|t| {
+                        CreatableTopic::default()
+                            .with_name(topic_name(t))
+                            .with_num_partitions(1)
+                            .with_replication_factor(1)
+                    })
+                    .collect(),
+            ),
+    );
+    for t in &r.topics {
+        assert_eq!(err(t.error_code), None, "{r:?}");
+    }
+    for t in topics {
+        wait_until(&format!("{t} has a leader"), || {
+            let r: MetadataResponse = admin.send(
+                8,
+                &MetadataRequest::default()
+                    .with_topics(Some(vec![
+                        MetadataRequestTopic::default().with_name(Some(topic_name(t)))
+                    ]))
+                    .with_allow_auto_topic_creation(false),
+            );
+            r.topics.first().is_some_and(|t| {
+                t.error_code == 0
+                    && t.partitions.len() == 1
+                    && t.partitions.iter().all(|p| p.leader_id.0 >= 0)
+            })
+        });
+    }
+}
+
+#[test]
+fn add_partitions_to_txn_needs_write_on_the_id_and_on_each_topic() {
+    use common::txn::{find_txn_coordinator, init_txn_at};
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::{AddPartitionsToTxnRequest, TransactionalId};
+    let Some(server) = Secured::start("add_partitions_to_txn") else {
+        return;
+    };
+    let mut admin = server.admin();
+    let (jack, mut c) = server.user(&mut admin, "jack");
+    let (kim, _) = server.user(&mut admin, "kim");
+    let writable = common::unique("txn-writable");
+    let closed = common::unique("txn-closed");
+    let txn = common::unique("txn-id");
+    let other_txn = common::unique("txn-other");
+    create_topics(&mut admin, &[&writable, &closed]);
+    grant(
+        &mut admin,
+        &jack,
+        vec![
+            acl(TRANSACTIONAL_ID, &txn, LITERAL, &jack, WRITE, ALLOW),
+            acl(TOPIC, &writable, LITERAL, &jack, WRITE, ALLOW),
+        ],
+    );
+    // `closed` has an ACL (kim's), none for jack; `other_txn` has kim's.
+    grant(
+        &mut admin,
+        &kim,
+        vec![
+            acl(TOPIC, &closed, LITERAL, &kim, WRITE, ALLOW),
+            acl(TRANSACTIONAL_ID, &other_txn, LITERAL, &kim, WRITE, ALLOW),
+        ],
+    );
+    find_txn_coordinator(&mut c, &txn);
+    let (e, pid, epoch) = init_txn_at(&mut c, 4, &txn, 60_000, None);
+    assert_eq!(e, None, "InitProducerId");
+    let add = |c: &mut Client, id: &str, topics: &[&str]| -> Vec<(String, Option<ResponseError>)> {
+        let r = c.send(
+            3,
+            &AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(s(id)))
+                .with_v3_and_below_producer_id(pid.into())
+                .with_v3_and_below_producer_epoch(epoch)
+                .with_v3_and_below_topics(
+                    topics
+                        .iter()
+                        .map(|t| {
+                            AddPartitionsToTxnTopic::default()
+                                .with_name(topic_name(t))
+                                .with_partitions(vec![0])
+                        })
+                        .collect(),
+                ),
+        );
+        let mut out: Vec<_> = r
+            .results_by_topic_v3_and_below
+            .iter()
+            .flat_map(|t| {
+                t.results_by_partition
+                    .iter()
+                    .map(|p| (t.name.to_string(), err(p.partition_error_code)))
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    };
+    let sorted = |mut v: Vec<(String, Option<ResponseError>)>| {
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    // Without WRITE on the transactional id: every partition, whatever its topic.
+    assert_eq!(
+        add(&mut c, &other_txn, &[&writable, &closed]),
+        sorted(vec![
+            (
+                writable.clone(),
+                Some(ResponseError::TransactionalIdAuthorizationFailed)
+            ),
+            (
+                closed.clone(),
+                Some(ResponseError::TransactionalIdAuthorizationFailed)
+            ),
+        ])
+    );
+    // A topic without WRITE fails the whole request; the other partitions are not attempted.
+    assert_eq!(
+        add(&mut c, &txn, &[&writable, &closed]),
+        sorted(vec![
+            (writable.clone(), Some(ResponseError::OperationNotAttempted)),
+            (
+                closed.clone(),
+                Some(ResponseError::TopicAuthorizationFailed)
+            ),
+        ])
+    );
+    assert_eq!(add(&mut c, &txn, &[&writable]), vec![(writable, None)]);
+}
+
+#[test]
+fn consumer_group_heartbeat_and_describe_hide_topics_the_principal_may_not_describe() {
+    use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest};
+    let Some(server) = Secured::start("consumer_group_topics") else {
+        return;
+    };
+    let mut admin = server.admin();
+    let (lena, mut c) = server.user(&mut admin, "lena");
+    let (max, mut other) = server.user(&mut admin, "max");
+    let group = common::unique("cg-guarded");
+    let mine = common::unique("cg-mine");
+    let theirs = common::unique("cg-theirs");
+    create_topics(&mut admin, &[&mine, &theirs]);
+    grant(
+        &mut admin,
+        &lena,
+        vec![
+            acl(GROUP, &group, LITERAL, &lena, READ, ALLOW),
+            acl(TOPIC, &mine, LITERAL, &lena, READ, ALLOW),
+        ],
+    );
+    grant(
+        &mut admin,
+        &max,
+        vec![
+            acl(GROUP, &group, LITERAL, &max, DESCRIBE, ALLOW),
+            acl(TOPIC, &theirs, LITERAL, &max, READ, ALLOW),
+        ],
+    );
+    let join = |c: &mut Client, topics: &[&str]| {
+        c.send(
+            1,
+            &ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(common::group_id(&group))
+                .with_member_id(s(&common::unique("member")))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_names(Some(topics.iter().map(|t| topic_name(t)).collect()))
+                .with_topic_partitions(Some(vec![])),
+        )
+    };
+    // Naming a topic it may not describe: refused, whatever else it names.
+    let r = join(&mut c, &[&mine, &theirs]);
+    assert_eq!(
+        err(r.error_code),
+        Some(ResponseError::TopicAuthorizationFailed),
+        "{r:?}"
+    );
+    let r = join(&mut c, &[&mine]);
+    assert_eq!(err(r.error_code), None, "{r:?}");
+    assert!(r.member_epoch > 0, "{r:?}");
+    let describe = |c: &mut Client| {
+        let r = c.send(
+            0,
+            &ConsumerGroupDescribeRequest::default().with_group_ids(vec![common::group_id(&group)]),
+        );
+        (err(r.groups[0].error_code), r.groups[0].members.len())
+    };
+    assert_eq!(describe(&mut c), (None, 1));
+    // max may describe the group, but not the topic its member subscribes to.
+    assert_eq!(
+        describe(&mut other),
+        (Some(ResponseError::TopicAuthorizationFailed), 0)
+    );
+}
+
+#[test]
+fn topic_admin_apis_need_their_operation_on_the_topic() {
+    use kafka_protocol::messages::alter_configs_request::{
+        AlterConfigsResource, AlterableConfig as LegacyConfig,
+    };
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource as IncrementalResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{
+        AlterConfigsRequest, CreatePartitionsRequest, DeleteRecordsRequest,
+        IncrementalAlterConfigsRequest, OffsetForLeaderEpochRequest,
+    };
+    let Some(server) = Secured::start("topic_admin_apis") else {
+        return;
+    };
+    let mut admin = server.admin();
+    let (nora, mut c) = server.user(&mut admin, "nora");
+    let (otto, _) = server.user(&mut admin, "otto");
+    let topic = common::unique("admin-apis");
+    create_topics(&mut admin, &[&topic]);
+    // The topic has an ACL (otto's), none for nora.
+    grant(
+        &mut admin,
+        &otto,
+        vec![acl(TOPIC, &topic, LITERAL, &otto, ALL, ALLOW)],
+    );
+    let create_partitions = |c: &mut Client| {
+        let r = c.send(
+            3,
+            &CreatePartitionsRequest::default()
+                .with_timeout_ms(10_000)
+                // Validate only: the test leaves the topic as it is.
+                .with_validate_only(true)
+                .with_topics(vec![CreatePartitionsTopic::default()
+                    .with_name(topic_name(&topic))
+                    .with_count(2)
+                    .with_assignments(None)]),
+        );
+        err(r.results[0].error_code)
+    };
+    let delete_records = |c: &mut Client| {
+        let r = c.send(
+            2,
+            &DeleteRecordsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![DeleteRecordsTopic::default()
+                    .with_name(topic_name(&topic))
+                    .with_partitions(vec![DeleteRecordsPartition::default()
+                        .with_partition_index(0)
+                        .with_offset(0)])]),
+        );
+        err(r.topics[0].partitions[0].error_code)
+    };
+    let alter_configs = |c: &mut Client| {
+        let r = c.send(
+            2,
+            &AlterConfigsRequest::default()
+                .with_validate_only(true)
+                .with_resources(vec![AlterConfigsResource::default()
+                    .with_resource_type(TOPIC)
+                    .with_resource_name(s(&topic))
+                    .with_configs(vec![LegacyConfig::default()
+                        .with_name(s("retention.ms"))
+                        .with_value(Some(s("3600000")))])]),
+        );
+        err(r.responses[0].error_code)
+    };
+    let incremental_alter_configs = |c: &mut Client| {
+        let r = c.send(
+            1,
+            &IncrementalAlterConfigsRequest::default()
+                .with_validate_only(true)
+                .with_resources(vec![IncrementalResource::default()
+                    .with_resource_type(TOPIC)
+                    .with_resource_name(s(&topic))
+                    .with_configs(vec![AlterableConfig::default()
+                        .with_name(s("retention.ms"))
+                        .with_config_operation(0)
+                        .with_value(Some(s("3600000")))])]),
+        );
+        err(r.responses[0].error_code)
+    };
+    let leader_epoch = |c: &mut Client| {
+        let r = c.send(
+            4,
+            &OffsetForLeaderEpochRequest::default()
+                .with_replica_id((-1).into())
+                .with_topics(vec![OffsetForLeaderTopic::default()
+                    .with_topic(topic_name(&topic))
+                    .with_partitions(vec![OffsetForLeaderPartition::default()
+                        .with_partition(0)
+                        .with_current_leader_epoch(-1)
+                        .with_leader_epoch(0)])]),
+        );
+        err(r.topics[0].partitions[0].error_code)
+    };
+    let denied = Some(ResponseError::TopicAuthorizationFailed);
+    assert_eq!(create_partitions(&mut c), denied, "CreatePartitions");
+    assert_eq!(delete_records(&mut c), denied, "DeleteRecords");
+    assert_eq!(alter_configs(&mut c), denied, "AlterConfigs");
+    assert_eq!(
+        incremental_alter_configs(&mut c),
+        denied,
+        "IncrementalAlterConfigs"
+    );
+    // OffsetForLeaderEpoch takes CLUSTER_ACTION (a follower's right) or DESCRIBE on the topic;
+    // nobody has ACLs on the cluster here, so allow.everyone.if.no.acl.found grants the first
+    // (the denial without either is a unit test: src/api/offset_for_leader_epoch.rs).
+    assert_eq!(leader_epoch(&mut c), None, "OffsetForLeaderEpoch");
+    // Each with its own operation: ALTER, DELETE, ALTER_CONFIGS, DESCRIBE.
+    grant(
+        &mut admin,
+        &nora,
+        vec![
+            acl(TOPIC, &topic, LITERAL, &nora, ALTER, ALLOW),
+            acl(TOPIC, &topic, LITERAL, &nora, DELETE, ALLOW),
+            acl(TOPIC, &topic, LITERAL, &nora, ALTER_CONFIGS, ALLOW),
+        ],
+    );
+    assert_eq!(create_partitions(&mut c), None, "CreatePartitions");
+    assert_eq!(delete_records(&mut c), None, "DeleteRecords");
+    assert_eq!(alter_configs(&mut c), None, "AlterConfigs");
+    assert_eq!(
+        incremental_alter_configs(&mut c),
+        None,
+        "IncrementalAlterConfigs"
+    );
+    // DESCRIBE_CONFIGS alone does not allow altering them.
+    let (pia, mut p) = server.user(&mut admin, "pia");
+    grant(
+        &mut admin,
+        &pia,
+        vec![acl(TOPIC, &topic, LITERAL, &pia, DESCRIBE_CONFIGS, ALLOW)],
+    );
+    assert_eq!(alter_configs(&mut p), denied, "AlterConfigs");
+    assert_eq!(
+        incremental_alter_configs(&mut p),
+        denied,
+        "IncrementalAlterConfigs"
+    );
+}
+
+#[test]
+fn offset_delete_needs_delete_on_the_group_and_read_on_the_topic() {
+    use kafka_protocol::messages::offset_delete_request::{
+        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+    };
+    use kafka_protocol::messages::OffsetDeleteRequest;
+    let Some(server) = Secured::start("offset_delete") else {
+        return;
+    };
+    let mut admin = server.admin();
+    let (quinn, mut c) = server.user(&mut admin, "quinn");
+    let (rita, _) = server.user(&mut admin, "rita");
+    let group = common::unique("od-group");
+    let topic = common::unique("od-topic");
+    create_topics(&mut admin, &[&topic]);
+    // The admin commits an offset: an empty group with an offset to delete.
+    let r = admin.send(
+        8,
+        &OffsetCommitRequest::default()
+            .with_group_id(common::group_id(&group))
+            .with_generation_id_or_member_epoch(-1)
+            .with_member_id(s(""))
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(topic_name(&topic))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(0)])]),
+    );
+    assert_eq!(err(r.topics[0].partitions[0].error_code), None, "{r:?}");
+    // The group and the topic have ACLs (rita's), none for quinn.
+    grant(
+        &mut admin,
+        &rita,
+        vec![
+            acl(GROUP, &group, LITERAL, &rita, ALL, ALLOW),
+            acl(TOPIC, &topic, LITERAL, &rita, ALL, ALLOW),
+        ],
+    );
+    let delete = |c: &mut Client| {
+        let r = c.send(
+            0,
+            &OffsetDeleteRequest::default()
+                .with_group_id(common::group_id(&group))
+                .with_topics(vec![OffsetDeleteRequestTopic::default()
+                    .with_name(topic_name(&topic))
+                    .with_partitions(vec![
+                        OffsetDeleteRequestPartition::default().with_partition_index(0)
+                    ])]),
+        );
+        (
+            err(r.error_code),
+            r.topics
+                .first()
+                .and_then(|t| t.partitions.first())
+                .map(|p| err(p.error_code)),
+        )
+    };
+    assert_eq!(
+        delete(&mut c),
+        (Some(ResponseError::GroupAuthorizationFailed), None)
+    );
+    // READ on the group is not DELETE.
+    grant(
+        &mut admin,
+        &quinn,
+        vec![acl(GROUP, &group, LITERAL, &quinn, READ, ALLOW)],
+    );
+    assert_eq!(
+        delete(&mut c),
+        (Some(ResponseError::GroupAuthorizationFailed), None)
+    );
+    grant(
+        &mut admin,
+        &quinn,
+        vec![acl(GROUP, &group, LITERAL, &quinn, DELETE, ALLOW)],
+    );
+    assert_eq!(
+        delete(&mut c),
+        (None, Some(Some(ResponseError::TopicAuthorizationFailed)))
+    );
+    grant(
+        &mut admin,
+        &quinn,
+        vec![acl(TOPIC, &topic, LITERAL, &quinn, READ, ALLOW)],
+    );
+    assert_eq!(delete(&mut c), (None, Some(None)));
+}
+
+#[test]
+fn a_regex_subscription_resolves_only_to_topics_the_member_may_describe() {
+    use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+    use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
+    let Some(server) = Secured::start("regex_describe") else {
+        return;
+    };
+    let mut admin = server.admin();
+    let (sam, mut c) = server.user(&mut admin, "sam");
+    let (tess, _) = server.user(&mut admin, "tess");
+    let group = common::unique("rx-group");
+    let prefix = common::unique("rx");
+    let (mine, theirs) = (format!("{prefix}-mine"), format!("{prefix}-theirs"));
+    create_topics(&mut admin, &[&mine, &theirs]);
+    grant(
+        &mut admin,
+        &sam,
+        vec![
+            acl(GROUP, &group, LITERAL, &sam, READ, ALLOW),
+            acl(TOPIC, &mine, LITERAL, &sam, READ, ALLOW),
+        ],
+    );
+    grant(
+        &mut admin,
+        &tess,
+        vec![acl(TOPIC, &theirs, LITERAL, &tess, READ, ALLOW)],
+    );
+    let r: MetadataResponse = admin.send(
+        12,
+        &MetadataRequest::default().with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(topic_name(&mine)))
+        ])),
+    );
+    let mine_id = r.topics[0].topic_id;
+    // Join with a regular expression matching both, then heartbeat (acknowledging what is
+    // assigned) until something is assigned: Kafka resolves expressions in the background.
+    let member = common::unique("member");
+    let mut req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(common::group_id(&group))
+        .with_member_id(s(&member))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(None)
+        .with_subscribed_topic_regex(Some(s(&format!("{prefix}-.*"))))
+        .with_topic_partitions(Some(vec![]));
+    let mut assigned: Vec<TopicPartitions> = Vec::new();
+    wait_until("a partition is assigned", || {
+        let r = c.send(1, &req);
+        assert_eq!(err(r.error_code), None, "{r:?}");
+        if let Some(a) = &r.assignment {
+            assigned = a
+                .topic_partitions
+                .iter()
+                .map(|t| {
+                    TopicPartitions::default()
+                        .with_topic_id(t.topic_id)
+                        .with_partitions(t.partitions.clone())
+                })
+                .collect();
+        }
+        req = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(common::group_id(&group))
+            .with_member_id(s(&member))
+            .with_member_epoch(r.member_epoch)
+            .with_rebalance_timeout_ms(-1)
+            .with_subscribed_topic_names(None)
+            .with_topic_partitions(Some(assigned.clone()));
+        assigned.iter().any(|t| !t.partitions.is_empty())
+    });
+    let topics: Vec<_> = assigned
+        .iter()
+        .filter(|t| !t.partitions.is_empty())
+        .map(|t| t.topic_id)
+        .collect();
+    assert_eq!(topics, vec![mine_id], "only the topic sam may describe");
 }

@@ -16,6 +16,7 @@ use std::io::Read;
 use std::net::{SocketAddr, ToSocketAddrs};
 
 use bytes::Bytes;
+use common::sasl::{authenticate, handshake, login};
 use common::{err, s, Client, Koord};
 use kafka_protocol::messages::alter_user_scram_credentials_request::{
     ScramCredentialDeletion, ScramCredentialUpsertion,
@@ -25,10 +26,10 @@ use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, ApiKey, DescribeClusterRequest, DescribeClusterResponse,
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, SaslAuthenticateRequest,
-    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::ResponseError;
-use koord::security::scram::{client, ScramMechanism};
+use koord::security::scram::ScramMechanism;
 
 const USER: &str = "alice";
 const PASSWORD: &str = "alice-secret";
@@ -87,50 +88,6 @@ impl Sasl {
         assert_eq!(err(r.error_code), None, "{mechanism} as {user}: {r:?}");
         c
     }
-}
-
-fn handshake(c: &mut Client, mechanism: &str) -> SaslHandshakeResponse {
-    c.send(
-        1,
-        &SaslHandshakeRequest::default().with_mechanism(s(mechanism)),
-    )
-}
-
-fn authenticate(c: &mut Client, token: &[u8]) -> SaslAuthenticateResponse {
-    c.send(
-        2,
-        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token)),
-    )
-}
-
-fn scram_mechanism(name: &str) -> Option<ScramMechanism> {
-    match name {
-        "SCRAM-SHA-256" => Some(ScramMechanism::Sha256),
-        "SCRAM-SHA-512" => Some(ScramMechanism::Sha512),
-        _ => None,
-    }
-}
-
-/// Handshake and authentication; the last SaslAuthenticate response (the first failed one).
-fn login(c: &mut Client, mechanism: &str, user: &str, password: &str) -> SaslAuthenticateResponse {
-    let h = handshake(c, mechanism);
-    assert_eq!(err(h.error_code), None, "handshake {mechanism}: {h:?}");
-    let Some(m) = scram_mechanism(mechanism) else {
-        return authenticate(c, format!("\0{user}\0{password}").as_bytes());
-    };
-    let first = client::first(user, "koordwiretestnonce");
-    let r = authenticate(c, first.as_bytes());
-    if r.error_code != 0 {
-        return r;
-    }
-    let server_first = String::from_utf8(r.auth_bytes.to_vec()).expect("UTF-8 server-first");
-    let (fin, expected) =
-        client::fin(m, password, &first, &server_first).expect("a well-formed server-first");
-    let r = authenticate(c, fin.as_bytes());
-    if r.error_code == 0 {
-        assert_eq!(r.auth_bytes.to_vec(), expected, "the server's signature");
-    }
-    r
 }
 
 /// A request that needs authentication: Metadata for no topics.

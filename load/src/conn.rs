@@ -2,7 +2,9 @@
 //!
 //! A writer task batches queued frames into one write; a reader task reads length-prefixed
 //! response frames and hands each to the oldest request in flight (Kafka answers a connection's
-//! requests in the order they were sent), after checking the correlation id.
+//! requests in the order they were sent), after checking the correlation id. With TLS or SASL
+//! configured ([`crate::security`]) the connection is encrypted and authenticated before it
+//! is handed out.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -12,7 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
@@ -42,12 +44,39 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// A connection to `addr`, secured and authenticated as the run is configured.
     pub async fn connect(addr: SocketAddr, client_id: &str) -> Result<Conn> {
         let stream = TcpStream::connect(addr)
             .await
             .with_context(|| format!("connect to {addr}"))?;
         stream.set_nodelay(true)?;
-        let (rd, mut wr) = stream.into_split();
+        let security = crate::security::get();
+        let conn = match security.and_then(|s| s.tls.as_ref()) {
+            Some((tls, name)) => {
+                let stream = tls
+                    .connect(name.clone(), stream)
+                    .await
+                    .with_context(|| format!("TLS handshake with {addr}"))?;
+                let (rd, wr) = tokio::io::split(stream);
+                Conn::spawn(rd, wr, client_id)
+            }
+            None => {
+                let (rd, wr) = stream.into_split();
+                Conn::spawn(rd, wr, client_id)
+            }
+        };
+        if let Some(s) = security {
+            s.authenticate(&conn).await?;
+        }
+        Ok(conn)
+    }
+
+    /// Starts the writer and reader tasks of a connection over `rd` and `wr`.
+    fn spawn<R, W>(rd: R, mut wr: W, client_id: &str) -> Conn
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let (tx, mut rx) = mpsc::unbounded_channel::<Queued>();
         let pending: Arc<Mutex<VecDeque<InFlight>>> = Arc::default();
 
@@ -114,11 +143,11 @@ impl Conn {
             }
         });
 
-        Ok(Conn {
+        Conn {
             tx,
             next_id: Arc::new(std::sync::atomic::AtomicI32::new(1)),
             client_id: StrBytes::from_string(client_id.to_owned()),
-        })
+        }
     }
 
     /// Sends `request` at `version` and waits for its decoded response.

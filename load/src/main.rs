@@ -19,6 +19,7 @@
 mod conn;
 mod consumer;
 mod member;
+mod security;
 mod stats;
 mod txn;
 
@@ -123,6 +124,24 @@ struct Args {
     /// Worker threads (default: the number of CPUs).
     #[arg(long)]
     threads: Option<usize>,
+    /// Kafka's `security.protocol` of the listener at --bootstrap: every connection is
+    /// encrypted (SSL, SASL_SSL) and authenticated (SASL_*) before its first request.
+    #[arg(long, value_enum, default_value_t = security::Protocol::Plaintext)]
+    security_protocol: security::Protocol,
+    /// The CA certificate (PEM) the server's certificate must be signed by, for SSL and
+    /// SASL_SSL.
+    #[arg(long)]
+    ssl_ca: Option<std::path::PathBuf>,
+    /// The name the server's certificate must carry; default: --bootstrap's host.
+    #[arg(long)]
+    ssl_server_name: Option<String>,
+    /// The SASL mechanism, for SASL_*.
+    #[arg(long, value_enum, default_value_t = security::Mechanism::ScramSha512)]
+    sasl_mechanism: security::Mechanism,
+    #[arg(long)]
+    sasl_user: Option<String>,
+    #[arg(long)]
+    sasl_password: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -157,6 +176,20 @@ impl Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if args.security_protocol != security::Protocol::Plaintext {
+        let host = args
+            .bootstrap
+            .rsplit_once(':')
+            .map_or(args.bootstrap.as_str(), |(h, _)| h);
+        security::configure(
+            args.security_protocol,
+            args.ssl_ca.as_deref(),
+            args.ssl_server_name.as_deref().unwrap_or(host),
+            args.sasl_mechanism,
+            args.sasl_user.as_deref(),
+            args.sasl_password.as_deref(),
+        )?;
+    }
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(t) = args.threads {
         rt.worker_threads(t.max(1));

@@ -13,14 +13,20 @@ use kafka_protocol::ResponseError;
 
 use super::table::RequestContext;
 use crate::broker::Broker;
-use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
+use crate::security::acl::{Operation, Requester, ResourceType, CLUSTER_NAME};
 
 impl RequestContext {
+    /// Who asks, for the authorizer: borrowed from the connection, allocating nothing.
+    fn requester(&self) -> Requester<'_> {
+        Requester {
+            principal: self.principal.as_str(),
+            host: &self.peer_host,
+        }
+    }
+
     /// Whether the request's principal may do `op` on the resource `name` of type `rt`.
     pub fn may(&self, broker: &Broker, op: Operation, rt: ResourceType, name: &str) -> bool {
-        broker
-            .authorizer
-            .authorize(&self.principal, self.peer.ip(), op, rt, name)
+        broker.authorizer.authorize(self.requester(), op, rt, name)
     }
 
     /// Whether the request's principal may do `op` on the cluster.
@@ -30,16 +36,14 @@ impl RequestContext {
 
     /// Whether the request's principal may do `op` on some resource of type `rt`.
     pub fn may_any(&self, broker: &Broker, op: Operation, rt: ResourceType) -> bool {
-        broker
-            .authorizer
-            .authorize_any(&self.principal, self.peer.ip(), op, rt)
+        broker.authorizer.authorize_any(self.requester(), op, rt)
     }
 
     /// The authorized-operations bitfield of a resource for this principal.
     pub fn operations(&self, broker: &Broker, rt: ResourceType, name: &str) -> i32 {
         broker
             .authorizer
-            .authorized_operations(&self.principal, self.peer.ip(), rt, name)
+            .authorized_operations(self.requester(), rt, name)
     }
 
     /// The error for a config resource (DescribeConfigs, AlterConfigs,

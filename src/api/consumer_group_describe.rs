@@ -1,5 +1,7 @@
 //! ConsumerGroupDescribe (key 69), v0-1: consumer groups (KIP-848) as Kafka 4.4 describes them:
 //! epochs, the assignor, and every member with its assignment and target, by topic id and name.
+//! A group naming a topic the principal may not DESCRIBE (subscribed, assigned or targeted) is
+//! not described: TOPIC_AUTHORIZATION_FAILED, as Kafka 4.x answers (KAFKA-18813).
 
 use kafka_protocol::messages::consumer_group_describe_response::{
     Assignment, DescribedGroup, Member, TopicPartitions,
@@ -7,6 +9,7 @@ use kafka_protocol::messages::consumer_group_describe_response::{
 use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
 };
+use kafka_protocol::ResponseError;
 
 use super::str_bytes;
 use super::table::RequestContext;
@@ -44,6 +47,27 @@ pub async fn handle(
             .consumer_describe(GroupId::new(id.as_str()))
             .await
         {
+            Ok(g)
+                if g.members.iter().any(|m| {
+                    let by_id = |p: &Partitions| {
+                        p.keys()
+                            .filter_map(|id| broker.topics.get_by_id(*id))
+                            .map(|t| t.name)
+                            .collect::<Vec<_>>()
+                    };
+                    m.subscribed_topic_names
+                        .iter()
+                        .cloned()
+                        .chain(by_id(&m.assigned))
+                        .chain(by_id(&m.target))
+                        .any(|t| !ctx.may(broker, Operation::Describe, ResourceType::Topic, &t))
+                }) =>
+            {
+                base.with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(str_bytes(
+                        "The group has described topic(s) that the client is not authorized to describe.",
+                    )))
+            }
             Ok(g) => base
                 .with_group_state(str_bytes(g.state.as_str()))
                 .with_group_epoch(g.group_epoch)

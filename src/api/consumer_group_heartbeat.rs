@@ -2,26 +2,43 @@
 //! heartbeats and leaves go through one request; the group core ([`crate::group::consumer`])
 //! assigns and reconciles. v0 members may send no member id (koord draws one, as Kafka does);
 //! v1 members generate their own.
+//!
+//! Authorization beyond READ on the group (checked before dispatch): a member that names a
+//! topic it may not DESCRIBE is refused with TOPIC_AUTHORIZATION_FAILED, as Kafka 4.x does
+//! (KAFKA-18813), so that it cannot learn of topics it may not see; and a regular expression
+//! resolves only to topics the principal may DESCRIBE (the heartbeat carries that question to
+//! the group, [`TopicFilter`]).
 
-use std::net::SocketAddr;
+use std::sync::Arc;
 
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+use kafka_protocol::ResponseError;
 
 use super::join_group::client_host;
-use super::str_bytes;
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
-use crate::group::consumer::{validate, ConsumerHeartbeat, Refusal};
+use crate::group::consumer::{validate, ConsumerHeartbeat, Refusal, TopicFilter};
 use crate::group::{GroupId, MemberId};
+use crate::security::acl::{Operation, Requester, ResourceType};
 use crate::vocab::Partitions;
 
 pub async fn handle(
-    broker: &Broker,
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
     req: ConsumerGroupHeartbeatRequest,
     version: i16,
     client_id: &str,
-    peer: SocketAddr,
 ) -> ConsumerGroupHeartbeatResponse {
+    let peer = ctx.peer;
+    if req.subscribed_topic_names.as_ref().is_some_and(|names| {
+        names
+            .iter()
+            .any(|n| !ctx.may(broker, Operation::Describe, ResourceType::Topic, n))
+    }) {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+    }
     let mut member_id = req.member_id.to_string();
     if member_id.is_empty() && version == 0 {
         // Kafka's coordinator generates the id of a v0 member (`Uuid.randomUuid().toString()`,
@@ -56,6 +73,10 @@ pub async fn handle(
         }),
         client_id: client_id.to_string(),
         client_host: client_host(peer),
+        describable: broker
+            .authorizer
+            .is_enabled()
+            .then(|| describable(broker, ctx)),
     };
     if hb.member_epoch == 0 {
         tracing::debug!(
@@ -99,6 +120,24 @@ pub async fn handle(
             .with_error_code(error.code())
             .with_error_message(message.map(str_bytes)),
     }
+}
+
+/// Whether the request's principal may DESCRIBE a topic, asked by the group when it resolves
+/// regular expressions. Holds the broker weakly: the group keeps the filter, and the broker
+/// owns the groups.
+fn describable(broker: &Arc<Broker>, ctx: &RequestContext) -> TopicFilter {
+    let broker = Arc::downgrade(broker);
+    let (principal, host) = (ctx.principal.clone(), ctx.peer_host.clone());
+    TopicFilter(Arc::new(move |topic: &str| {
+        broker.upgrade().is_some_and(|b| {
+            let who = Requester {
+                principal: principal.as_str(),
+                host: &host,
+            };
+            b.authorizer
+                .authorize(who, Operation::Describe, ResourceType::Topic, topic)
+        })
+    }))
 }
 
 /// Kafka's `Uuid.toString()`: URL-safe base64 without padding.

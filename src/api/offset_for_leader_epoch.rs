@@ -38,13 +38,16 @@ pub fn handle(
     req: OffsetForLeaderEpochRequest,
     _version: i16,
 ) -> OffsetForLeaderEpochResponse {
+    let replica = ctx.may_cluster(broker, Operation::ClusterAction);
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
             let topic = broker.topics.get(&t.topic);
-            // As Kafka: DESCRIBE on the topic, checked first (TOPIC_AUTHORIZATION_FAILED).
-            let describable = ctx.may(broker, Operation::Describe, ResourceType::Topic, &t.topic);
+            // As Kafka: CLUSTER_ACTION on the cluster (a follower's right), else DESCRIBE on the
+            // topic (a consumer's, KIP-320), checked first (TOPIC_AUTHORIZATION_FAILED).
+            let describable =
+                replica || ctx.may(broker, Operation::Describe, ResourceType::Topic, &t.topic);
             let partitions = t
                 .partitions
                 .iter()
@@ -90,6 +93,10 @@ mod tests {
     };
     use kafka_protocol::messages::TopicName;
     use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    use crate::broker::Broker;
+    use crate::security::acl::CLUSTER_NAME;
+    use crate::security::authorizer::Authorizer;
 
     fn request(topic: &'static str, parts: &[(i32, i32, i32)]) -> OffsetForLeaderEpochRequest {
         OffsetForLeaderEpochRequest::default()
@@ -174,5 +181,53 @@ mod tests {
             answers(&resp),
             vec![(ResponseError::UnknownTopicOrPartition.code(), -1, -1)]
         );
+    }
+
+    #[test]
+    fn topic_describe_or_cluster_action_is_required() {
+        use crate::security::acl::{Acl, AuthorizerSettings, PatternType, Permission};
+        let mut b = broker();
+        let allow = |rt, name: &str, op| Acl {
+            resource_type: rt,
+            pattern: PatternType::Literal,
+            name: name.into(),
+            principal: "User:ANONYMOUS".into(),
+            host: "*".into(),
+            operation: op,
+            permission: Permission::Allow,
+        };
+        let errors = |b: &Broker| {
+            let resp = handle(
+                b,
+                &crate::api::testing::ctx(b),
+                request("t", &[(0, -1, 0)]),
+                4,
+            );
+            resp.topics[0].partitions[0].error_code
+        };
+        // Only a DESCRIBE_CONFIGS on the topic and the cluster: neither is enough.
+        b.authorizer = Authorizer::enabled(
+            AuthorizerSettings::default(),
+            vec![
+                allow(ResourceType::Topic, "t", Operation::DescribeConfigs),
+                allow(
+                    ResourceType::Cluster,
+                    CLUSTER_NAME,
+                    Operation::DescribeConfigs,
+                ),
+            ],
+        );
+        assert_eq!(errors(&b), ResponseError::TopicAuthorizationFailed.code());
+        for grant in [
+            allow(ResourceType::Topic, "t", Operation::Describe),
+            allow(
+                ResourceType::Cluster,
+                CLUSTER_NAME,
+                Operation::ClusterAction,
+            ),
+        ] {
+            b.authorizer = Authorizer::enabled(AuthorizerSettings::default(), vec![grant.clone()]);
+            assert_eq!(errors(&b), 0, "{grant:?}");
+        }
     }
 }

@@ -107,6 +107,9 @@ pub struct RequestContext {
     pub listener: Arc<Listener>,
     /// Whom the connection authenticated as (ANONYMOUS without authentication).
     pub principal: Principal,
+    /// The client's IP address as ACL hosts name it, made once per connection for the
+    /// authorizer.
+    pub peer_host: Arc<str>,
 }
 
 impl RequestContext {
@@ -114,6 +117,7 @@ impl RequestContext {
     pub fn plaintext(broker: &Broker, peer: SocketAddr) -> RequestContext {
         RequestContext {
             peer,
+            peer_host: peer.ip().to_string().into(),
             listener: Arc::new(Listener {
                 name: "PLAINTEXT".into(),
                 protocol: crate::security::SecurityProtocol::Plaintext,
@@ -156,9 +160,9 @@ pub async fn dispatch(
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(api::init_producer_id::handle(broker, r, v).await)
         }
-        RequestKind::AddPartitionsToTxn(r) => {
-            ResponseKind::AddPartitionsToTxn(api::add_partitions_to_txn::handle(broker, r, v).await)
-        }
+        RequestKind::AddPartitionsToTxn(r) => ResponseKind::AddPartitionsToTxn(
+            api::add_partitions_to_txn::handle(broker, ctx, r, v).await,
+        ),
         RequestKind::AddOffsetsToTxn(r) => {
             ResponseKind::AddOffsetsToTxn(api::add_offsets_to_txn::handle(broker, r, v).await)
         }
@@ -228,7 +232,7 @@ pub async fn dispatch(
             ResponseKind::DeleteGroups(api::delete_groups::handle(broker, ctx, r, v).await)
         }
         RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
-            api::consumer_group_heartbeat::handle(broker, r, v, client_id, peer).await,
+            api::consumer_group_heartbeat::handle(broker, ctx, r, v, client_id).await,
         ),
         RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
             api::consumer_group_describe::handle(broker, ctx, r, v).await,

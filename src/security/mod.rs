@@ -30,13 +30,17 @@ pub use credentials::Credentials;
 pub use listener::{Listener, SecurityProtocol};
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Who a connection authenticated as: Kafka's `KafkaPrincipal` of type `User`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Principal {
-    /// The user name: a SASL user, a certificate's subject, or `ANONYMOUS`.
-    pub name: String,
+    /// `User:name`, made once: the authorizer compares this text with ACL principals on every
+    /// check, and a connection's requests share it.
+    text: Arc<str>,
 }
+
+const USER_PREFIX: &str = "User:";
 
 impl Principal {
     /// The principal of an unauthenticated connection (PLAINTEXT, SSL without a client
@@ -45,14 +49,26 @@ impl Principal {
         Principal::user("ANONYMOUS")
     }
 
-    pub fn user(name: impl Into<String>) -> Principal {
-        Principal { name: name.into() }
+    pub fn user(name: impl AsRef<str>) -> Principal {
+        Principal {
+            text: format!("{USER_PREFIX}{}", name.as_ref()).into(),
+        }
+    }
+
+    /// The user name: a SASL user, a certificate's subject, or `ANONYMOUS`.
+    pub fn name(&self) -> &str {
+        &self.text[USER_PREFIX.len()..]
+    }
+
+    /// `User:name`, as ACLs name principals.
+    pub fn as_str(&self) -> &str {
+        &self.text
     }
 }
 
 impl fmt::Display for Principal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "User:{}", self.name)
+        f.write_str(&self.text)
     }
 }
 

@@ -301,10 +301,10 @@ impl Session {
         let State::AwaitToken { mechanism, .. } = self.state else {
             return Err("unexpected SASL state".into());
         };
-        if self.authenticated && self.principal.name != user {
+        if self.authenticated && self.principal.name() != user {
             return Err(format!(
                 "Cannot change principals during re-authentication from User:{}: User:{user}",
-                self.principal.name
+                self.principal.name()
             ));
         }
         self.principal = Principal::user(user);

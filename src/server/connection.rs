@@ -53,6 +53,7 @@ where
     );
     let mut ctx = RequestContext {
         peer: conn.peer,
+        peer_host: conn.peer.ip().to_string().into(),
         listener: conn.listener,
         principal: session.principal().clone(),
     };

@@ -25,6 +25,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use kafka_protocol::ResponseError;
 
+pub mod sasl;
 pub mod txn;
 
 /// How long any single wait in these tests may take before it is a failure.

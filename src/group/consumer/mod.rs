@@ -121,6 +121,22 @@ pub struct ConsumerHeartbeat {
     pub owned: Option<Partitions>,
     pub client_id: String,
     pub client_host: String,
+    /// The topics the member's principal may DESCRIBE, when an authorizer is on (`None`: every
+    /// topic). A regular expression resolved at this heartbeat matches only those.
+    pub describable: Option<TopicFilter>,
+}
+
+/// Which topic names a principal may DESCRIBE: the shell's question to its authorizer, asked
+/// when the group resolves its regular expressions. Kafka 4.x resolves them with the ACLs of the
+/// member whose heartbeat triggered the resolution and leaves out the topics it may not
+/// describe (KAFKA-18813); so does koord, whenever the subscriptions or the topics change.
+#[derive(Clone)]
+pub struct TopicFilter(pub Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for TopicFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TopicFilter")
+    }
 }
 
 /// Why a heartbeat was refused: Kafka's error code and its message.
@@ -245,6 +261,9 @@ pub struct ConsumerGroup {
     metadata_hash: u64,
     /// The topic image version the hash was last checked against (none after a load).
     image_version: Option<u64>,
+    /// The DESCRIBE filter of the heartbeat that last resolved the regular expressions
+    /// (`None`: every topic, no authorizer or none since a load).
+    regex_filter: Option<TopicFilter>,
     assignor_state: Bytes,
     /// The assignor that computed the last target.
     assignor_name: Option<&'static str>,
@@ -269,6 +288,7 @@ impl ConsumerGroup {
             holders: Holders::new(),
             metadata_hash: 0,
             image_version: None,
+            regex_filter: None,
             assignor_state: Bytes::new(),
             assignor_name: None,
             timers: TimerTable::default(),
@@ -547,6 +567,15 @@ impl ConsumerGroup {
             }
             subscription_changed
         };
+        if subscription_changed
+            || self.image_version != Some(image.version())
+            || self.regex_filter.is_none()
+        {
+            // The regular expressions are resolved again: with this member's ACLs (Kafka's
+            // "the consumer that triggered the refresh"); none yet (a new or reloaded group):
+            // with the first heartbeat's.
+            self.regex_filter = req.describable.clone();
+        }
         self.bump_if_changed(&req.member_id, subscription_changed, image);
 
         // 2. A new target assignment when the group epoch is ahead of it.
@@ -1021,11 +1050,21 @@ impl ConsumerGroup {
         if !regexes.is_empty() {
             let all = image.names();
             for r in regexes {
-                names.extend(regex_matches(r, &all));
+                names.extend(self.regex_topics(r, &all));
             }
         }
         names.retain(|n| image.topic(n).is_some());
         names
+    }
+
+    /// The topics of `names` the regular expression `pattern` matches that the group's
+    /// [`TopicFilter`] lets it see.
+    fn regex_topics(&self, pattern: &str, names: &[String]) -> Vec<String> {
+        let mut matched = regex_matches(pattern, names);
+        if let Some(TopicFilter(describable)) = &self.regex_filter {
+            matched.retain(|n| describable(n));
+        }
+        matched
     }
 
     fn subscription_hash(&self, image: &dyn TopicImage) -> u64 {
@@ -1084,7 +1123,7 @@ impl ConsumerGroup {
                 .filter(|r| !r.is_empty())
             {
                 sub.extend(
-                    regex_matches(r, &all_names)
+                    self.regex_topics(r, &all_names)
                         .iter()
                         .filter_map(|n| index.get(n.as_str()).copied()),
                 );

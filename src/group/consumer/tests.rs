@@ -501,6 +501,38 @@ fn a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() {
 }
 
 #[test]
+fn a_regular_expression_resolves_to_the_topics_the_member_may_describe() {
+    let mut image = Image::with(&[("orders-mine", 1), ("orders-theirs", 1)]);
+    let mut g = group();
+    let describable = TopicFilter(Arc::new(|t: &str| !t.contains("theirs")));
+    let regex = ConsumerHeartbeat {
+        subscribed_topic_names: None,
+        subscribed_topic_regex: Some("orders-.*".into()),
+        describable: Some(describable.clone()),
+        ..join("a", &[])
+    };
+    let r = g.handle_heartbeat(regex, &image, T0).unwrap();
+    assert_eq!(r.assignment, Some(parts(&[("orders-mine", &[0])])));
+    // A new matching topic is resolved with the ACLs of the heartbeat that sees it.
+    image.set("orders-theirs-2", 1);
+    image.set("orders-new", 1);
+    let r = g
+        .handle_heartbeat(
+            ConsumerHeartbeat {
+                describable: Some(describable),
+                ..beat("a", r.member_epoch, parts(&[("orders-mine", &[0])]))
+            },
+            &image,
+            T0,
+        )
+        .unwrap();
+    assert_eq!(
+        r.assignment,
+        Some(parts(&[("orders-mine", &[0]), ("orders-new", &[0])]))
+    );
+}
+
+#[test]
 fn more_partitions_or_a_matching_new_topic_start_a_new_target() {
     let mut image = Image::with(&[("orders-1", 1), ("other", 1)]);
     let mut g = group();
