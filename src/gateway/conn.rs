@@ -329,7 +329,20 @@ async fn write_loop(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Pending>, gw: Arc
                     }
                 };
                 match answer_frame(&gw, key, version, corr, frame).await {
-                    Some(b) => b,
+                    Some(Answer::Whole(b)) => b,
+                    Some(Answer::Pass(frame)) => {
+                        // Upstream's bytes as they came, behind the client's correlation id.
+                        let head = [(frame.len() as i32).to_be_bytes(), corr.to_be_bytes()];
+                        if wr.write_all(head.as_flattened()).await.is_err()
+                            || wr.write_all(&frame[4..]).await.is_err()
+                        {
+                            break;
+                        }
+                        if rx.is_empty() && wr.flush().await.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
                     None => break,
                 }
             }
@@ -345,6 +358,14 @@ async fn write_loop(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Pending>, gw: Arc
     let _ = wr.shutdown().await;
 }
 
+/// What goes back to the client for an upstream answer.
+enum Answer {
+    /// Upstream's frame (bytes 0..4 its correlation id, replaced by the client's on the way).
+    Pass(Bytes),
+    /// A rewritten frame, length prefix and the client's correlation id included.
+    Whole(Bytes),
+}
+
 /// The client's frame for an upstream answer: the same bytes with the client's correlation id,
 /// or for the responses that name brokers, rewritten to name koord's endpoints.
 async fn answer_frame(
@@ -353,7 +374,7 @@ async fn answer_frame(
     version: i16,
     corr: i32,
     frame: Bytes,
-) -> Option<Bytes> {
+) -> Option<Answer> {
     let decoded = match Decoded::decode(key, version, &frame) {
         Ok(d) => d,
         Err(e) => {
@@ -362,11 +383,7 @@ async fn answer_frame(
         }
     };
     let Some(decoded) = decoded else {
-        let mut out = BytesMut::with_capacity(frame.len() + 4);
-        out.extend_from_slice(&(frame.len() as i32).to_be_bytes());
-        out.extend_from_slice(&corr.to_be_bytes());
-        out.extend_from_slice(&frame[4..]);
-        return Some(out.freeze());
+        return Some(Answer::Pass(frame));
     };
     if let Err(e) = gw.present(&decoded.brokers()).await {
         warn!(error = %e, "a new upstream broker cannot be presented");
@@ -377,7 +394,7 @@ async fn answer_frame(
     }
     let body = decoded.rewrite(&gw.endpoints());
     match codec::encode_response(key, version, corr, &body) {
-        Ok(b) => Some(b),
+        Ok(b) => Some(Answer::Whole(b)),
         Err(e) => {
             warn!(error = %e, "rewritten answer does not encode; closing");
             None

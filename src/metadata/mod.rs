@@ -270,7 +270,10 @@ mod tests {
         topics.mirror(&[up("a", 1, 3), up("b", 2, 1)], false);
         assert_eq!(topics.get("a"), Some(up("a", 1, 3)));
         assert_eq!(topics.get_by_id(Uuid::from_u128(2)).unwrap().name, "b");
-        assert!(topics.get("local").is_some(), "a partial answer removes nothing");
+        assert!(
+            topics.get("local").is_some(),
+            "a partial answer removes nothing"
+        );
         assert!(topics.version() > v0);
         let v1 = topics.version();
         topics.mirror(&[up("a", 1, 3)], false);
