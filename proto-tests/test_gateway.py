@@ -16,6 +16,8 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 
+from conftest import java
+
 UPSTREAM = os.environ.get("KOORD_UPSTREAM", "")
 pytestmark = pytest.mark.skipif(not UPSTREAM, reason="KOORD_UPSTREAM (a Kafka cluster) not set")
 
@@ -173,3 +175,20 @@ def test_produce_and_consume_in_a_group_through_koord(koord):
                 c.close()
             except KafkaException:
                 pass
+
+
+def test_java_transactions_through_koord(koord):
+    """The Java client's transactional producer and read_committed consumer through koord: the
+    transaction coordinator is found (FindCoordinator rewritten to koord's port for it) and
+    every transactional request forwarded; only committed transactions are read."""
+    k = gateway(koord)
+    topic = f"gw-txn-{uuid.uuid4().hex[:8]}"
+    create_topic(k.bootstrap, topic)
+    transactions, per_txn = 4, 10
+    lines = java("txn-produce", k.bootstrap, topic, f"gw-txn-{uuid.uuid4().hex[:8]}",
+                 transactions, per_txn)
+    assert [line["committed"] for line in lines] == [t % 2 == 0 for t in range(transactions)]
+    committed = [f"{t}:{i}" for t in range(0, transactions, 2) for i in range(per_txn)]
+    lines = java("consume-committed", k.bootstrap, topic, len(committed), int(DEADLINE * 1000))
+    values = [line["value"] for line in lines if "value" in line]
+    assert sorted(values) == sorted(committed), "committed transactions only, each once"

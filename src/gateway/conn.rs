@@ -100,13 +100,12 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, target: Option<i32>, gw:
             Next::Close => break,
         }
     }
+    // The client is gone, or is being closed on: answers still waiting (an upstream that does
+    // not answer, a long-poll Fetch) are not waited for. Upstream connections with a request
+    // in flight are dropped rather than pooled.
     drop(tx);
-    // Answers already queued still go out, unless shutdown cuts them short.
-    let mut writer = writer;
-    tokio::select! {
-        _ = &mut writer => {}
-        _ = stop.wait_for(|s| *s) => writer.abort(),
-    }
+    writer.abort();
+    let _ = writer.await;
     for (node, conn) in upstreams {
         gw.pool.put(node, conn);
     }

@@ -215,7 +215,8 @@ pub type Endpoints = BTreeMap<i32, (String, i32)>;
 pub enum Decoded {
     Metadata(MetadataResponse),
     DescribeCluster(DescribeClusterResponse),
-    FindCoordinator(FindCoordinatorResponse),
+    /// With its version: v0-3 name one coordinator at the top level, v4+ a list.
+    FindCoordinator(FindCoordinatorResponse, i16),
 }
 
 impl Decoded {
@@ -239,7 +240,7 @@ impl Decoded {
                 Decoded::DescribeCluster(DescribeClusterResponse::decode(&mut b, version)?)
             }
             ApiKey::FindCoordinator => {
-                Decoded::FindCoordinator(FindCoordinatorResponse::decode(&mut b, version)?)
+                Decoded::FindCoordinator(FindCoordinatorResponse::decode(&mut b, version)?, version)
             }
             _ => return Ok(None),
         }))
@@ -258,18 +259,16 @@ impl Decoded {
                 .iter()
                 .map(|b| (b.broker_id.0, format!("{}:{}", b.host.as_str(), b.port)))
                 .collect(),
-            Decoded::FindCoordinator(f) => {
-                let mut out: Vec<(i32, String)> = f
-                    .coordinators
-                    .iter()
-                    .filter(|c| c.node_id.0 >= 0)
-                    .map(|c| (c.node_id.0, format!("{}:{}", c.host.as_str(), c.port)))
-                    .collect();
-                if f.node_id.0 >= 0 && f.coordinators.is_empty() {
-                    out.push((f.node_id.0, format!("{}:{}", f.host.as_str(), f.port)));
-                }
-                out
+            Decoded::FindCoordinator(f, v) if *v >= 4 => f
+                .coordinators
+                .iter()
+                .filter(|c| c.node_id.0 >= 0)
+                .map(|c| (c.node_id.0, format!("{}:{}", c.host.as_str(), c.port)))
+                .collect(),
+            Decoded::FindCoordinator(f, _) if f.node_id.0 >= 0 => {
+                vec![(f.node_id.0, format!("{}:{}", f.host.as_str(), f.port))]
             }
+            Decoded::FindCoordinator(..) => Vec::new(),
         }
     }
 
@@ -330,7 +329,7 @@ impl Decoded {
                 });
                 ResponseKind::DescribeCluster(d)
             }
-            Decoded::FindCoordinator(mut f) => {
+            Decoded::FindCoordinator(mut f, v) => {
                 let unavailable = kafka_protocol::ResponseError::CoordinatorNotAvailable.code();
                 for c in &mut f.coordinators {
                     if c.node_id.0 < 0 {
@@ -349,7 +348,7 @@ impl Decoded {
                         }
                     }
                 }
-                if f.node_id.0 >= 0 {
+                if v < 4 && f.node_id.0 >= 0 {
                     match ep(f.node_id.0) {
                         Some((h, p)) => {
                             f.host = h;
@@ -520,7 +519,10 @@ mod tests {
             let topics = d.topics();
             assert_eq!(topics.len(), 1);
             assert_eq!(topics[0].partitions, 3);
-            let ResponseKind::Metadata(m) = d.rewrite(&endpoints()) else {
+            let rewritten = d.rewrite(&endpoints());
+            crate::server::codec::encode_response(ApiKey::Metadata, v, 9, &rewritten)
+                .expect("the rewritten answer encodes");
+            let ResponseKind::Metadata(m) = rewritten else {
                 panic!()
             };
             let seen: Vec<(i32, String, i32)> = m
@@ -578,7 +580,10 @@ mod tests {
         let d = Decoded::decode(ApiKey::FindCoordinator, 6, &frame)
             .unwrap()
             .unwrap();
-        let ResponseKind::FindCoordinator(f) = d.rewrite(&endpoints()) else {
+        let rewritten = d.rewrite(&endpoints());
+        crate::server::codec::encode_response(ApiKey::FindCoordinator, 6, 9, &rewritten)
+            .expect("the rewritten v6 answer encodes");
+        let ResponseKind::FindCoordinator(f) = rewritten else {
             panic!()
         };
         assert_eq!(f.coordinators[0].port, 7001);
