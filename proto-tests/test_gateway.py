@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 
-from conftest import java
+from conftest import java, run
 
 UPSTREAM = os.environ.get("KOORD_UPSTREAM", "")
 pytestmark = pytest.mark.skipif(not UPSTREAM, reason="KOORD_UPSTREAM (a Kafka cluster) not set")
@@ -192,3 +192,30 @@ def test_java_transactions_through_koord(koord):
     lines = java("consume-committed", k.bootstrap, topic, len(committed), int(DEADLINE * 1000))
     values = [line["value"] for line in lines if "value" in line]
     assert sorted(values) == sorted(committed), "committed transactions only, each once"
+
+
+def test_kcat_produces_and_consumes_in_a_group_through_koord(koord):
+    """kcat (librdkafka's balanced consumer, -G) through koord: keys and headers come back,
+    every record once, offsets in order per partition."""
+    k = gateway(koord)
+    topic = f"gw-kcat-{uuid.uuid4().hex[:8]}"
+    create_topic(k.bootstrap, topic)
+    n = 600
+    lines = "".join(f"key-{i % 37}\tv:{i}\n" for i in range(n))
+    run(["kcat", "-P", "-b", k.bootstrap, "-t", topic, "-K", "\t", "-H", "src=kcat",
+         "-X", "acks=all"], input=lines)
+    out = run(["kcat", "-C", "-b", k.bootstrap, "-G", f"gw-kcat-{uuid.uuid4().hex[:8]}", topic,
+               "-o", "beginning", "-e", "-q", "-f", "%p\t%o\t%k\t%s\t%h\n",
+               "-X", "auto.offset.reset=earliest"], timeout=DEADLINE * 2).stdout
+    by_partition = defaultdict(list)
+    seen = set()
+    for line in out.splitlines():
+        part, off, key, value, hdrs = line.split("\t")
+        i = int(value.split(":")[1])
+        assert key == f"key-{i % 37}" and hdrs == "src=kcat", line
+        assert i not in seen, f"record {i} twice"
+        seen.add(i)
+        by_partition[part].append(int(off))
+    assert seen == set(range(n))
+    for part, offsets in by_partition.items():
+        assert offsets == list(range(len(offsets))), f"partition {part} out of order"
