@@ -167,7 +167,16 @@ async fn request(
         true
     };
     trace!(api = ?key, v = version, corr, "forwarding");
+    // Requests any broker answers alike fall back to the others when the port's broker is
+    // unreachable; the rest (partition leaders, coordinators, a broker's own configs) do not.
+    let any_broker = matches!(
+        key,
+        ApiKey::Metadata | ApiKey::DescribeCluster | ApiKey::FindCoordinator
+    );
     let candidates = match target {
+        Some(node) if any_broker => std::iter::once(node)
+            .chain(gw.any_order().into_iter().filter(|n| *n != node))
+            .collect(),
         Some(node) => vec![node],
         None => gw.any_order(),
     };
@@ -190,7 +199,7 @@ async fn request(
                 // Ended under us; nothing was sent on it. Earlier requests on it fail in
                 // the writer, which closes this connection.
                 upstreams.remove(&node);
-                if target.is_some() {
+                if target.is_some() && !any_broker {
                     return Next::Close;
                 }
             }

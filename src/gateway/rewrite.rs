@@ -595,6 +595,44 @@ mod tests {
     }
 
     #[test]
+    fn describe_cluster_names_only_koords_endpoints() {
+        use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+        for v in 0..=2 {
+            let resp = DescribeClusterResponse::default()
+                .with_controller_id(2.into())
+                .with_brokers(
+                    [1, 2]
+                        .into_iter()
+                        .map(|id| {
+                            DescribeClusterBroker::default()
+                                .with_broker_id(id.into())
+                                .with_host(StrBytes::from_static_str("10.0.0.9"))
+                                .with_port(9092 + id)
+                        })
+                        .collect(),
+                );
+            let frame = encode(
+                ApiKey::DescribeCluster,
+                v,
+                &ResponseKind::DescribeCluster(resp),
+            );
+            let d = Decoded::decode(ApiKey::DescribeCluster, v, &frame)
+                .unwrap()
+                .unwrap();
+            assert_eq!(d.brokers()[1], (2, "10.0.0.9:9094".to_string()));
+            let rewritten = d.rewrite(&endpoints());
+            crate::server::codec::encode_response(ApiKey::DescribeCluster, v, 9, &rewritten)
+                .expect("the rewritten answer encodes");
+            let ResponseKind::DescribeCluster(d) = rewritten else {
+                panic!()
+            };
+            let seen: Vec<(i32, i32)> = d.brokers.iter().map(|b| (b.broker_id.0, b.port)).collect();
+            assert_eq!(seen, vec![(1, 7001), (2, 7002)], "v{v}");
+            assert_eq!(d.controller_id.0, 2);
+        }
+    }
+
+    #[test]
     fn garbage_responses_are_errors() {
         let junk = Bytes::from_static(b"\0\0\0\x09\xff\xff\xff\xff\xff");
         assert!(Decoded::decode(ApiKey::Metadata, 12, &junk).is_err());
