@@ -28,6 +28,12 @@
 # allow.everyone.if.no.acl.found=true (a resource nobody has ACLs on stays open); tests/acls.rs
 # starts koord the same way.
 #
+# KAFKA_BROKERS=N (N > 1): a cluster of N KRaft processes on loopback instead (koord's gateway
+# tier, tests/gateway.rs): node ids 1..N, each a combined broker and controller, the N
+# controllers a static quorum (controller.quorum.voters); internal topics and new topics
+# replicated to min(N, 3) with min.insync.replicas 2. The bootstrap file lists every broker,
+# comma-separated. KAFKA_SECURITY is not combined with it.
+#
 # KAFKA_DIR: the directory of this Kafka (default .build/kafka), so that several can run at
 # once (each on its own free ports).
 #
@@ -51,8 +57,13 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# Every PID in the PID file is alive (one line per process).
 running() {
-  [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+  [ -f "$pidfile" ] || return 1
+  local pid
+  while read -r pid; do
+    kill -0 "$pid" 2>/dev/null || return 1
+  done < "$pidfile"
 }
 
 # Sends FindCoordinator v0 for a group until the coordinator answers with no error.
@@ -116,6 +127,38 @@ listener.name.$l.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.P
 listener.name.$l.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.$l.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 PROPS
+}
+
+# Kafka's log4j2 configuration: warnings, and the line that says the server started.
+write_log_config() {
+  cat > "$home/log4j2.yaml" <<'LOG'
+Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        Pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: WARN
+      AppenderRef:
+        - ref: STDOUT
+    Logger:
+      - name: kafka.server.KafkaRaftServer
+        level: INFO
+LOG
+}
+
+# A fresh Kafka cluster id.
+cluster_id() {
+  # A Kafka cluster id: URL-safe base64 of a random UUID. Not starting with '-', which the
+  # storage tool's argument parser would read as an option (Kafka's own random-uuid avoids it).
+  python3 -c 'import base64,uuid
+while True:
+    c = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not c.startswith("-"):
+        print(c)
+        break'
 }
 
 start() {
@@ -190,30 +233,8 @@ PROPS
     mv "$home/server.properties.new" "$home/server.properties"
     [ -z "${kv#*=}" ] || echo "$kv" >> "$home/server.properties"
   done
-  cat > "$home/log4j2.yaml" <<'LOG'
-Configuration:
-  Appenders:
-    Console:
-      name: STDOUT
-      PatternLayout:
-        Pattern: "[%d] %p %m (%c)%n"
-  Loggers:
-    Root:
-      level: WARN
-      AppenderRef:
-        - ref: STDOUT
-    Logger:
-      - name: kafka.server.KafkaRaftServer
-        level: INFO
-LOG
-  # A Kafka cluster id: URL-safe base64 of a random UUID. Not starting with '-', which the
-  # storage tool's argument parser would read as an option (Kafka's own random-uuid avoids it).
-  cluster="$(python3 -c 'import base64,uuid
-while True:
-    c = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    if not c.startswith("-"):
-        print(c)
-        break')"
+  write_log_config
+  cluster="$(cluster_id)"
   java -cp "$libs/*" -Dlog4j2.configurationFile="$home/log4j2.yaml" kafka.tools.StorageTool \
     format -t "$cluster" -c "$home/server.properties" --standalone "${scram[@]}" \
     > "$home/format.log" 2>&1 \
@@ -238,19 +259,97 @@ while True:
 }
 
 stop() {
-  if ! running; then rm -f "$pidfile"; return; fi
-  local pid; pid="$(cat "$pidfile")"
-  kill -TERM "$pid"
-  for _ in $(seq 1 60); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.5
+  if [ ! -f "$pidfile" ]; then return; fi
+  local pid pids
+  pids="$(cat "$pidfile")"
+  for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in $pids; do
+    for _ in $(seq 1 60); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.5
+    done
+    kill -KILL "$pid" 2>/dev/null || true
   done
-  kill -KILL "$pid" 2>/dev/null || true
   rm -f "$pidfile" "$home/bootstrap"
 }
 
+# KAFKA_BROKERS=N: N combined broker+controller processes, a static controller quorum.
+start_multi() {
+  local n="$1"
+  if running; then cat "$home/bootstrap"; return; fi
+  fetch
+  local -a ports=() cports=()
+  local used=" " p i voters="" bootstrap="" rf=$(( n < 3 ? n : 3 )) isr
+  isr=$(( rf < 2 ? 1 : 2 ))
+  for i in $(seq 1 "$n"); do
+    for which in ports cports; do
+      p="$(free_port)"
+      while [[ "$used" == *" $p "* ]]; do p="$(free_port)"; done
+      used="$used$p "
+      if [ "$which" = ports ]; then ports+=("$p"); else cports+=("$p"); fi
+    done
+    voters="${voters:+$voters,}$i@127.0.0.1:${cports[$((i-1))]}"
+    bootstrap="${bootstrap:+$bootstrap,}127.0.0.1:${ports[$((i-1))]}"
+  done
+  write_log_config
+  local cluster; cluster="$(cluster_id)"
+  rm -f "$pidfile"
+  for i in $(seq 1 "$n"); do
+    local dir="$home/node$i" port="${ports[$((i-1))]}" cport="${cports[$((i-1))]}"
+    rm -rf "$dir"; mkdir -p "$dir/data"
+    cat > "$dir/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=$i
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+default.replication.factor=$rf
+min.insync.replicas=$isr
+offsets.topic.replication.factor=$rf
+offsets.topic.num.partitions=3
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+transaction.state.log.num.partitions=3
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$isr
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
+PROPS
+    local kv
+    for kv in ${KAFKA_CONFIG:-}; do
+      grep -v "^${kv%%=*}=" "$dir/server.properties" > "$dir/server.properties.new" || true
+      mv "$dir/server.properties.new" "$dir/server.properties"
+      [ -z "${kv#*=}" ] || echo "$kv" >> "$dir/server.properties"
+    done
+    java -cp "$libs/*" -Dlog4j2.configurationFile="$home/log4j2.yaml" kafka.tools.StorageTool \
+      format -t "$cluster" -c "$dir/server.properties" > "$dir/format.log" 2>&1 \
+      || { cat "$dir/format.log" >&2; stop; exit 1; }
+    # shellcheck disable=SC2086  # the options are words
+    nohup java ${KAFKA_HEAP_OPTS--Xms256m} -cp "$libs/*" \
+      -Dlog4j2.configurationFile="$home/log4j2.yaml" \
+      kafka.Kafka "$dir/server.properties" > "$dir/kafka.log" 2>&1 &
+    echo $! >> "$pidfile"
+  done
+  for i in $(seq 1 "$n"); do
+    if ! wait_ready "${ports[$((i-1))]}" "$(sed -n "${i}p" "$pidfile")"; then
+      tail -n 40 "$home/node$i/kafka.log" >&2
+      stop
+      exit 1
+    fi
+  done
+  echo "$bootstrap" > "$home/bootstrap"
+  cat "$home/bootstrap"
+}
+
 case "${1:-}" in
-  start) start ;;
+  start)
+    if [ "${KAFKA_BROKERS:-1}" -gt 1 ]; then start_multi "$KAFKA_BROKERS"; else start; fi ;;
   stop) stop ;;
   status) if running; then cat "$home/bootstrap"; else echo "not running" >&2; exit 1; fi ;;
   *) echo "usage: scripts/kafka.sh start|stop|status" >&2; exit 2 ;;

@@ -13,6 +13,9 @@
 #           and the admin tools (proto-tests/test_streams.py) again, against Apache Kafka 4.4
 #           (scripts/kafka.sh), proving their expectations are Kafka's own answers; and the same
 #           koord-load smoke run against Kafka
+#   gateway koord in gateway mode in front of a 3-broker Kafka 4.4 (KAFKA_BROKERS=3
+#           scripts/kafka.sh, started once for the tier): real clients produce, consume in a
+#           group and read metadata only through koord (proto-tests/test_gateway.py)
 # Exits non-zero if any step fails, after printing a summary of all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -347,6 +350,23 @@ kafka_conformance() {
         proto-tests/test_streams_groups.py -ra --tb=short -p no:cacheprovider
 }
 
+gateway_tier() {
+    say "gateway tier: koord in front of a 3-broker Kafka 4.4 (KAFKA_BROKERS=3 scripts/kafka.sh)"
+    local dir=.build/kafka-gateway bootstrap
+    mkdir -p "$dir"
+    # Its own directory (and ports), so it never meets the conformance tier's broker; the
+    # broker jars are shared with .build/kafka when that already has them.
+    if [ ! -e "$dir/libs" ] && [ -d .build/kafka/libs ]; then
+        ln -s "$root/.build/kafka/libs" "$dir/libs"
+    fi
+    bootstrap=$(KAFKA_DIR="$dir" KAFKA_BROKERS=3 scripts/kafka.sh start)
+    # shellcheck disable=SC2064  # expanded now
+    trap "KAFKA_DIR='$dir' scripts/kafka.sh stop" EXIT
+    echo "Kafka 4.4 cluster at $bootstrap"
+    KOORD_BIN="$koord_bin" KOORD_UPSTREAM="$bootstrap" "$venv/bin/python" -m pytest \
+        proto-tests/test_gateway.py -ra --tb=short -p no:cacheprovider
+}
+
 step install-tools install_tools
 step python-venv install_python
 step java-client build_java
@@ -360,16 +380,19 @@ if [ "$last_rc" -eq 0 ]; then
         step python-tests python_tests
         step load-smoke load_smoke
         step kafka-conformance kafka_conformance
+        step gateway gateway_tier
     else
         skip python-tests
         skip load-smoke
         skip kafka-conformance
+        skip gateway
     fi
 else
     skip rust-tests
     skip python-tests
     skip load-smoke
     skip kafka-conformance
+    skip gateway
 fi
 
 summary

@@ -87,6 +87,9 @@ pub struct Config {
     pub http_listen: Option<SocketAddr>,
     /// This node's broker id, as every response names it.
     pub node_id: i32,
+    /// `upstream.bootstrap.servers`: the Kafka cluster a gateway fronts (`host:port` list).
+    /// Empty: standalone, koord's own data plane. Set: gateway mode (src/gateway/).
+    pub upstream_bootstrap_servers: Vec<String>,
     /// Where durable state lives.
     pub data_dir: PathBuf,
     /// Cluster id reported by Metadata and DescribeCluster. Empty: generated once and kept in
@@ -200,6 +203,7 @@ impl Default for Config {
             allow_everyone_if_no_acl_found: false,
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], DEFAULT_HTTP_PORT))),
             node_id: 1,
+            upstream_bootstrap_servers: Vec::new(),
             data_dir: PathBuf::from("koord-data"),
             cluster_id: String::new(),
             max_connections: 10_000,
@@ -644,6 +648,23 @@ pub static KEYS: &[Key] = &[
         },
     },
     int_key!("node.id", Some("node.id"), "this node's broker id", node_id: i32, 0, i32::MAX as i64),
+    Key {
+        name: "upstream.bootstrap.servers",
+        kafka: Some("bootstrap.servers (of the upstream cluster)"),
+        doc: "gateway mode: the Kafka cluster koord fronts, host:port comma-separated; empty = standalone",
+        apply: |c, v| {
+            let servers = string_list(v, "server")?;
+            for s in &servers {
+                let (host, port) = s.rsplit_once(':').ok_or("expected host:port")?;
+                if host.is_empty() || port.parse::<u16>().is_err() {
+                    return Err(format!("{s}: expected host:port"));
+                }
+            }
+            c.upstream_bootstrap_servers = servers;
+            Ok(())
+        },
+        show: |c| Value::String(c.upstream_bootstrap_servers.join(",")),
+    },
     Key {
         name: "data.dir",
         kafka: Some("log.dirs"),

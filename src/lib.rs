@@ -52,6 +52,11 @@
 //! - [`transactions`]: the transaction coordinator's shell: the pure core behind a lock, its
 //!   records made durable before any answer, its markers written into the partition logs, and
 //!   the timers that abort timed-out transactions and forget expired ids.
+//! - [`gateway`]: gateway mode (`upstream.bootstrap.servers`): koord in front of an existing
+//!   Kafka cluster, one listener port per upstream broker; partition and admin requests
+//!   forwarded over pooled upstream connections (bytes passed through, correlation ids mapped),
+//!   Metadata, DescribeCluster and FindCoordinator(transaction) rewritten to koord's endpoints,
+//!   the groups koord's own.
 //! - [`svg`]: the SVG pieces the simulator's timeline and the status page share.
 
 pub mod api;
@@ -59,6 +64,7 @@ pub mod assignor;
 pub mod broker;
 pub mod config;
 pub mod coordinator;
+pub mod gateway;
 pub mod group;
 pub mod log;
 pub mod metadata;

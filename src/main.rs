@@ -111,6 +111,9 @@ struct ServeArgs {
     /// Directory for durable state (key `data.dir`).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Gateway mode: the Kafka cluster to front, host:port,... (key `upstream.bootstrap.servers`).
+    #[arg(long, value_name = "HOST:PORT,...")]
+    upstream_bootstrap_servers: Option<String>,
     /// Override any configuration key: KEY=VALUE (repeatable), applied after the file.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
@@ -128,6 +131,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.node_id {
             o.push(format!("node.id={v}"));
+        }
+        if let Some(v) = &self.upstream_bootstrap_servers {
+            o.push(format!("upstream.bootstrap.servers=\"{v}\""));
         }
         if let Some(v) = &self.data_dir {
             o.push(format!(
@@ -288,6 +294,27 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     runtime.block_on(async move {
+        let mut config = config;
+        // Gateway mode: the upstream's brokers and versions first, so koord's coordinator id
+        // is chosen clear of every upstream broker id.
+        let upstream = if config.upstream_bootstrap_servers.is_empty() {
+            None
+        } else {
+            match koord::gateway::discover(&config.upstream_bootstrap_servers, std::time::Duration::from_secs(120)).await {
+                Ok(view) => {
+                    let id = koord::gateway::coordinator_node_id(config.node_id, &view);
+                    if id != config.node_id {
+                        info!(configured = config.node_id, node_id = id, "node.id is an upstream broker's; the gateway's coordinator takes another id");
+                        config.node_id = id;
+                    }
+                    Some(view)
+                }
+                Err(e) => {
+                    error!("{e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        };
         let broker = match Broker::open(config) {
             Ok(b) => Arc::new(b),
             Err(e) => {
@@ -376,7 +403,21 @@ fn serve(args: ServeArgs) -> ExitCode {
                 Ok(()) = load_failed_rx => load_failed = true,
             }
         };
-        koord::server::run_listeners(bound, broker.clone(), stop).await;
+        match upstream {
+            None => koord::server::run_listeners(bound, broker.clone(), stop).await,
+            Some(view) => {
+                let mut bound = bound;
+                if bound.len() != 1 {
+                    error!("gateway mode serves one PLAINTEXT listener (listen) for now");
+                    return ExitCode::FAILURE;
+                }
+                let main = bound.remove(0);
+                if let Err(e) = koord::gateway::Gateway::run(main, broker.clone(), view, stop).await {
+                    error!("{e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
         let _ = http_stop_tx.send(());
         if let Some(http) = http {
             let _ = http.await;

@@ -179,6 +179,44 @@ impl Topics {
         Some(topic)
     }
 
+    /// Makes these topics what an upstream cluster says they are (gateway mode): each is
+    /// added, or its id and partition count updated; with `complete` (the upstream's whole
+    /// topic list), topics not among them are removed. In memory only: the upstream owns them.
+    pub fn mirror(&self, topics: &[Topic], complete: bool) {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut changed = false;
+        for t in topics {
+            if inner.by_name.get(&t.name) == Some(t) {
+                continue;
+            }
+            if let Some(old) = inner.by_name.insert(t.name.clone(), t.clone()) {
+                inner.by_id.remove(&old.id);
+            }
+            inner.by_id.insert(t.id, t.name.clone());
+            changed = true;
+        }
+        if complete {
+            let keep: std::collections::BTreeSet<&str> =
+                topics.iter().map(|t| t.name.as_str()).collect();
+            let gone: Vec<String> = inner
+                .by_name
+                .keys()
+                .filter(|n| !keep.contains(n.as_str()))
+                .cloned()
+                .collect();
+            for name in gone {
+                if let Some(t) = inner.by_name.remove(&name) {
+                    inner.by_id.remove(&t.id);
+                    inner.configs.remove(&name);
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            self.version.fetch_add(1, Ordering::Release);
+        }
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, TopicsInner> {
         // A poisoned lock only means another thread panicked mid-read; the map is still whole
         // because every write is a pair of inserts done before the guard drops.
@@ -217,6 +255,35 @@ mod tests {
             assert!(validate_topic_name(bad).is_err(), "{bad:?}");
         }
         assert!(validate_topic_name(&"x".repeat(249)).is_ok());
+    }
+
+    #[test]
+    fn mirror_follows_upstream_ids_counts_and_deletions() {
+        let topics = Topics::default();
+        topics.create("local", 1).unwrap();
+        let up = |name: &str, id: u128, partitions| Topic {
+            name: name.into(),
+            id: Uuid::from_u128(id),
+            partitions,
+        };
+        let v0 = topics.version();
+        topics.mirror(&[up("a", 1, 3), up("b", 2, 1)], false);
+        assert_eq!(topics.get("a"), Some(up("a", 1, 3)));
+        assert_eq!(topics.get_by_id(Uuid::from_u128(2)).unwrap().name, "b");
+        assert!(
+            topics.get("local").is_some(),
+            "a partial answer removes nothing"
+        );
+        assert!(topics.version() > v0);
+        let v1 = topics.version();
+        topics.mirror(&[up("a", 1, 3)], false);
+        assert_eq!(topics.version(), v1, "nothing changed, no new version");
+        // Recreated upstream under a new id, with more partitions; b and local are gone.
+        topics.mirror(&[up("a", 9, 5)], true);
+        assert_eq!(topics.get("a"), Some(up("a", 9, 5)));
+        assert!(topics.get_by_id(Uuid::from_u128(1)).is_none());
+        assert!(topics.get("b").is_none() && topics.get("local").is_none());
+        assert_eq!(topics.all().len(), 1);
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub(super) fn complete_frame(buf: &[u8], max: usize) -> Result<Option<usize>, Fr
 /// The length prefix is checked before anything is reserved for the frame, and the buffer
 /// grows only as bytes actually arrive (at most 64 KiB beyond them at a time), so a client that
 /// announces a large frame and sends nothing costs nothing.
-pub(super) async fn read_frame<R: AsyncReadExt + Unpin>(
+pub(crate) async fn read_frame<R: AsyncReadExt + Unpin>(
     rd: &mut R,
     buf: &mut BytesMut,
     max: usize,

@@ -1,0 +1,453 @@
+//! Gateway mode (`upstream.bootstrap.servers`): koord in front of an existing Kafka cluster.
+//!
+//! koord presents every upstream broker as a listener port of its own (same broker id, koord's
+//! host), so clients reach the upstream leaders only through koord:
+//! - [`rewrite`]: the pure rules: which API is koord's and which is forwarded, the versions
+//!   advertised, the Metadata/DescribeCluster/FindCoordinator(transaction) rewrite;
+//! - [`upstream`]: connections to the upstream brokers (correlation ids of their own, frames
+//!   passed through) and their pool;
+//! - [`conn`]: one client connection: koord's group APIs through koord's own dispatch,
+//!   everything else to the broker the port stands for, answers in request order.
+//!
+//! The groups stay koord's (its coordinator and embedded store); the upstream's topics are
+//! mirrored into koord's topic registry (from every Metadata answer that passes through and a
+//! periodic refresh), which server-side assignment and offset commits check against.
+
+pub mod conn;
+pub mod rewrite;
+pub mod upstream;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tracing::{debug, info, warn, Instrument};
+
+use crate::broker::Broker;
+use crate::security::{Listener, SecurityProtocol};
+use rewrite::{Decoded, Endpoints};
+use upstream::{Pool, UpstreamConn};
+
+/// How often the gateway re-reads the upstream's brokers, topics and API versions.
+const REFRESH: Duration = Duration::from_secs(10);
+
+/// What the gateway knows of the upstream cluster.
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamView {
+    /// Broker id -> upstream `host:port`.
+    pub brokers: BTreeMap<i32, String>,
+    /// The upstream's API versions.
+    pub versions: Vec<ApiVersion>,
+    /// Every topic upstream has.
+    pub topics: Vec<crate::metadata::Topic>,
+}
+
+/// One upstream broker as koord presents it.
+#[derive(Debug, Clone)]
+struct Presented {
+    upstream: String,
+    /// The port of koord's listener for this broker.
+    port: i32,
+}
+
+/// Everything gateway connections share.
+pub struct Gateway {
+    pub broker: Arc<Broker>,
+    bootstrap: Vec<String>,
+    /// The listener clients bootstrap from and find the group coordinator on.
+    pub main: Arc<Listener>,
+    /// Where broker listeners bind (the main listener's address, port 0).
+    bind_ip: IpAddr,
+    brokers: RwLock<BTreeMap<i32, Presented>>,
+    /// Serialises the binding of new broker listeners.
+    binding: tokio::sync::Mutex<()>,
+    advertised: RwLock<Vec<ApiVersion>>,
+    pub pool: Pool,
+    /// Picks where a request for "any broker" goes first.
+    next_any: AtomicUsize,
+    stop: watch::Receiver<bool>,
+    /// New broker listeners go to the task that accepts on them (spawned from `run`, so that
+    /// a connection's future does not contain the accept loop that spawns connections).
+    listeners: mpsc::UnboundedSender<(TcpListener, i32)>,
+    limit: Arc<Semaphore>,
+    /// Every connection task holds a clone; shutdown waits until all are dropped.
+    alive: Mutex<Option<mpsc::Sender<()>>>,
+    next_conn: AtomicU64,
+}
+
+/// Connects to the upstream and reads its brokers, topics and API versions, retrying (with a
+/// log line) until it answers or `give_up` passes.
+///
+/// # Errors
+/// No upstream server answered in time.
+pub async fn discover(bootstrap: &[String], give_up: Duration) -> Result<UpstreamView, String> {
+    let deadline = tokio::time::Instant::now() + give_up;
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let mut last = String::new();
+        for addr in bootstrap {
+            match read_view(addr).await {
+                Ok(v) => return Ok(v),
+                Err(e) => last = format!("{addr}: {e}"),
+            }
+        }
+        if tokio::time::Instant::now() + backoff > deadline {
+            return Err(format!(
+                "upstream.bootstrap.servers: no server answered ({last})"
+            ));
+        }
+        warn!(error = %last, "upstream not reachable yet; retrying");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// ApiVersions and Metadata (every topic) from one upstream broker.
+async fn read_view(addr: &str) -> Result<UpstreamView, String> {
+    let conn = UpstreamConn::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let v = 3;
+    let req = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("koord-gateway"))
+        .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+    let mut resp = call(&conn, ApiKey::ApiVersions, v, &req).await?;
+    ResponseHeader::decode(&mut resp, ApiKey::ApiVersions.response_header_version(v))
+        .map_err(|e| format!("ApiVersions: {e}"))?;
+    let versions =
+        ApiVersionsResponse::decode(&mut resp, v).map_err(|e| format!("ApiVersions: {e}"))?;
+    if versions.error_code != 0 {
+        return Err(format!("ApiVersions error {}", versions.error_code));
+    }
+    let v = 12;
+    let req = MetadataRequest::default().with_topics(None);
+    let frame = call(&conn, ApiKey::Metadata, v, &req).await?;
+    let decoded = Decoded::decode(ApiKey::Metadata, v, &frame)
+        .map_err(|e| format!("Metadata: {e}"))?
+        .ok_or("Metadata: not decoded")?;
+    let brokers: BTreeMap<i32, String> = decoded.brokers().into_iter().collect();
+    if brokers.is_empty() {
+        return Err("Metadata names no broker".into());
+    }
+    Ok(UpstreamView {
+        brokers,
+        versions: versions.api_keys,
+        topics: decoded.topics(),
+    })
+}
+
+/// Sends one request of the gateway's own and returns the response frame (header included).
+async fn call<R: Encodable>(
+    conn: &UpstreamConn,
+    key: ApiKey,
+    v: i16,
+    req: &R,
+) -> Result<Bytes, String> {
+    let mut f = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(v)
+        .with_client_id(Some(StrBytes::from_static_str("koord-gateway")))
+        .encode(&mut f, key.request_header_version(v))
+        .map_err(|e| e.to_string())?;
+    req.encode(&mut f, v).map_err(|e| e.to_string())?;
+    let rx = conn
+        .send(f.freeze(), true)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("no response expected")?;
+    tokio::time::timeout(Duration::from_secs(30), rx)
+        .await
+        .map_err(|_| format!("{key:?} timed out"))?
+        .map_err(|_| "connection ended".to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// koord's broker id in gateway mode: `node.id`, unless an upstream broker has it; then one
+/// above every upstream id (a client keys connections by broker id, and librdkafka would move
+/// an upstream broker's connection to the coordinator's address).
+pub fn coordinator_node_id(configured: i32, view: &UpstreamView) -> i32 {
+    if !view.brokers.contains_key(&configured) {
+        return configured;
+    }
+    let max = view.brokers.keys().copied().max().unwrap_or(0);
+    max.saturating_add(1000)
+}
+
+impl Gateway {
+    /// Serves `main` (the bootstrap and group coordinator listener) and one listener per
+    /// upstream broker until `shutdown` completes, then drains connections.
+    ///
+    /// # Errors
+    /// A listener that is not PLAINTEXT (the gateway has no TLS or SASL yet), or a broker
+    /// listener that cannot bind.
+    pub async fn run(
+        main: crate::server::Bound,
+        broker: Arc<Broker>,
+        view: UpstreamView,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), String> {
+        if main.listener.protocol != SecurityProtocol::Plaintext || main.tls.is_some() {
+            return Err("gateway mode serves PLAINTEXT listeners only (for now)".into());
+        }
+        let bind_ip = main.tcp.local_addr().map_err(|e| e.to_string())?.ip();
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
+        let (listeners_tx, mut listeners_rx) = mpsc::unbounded_channel::<(TcpListener, i32)>();
+        let gw = Arc::new(Gateway {
+            limit: Arc::new(Semaphore::new(broker.config.max_connections)),
+            broker,
+            bootstrap: view.brokers.values().cloned().collect(),
+            main: main.listener.clone(),
+            bind_ip,
+            brokers: RwLock::new(BTreeMap::new()),
+            binding: tokio::sync::Mutex::new(()),
+            advertised: RwLock::new(Vec::new()),
+            pool: Pool::default(),
+            next_any: AtomicUsize::new(0),
+            stop: stop_rx,
+            listeners: listeners_tx,
+            alive: Mutex::new(Some(alive_tx)),
+            next_conn: AtomicU64::new(1),
+        });
+        let spawner = {
+            let gw = gw.clone();
+            tokio::spawn(async move {
+                while let Some((tcp, node)) = listeners_rx.recv().await {
+                    tokio::spawn(accept_loop(gw.clone(), tcp, Some(node)));
+                }
+            })
+        };
+        gw.apply(&view).await?;
+        tokio::spawn(accept_loop(gw.clone(), main.tcp, None));
+        let refresher = tokio::spawn(refresh_loop(gw.clone()));
+        shutdown.await;
+        info!("shutting down: no longer accepting");
+        refresher.abort();
+        spawner.abort();
+        let _ = stop_tx.send(true);
+        gw.alive.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(gw);
+        while alive_rx.recv().await.is_some() {}
+        info!("all connections closed");
+        Ok(())
+    }
+
+    /// Takes in what upstream says: new brokers get a listener, moved ones their new address,
+    /// topics are mirrored, the advertised versions recomputed.
+    async fn apply(self: &Arc<Self>, view: &UpstreamView) -> Result<(), String> {
+        let brokers: Vec<(i32, String)> =
+            view.brokers.iter().map(|(k, v)| (*k, v.clone())).collect();
+        self.present(&brokers).await?;
+        if !view.versions.is_empty() {
+            *self.advertised.write().unwrap_or_else(|e| e.into_inner()) =
+                rewrite::advertised(&view.versions);
+        }
+        self.broker.topics.mirror(&view.topics, true);
+        Ok(())
+    }
+
+    /// Makes sure every broker named has a koord listener, and its upstream address is current.
+    ///
+    /// # Errors
+    /// A listener could not bind.
+    pub async fn present(self: &Arc<Self>, brokers: &[(i32, String)]) -> Result<(), String> {
+        let missing: Vec<(i32, String)> = {
+            let known = self.brokers.read().unwrap_or_else(|e| e.into_inner());
+            brokers
+                .iter()
+                .filter(|(id, addr)| known.get(id).map(|p| &p.upstream) != Some(addr))
+                .cloned()
+                .collect()
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let _binding = self.binding.lock().await;
+        for (id, addr) in missing {
+            let port = {
+                let mut known = self.brokers.write().unwrap_or_else(|e| e.into_inner());
+                match known.get_mut(&id) {
+                    Some(p) if p.upstream == addr => continue,
+                    Some(p) => {
+                        info!(node = id, from = %p.upstream, to = %addr, "upstream broker moved");
+                        p.upstream = addr.clone();
+                        self.pool.forget(id);
+                        continue;
+                    }
+                    None => None::<i32>,
+                }
+            };
+            debug_assert!(port.is_none());
+            let tcp = TcpListener::bind(SocketAddr::new(self.bind_ip, 0))
+                .await
+                .map_err(|e| format!("cannot bind a listener for upstream broker {id}: {e}"))?;
+            let port = tcp.local_addr().map_err(|e| e.to_string())?.port() as i32;
+            info!(node = id, upstream = %addr, listen = %SocketAddr::new(self.bind_ip, port as u16),
+                "presenting upstream broker");
+            self.brokers
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(
+                    id,
+                    Presented {
+                        upstream: addr,
+                        port,
+                    },
+                );
+            let _ = self.listeners.send((tcp, id));
+        }
+        Ok(())
+    }
+
+    /// The endpoint koord presents for each upstream broker.
+    pub fn endpoints(&self) -> Endpoints {
+        let host = self.main.advertised_host.clone();
+        self.brokers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(id, p)| (*id, (host.clone(), p.port)))
+            .collect()
+    }
+
+    /// The upstream address of broker `node`.
+    pub fn upstream_addr(&self, node: i32) -> Option<String> {
+        self.brokers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&node)
+            .map(|p| p.upstream.clone())
+    }
+
+    /// Every upstream broker id, starting at a rotating one (where "any broker" requests try
+    /// first).
+    pub fn any_order(&self) -> Vec<i32> {
+        let ids: Vec<i32> = self
+            .brokers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .copied()
+            .collect();
+        if ids.is_empty() {
+            return ids;
+        }
+        let start = self.next_any.fetch_add(1, Ordering::Relaxed) % ids.len();
+        ids[start..].iter().chain(&ids[..start]).copied().collect()
+    }
+
+    /// The API versions advertised to clients.
+    pub fn advertised(&self) -> Vec<ApiVersion> {
+        self.advertised
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// Re-reads the upstream every [`REFRESH`]: new brokers, moved brokers, topics.
+async fn refresh_loop(gw: Arc<Gateway>) {
+    loop {
+        tokio::time::sleep(REFRESH).await;
+        let mut addrs: Vec<String> = gw
+            .any_order()
+            .into_iter()
+            .filter_map(|id| gw.upstream_addr(id))
+            .collect();
+        addrs.extend(gw.bootstrap.iter().cloned());
+        let mut done = false;
+        for addr in &addrs {
+            match read_view(addr).await {
+                Ok(view) => {
+                    if let Err(e) = gw.apply(&view).await {
+                        warn!(error = %e, "upstream refresh not applied");
+                    }
+                    done = true;
+                    break;
+                }
+                Err(e) => debug!(upstream = %addr, error = %e, "upstream refresh failed"),
+            }
+        }
+        if !done {
+            warn!("upstream refresh: no upstream broker answered");
+        }
+    }
+}
+
+/// Accepts on one listener: `target` is the upstream broker it stands for, `None` for the
+/// main listener (forwarded requests go to any broker).
+async fn accept_loop(gw: Arc<Gateway>, tcp: TcpListener, target: Option<i32>) {
+    let mut stop = gw.stop.clone();
+    let mut backoff = Duration::from_millis(10);
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            a = tcp.accept() => a,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => {
+                backoff = Duration::from_millis(10);
+                x
+            }
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let Ok(permit) = gw.limit.clone().try_acquire_owned() else {
+            debug!(%peer, "max.connections reached; closing new connection");
+            continue;
+        };
+        let Some(alive) = gw.alive.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
+            return;
+        };
+        let id = gw.next_conn.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::debug_span!("gw-conn", %peer, conn = id, node = ?target);
+        let gw2 = gw.clone();
+        tokio::spawn(
+            async move {
+                serve_socket(stream, peer, target, gw2).await;
+                drop(permit);
+                drop(alive);
+            }
+            .instrument(span),
+        );
+    }
+}
+
+async fn serve_socket(stream: TcpStream, peer: SocketAddr, target: Option<i32>, gw: Arc<Gateway>) {
+    let _ = stream.set_nodelay(true);
+    let metrics = crate::observe::metrics();
+    metrics.connection_opened();
+    conn::serve(stream, peer, target, gw).await;
+    metrics.connection_closed();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coordinator_id_never_collides_with_an_upstream_broker() {
+        let mut view = UpstreamView::default();
+        view.brokers.insert(1, "a:1".into());
+        view.brokers.insert(2, "a:2".into());
+        assert_eq!(coordinator_node_id(7, &view), 7);
+        assert_eq!(coordinator_node_id(1, &view), 1002);
+        assert_eq!(coordinator_node_id(2, &view), 1002);
+    }
+}

@@ -1,0 +1,643 @@
+//! The gateway's pure rules: which requests koord serves and which go upstream, the API
+//! versions advertised, the acks of a Produce request, and the responses rewritten so that a
+//! client only ever learns koord's endpoints (Metadata, DescribeCluster, FindCoordinator for
+//! transactions). No I/O here.
+
+use std::collections::BTreeMap;
+
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{
+    ApiKey, DescribeClusterResponse, FindCoordinatorResponse, MetadataResponse, RequestHeader,
+    ResponseHeader, ResponseKind,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+
+use crate::metadata::Topic;
+
+/// Where a request goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// koord answers it itself (its groups, and ApiVersions).
+    Koord,
+    /// Forwarded to an upstream broker, its response passed back.
+    Forward,
+    /// FindCoordinator: koord for groups, upstream (rewritten) for transactions.
+    FindCoordinator,
+}
+
+/// The group APIs: every one is koord's own, at koord's versions, whatever upstream offers.
+const KOORD_KEYS: &[ApiKey] = &[
+    ApiKey::ApiVersions,
+    ApiKey::JoinGroup,
+    ApiKey::SyncGroup,
+    ApiKey::Heartbeat,
+    ApiKey::LeaveGroup,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::OffsetDelete,
+    ApiKey::DescribeGroups,
+    ApiKey::ListGroups,
+    ApiKey::DeleteGroups,
+    ApiKey::ConsumerGroupHeartbeat,
+    ApiKey::ConsumerGroupDescribe,
+    ApiKey::TxnOffsetCommit,
+    ApiKey::StreamsGroupHeartbeat,
+    ApiKey::StreamsGroupDescribe,
+];
+
+/// Neither served nor forwarded: authentication between client and gateway (the gateway has
+/// none yet), share groups (groups are koord's, and koord has no share groups), and what
+/// brokers and controllers send one another.
+const NOT_SERVED: &[ApiKey] = &[
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
+    ApiKey::ShareGroupHeartbeat,
+    ApiKey::ShareGroupDescribe,
+    ApiKey::ShareFetch,
+    ApiKey::ShareAcknowledge,
+    ApiKey::InitializeShareGroupState,
+    ApiKey::ReadShareGroupState,
+    ApiKey::WriteShareGroupState,
+    ApiKey::DeleteShareGroupState,
+    ApiKey::ReadShareGroupStateSummary,
+    ApiKey::DescribeShareGroupOffsets,
+    ApiKey::AlterShareGroupOffsets,
+    ApiKey::DeleteShareGroupOffsets,
+    ApiKey::WriteTxnMarkers,
+    ApiKey::Vote,
+    ApiKey::BeginQuorumEpoch,
+    ApiKey::EndQuorumEpoch,
+    ApiKey::AlterPartition,
+    ApiKey::Envelope,
+    ApiKey::FetchSnapshot,
+    ApiKey::BrokerRegistration,
+    ApiKey::BrokerHeartbeat,
+    ApiKey::UnregisterBroker,
+    ApiKey::AllocateProducerIds,
+    ApiKey::ControllerRegistration,
+    ApiKey::AssignReplicasToDirs,
+];
+
+/// Forwarded versions capped below upstream's: Produce v10+ and Fetch v16+ answer a moved
+/// leader with its endpoint (KIP-951), which would have to be rewritten in every such answer;
+/// below them the client asks Metadata, which is rewritten.
+fn forward_cap(key: ApiKey) -> i16 {
+    match key {
+        ApiKey::Produce => 9,
+        ApiKey::Fetch => 15,
+        _ => i16::MAX,
+    }
+}
+
+/// Where a request with `key` goes.
+pub fn route(key: ApiKey) -> Route {
+    if key == ApiKey::FindCoordinator {
+        Route::FindCoordinator
+    } else if KOORD_KEYS.contains(&key) {
+        Route::Koord
+    } else {
+        Route::Forward
+    }
+}
+
+/// The versions the gateway advertises: koord's own for the group APIs, upstream's (within what
+/// koord's protocol crate knows, and [`forward_cap`]) for what is forwarded, the versions both
+/// serve for FindCoordinator; nothing neither can serve.
+pub fn advertised(upstream: &[ApiVersion]) -> Vec<ApiVersion> {
+    let mut out: BTreeMap<i16, (i16, i16)> = BTreeMap::new();
+    for s in crate::api::SUPPORTED {
+        if KOORD_KEYS.contains(&s.key) {
+            // As koord standalone: Produce is the only one advertised below its minimum.
+            out.insert(s.key as i16, (s.min, s.max));
+        }
+    }
+    for u in upstream {
+        let Ok(key) = ApiKey::try_from(u.api_key) else {
+            continue;
+        };
+        if KOORD_KEYS.contains(&key) || NOT_SERVED.contains(&key) {
+            continue;
+        }
+        let known = key.valid_versions();
+        // Produce keeps upstream's minimum: Kafka 4.x advertises v0 though it rejects v0-2,
+        // because older librdkafka releases read a minimum above 0 as "no Produce"
+        // (KAFKA-18659); such a request is forwarded and upstream rejects it.
+        let min = if key == ApiKey::Produce {
+            u.min_version
+        } else {
+            u.min_version.max(known.min)
+        };
+        let mut range = (min, u.max_version.min(known.max).min(forward_cap(key)));
+        if key == ApiKey::FindCoordinator {
+            let Some(k) = crate::api::supported(key) else {
+                continue;
+            };
+            range = (range.0.max(k.min), range.1.min(k.max));
+        }
+        if range.0 <= range.1 {
+            out.insert(u.api_key, range);
+        }
+    }
+    out.into_iter()
+        .map(|(k, (min, max))| {
+            ApiVersion::default()
+                .with_api_key(k)
+                .with_min_version(min)
+                .with_max_version(max)
+        })
+        .collect()
+}
+
+/// Whether the range `advertised` holds `version` of `key`.
+pub fn is_advertised(advertised: &[ApiVersion], key: ApiKey, version: i16) -> bool {
+    advertised
+        .iter()
+        .any(|a| a.api_key == key as i16 && (a.min_version..=a.max_version).contains(&version))
+}
+
+/// Whether a Produce request (frame without length prefix, at `version` >= 3) asks for an
+/// answer: acks=0 gets none. `None` when the frame cannot be read that far.
+pub fn produce_expects_response(frame: &Bytes, version: i16) -> Option<bool> {
+    let mut b = frame.clone();
+    RequestHeader::decode(&mut b, ApiKey::Produce.request_header_version(version)).ok()?;
+    // transactional_id (v3+): a nullable string, compact (unsigned varint of length + 1)
+    // from v9.
+    if version < 3 {
+    } else if version >= 9 {
+        let n = read_unsigned_varint(&mut b)?;
+        let len = n.saturating_sub(1) as usize;
+        if b.remaining() < len {
+            return None;
+        }
+        b.advance(len);
+    } else {
+        if b.remaining() < 2 {
+            return None;
+        }
+        let len = b.get_i16();
+        if len > 0 {
+            if b.remaining() < len as usize {
+                return None;
+            }
+            b.advance(len as usize);
+        }
+    }
+    if b.remaining() < 2 {
+        return None;
+    }
+    Some(b.get_i16() != 0)
+}
+
+fn read_unsigned_varint(b: &mut Bytes) -> Option<u32> {
+    let mut value: u32 = 0;
+    for i in 0..5 {
+        if !b.has_remaining() {
+            return None;
+        }
+        let byte = b.get_u8();
+        value |= u32::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// The key type of a FindCoordinator request body (0 group, 1 transaction, 2 share).
+pub const KEY_TYPE_TRANSACTION: i8 = 1;
+
+/// What koord presents for each upstream broker: the endpoint clients are told.
+pub type Endpoints = BTreeMap<i32, (String, i32)>;
+
+/// An upstream response decoded for rewriting.
+#[derive(Debug)]
+pub enum Decoded {
+    Metadata(MetadataResponse),
+    DescribeCluster(DescribeClusterResponse),
+    /// With its version: v0-3 name one coordinator at the top level, v4+ a list.
+    FindCoordinator(FindCoordinatorResponse, i16),
+}
+
+impl Decoded {
+    /// Decodes a response `frame` (without length prefix) of `key` at `version`; `None` for a
+    /// key that needs no rewrite.
+    ///
+    /// # Errors
+    /// The frame does not decode.
+    pub fn decode(key: ApiKey, version: i16, frame: &Bytes) -> anyhow::Result<Option<Decoded>> {
+        if !matches!(
+            key,
+            ApiKey::Metadata | ApiKey::DescribeCluster | ApiKey::FindCoordinator
+        ) {
+            return Ok(None);
+        }
+        let mut b = frame.clone();
+        ResponseHeader::decode(&mut b, key.response_header_version(version))?;
+        Ok(Some(match key {
+            ApiKey::Metadata => Decoded::Metadata(MetadataResponse::decode(&mut b, version)?),
+            ApiKey::DescribeCluster => {
+                Decoded::DescribeCluster(DescribeClusterResponse::decode(&mut b, version)?)
+            }
+            ApiKey::FindCoordinator => {
+                Decoded::FindCoordinator(FindCoordinatorResponse::decode(&mut b, version)?, version)
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// The upstream brokers this response names, with their upstream addresses.
+    pub fn brokers(&self) -> Vec<(i32, String)> {
+        match self {
+            Decoded::Metadata(m) => m
+                .brokers
+                .iter()
+                .map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port)))
+                .collect(),
+            Decoded::DescribeCluster(d) => d
+                .brokers
+                .iter()
+                .map(|b| (b.broker_id.0, format!("{}:{}", b.host.as_str(), b.port)))
+                .collect(),
+            Decoded::FindCoordinator(f, v) if *v >= 4 => f
+                .coordinators
+                .iter()
+                .filter(|c| c.node_id.0 >= 0)
+                .map(|c| (c.node_id.0, format!("{}:{}", c.host.as_str(), c.port)))
+                .collect(),
+            Decoded::FindCoordinator(f, _) if f.node_id.0 >= 0 => {
+                vec![(f.node_id.0, format!("{}:{}", f.host.as_str(), f.port))]
+            }
+            Decoded::FindCoordinator(..) => Vec::new(),
+        }
+    }
+
+    /// The topics a Metadata response describes without error, as koord mirrors them; a
+    /// version without topic ids gets koord's id for the name.
+    pub fn topics(&self) -> Vec<Topic> {
+        let Decoded::Metadata(m) = self else {
+            return Vec::new();
+        };
+        m.topics
+            .iter()
+            .filter(|t| t.error_code == 0)
+            .filter_map(|t| {
+                let name = t.name.as_ref()?.0.as_str().to_string();
+                let id = if t.topic_id.is_nil() {
+                    crate::metadata::topic_id(&name)
+                } else {
+                    t.topic_id
+                };
+                Some(Topic {
+                    name,
+                    id,
+                    partitions: i32::try_from(t.partitions.len()).ok()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Replaces every upstream endpoint with koord's for that broker. A broker koord has no
+    /// endpoint for is left out (Metadata, DescribeCluster) or made unavailable
+    /// (FindCoordinator): a client never learns an upstream address.
+    pub fn rewrite(self, endpoints: &Endpoints) -> ResponseKind {
+        let ep = |id: i32| {
+            endpoints
+                .get(&id)
+                .map(|(h, p)| (StrBytes::from(h.clone()), *p))
+        };
+        match self {
+            Decoded::Metadata(mut m) => {
+                m.brokers.retain_mut(|b| match ep(b.node_id.0) {
+                    Some((h, p)) => {
+                        b.host = h;
+                        b.port = p;
+                        true
+                    }
+                    None => false,
+                });
+                ResponseKind::Metadata(m)
+            }
+            Decoded::DescribeCluster(mut d) => {
+                d.brokers.retain_mut(|b| match ep(b.broker_id.0) {
+                    Some((h, p)) => {
+                        b.host = h;
+                        b.port = p;
+                        true
+                    }
+                    None => false,
+                });
+                ResponseKind::DescribeCluster(d)
+            }
+            Decoded::FindCoordinator(mut f, v) => {
+                let unavailable = kafka_protocol::ResponseError::CoordinatorNotAvailable.code();
+                for c in &mut f.coordinators {
+                    if c.node_id.0 < 0 {
+                        continue;
+                    }
+                    match ep(c.node_id.0) {
+                        Some((h, p)) => {
+                            c.host = h;
+                            c.port = p;
+                        }
+                        None => {
+                            c.error_code = unavailable;
+                            c.node_id = (-1).into();
+                            c.host = StrBytes::default();
+                            c.port = -1;
+                        }
+                    }
+                }
+                if v < 4 && f.node_id.0 >= 0 {
+                    match ep(f.node_id.0) {
+                        Some((h, p)) => {
+                            f.host = h;
+                            f.port = p;
+                        }
+                        None => {
+                            f.error_code = unavailable;
+                            f.node_id = (-1).into();
+                            f.host = StrBytes::default();
+                            f.port = -1;
+                        }
+                    }
+                }
+                ResponseKind::FindCoordinator(f)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::messages::find_coordinator_response::Coordinator;
+    use kafka_protocol::messages::metadata_response::{
+        MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    };
+    use kafka_protocol::messages::{ProduceRequest, TopicName};
+    use kafka_protocol::protocol::Encodable;
+
+    fn upstream_versions() -> Vec<ApiVersion> {
+        [
+            (ApiKey::Produce, 0, 13),
+            (ApiKey::Fetch, 4, 18),
+            (ApiKey::Metadata, 0, 13),
+            (ApiKey::FindCoordinator, 0, 6),
+            (ApiKey::JoinGroup, 0, 9),
+            (ApiKey::SaslHandshake, 0, 1),
+            (ApiKey::ShareFetch, 1, 1),
+            (ApiKey::CreateTopics, 2, 7),
+        ]
+        .into_iter()
+        .map(|(k, min, max)| {
+            ApiVersion::default()
+                .with_api_key(k as i16)
+                .with_min_version(min)
+                .with_max_version(max)
+        })
+        .collect()
+    }
+
+    fn range(adv: &[ApiVersion], key: ApiKey) -> Option<(i16, i16)> {
+        adv.iter()
+            .find(|a| a.api_key == key as i16)
+            .map(|a| (a.min_version, a.max_version))
+    }
+
+    #[test]
+    fn advertised_is_koords_groups_and_upstreams_data_plane() {
+        let adv = advertised(&upstream_versions());
+        assert_eq!(
+            range(&adv, ApiKey::Produce),
+            Some((0, 9)),
+            "capped below KIP-951"
+        );
+        assert_eq!(range(&adv, ApiKey::Fetch), Some((4, 15)));
+        assert_eq!(range(&adv, ApiKey::CreateTopics), Some((2, 7)));
+        let koord_join = crate::api::supported(ApiKey::JoinGroup).unwrap();
+        assert_eq!(
+            range(&adv, ApiKey::JoinGroup),
+            Some((koord_join.min, koord_join.max))
+        );
+        // koord's group APIs are there even when upstream has none of them.
+        assert!(range(&adv, ApiKey::OffsetCommit).is_some());
+        assert!(range(&adv, ApiKey::ApiVersions).is_some());
+        assert_eq!(range(&adv, ApiKey::SaslHandshake), None);
+        assert_eq!(range(&adv, ApiKey::ShareFetch), None);
+        // Not offered by upstream, not koord's: not advertised.
+        assert_eq!(range(&adv, ApiKey::DeleteRecords), None);
+        assert!(is_advertised(&adv, ApiKey::Produce, 9));
+        assert!(!is_advertised(&adv, ApiKey::Produce, 10));
+    }
+
+    fn produce_frame(version: i16, txn: Option<&str>, acks: i16) -> Bytes {
+        let mut b = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(0)
+            .with_request_api_version(version)
+            .with_correlation_id(3)
+            .with_client_id(Some(StrBytes::from_static_str("c")))
+            .encode(&mut b, ApiKey::Produce.request_header_version(version))
+            .unwrap();
+        ProduceRequest::default()
+            .with_transactional_id(txn.map(|t| StrBytes::from(t.to_string()).into()))
+            .with_acks(acks)
+            .with_timeout_ms(1000)
+            .encode(&mut b, version)
+            .unwrap();
+        b.freeze()
+    }
+
+    #[test]
+    fn produce_acks_are_read_at_every_forwarded_version() {
+        for v in 3..=9 {
+            for txn in [None, Some("tx-1")] {
+                assert_eq!(
+                    produce_expects_response(&produce_frame(v, txn, 0), v),
+                    Some(false)
+                );
+                assert_eq!(
+                    produce_expects_response(&produce_frame(v, txn, -1), v),
+                    Some(true)
+                );
+                assert_eq!(
+                    produce_expects_response(&produce_frame(v, txn, 1), v),
+                    Some(true)
+                );
+            }
+        }
+        let f = produce_frame(9, Some("tx"), 0);
+        assert_eq!(produce_expects_response(&f.slice(..f.len() - 20), 9), None);
+        assert_eq!(
+            produce_expects_response(&Bytes::from_static(b"\0\0"), 9),
+            None
+        );
+    }
+
+    fn encode(key: ApiKey, v: i16, body: &ResponseKind) -> Bytes {
+        let mut f = crate::server::codec::encode_response(key, v, 9, body).unwrap();
+        f.advance(4);
+        f
+    }
+
+    fn endpoints() -> Endpoints {
+        [
+            (1, ("127.0.0.1".to_string(), 7001)),
+            (2, ("127.0.0.1".to_string(), 7002)),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    #[test]
+    fn metadata_names_only_koords_endpoints_and_its_topics_are_mirrored() {
+        for v in [1, 9, 12, 13] {
+            let resp = MetadataResponse::default()
+                .with_brokers(
+                    [1, 2, 3]
+                        .into_iter()
+                        .map(|id| {
+                            MetadataResponseBroker::default()
+                                .with_node_id(id.into())
+                                .with_host(StrBytes::from_static_str("10.0.0.9"))
+                                .with_port(9092 + id)
+                        })
+                        .collect(),
+                )
+                .with_topics(vec![MetadataResponseTopic::default()
+                    .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
+                    .with_topic_id(uuid::Uuid::from_u128(7))
+                    .with_partitions(vec![MetadataResponsePartition::default(); 3])]);
+            let frame = encode(ApiKey::Metadata, v, &ResponseKind::Metadata(resp));
+            let d = Decoded::decode(ApiKey::Metadata, v, &frame)
+                .unwrap()
+                .unwrap();
+            assert_eq!(d.brokers().len(), 3);
+            assert_eq!(d.brokers()[0], (1, "10.0.0.9:9093".to_string()));
+            let topics = d.topics();
+            assert_eq!(topics.len(), 1);
+            assert_eq!(topics[0].partitions, 3);
+            let rewritten = d.rewrite(&endpoints());
+            crate::server::codec::encode_response(ApiKey::Metadata, v, 9, &rewritten)
+                .expect("the rewritten answer encodes");
+            let ResponseKind::Metadata(m) = rewritten else {
+                panic!()
+            };
+            let seen: Vec<(i32, String, i32)> = m
+                .brokers
+                .iter()
+                .map(|b| (b.node_id.0, b.host.to_string(), b.port))
+                .collect();
+            assert_eq!(
+                seen,
+                vec![(1, "127.0.0.1".into(), 7001), (2, "127.0.0.1".into(), 7002)],
+                "v{v}: broker 3 has no koord endpoint and is left out"
+            );
+        }
+    }
+
+    #[test]
+    fn find_coordinator_for_transactions_points_at_koord() {
+        let old = FindCoordinatorResponse::default()
+            .with_node_id(2.into())
+            .with_host(StrBytes::from_static_str("10.0.0.9"))
+            .with_port(9094);
+        let frame = encode(
+            ApiKey::FindCoordinator,
+            3,
+            &ResponseKind::FindCoordinator(old),
+        );
+        let d = Decoded::decode(ApiKey::FindCoordinator, 3, &frame)
+            .unwrap()
+            .unwrap();
+        let ResponseKind::FindCoordinator(f) = d.rewrite(&endpoints()) else {
+            panic!()
+        };
+        assert_eq!(
+            (f.node_id.0, f.host.as_str(), f.port),
+            (2, "127.0.0.1", 7002)
+        );
+
+        let batch = FindCoordinatorResponse::default().with_coordinators(vec![
+            Coordinator::default()
+                .with_key(StrBytes::from_static_str("a"))
+                .with_node_id(1.into())
+                .with_host(StrBytes::from_static_str("10.0.0.9"))
+                .with_port(9093),
+            Coordinator::default()
+                .with_key(StrBytes::from_static_str("b"))
+                .with_node_id(3.into())
+                .with_host(StrBytes::from_static_str("10.0.0.9"))
+                .with_port(9095),
+        ]);
+        let frame = encode(
+            ApiKey::FindCoordinator,
+            6,
+            &ResponseKind::FindCoordinator(batch),
+        );
+        let d = Decoded::decode(ApiKey::FindCoordinator, 6, &frame)
+            .unwrap()
+            .unwrap();
+        let rewritten = d.rewrite(&endpoints());
+        crate::server::codec::encode_response(ApiKey::FindCoordinator, 6, 9, &rewritten)
+            .expect("the rewritten v6 answer encodes");
+        let ResponseKind::FindCoordinator(f) = rewritten else {
+            panic!()
+        };
+        assert_eq!(f.coordinators[0].port, 7001);
+        assert_eq!(f.coordinators[1].node_id.0, -1, "no endpoint: unavailable");
+        assert_eq!(
+            f.coordinators[1].error_code,
+            kafka_protocol::ResponseError::CoordinatorNotAvailable.code()
+        );
+    }
+
+    #[test]
+    fn describe_cluster_names_only_koords_endpoints() {
+        use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+        for v in 0..=2 {
+            let resp = DescribeClusterResponse::default()
+                .with_controller_id(2.into())
+                .with_brokers(
+                    [1, 2]
+                        .into_iter()
+                        .map(|id| {
+                            DescribeClusterBroker::default()
+                                .with_broker_id(id.into())
+                                .with_host(StrBytes::from_static_str("10.0.0.9"))
+                                .with_port(9092 + id)
+                        })
+                        .collect(),
+                );
+            let frame = encode(
+                ApiKey::DescribeCluster,
+                v,
+                &ResponseKind::DescribeCluster(resp),
+            );
+            let d = Decoded::decode(ApiKey::DescribeCluster, v, &frame)
+                .unwrap()
+                .unwrap();
+            assert_eq!(d.brokers()[1], (2, "10.0.0.9:9094".to_string()));
+            let rewritten = d.rewrite(&endpoints());
+            crate::server::codec::encode_response(ApiKey::DescribeCluster, v, 9, &rewritten)
+                .expect("the rewritten answer encodes");
+            let ResponseKind::DescribeCluster(d) = rewritten else {
+                panic!()
+            };
+            let seen: Vec<(i32, i32)> = d.brokers.iter().map(|b| (b.broker_id.0, b.port)).collect();
+            assert_eq!(seen, vec![(1, 7001), (2, 7002)], "v{v}");
+            assert_eq!(d.controller_id.0, 2);
+        }
+    }
+
+    #[test]
+    fn garbage_responses_are_errors() {
+        let junk = Bytes::from_static(b"\0\0\0\x09\xff\xff\xff\xff\xff");
+        assert!(Decoded::decode(ApiKey::Metadata, 12, &junk).is_err());
+        assert!(Decoded::decode(ApiKey::Produce, 9, &junk)
+            .unwrap()
+            .is_none());
+    }
+}

@@ -1,0 +1,340 @@
+//! Connections to the upstream brokers: one task per connection that writes request frames
+//! with correlation ids of its own and hands each response back to whoever sent the request,
+//! and the pool idle connections wait in between clients.
+//!
+//! A request frame goes upstream as it came from the client except for its correlation id
+//! (bytes 4..8 of every request header version), written from the slices around it: nothing
+//! is decoded or re-encoded. Kafka answers one connection's requests in order, so the pending
+//! requests are a queue; a response whose correlation id is not the head's means the stream is
+//! out of step, and the connection is dropped. When a connection ends (the broker went away, a
+//! frame could not be read) every request still pending gets [`UpstreamGone`], and the client
+//! connection that sent it is closed: nothing upstream did not answer is answered.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use thiserror::Error;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tracing::debug;
+
+use crate::server::frame::read_frame;
+
+/// The upstream connection ended before it answered.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[error("the upstream connection ended before answering")]
+pub struct UpstreamGone;
+
+/// How long a connection attempt to an upstream broker may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Requests queued for one upstream connection's writer.
+const QUEUE: usize = 64;
+/// Idle connections kept per upstream broker.
+const POOL_PER_BROKER: usize = 8;
+/// Largest response frame accepted from upstream (a Fetch answer is bounded by the client's
+/// fetch.max.bytes; this only keeps a corrupt length from being believed).
+const MAX_RESPONSE: usize = 1 << 30;
+
+/// A response frame from upstream, without its length prefix; bytes 0..4 are the gateway's
+/// correlation id, to be replaced by the client's.
+pub type Response = Result<Bytes, UpstreamGone>;
+
+struct Out {
+    frame: Bytes,
+    reply: Option<oneshot::Sender<Response>>,
+}
+
+/// One connection to an upstream broker.
+#[derive(Debug)]
+pub struct UpstreamConn {
+    tx: mpsc::Sender<Out>,
+    /// Requests sent and not yet answered (a connection goes back to the pool only at 0).
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl UpstreamConn {
+    /// Connects to `addr` (`host:port`).
+    ///
+    /// # Errors
+    /// The connection failed or timed out.
+    pub async fn connect(addr: &str) -> std::io::Result<UpstreamConn> {
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")
+            })??;
+        let _ = stream.set_nodelay(true);
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(run(stream, rx, in_flight.clone(), addr.to_string()));
+        Ok(UpstreamConn { tx, in_flight })
+    }
+
+    /// Sends one request frame (header and body, no length prefix; at least 8 bytes, checked
+    /// by the caller). With `expect_response` the receiver gets the answer; without (Produce
+    /// with acks=0) upstream sends none.
+    ///
+    /// # Errors
+    /// [`UpstreamGone`] when the connection has ended.
+    pub async fn send(
+        &self,
+        frame: Bytes,
+        expect_response: bool,
+    ) -> Result<Option<oneshot::Receiver<Response>>, UpstreamGone> {
+        let (reply, rx) = if expect_response {
+            let (t, r) = oneshot::channel();
+            (Some(t), Some(r))
+        } else {
+            (None, None)
+        };
+        if expect_response {
+            self.in_flight.fetch_add(1, Ordering::AcqRel);
+        }
+        if self.tx.send(Out { frame, reply }).await.is_err() {
+            return Err(UpstreamGone);
+        }
+        Ok(rx)
+    }
+
+    /// Whether the connection still runs.
+    pub fn is_alive(&self) -> bool {
+        !self.tx.is_closed()
+    }
+
+    /// Whether nothing is waiting for an answer on it.
+    pub fn is_idle(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+    }
+}
+
+/// The connection's task: writes what is queued, reads answers, until either side ends.
+async fn run(
+    stream: TcpStream,
+    mut rx: mpsc::Receiver<Out>,
+    in_flight: Arc<AtomicUsize>,
+    addr: String,
+) {
+    let (mut rd, wr) = stream.into_split();
+    let mut wr = BufWriter::new(wr);
+    let mut buf = BytesMut::new();
+    let mut pending: VecDeque<(i32, Option<oneshot::Sender<Response>>)> = VecDeque::new();
+    let mut next_corr: i32 = 0;
+    loop {
+        tokio::select! {
+            out = rx.recv() => {
+                let Some(out) = out else { break };
+                let corr = next_corr;
+                next_corr = next_corr.wrapping_add(1);
+                let f = &out.frame;
+                let written = async {
+                    wr.write_all(&(f.len() as i32).to_be_bytes()).await?;
+                    wr.write_all(&f[..4]).await?;
+                    wr.write_all(&corr.to_be_bytes()).await?;
+                    wr.write_all(&f[8..]).await?;
+                    if rx.is_empty() {
+                        wr.flush().await?;
+                    }
+                    std::io::Result::Ok(())
+                }
+                .await;
+                if let Err(e) = written {
+                    debug!(upstream = %addr, error = %e, "upstream write failed");
+                    if out.reply.is_some() {
+                        in_flight.fetch_sub(1, Ordering::AcqRel);
+                    }
+                    break;
+                }
+                if let Some(reply) = out.reply {
+                    pending.push_back((corr, Some(reply)));
+                }
+            }
+            frame = read_frame(&mut rd, &mut buf, MAX_RESPONSE) => {
+                let frame = match frame {
+                    Ok(Some(f)) if f.len() >= 4 => f,
+                    Ok(None) => {
+                        debug!(upstream = %addr, "upstream closed the connection");
+                        break;
+                    }
+                    Ok(Some(_)) => {
+                        debug!(upstream = %addr, "upstream frame too short");
+                        break;
+                    }
+                    Err(e) => {
+                        debug!(upstream = %addr, error = %e, "upstream read failed");
+                        break;
+                    }
+                };
+                let corr = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+                match pending.pop_front() {
+                    Some((want, reply)) if want == corr => {
+                        in_flight.fetch_sub(1, Ordering::AcqRel);
+                        if let Some(reply) = reply {
+                            // The client may have gone meanwhile; the answer is then dropped.
+                            let _ = reply.send(Ok(frame));
+                        }
+                    }
+                    other => {
+                        debug!(upstream = %addr, corr, expected = ?other.as_ref().map(|p| p.0),
+                            "upstream answered out of step; dropping the connection");
+                        if let Some((_, Some(reply))) = other {
+                            in_flight.fetch_sub(1, Ordering::AcqRel);
+                            let _ = reply.send(Err(UpstreamGone));
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    // Every request still pending learns that no answer comes.
+    for (_, reply) in pending.drain(..) {
+        if let Some(reply) = reply {
+            let _ = reply.send(Err(UpstreamGone));
+        }
+    }
+    rx.close();
+    while let Some(out) = rx.recv().await {
+        if let Some(reply) = out.reply {
+            let _ = reply.send(Err(UpstreamGone));
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// Idle upstream connections by broker id, taken by a client connection on its first request
+/// for that broker and given back when the client connection closes.
+#[derive(Debug, Default)]
+pub struct Pool {
+    idle: Mutex<HashMap<i32, Vec<UpstreamConn>>>,
+}
+
+impl Pool {
+    /// An idle, live connection to broker `node`, if the pool has one.
+    pub fn take(&self, node: i32) -> Option<UpstreamConn> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let conns = idle.get_mut(&node)?;
+        while let Some(c) = conns.pop() {
+            if c.is_alive() {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// Gives a connection back; one that is busy or dead, or beyond the pool's size, is
+    /// dropped (which closes it).
+    pub fn put(&self, node: i32, conn: UpstreamConn) {
+        if !conn.is_alive() || !conn.is_idle() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let conns = idle.entry(node).or_default();
+        if conns.len() < POOL_PER_BROKER {
+            conns.push(conn);
+        }
+    }
+
+    /// Drops every idle connection to `node` (its address changed).
+    pub fn forget(&self, node: i32) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.remove(&node);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    fn frame(corr: i32, body: &[u8]) -> Bytes {
+        let mut f = vec![0, 3, 0, 12];
+        f.extend_from_slice(&corr.to_be_bytes());
+        f.extend_from_slice(body);
+        Bytes::from(f)
+    }
+
+    /// A fake broker: reads `n` frames, answers each with its own correlation id and body
+    /// reversed, in order.
+    async fn echo_broker(n: usize) -> (String, tokio::task::JoinHandle<Vec<Vec<u8>>>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let h = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut seen = Vec::new();
+            for _ in 0..n {
+                let len = s.read_i32().await.unwrap() as usize;
+                let mut f = vec![0; len];
+                s.read_exact(&mut f).await.unwrap();
+                let mut answer = f[4..8].to_vec();
+                answer.extend(f[8..].iter().rev());
+                s.write_all(&(answer.len() as i32).to_be_bytes())
+                    .await
+                    .unwrap();
+                s.write_all(&answer).await.unwrap();
+                seen.push(f);
+            }
+            seen
+        });
+        (addr, h)
+    }
+
+    #[tokio::test]
+    async fn correlation_ids_are_the_connections_own_and_answers_return_in_order() {
+        let (addr, broker) = echo_broker(2).await;
+        let up = UpstreamConn::connect(&addr).await.unwrap();
+        let a = up.send(frame(1000, b"ab"), true).await.unwrap().unwrap();
+        let b = up.send(frame(1000, b"cd"), true).await.unwrap().unwrap();
+        let a = a.await.unwrap().unwrap();
+        let b = b.await.unwrap().unwrap();
+        assert_eq!(&a[4..], b"ba");
+        assert_eq!(&b[4..], b"dc");
+        let seen = broker.await.unwrap();
+        // The client's 1000 was replaced by 0 and 1; the rest went as it came.
+        assert_eq!(&seen[0][4..8], &0i32.to_be_bytes());
+        assert_eq!(&seen[1][4..8], &1i32.to_be_bytes());
+        assert_eq!(&seen[0][..4], &[0, 3, 0, 12]);
+        assert_eq!(&seen[0][8..], b"ab");
+        assert!(up.is_idle());
+    }
+
+    #[tokio::test]
+    async fn a_broker_that_goes_away_fails_what_is_pending() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let broker = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let len = s.read_i32().await.unwrap() as usize;
+            let mut f = vec![0; len];
+            s.read_exact(&mut f).await.unwrap();
+            // Gone without answering.
+        });
+        let up = UpstreamConn::connect(&addr).await.unwrap();
+        let rx = up.send(frame(5, b"x"), true).await.unwrap().unwrap();
+        broker.await.unwrap();
+        assert_eq!(rx.await.unwrap(), Err(UpstreamGone));
+        assert!(!up.is_idle(), "a failed request never counts as answered");
+    }
+
+    #[tokio::test]
+    async fn an_answer_out_of_step_drops_the_connection() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let len = s.read_i32().await.unwrap() as usize;
+            let mut f = vec![0; len];
+            s.read_exact(&mut f).await.unwrap();
+            s.write_all(&[0, 0, 0, 4, 0, 0, 0, 99]).await.unwrap();
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest).await;
+        });
+        let up = UpstreamConn::connect(&addr).await.unwrap();
+        let rx = up.send(frame(5, b"x"), true).await.unwrap().unwrap();
+        assert_eq!(rx.await.unwrap(), Err(UpstreamGone));
+    }
+}
