@@ -431,6 +431,9 @@ def table(results):
              "baseline (WARM_S s before s3): max gap, max latency |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
+        if "failed" in r:
+            lines.append(f"| {r['system']} | failed: {r['failed']} |")
+            continue
         bal = (f"{r['balanced_s']:.1f} s" if r["balanced_s"] is not None
                else f"not within {CAP_S:g} s")
         lines.append(f"| {r['system']} | {r['gap_p50_ms'] / 1000:.2f} s | "
@@ -452,7 +455,12 @@ def main():
         f"{RATE} records/s steady, systems {' '.join(names)}")
     results = []
     for n in names:
-        r = run_system(n)
+        try:
+            r = run_system(n)
+        except (SystemExit, Exception) as e:  # one system failing does not hide the others
+            log(f"{n}: FAILED: {e}")
+            results.append({"system": n, "failed": str(e)})
+            continue
         results.append(r)
         print(table([r]).splitlines()[-1], file=sys.stderr, flush=True)
         if r.get("koord_log") is not None:
