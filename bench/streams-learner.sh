@@ -9,6 +9,8 @@
 #   kafka-classic   the same broker, group.protocol=classic: Streams' client-side
 #                   HighAvailabilityTaskAssignor (warm-ups, probing rebalances every
 #                   probing.rebalance.interval.ms, Kafka's default 600000 kept)
+#   kafka-classic-probe60s  (only when named) classic with probing.rebalance.interval.ms=60000,
+#                   the shortest Streams accepts
 # each on a fresh server, one after the other, and prints one table.
 #
 #   bench/streams-learner.sh                        all four at full size (STATE_MB=200)
@@ -25,18 +27,26 @@
 # every task; preload STATE_MB MB (VALUE_BYTES-byte values, distinct keys, round robin over the
 # partitions: the stores and their changelogs hold STATE_MB MB between them, STATE_MB/PARTITIONS
 # per task); then produce RATE records/s (overwriting preloaded keys, so the state keeps its
-# size) until the end; wait until s1 and s2 have processed the preload, WARM_S s more, then start
-# s3 (empty state directory) at t3; wait until balanced (every task processed in the last second
+# size) until the end; start s3's JVM (it waits, warm, for a line on stdin before
+# KafkaStreams.start(), so that JVM start-up on this 2-core machine is not in the window); wait
+# until s1 and s2 have processed the preload and keep up with the steady rate (every task
+# processed within 2 s of production), WARM_S s more, then KafkaStreams.start() on s3 (empty
+# state directory) at t3; wait until balanced (every task processed in the last second
 # by an instance with its share, PARTITIONS/3 each) or CAP_S s; SETTLE_S s more; stop.
 #
 # Each instance prints, every 50 ms, per task that processed records since the last sample, the
-# wall time of the first and the last of them. The table, per system:
+# wall time of the first and the last of them and the largest latency (wall time minus the
+# record's create time). The table, per system:
 #   per-task max gap   for each task, the longest time in [t3, end] during which no instance
 #                      processed a record of it (between one sample's last record and the next
 #                      sample's first); p50/p99/max over the tasks (nearest rank)
 #   time until balanced  from t3 until the last task that moved started processing on its final
 #                      owner, with the final owners balanced; "not within CAP_S s" otherwise
-#   baseline           the largest per-task gap in the WARM_S s before t3 (the noise floor)
+#   per-task max latency  for each task, the largest latency of a record processed in
+#                      [t3, end]; p50/max over the tasks (a gap that is only the producer
+#                      stalling shows in the gap, not in the latency)
+#   baseline           the largest per-task gap and latency in the WARM_S s before t3 (the noise
+#                      floor of this machine)
 # koord's log lines with "warm-up" (planned/promoted) are kept in the system's result.json and
 # counted on stderr. Everything stays in .build/streams-learner/<system>/ (instance logs s1.log,
 # JSON lines s1.jsonl, koord.log, result.json); all results in results.json.
