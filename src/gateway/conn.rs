@@ -64,6 +64,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, target: Option<i32>, gw:
     let mut stop = gw.stop.clone();
     let ctx = RequestContext {
         peer,
+        peer_host: peer.ip().to_string().into(),
         listener: gw.main.clone(),
         principal: Principal::anonymous(),
     };
