@@ -834,92 +834,71 @@ impl GroupActor {
             let _ = reply.send(Err(GroupError::GroupIdNotFound));
             return;
         }
-        match &mut self.group {
-            Core::Classic(group) => match group.handle_delete(now) {
-                // Answered once the tombstone the core just emitted is durable.
-                Ok(()) => self.delete_reply = Some(reply),
-                Err(e) => {
-                    let _ = reply.send(Err(e));
+        let id = self.group.id().clone();
+        match self.group.delete_unless_classic() {
+            Some(Ok(())) => {
+                let batch = vec![Mutation::DeleteGroup { group: id }];
+                self.submit_consumer(ctx, batch, Vec::new(), Some(reply));
+            }
+            Some(Err(e)) => {
+                let _ = reply.send(Err(e));
+            }
+            None => {
+                let Core::Classic(group) = &mut self.group else {
+                    return;
+                };
+                match group.handle_delete(now) {
+                    // Answered once the tombstone the core just emitted is durable.
+                    Ok(()) => self.delete_reply = Some(reply),
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
                 }
-            },
-            Core::Consumer(group) => match group.delete() {
-                Ok(()) => {
-                    let batch = vec![Mutation::DeleteGroup {
-                        group: group.id().clone(),
-                    }];
-                    self.submit_consumer(ctx, batch, Vec::new(), Some(reply));
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                }
-            },
-            Core::Streams(group) => match group.delete() {
-                Ok(()) => {
-                    let batch = vec![Mutation::DeleteGroup {
-                        group: group.id().clone(),
-                    }];
-                    self.submit_consumer(ctx, batch, Vec::new(), Some(reply));
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                }
-            },
+            }
         }
     }
 
     /// An Empty classic or consumer group that a streams member joins becomes a streams group,
     /// keeping its offsets.
     fn become_streams(&mut self, ctx: &Ctx) {
-        if matches!(self.group, Core::Streams(_)) || !self.group.is_empty() {
-            return;
+        if !matches!(self.group, Core::Streams(_)) {
+            let id = self.group.id().clone();
+            let group = StreamsGroup::new(id, ctx.settings.streams.clone());
+            self.change_kind(ctx, Core::Streams(Box::new(group)), "streams");
         }
-        let id = self.group.id().clone();
-        self.group = Core::Streams(Box::new(StreamsGroup::new(
-            id.clone(),
-            ctx.settings.streams.clone(),
-        )));
-        let _span = self.log_span();
-        info!("empty group becomes a streams group");
-        self.submit_consumer(
-            ctx,
-            vec![Mutation::ClearGroupRecords { group: id }],
-            Vec::new(),
-            None,
-        );
     }
 
-    /// An Empty consumer group that a classic member joins becomes a classic group (Kafka's
-    /// conversion of an empty group), keeping its offsets.
+    /// An Empty consumer or streams group that a classic member joins becomes a classic group
+    /// (Kafka's conversion of an empty group), keeping its offsets.
     fn become_classic(&mut self, ctx: &Ctx, now: Timestamp) {
-        if matches!(self.group, Core::Classic(_)) || !self.group.is_empty() {
-            return;
+        if !matches!(self.group, Core::Classic(_)) {
+            let id = self.group.id().clone();
+            let config = ctx.settings.group_config(&id);
+            let group = ClassicGroup::new(id, config, now);
+            self.change_kind(ctx, Core::Classic(group), "classic");
         }
-        let id = self.group.id().clone();
-        let config = ctx.settings.group_config(&id);
-        self.group = Core::Classic(ClassicGroup::new(id.clone(), config, now));
-        let _span = self.log_span();
-        info!("empty group becomes a classic group");
-        self.submit_consumer(
-            ctx,
-            vec![Mutation::ClearGroupRecords { group: id }],
-            Vec::new(),
-            None,
-        );
     }
 
-    /// An Empty classic group that a consumer-protocol member joins becomes a consumer group,
-    /// keeping its offsets.
+    /// An Empty classic or streams group that a consumer-protocol member joins becomes a
+    /// consumer group, keeping its offsets.
     fn become_consumer(&mut self, ctx: &Ctx) {
-        if matches!(self.group, Core::Consumer(_)) || !self.group.is_empty() {
+        if !matches!(self.group, Core::Consumer(_)) {
+            let id = self.group.id().clone();
+            let group = ConsumerGroup::new(id, ctx.settings.consumer.clone());
+            self.change_kind(ctx, Core::Consumer(Box::new(group)), "consumer");
+        }
+    }
+
+    /// Replaces an Empty group by `group` of another kind; its stored records go (not its
+    /// offsets). A group with members keeps its kind.
+    fn change_kind(&mut self, ctx: &Ctx, group: Core, kind: &'static str) {
+        if !self.group.is_empty() {
             return;
         }
         let id = self.group.id().clone();
-        self.group = Core::Consumer(Box::new(ConsumerGroup::new(
-            id.clone(),
-            ctx.settings.consumer.clone(),
-        )));
+        self.group = group;
         let _span = self.log_span();
-        info!("empty group becomes a consumer group");
+        info!(kind, "empty group changes kind");
         self.submit_consumer(
             ctx,
             vec![Mutation::ClearGroupRecords { group: id }],
@@ -1553,24 +1532,18 @@ impl GroupActor {
         }
         // A group with an open transaction's offsets stays (Kafka's cleanupGroupMetadata).
         if expired.all_expired && self.group.is_empty() && self.pending_offsets.is_empty() {
-            let deleted = match &mut self.group {
-                Core::Classic(group) => group.handle_delete(now).is_ok(),
-                Core::Consumer(group) => {
-                    let deleted = group.delete().is_ok();
-                    if deleted {
+            let deleted = match self.group.delete_unless_classic() {
+                Some(result) => {
+                    if result.is_ok() {
                         let batch = vec![Mutation::DeleteGroup { group: id.clone() }];
                         self.submit_consumer(ctx, batch, Vec::new(), None);
                     }
-                    deleted
+                    result.is_ok()
                 }
-                Core::Streams(group) => {
-                    let deleted = group.delete().is_ok();
-                    if deleted {
-                        let batch = vec![Mutation::DeleteGroup { group: id.clone() }];
-                        self.submit_consumer(ctx, batch, Vec::new(), None);
-                    }
-                    deleted
-                }
+                None => match &mut self.group {
+                    Core::Classic(group) => group.handle_delete(now).is_ok(),
+                    _ => false,
+                },
             };
             if deleted {
                 let _span = self.log_span();

@@ -49,6 +49,16 @@ impl Core {
         }
     }
 
+    /// DeleteGroups of a consumer or streams group (only an Empty one goes; the shell stores the
+    /// tombstone); `None` for a classic group, which deletes itself through its outputs.
+    pub fn delete_unless_classic(&mut self) -> Option<Result<(), GroupError>> {
+        match self {
+            Core::Classic(_) => None,
+            Core::Consumer(g) => Some(g.delete()),
+            Core::Streams(g) => Some(g.delete()),
+        }
+    }
+
     pub fn is_dead(&self) -> bool {
         self.listed_state().is_dead()
     }
