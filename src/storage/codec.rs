@@ -4,15 +4,14 @@
 
 use bytes::Bytes;
 
-use crate::group::streams::member::{
-    Endpoint, StreamsGroupRecord, StreamsMember, StreamsMemberState, TaskSet,
-};
-use crate::group::streams::sticky::TaskId;
-use crate::group::streams::topology::{CopartitionGroup, Subtopology, TopicInfo, Topology};
 use crate::metadata::topic_config::TopicConfigs;
 use crate::security::acl::{Acl, Operation, PatternType, Permission, ResourceType};
 use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::vocab::reader::{ReadError, Reader};
+use crate::vocab::streams::{
+    CopartitionGroup, Endpoint, StreamsGroupRecord, StreamsMember, StreamsMemberState, Subtopology,
+    TaskId, TaskSet, TopicInfo, Topology,
+};
 use crate::vocab::{
     ClassicMemberMetadata, ConsumerGroupRecord, ConsumerMember, ConsumerMemberState, Generation,
     GroupMetadataRecord, InstanceId, MemberId, MemberRecord, Partitions, Protocol, Timestamp,

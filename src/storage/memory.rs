@@ -9,8 +9,8 @@ use std::sync::Mutex;
 use super::{
     LoadedConsumerGroup, LoadedGroup, LoadedStreamsGroup, Mutation, Store, StoreError, StoredTopic,
 };
-use crate::group::streams::{StreamsGroupRecord, StreamsMember};
 use crate::metadata::topic_config::TopicConfigs;
+use crate::vocab::streams::{StreamsGroupRecord, StreamsMember};
 use crate::vocab::{ConsumerGroupRecord, ConsumerMember, GroupId, GroupMetadataRecord, MemberId};
 use crate::vocab::{OffsetAndMetadata, PendingOffset, TopicPartition, TxnRecord};
 

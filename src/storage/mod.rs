@@ -95,12 +95,12 @@ pub enum Mutation {
     /// A streams group's own record (replaces the previous one).
     PutStreamsGroup {
         group: GroupId,
-        record: Box<crate::group::streams::StreamsGroupRecord>,
+        record: Box<crate::vocab::streams::StreamsGroupRecord>,
     },
     /// One streams-group member's record (replaces the previous one of its member id).
     PutStreamsMember {
         group: GroupId,
-        member: Box<crate::group::streams::StreamsMember>,
+        member: Box<crate::vocab::streams::StreamsMember>,
     },
     /// A member that left a streams group.
     DeleteStreamsMember {
@@ -197,8 +197,8 @@ pub struct LoadedConsumerGroup {
 /// A streams group as stored: its group record and every member's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadedStreamsGroup {
-    pub record: crate::group::streams::StreamsGroupRecord,
-    pub members: Vec<crate::group::streams::StreamsMember>,
+    pub record: crate::vocab::streams::StreamsGroupRecord,
+    pub members: Vec<crate::vocab::streams::StreamsMember>,
 }
 
 /// A durable key-value home for koord's state. Implementations are internally synchronised:

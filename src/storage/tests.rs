@@ -611,13 +611,14 @@ fn pending_offsets_in_the_memory_store() {
 
 /// A streams group with a full topology and a member holding tasks of every kind.
 fn streams_group() -> (
-    crate::group::streams::StreamsGroupRecord,
-    crate::group::streams::StreamsMember,
+    crate::vocab::streams::StreamsGroupRecord,
+    crate::vocab::streams::StreamsMember,
 ) {
-    use crate::group::streams::sticky::TaskId;
-    use crate::group::streams::topology::{CopartitionGroup, Subtopology, TopicInfo, Topology};
-    use crate::group::streams::{Endpoint, StreamsMember, StreamsMemberState, TaskSet};
-    let record = crate::group::streams::StreamsGroupRecord {
+    use crate::vocab::streams::{
+        CopartitionGroup, Endpoint, StreamsMember, StreamsMemberState, Subtopology, TaskId,
+        TaskSet, TopicInfo, Topology,
+    };
+    let record = crate::vocab::streams::StreamsGroupRecord {
         group_epoch: 7,
         assignment_epoch: 6,
         metadata_hash: 0xfeed,
@@ -683,7 +684,7 @@ fn streams_group() -> (
 fn streams_groups_round_trip(open: impl Fn() -> Arc<dyn Store>) {
     let (record, member) = streams_group();
     let g = GroupId::new("s");
-    let other = crate::group::streams::StreamsMember {
+    let other = crate::vocab::streams::StreamsMember {
         member_id: crate::vocab::MemberId::new("m2"),
         ..member.clone()
     };

@@ -7,6 +7,7 @@ pub mod errors;
 pub mod ids;
 pub mod reader;
 pub mod records;
+pub mod streams;
 pub mod time;
 pub mod txn;
 

@@ -18,21 +18,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A task: a subtopology's partition.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TaskId {
-    pub subtopology: String,
-    pub partition: i32,
-}
-
-impl TaskId {
-    pub fn new(subtopology: impl Into<String>, partition: i32) -> TaskId {
-        TaskId {
-            subtopology: subtopology.into(),
-            partition,
-        }
-    }
-}
+pub use crate::vocab::streams::TaskId;
 
 /// What the assignor knows of a member.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -23,52 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// An internal topic as the topology declares it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopicInfo {
-    pub name: String,
-    /// 0: the coordinator decides.
-    pub partitions: i32,
-    /// 0: the broker's default.
-    pub replication_factor: i16,
-    pub configs: Vec<(String, String)>,
-}
-
-impl TopicInfo {
-    pub fn named(name: impl Into<String>) -> TopicInfo {
-        TopicInfo {
-            name: name.into(),
-            partitions: 0,
-            replication_factor: 0,
-            configs: Vec::new(),
-        }
-    }
-}
-
-/// Topics that must be co-partitioned: indexes into their subtopology's source and repartition
-/// source topics.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct CopartitionGroup {
-    pub source_topics: Vec<i16>,
-    pub repartition_source_topics: Vec<i16>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Subtopology {
-    pub id: String,
-    pub source_topics: Vec<String>,
-    pub repartition_sink_topics: Vec<String>,
-    pub repartition_source_topics: Vec<TopicInfo>,
-    pub changelog_topics: Vec<TopicInfo>,
-    pub copartition_groups: Vec<CopartitionGroup>,
-}
-
-/// The topology a member joined with.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Topology {
-    pub epoch: i32,
-    pub subtopologies: Vec<Subtopology>,
-}
+pub use crate::vocab::streams::{CopartitionGroup, Subtopology, TopicInfo, Topology};
 
 /// Why a topology cannot run (yet): a StreamsGroupHeartbeat status, with Kafka's detail.
 #[derive(Debug, Clone, PartialEq, Eq)]
