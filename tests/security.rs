@@ -401,11 +401,22 @@ fn scram_users_are_altered_described_and_used() {
     );
     assert_eq!(err(r.results[0].error_code), None, "{r:?}");
     await_described(&mut admin, &bob, &[]);
-    let r = login(&mut sasl.connect(), "SCRAM-SHA-512", &bob, "bob-secret");
-    assert_eq!(
-        err(r.error_code),
-        Some(ResponseError::SaslAuthenticationFailed)
-    );
+    // Kafka's authenticators read credentials from the metadata image a moment after
+    // DescribeUserScramCredentials shows the deletion: log in until refused (koord refuses the
+    // first attempt), bounded by the deadline.
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    loop {
+        let r = login(&mut sasl.connect(), "SCRAM-SHA-512", &bob, "bob-secret");
+        if err(r.error_code) == Some(ResponseError::SaslAuthenticationFailed) {
+            break;
+        }
+        assert_eq!(err(r.error_code), None, "{r:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "bob can still log in after his credential was deleted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 #[test]
