@@ -767,6 +767,8 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::CreatePartitions => probe_create_partitions,
         ApiKey::ConsumerGroupHeartbeat => probe_consumer_group_heartbeat,
         ApiKey::ConsumerGroupDescribe => probe_consumer_group_describe,
+        ApiKey::StreamsGroupHeartbeat => probe_streams_group_heartbeat,
+        ApiKey::StreamsGroupDescribe => probe_streams_group_describe,
         ApiKey::DescribeProducers => probe_describe_producers,
         ApiKey::DescribeTransactions => probe_describe_transactions,
         ApiKey::ListTransactions => probe_list_transactions,
@@ -1451,6 +1453,52 @@ fn probe_consumer_group_describe(c: &mut Client, v: i16) {
         "Stable",
         "v{v}: {resp:?}"
     );
+    assert_eq!(resp.groups[0].members.len(), 1, "v{v}: {resp:?}");
+}
+
+/// A streams group with one member (joined at `v`) whose one subtopology reads a new topic;
+/// returns the group id.
+fn streams_group_member(c: &mut Client, v: i16, prefix: &str) -> String {
+    use kafka_protocol::messages::streams_group_heartbeat_request::{Subtopology, Topology};
+    use kafka_protocol::messages::StreamsGroupHeartbeatRequest;
+    let topic = new_topic(c, prefix, 1);
+    let group = common::unique(prefix);
+    let r = c.send(
+        v,
+        &StreamsGroupHeartbeatRequest::default()
+            .with_group_id(group_id(&group))
+            .with_member_id(s("probe-member"))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_topology(Some(Topology::default().with_subtopologies(vec![
+                Subtopology::default()
+                    .with_subtopology_id(s("0"))
+                    .with_source_topics(vec![topic_name(&topic.name)]),
+            ])))
+            .with_active_tasks(Some(vec![]))
+            .with_standby_tasks(Some(vec![]))
+            .with_warmup_tasks(Some(vec![]))
+            .with_process_id(Some(s("probe-process")))
+            .with_client_tags(Some(vec![])),
+    );
+    assert_eq!(err(r.error_code), None, "v{v}: {r:?}");
+    assert!(r.member_epoch >= 1, "v{v}: {r:?}");
+    group
+}
+
+fn probe_streams_group_heartbeat(c: &mut Client, v: i16) {
+    streams_group_member(c, v, "probe-sghb");
+}
+
+fn probe_streams_group_describe(c: &mut Client, v: i16) {
+    use kafka_protocol::messages::{StreamsGroupDescribeRequest, StreamsGroupDescribeResponse};
+    let group = streams_group_member(c, 1, "probe-sgdesc");
+    let resp: StreamsGroupDescribeResponse = c.send(
+        v,
+        &StreamsGroupDescribeRequest::default().with_group_ids(vec![group_id(&group)]),
+    );
+    assert_eq!(resp.groups.len(), 1, "v{v}: {resp:?}");
+    assert_eq!(err(resp.groups[0].error_code), None, "v{v}: {resp:?}");
     assert_eq!(resp.groups[0].members.len(), 1, "v{v}: {resp:?}");
 }
 
