@@ -56,8 +56,11 @@ def test_metadata_through_koord_names_only_koord_endpoints(koord):
     topic = f"gw-meta-{uuid.uuid4().hex[:8]}"
     admin = create_topic(k.bootstrap, topic)
     md = admin.list_topics(topic, timeout=DEADLINE)
-    assert sorted(md.brokers) == [1, 2, 3], "every upstream broker is presented"
-    ports = {b.port for b in md.brokers.values()}
+    # Every upstream broker is presented, and koord itself (the group coordinator) is named
+    # among them, as Kafka names its coordinators.
+    own = {i for i in md.brokers if md.brokers[i].port == k.port}
+    assert len(own) == 1 and sorted(set(md.brokers) - own) == [1, 2, 3], md.brokers
+    ports = {b.port for i, b in md.brokers.items() if i not in own}
     assert len(ports) == 3, "one koord port per upstream broker"
     assert not ports & upstream_ports(), "no upstream endpoint is ever shown"
     assert all(b.host == "127.0.0.1" for b in md.brokers.values())
@@ -66,7 +69,7 @@ def test_metadata_through_koord_names_only_koord_endpoints(koord):
     kp = KafkaAdminClient(bootstrap_servers=k.bootstrap, request_timeout_ms=30000)
     try:
         cluster = kp.describe_cluster()
-        assert {b["port"] for b in cluster["brokers"]} == ports
+        assert {b["port"] for b in cluster["brokers"]} == ports | {k.port}
         assert cluster["controller_id"] in (1, 2, 3)
     finally:
         kp.close()

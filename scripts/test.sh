@@ -15,7 +15,9 @@
 #           koord-load smoke run against Kafka
 #   gateway koord in gateway mode in front of a 3-broker Kafka 4.4 (KAFKA_BROKERS=3
 #           scripts/kafka.sh, started once for the tier): real clients produce, consume in a
-#           group and read metadata only through koord (proto-tests/test_gateway.py)
+#           group and read metadata only through koord (proto-tests/test_gateway.py); the
+#           offsets are upstream's and a group survives koord killed, Kafka Streams
+#           exactly_once_v2 through koord (proto-tests/test_gateway_state.py)
 # Exits non-zero if any step fails, after printing a summary of all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -364,7 +366,8 @@ gateway_tier() {
     trap "KAFKA_DIR='$dir' scripts/kafka.sh stop" EXIT
     echo "Kafka 4.4 cluster at $bootstrap"
     KOORD_BIN="$koord_bin" KOORD_UPSTREAM="$bootstrap" "$venv/bin/python" -m pytest \
-        proto-tests/test_gateway.py -ra --tb=short -p no:cacheprovider
+        proto-tests/test_gateway.py proto-tests/test_gateway_state.py -ra --tb=short \
+        -p no:cacheprovider
 }
 
 step install-tools install_tools

@@ -12,6 +12,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::Config;
 use crate::coordinator::{Clock, Coordinator, Settings};
+use crate::gateway::client::Upstream;
+use crate::gateway::store::UpstreamStore;
 use crate::log::Logs;
 use crate::metadata::topic_config::{LogSettings, TopicConfigs};
 use crate::metadata::{CreateError, Topic, Topics};
@@ -30,7 +32,7 @@ const ADMIN_ITERATIONS: u32 = 8192;
 /// durably, before anything is served.
 fn bootstrap_admin(
     config: &Config,
-    store: &EmbeddedStore,
+    store: &dyn Store,
     credentials: &Credentials,
 ) -> io::Result<()> {
     let user = &config.sasl_admin_user;
@@ -79,8 +81,12 @@ pub struct Broker {
     pub txns: Transactions,
     /// The ACLs and whether they are enforced (`authorizer.class.name`).
     pub authorizer: Authorizer,
-    /// The durable store under the data dir (read at start-up; written through `storage`).
-    store: Arc<EmbeddedStore>,
+    /// The durable store (read at start-up; written through `storage`): the embedded one under
+    /// the data dir, or in gateway mode the upstream cluster with the embedded one beside it.
+    store: Arc<dyn Store>,
+    /// Gateway mode: koord's client to the upstream cluster, for what is read from it directly
+    /// (OffsetFetch) and what goes to it inside a transaction (TxnOffsetCommit).
+    pub upstream: Option<Arc<Upstream>>,
     /// The node's storage task: every durable write goes through it.
     pub storage: Storage,
     /// Held by each change of a topic's stored record (create, configs, partitions, delete)
@@ -149,18 +155,61 @@ impl Broker {
     /// The data dir cannot be created, its cluster id file cannot be read or written, or the
     /// store is damaged (the message names the file and what is wrong).
     pub fn open(config: Config) -> io::Result<Broker> {
+        let store = Arc::new(
+            EmbeddedStore::open(&Self::prepare_data_dir(&config)?).map_err(io::Error::other)?,
+        );
+        Broker::assemble(config, store, None)
+    }
+
+    /// [`Broker::open`] for gateway mode: the groups' records and offsets live upstream
+    /// ([`UpstreamStore`], which creates its topic upstream first), the rest in the embedded
+    /// store under the data dir.
+    ///
+    /// # Errors
+    /// As [`Broker::open`], or upstream refused koord's topic or could not be reached.
+    pub async fn open_gateway(config: Config, up: Arc<Upstream>) -> io::Result<Broker> {
+        let local = Arc::new(
+            EmbeddedStore::open(&Self::prepare_data_dir(&config)?).map_err(io::Error::other)?,
+        );
+        let store = UpstreamStore::open(
+            up.clone(),
+            local,
+            &config.upstream_groups_topic,
+            config.upstream_groups_topic_partitions,
+        )
+        .await
+        .map_err(|e| {
+            io::Error::other(format!(
+                "upstream.groups.topic.name {}: {e}",
+                config.upstream_groups_topic
+            ))
+        })?;
+        Broker::assemble(config, Arc::new(store), Some(up))
+    }
+
+    /// Creates the data dir if needed and returns it.
+    fn prepare_data_dir(config: &Config) -> io::Result<std::path::PathBuf> {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!("cannot create data dir {}: {e}", config.data_dir.display()),
             )
         })?;
+        Ok(config.data_dir.clone())
+    }
+
+    /// The node's state over `store`: settles the cluster id, creates the stored and the
+    /// configured topics, and starts the storage task.
+    fn assemble(
+        config: Config,
+        store: Arc<dyn Store>,
+        upstream: Option<Arc<Upstream>>,
+    ) -> io::Result<Broker> {
         let cluster_id = if config.cluster_id.is_empty() {
             load_or_create_cluster_id(&config.data_dir)?
         } else {
             config.cluster_id.clone()
         };
-        let store = Arc::new(EmbeddedStore::open(&config.data_dir).map_err(io::Error::other)?);
         let topics = Arc::new(Topics::default());
         let logs = Logs::with_default(LogSettings::new(&TopicConfigs::new(), &config));
         for (name, partitions, configs) in store.load_topics().map_err(io::Error::other)? {
@@ -184,7 +233,7 @@ impl Broker {
         let credentials = Arc::new(Credentials::new(
             store.load_credentials().map_err(io::Error::other)?,
         ));
-        bootstrap_admin(&config, &store, &credentials)?;
+        bootstrap_admin(&config, &*store, &credentials)?;
         let authorizer = if config.authorizer_class_name.is_empty() {
             Authorizer::disabled()
         } else {
@@ -219,6 +268,7 @@ impl Broker {
             credentials,
             store,
             storage,
+            upstream,
             topic_writes: tokio::sync::Mutex::new(()),
         })
     }

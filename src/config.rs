@@ -90,6 +90,11 @@ pub struct Config {
     /// `upstream.bootstrap.servers`: the Kafka cluster a gateway fronts (`host:port` list).
     /// Empty: standalone, koord's own data plane. Set: gateway mode (src/gateway/).
     pub upstream_bootstrap_servers: Vec<String>,
+    /// Gateway mode: the compacted upstream topic holding koord's group records.
+    pub upstream_groups_topic: String,
+    /// Its partition count when koord creates it (a group's records live in one partition,
+    /// picked by a stable hash of the group id).
+    pub upstream_groups_topic_partitions: i32,
     /// Where durable state lives.
     pub data_dir: PathBuf,
     /// Cluster id reported by Metadata and DescribeCluster. Empty: generated once and kept in
@@ -204,6 +209,8 @@ impl Default for Config {
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], DEFAULT_HTTP_PORT))),
             node_id: 1,
             upstream_bootstrap_servers: Vec::new(),
+            upstream_groups_topic: "__koord_groups".into(),
+            upstream_groups_topic_partitions: 50,
             data_dir: PathBuf::from("koord-data"),
             cluster_id: String::new(),
             max_connections: 10_000,
@@ -665,6 +672,23 @@ pub static KEYS: &[Key] = &[
         },
         show: |c| Value::String(c.upstream_bootstrap_servers.join(",")),
     },
+    Key {
+        name: "upstream.groups.topic.name",
+        kafka: Some("offsets.topic (koord's own, beside __consumer_offsets)"),
+        doc: "gateway mode: the compacted upstream topic koord keeps its group records in (created if missing)",
+        apply: |c, v| {
+            let s = string(v)?;
+            if s.is_empty() {
+                return Err("must not be empty".into());
+            }
+            c.upstream_groups_topic = s;
+            Ok(())
+        },
+        show: |c| Value::String(c.upstream_groups_topic.clone()),
+    },
+    int_key!("upstream.groups.topic.partitions", Some("offsets.topic.num.partitions"),
+        "gateway mode: partitions of upstream.groups.topic.name when koord creates it (an existing topic keeps its count)",
+        upstream_groups_topic_partitions: i32, 1, 10_000),
     Key {
         name: "data.dir",
         kafka: Some("log.dirs"),

@@ -315,7 +315,17 @@ fn serve(args: ServeArgs) -> ExitCode {
                 }
             }
         };
-        let broker = match Broker::open(config) {
+        let opened = match &upstream {
+            None => Broker::open(config),
+            Some(view) => {
+                let client = Arc::new(koord::gateway::client::Upstream::new(
+                    config.upstream_bootstrap_servers.clone(),
+                    view.brokers.clone(),
+                ));
+                Broker::open_gateway(config, client).await
+            }
+        };
+        let broker = match opened {
             Ok(b) => Arc::new(b),
             Err(e) => {
                 error!("{e}");
@@ -393,7 +403,10 @@ fn serve(args: ServeArgs) -> ExitCode {
                 let _ = load_failed_tx.send(());
             }
         });
-        broker.coordinator.spawn_retention();
+        // In gateway mode the offsets are upstream's, and so is their retention.
+        if broker.upstream.is_none() {
+            broker.coordinator.spawn_retention();
+        }
         koord::transactions::spawn_timers(&broker);
         let mut load_failed = false;
         let stop = async {

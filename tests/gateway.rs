@@ -14,11 +14,18 @@ use std::sync::{Arc, Mutex};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use common::{api_versions_request, frame, Client, Koord};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::metadata_response::MetadataResponseBroker;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
 use kafka_protocol::messages::produce_response::TopicProduceResponse;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
-    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
+    ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -98,14 +105,72 @@ fn serve(mut s: TcpStream, me: SocketAddr, drop_produce: &AtomicBool, seen: &Mut
                     .encode(&mut out, v)
                     .unwrap();
             }
-            ApiKey::Metadata => MetadataResponse::default()
-                .with_brokers(vec![MetadataResponseBroker::default()
-                    .with_node_id(NODE.into())
-                    .with_host(StrBytes::from(me.ip().to_string()))
-                    .with_port(me.port() as i32)])
-                .with_controller_id(NODE.into())
-                .encode(&mut out, v)
-                .unwrap(),
+            ApiKey::Metadata => {
+                // A named topic (koord's group topic) has one partition, led by this broker.
+                let asked = MetadataRequest::decode(&mut b, v).unwrap().topics;
+                let topics = asked
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|t| t.name)
+                    .map(|name| {
+                        MetadataResponseTopic::default()
+                            .with_name(Some(name))
+                            .with_partitions(vec![
+                                MetadataResponsePartition::default().with_leader_id(NODE.into())
+                            ])
+                    })
+                    .collect();
+                MetadataResponse::default()
+                    .with_brokers(vec![MetadataResponseBroker::default()
+                        .with_node_id(NODE.into())
+                        .with_host(StrBytes::from(me.ip().to_string()))
+                        .with_port(me.port() as i32)])
+                    .with_controller_id(NODE.into())
+                    .with_topics(topics)
+                    .encode(&mut out, v)
+                    .unwrap()
+            }
+            // koord's group topic: created, and empty (it starts and ends at offset 0).
+            ApiKey::CreateTopics => {
+                let req = CreateTopicsRequest::decode(&mut b, v).unwrap();
+                CreateTopicsResponse::default()
+                    .with_topics(
+                        req.topics
+                            .into_iter()
+                            .map(|t| {
+                                CreatableTopicResult::default()
+                                    .with_name(t.name)
+                                    .with_num_partitions(t.num_partitions)
+                            })
+                            .collect(),
+                    )
+                    .encode(&mut out, v)
+                    .unwrap()
+            }
+            ApiKey::ListOffsets => {
+                let req = ListOffsetsRequest::decode(&mut b, v).unwrap();
+                ListOffsetsResponse::default()
+                    .with_topics(
+                        req.topics
+                            .into_iter()
+                            .map(|t| {
+                                ListOffsetsTopicResponse::default()
+                                    .with_name(t.name)
+                                    .with_partitions(
+                                        t.partitions
+                                            .iter()
+                                            .map(|p| {
+                                                ListOffsetsPartitionResponse::default()
+                                                    .with_partition_index(p.partition_index)
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    )
+                    .encode(&mut out, v)
+                    .unwrap()
+            }
             ApiKey::Produce => {
                 if drop_produce.load(Ordering::SeqCst) {
                     return;
@@ -133,10 +198,10 @@ fn serve(mut s: TcpStream, me: SocketAddr, drop_produce: &AtomicBool, seen: &Mut
 fn gateway(up: &Upstream) -> Option<Koord> {
     Koord::start_owned(
         "gateway",
-        &[&format!(
-            "upstream.bootstrap.servers=127.0.0.1:{}",
-            up.addr.port()
-        )],
+        &[
+            &format!("upstream.bootstrap.servers=127.0.0.1:{}", up.addr.port()),
+            "upstream.groups.topic.partitions=1",
+        ],
     )
 }
 
@@ -145,7 +210,12 @@ fn broker_port(koord: &Koord) -> u16 {
     let md: MetadataResponse = koord
         .connect()
         .send(12, &MetadataRequest::default().with_topics(None));
-    assert_eq!(md.brokers.len(), 1);
+    // The upstream broker, and koord itself (the group coordinator, as Kafka names its
+    // coordinators among its brokers) on its main port.
+    assert_eq!(md.brokers.len(), 2);
+    let own = &md.brokers[1];
+    assert_ne!(own.node_id.0, NODE);
+    assert_eq!(own.port, i32::from(koord.addr().port()));
     let b = &md.brokers[0];
     assert_eq!(b.node_id.0, NODE);
     assert_eq!(b.host.as_str(), "127.0.0.1");

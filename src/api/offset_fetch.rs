@@ -74,6 +74,14 @@ async fn fetch_authorized(
     if broker.coordinator.is_loading() {
         return Err(GroupError::CoordinatorLoadInProgress);
     }
+    if let Some(up) = &broker.upstream {
+        // Gateway mode: koord checks the member (v9+), upstream has the offsets.
+        broker
+            .coordinator
+            .fetch_offsets_as(group.clone(), member, Some(Vec::new()), false)
+            .await?;
+        return from_upstream(up, group.as_str(), wanted, require_stable).await;
+    }
     let order: Option<Vec<String>> = wanted
         .as_ref()
         .map(|w| w.iter().map(|(t, _)| t.clone()).collect());
@@ -107,6 +115,50 @@ async fn fetch_authorized(
                 index.insert(t.clone(), by_topic.len());
                 by_topic.push((t, Vec::new(), 0));
             }
+        }
+    }
+    Ok(by_topic)
+}
+
+/// The group's offsets as upstream has them (gateway mode), in upstream's order; a topic
+/// asked for and not answered gets an empty entry. Upstream's group-level error is the group's;
+/// an unreachable upstream is COORDINATOR_NOT_AVAILABLE, which clients retry.
+async fn from_upstream(
+    up: &crate::gateway::client::Upstream,
+    group: &str,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
+) -> GroupAnswer {
+    let answer = up
+        .fetch_offsets(group, wanted.as_deref(), require_stable)
+        .await
+        .map_err(|e| {
+            e.code()
+                .and_then(GroupError::from_code)
+                .unwrap_or(GroupError::CoordinatorNotAvailable)
+        })?;
+    let mut by_topic: Vec<(String, Vec<FetchedOffset>, i16)> = answer
+        .topics
+        .into_iter()
+        .map(|t| {
+            let topic = t.name.as_str().to_string();
+            let offsets = t
+                .partitions
+                .into_iter()
+                .map(|p| FetchedOffset {
+                    tp: TopicPartition::new(topic.clone(), p.partition_index),
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p.metadata.map(|m| m.to_string()).unwrap_or_default(),
+                    error: GroupError::from_code(p.error_code),
+                })
+                .collect();
+            (topic, offsets, 0)
+        })
+        .collect();
+    for (t, _) in wanted.unwrap_or_default() {
+        if !by_topic.iter().any(|(have, _, _)| *have == t) {
+            by_topic.push((t, Vec::new(), 0));
         }
     }
     Ok(by_topic)

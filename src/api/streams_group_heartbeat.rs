@@ -157,6 +157,21 @@ async fn create_internal_topics(
         if broker.topics.get(name).is_some() || !ctx.may_create_topic(broker, name) {
             continue;
         }
+        if let Some(up) = &broker.upstream {
+            // Gateway mode: the topics are upstream's; koord's mirror learns of it at once.
+            match up
+                .create_topic(name, t.partitions, t.replication_factor, &t.configs)
+                .await
+            {
+                Ok(Some(topic)) => {
+                    tracing::info!(topic = %name, partitions = t.partitions, "created internal topic upstream");
+                    broker.topics.mirror(&[topic], false);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(topic = %name, "internal topic not created upstream: {e}"),
+            }
+            continue;
+        }
         let mut configs = TopicConfigs::new();
         for (k, v) in &t.configs {
             match crate::metadata::topic_config::validate(k, v) {

@@ -1116,7 +1116,7 @@ impl GroupActor {
             return;
         }
         let prepared = offsets::prepare_commit(&ctx.settings.offsets, commit.partitions, -1, now);
-        if prepared.writes.is_empty() {
+        if prepared.writes.is_empty() || commit.validate_only {
             let _ = reply.send(Ok(prepared.results));
             return;
         }

@@ -269,6 +269,9 @@ pub struct TxnOffsetCommit {
     pub producer_epoch: i16,
     pub partitions: Vec<PartitionCommit>,
     pub api_version: i16,
+    /// Gateway mode: the group checks only, nothing kept pending here (the offsets go into
+    /// the producer's upstream transaction; upstream keeps them pending until its marker).
+    pub validate_only: bool,
 }
 
 /// A transaction that committed offsets to a group ended: its marker for the group.

@@ -401,7 +401,7 @@ async fn answer_frame(
     if !topics.is_empty() {
         gw.broker.topics.mirror(&topics, false);
     }
-    let body = decoded.rewrite(&gw.endpoints());
+    let body = decoded.rewrite(&gw.endpoints(), &gw.own());
     match codec::encode_response(key, version, corr, &body) {
         Ok(b) => Some(Answer::Whole(b)),
         Err(e) => {

@@ -9,12 +9,18 @@
 //! - [`conn`]: one client connection: koord's group APIs through koord's own dispatch,
 //!   everything else to the broker the port stands for, answers in request order.
 //!
-//! The groups stay koord's (its coordinator and embedded store); the upstream's topics are
+//! - [`client`]: koord's own client to the upstream (offsets, its group topic, CreateTopics);
+//! - [`store`]: the [`crate::storage::Store`] that keeps the groups' offsets and records
+//!   upstream.
+//!
+//! The groups are koord's (its coordinator), their state upstream's; the upstream's topics are
 //! mirrored into koord's topic registry (from every Metadata answer that passes through and a
 //! periodic refresh), which server-side assignment and offset commits check against.
 
+pub mod client;
 pub mod conn;
 pub mod rewrite;
+pub mod store;
 pub mod upstream;
 
 use std::collections::BTreeMap;
@@ -320,6 +326,16 @@ impl Gateway {
             .iter()
             .map(|(id, p)| (*id, (host.clone(), p.port)))
             .collect()
+    }
+
+    /// koord as a broker: the coordinator clients find on the main listener.
+    pub fn own(&self) -> rewrite::Own {
+        rewrite::Own {
+            node_id: self.broker.node_id(),
+            host: self.main.advertised_host.clone(),
+            port: self.main.advertised_port,
+            internal_topic: self.broker.config.upstream_groups_topic.clone(),
+        }
     }
 
     /// The upstream address of broker `node`.

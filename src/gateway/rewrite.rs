@@ -210,6 +210,16 @@ pub const KEY_TYPE_TRANSACTION: i8 = 1;
 /// What koord presents for each upstream broker: the endpoint clients are told.
 pub type Endpoints = BTreeMap<i32, (String, i32)>;
 
+/// koord itself as a broker in gateway mode: its coordinator's id and endpoint, and the name of
+/// its group topic upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Own {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub internal_topic: String,
+}
+
 /// An upstream response decoded for rewriting.
 #[derive(Debug)]
 pub enum Decoded {
@@ -299,8 +309,12 @@ impl Decoded {
 
     /// Replaces every upstream endpoint with koord's for that broker. A broker koord has no
     /// endpoint for is left out (Metadata, DescribeCluster) or made unavailable
-    /// (FindCoordinator): a client never learns an upstream address.
-    pub fn rewrite(self, endpoints: &Endpoints) -> ResponseKind {
+    /// (FindCoordinator): a client never learns an upstream address. Metadata and
+    /// DescribeCluster also list koord itself (`own`), the group coordinator, as Kafka lists
+    /// its coordinators among its brokers (librdkafka forgets a broker Metadata does not name,
+    /// and with it an admin request in flight to the coordinator); koord's group topic is
+    /// marked internal, so that pattern subscriptions leave it alone.
+    pub fn rewrite(self, endpoints: &Endpoints, own: &Own) -> ResponseKind {
         let ep = |id: i32| {
             endpoints
                 .get(&id)
@@ -316,6 +330,22 @@ impl Decoded {
                     }
                     None => false,
                 });
+                if !m.brokers.iter().any(|b| b.node_id.0 == own.node_id) {
+                    m.brokers.push(
+                        kafka_protocol::messages::metadata_response::MetadataResponseBroker::default()
+                            .with_node_id(own.node_id.into())
+                            .with_host(StrBytes::from(own.host.clone()))
+                            .with_port(own.port),
+                    );
+                }
+                for t in &mut m.topics {
+                    if t.name
+                        .as_ref()
+                        .is_some_and(|n| n.as_str() == own.internal_topic)
+                    {
+                        t.is_internal = true;
+                    }
+                }
                 ResponseKind::Metadata(m)
             }
             Decoded::DescribeCluster(mut d) => {
@@ -327,6 +357,14 @@ impl Decoded {
                     }
                     None => false,
                 });
+                if !d.brokers.iter().any(|b| b.broker_id.0 == own.node_id) {
+                    d.brokers.push(
+                        kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker::default()
+                            .with_broker_id(own.node_id.into())
+                            .with_host(StrBytes::from(own.host.clone()))
+                            .with_port(own.port),
+                    );
+                }
                 ResponseKind::DescribeCluster(d)
             }
             Decoded::FindCoordinator(mut f, v) => {
@@ -378,6 +416,15 @@ mod tests {
     };
     use kafka_protocol::messages::{ProduceRequest, TopicName};
     use kafka_protocol::protocol::Encodable;
+
+    fn own() -> Own {
+        Own {
+            node_id: 1003,
+            host: "127.0.0.1".into(),
+            port: 9092,
+            internal_topic: "__koord_groups".into(),
+        }
+    }
 
     fn upstream_versions() -> Vec<ApiVersion> {
         [
@@ -506,10 +553,16 @@ mod tests {
                         })
                         .collect(),
                 )
-                .with_topics(vec![MetadataResponseTopic::default()
-                    .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
-                    .with_topic_id(uuid::Uuid::from_u128(7))
-                    .with_partitions(vec![MetadataResponsePartition::default(); 3])]);
+                .with_topics(vec![
+                    MetadataResponseTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
+                        .with_topic_id(uuid::Uuid::from_u128(7))
+                        .with_partitions(vec![MetadataResponsePartition::default(); 3]),
+                    MetadataResponseTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_static_str("__koord_groups"))))
+                        .with_topic_id(uuid::Uuid::from_u128(8))
+                        .with_partitions(vec![MetadataResponsePartition::default(); 1]),
+                ]);
             let frame = encode(ApiKey::Metadata, v, &ResponseKind::Metadata(resp));
             let d = Decoded::decode(ApiKey::Metadata, v, &frame)
                 .unwrap()
@@ -517,9 +570,9 @@ mod tests {
             assert_eq!(d.brokers().len(), 3);
             assert_eq!(d.brokers()[0], (1, "10.0.0.9:9093".to_string()));
             let topics = d.topics();
-            assert_eq!(topics.len(), 1);
+            assert_eq!(topics.len(), 2);
             assert_eq!(topics[0].partitions, 3);
-            let rewritten = d.rewrite(&endpoints());
+            let rewritten = d.rewrite(&endpoints(), &own());
             crate::server::codec::encode_response(ApiKey::Metadata, v, 9, &rewritten)
                 .expect("the rewritten answer encodes");
             let ResponseKind::Metadata(m) = rewritten else {
@@ -532,8 +585,21 @@ mod tests {
                 .collect();
             assert_eq!(
                 seen,
-                vec![(1, "127.0.0.1".into(), 7001), (2, "127.0.0.1".into(), 7002)],
-                "v{v}: broker 3 has no koord endpoint and is left out"
+                vec![
+                    (1, "127.0.0.1".into(), 7001),
+                    (2, "127.0.0.1".into(), 7002),
+                    (1003, "127.0.0.1".into(), 9092)
+                ],
+                "v{v}: broker 3 has no koord endpoint and is left out; koord is named"
+            );
+            let internal: Vec<(String, bool)> = m
+                .topics
+                .iter()
+                .map(|t| (t.name.as_ref().unwrap().to_string(), t.is_internal))
+                .collect();
+            assert_eq!(
+                internal,
+                vec![("t".into(), false), ("__koord_groups".into(), true)]
             );
         }
     }
@@ -552,7 +618,7 @@ mod tests {
         let d = Decoded::decode(ApiKey::FindCoordinator, 3, &frame)
             .unwrap()
             .unwrap();
-        let ResponseKind::FindCoordinator(f) = d.rewrite(&endpoints()) else {
+        let ResponseKind::FindCoordinator(f) = d.rewrite(&endpoints(), &own()) else {
             panic!()
         };
         assert_eq!(
@@ -580,7 +646,7 @@ mod tests {
         let d = Decoded::decode(ApiKey::FindCoordinator, 6, &frame)
             .unwrap()
             .unwrap();
-        let rewritten = d.rewrite(&endpoints());
+        let rewritten = d.rewrite(&endpoints(), &own());
         crate::server::codec::encode_response(ApiKey::FindCoordinator, 6, 9, &rewritten)
             .expect("the rewritten v6 answer encodes");
         let ResponseKind::FindCoordinator(f) = rewritten else {
@@ -620,14 +686,18 @@ mod tests {
                 .unwrap()
                 .unwrap();
             assert_eq!(d.brokers()[1], (2, "10.0.0.9:9094".to_string()));
-            let rewritten = d.rewrite(&endpoints());
+            let rewritten = d.rewrite(&endpoints(), &own());
             crate::server::codec::encode_response(ApiKey::DescribeCluster, v, 9, &rewritten)
                 .expect("the rewritten answer encodes");
             let ResponseKind::DescribeCluster(d) = rewritten else {
                 panic!()
             };
             let seen: Vec<(i32, i32)> = d.brokers.iter().map(|b| (b.broker_id.0, b.port)).collect();
-            assert_eq!(seen, vec![(1, 7001), (2, 7002)], "v{v}");
+            assert_eq!(
+                seen,
+                vec![(1, 7001), (2, 7002), (1003, 9092)],
+                "v{v}: and koord"
+            );
             assert_eq!(d.controller_id.0, 2);
         }
     }

@@ -210,6 +210,27 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     /// [`StoreError::Io`]: nothing of the batch was applied.
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError>;
+    /// Applies several writers' batches, in order, and says how each went. The default applies
+    /// them as one batch, so they succeed or fail together; a store whose writes can fail one
+    /// by one (gateway mode: upstream refusing one group's commit) keeps the others' apart.
+    fn apply_writes(
+        &self,
+        writes: Vec<Vec<Mutation>>,
+        durable: bool,
+    ) -> Vec<Result<(), StoreError>> {
+        let n = writes.len();
+        let batch: Vec<Mutation> = if n == 1 {
+            writes.into_iter().next().unwrap_or_default()
+        } else {
+            writes.into_iter().flatten().collect()
+        };
+        let result = if batch.is_empty() {
+            Ok(())
+        } else {
+            self.apply(&batch, durable)
+        };
+        vec![result; n]
+    }
     /// Makes every applied batch durable.
     fn sync(&self) -> Result<(), StoreError>;
     /// Every stored topic: name, partition count and explicitly set configs.
@@ -409,15 +430,17 @@ fn run(
                 None => break,
             },
         };
-        let mut batch = Vec::new();
+        let mut writes = Vec::new();
+        let mut mutations = 0;
         let mut dones = Vec::new();
         let mut stop = None;
         let mut next = Some(first);
         // Everything that queued up while the previous transaction ran joins this one.
         while let Some(request) = next.take() {
             match request {
-                Request::Write(mutations, done) => {
-                    batch.extend(mutations);
+                Request::Write(batch, done) => {
+                    mutations += batch.len();
+                    writes.push(batch);
                     dones.push(done);
                 }
                 Request::Shutdown(ack) => {
@@ -425,7 +448,7 @@ fn run(
                     break;
                 }
             }
-            if batch.len() >= MAX_BATCH {
+            if mutations >= MAX_BATCH {
                 break;
             }
             match rx.try_recv() {
@@ -437,23 +460,25 @@ fn run(
             pending = Some(r);
         }
         let started = std::time::Instant::now();
-        let result = if batch.is_empty() {
-            Ok(())
+        let results = if writes.is_empty() {
+            Vec::new()
         } else {
-            store.apply(&batch, durable)
+            store.apply_writes(writes, durable)
         };
-        if !batch.is_empty() {
+        if mutations > 0 {
             crate::observe::metrics().store_batch(dones.len(), started.elapsed());
         }
-        if let Err(e) = &result {
-            tracing::error!(writes = dones.len(), "{e}");
+        let failed = results.iter().filter(|r| r.is_err()).count();
+        if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
+            tracing::error!(writes = dones.len(), failed, "{e}");
         }
         stats.commits.fetch_add(1, Ordering::Relaxed);
         stats
             .writes
             .fetch_add(dones.len() as u64, Ordering::Relaxed);
+        let mut results = results.into_iter();
         for done in dones {
-            done(result.clone());
+            done(results.next().unwrap_or(Err(StoreError::Closed)));
         }
         if let Some(ack) = stop {
             if let Err(e) = store.sync() {

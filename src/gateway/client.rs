@@ -1,0 +1,1124 @@
+//! koord's own Kafka client to the upstream cluster, for what gateway mode keeps there: the
+//! groups' offsets in the upstream `__consumer_offsets` (OffsetCommit as a standalone commit,
+//! OffsetFetch, OffsetDelete, DeleteGroups and TxnOffsetCommit sent to the upstream group
+//! coordinator) and koord's group records in its compacted topic (CreateTopics, Produce with
+//! acks=all, ListOffsets and Fetch to read it back at start-up).
+//!
+//! One pipelined connection per upstream broker ([`UpstreamConn`], the gateway's own correlation
+//! ids), made on first use and again after it ends. Every operation retries what Kafka calls
+//! retriable (a moved leader or coordinator, a broker restarting, too few in-sync replicas)
+//! after re-reading where to go, until its deadline; then it fails, and whatever depended on it
+//! is not acknowledged.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseGroup;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, CreateTopicsRequest, DeleteGroupsRequest, FetchRequest,
+    FindCoordinatorRequest, GroupId, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use kafka_protocol::ResponseError;
+use thiserror::Error;
+use tracing::{debug, info};
+
+use super::upstream::UpstreamConn;
+use crate::vocab::{OffsetAndMetadata, TopicPartition};
+
+/// How long one operation may keep retrying before it fails.
+pub const DEADLINE: Duration = Duration::from_secs(15);
+/// How long one request may wait for its answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest answer asked of one Fetch while reading koord's topic back.
+const FETCH_MAX_BYTES: i32 = 16 << 20;
+
+/// Why an upstream operation failed.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum UpstreamError {
+    /// No broker (or not the one needed) could be reached, or it did not answer in time.
+    #[error("upstream unreachable: {0}")]
+    Unreachable(String),
+    /// Upstream refused with a Kafka error that retrying does not mend (or kept answering a
+    /// retriable one until the deadline).
+    #[error("upstream answered {error:?} ({what})")]
+    Refused { error: i16, what: String },
+    /// An answer that does not decode.
+    #[error("upstream protocol error: {0}")]
+    Protocol(String),
+}
+
+impl UpstreamError {
+    fn refused(code: i16, what: impl Into<String>) -> UpstreamError {
+        UpstreamError::Refused {
+            error: code,
+            what: what.into(),
+        }
+    }
+
+    /// The Kafka error code, if upstream answered one.
+    pub fn code(&self) -> Option<i16> {
+        match self {
+            UpstreamError::Refused { error, .. } => Some(*error),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `code` is worth retrying after re-reading where to send (Kafka's retriable errors,
+/// and a coordinator that moved or is loading).
+fn retriable(code: i16) -> bool {
+    ResponseError::try_from_code(code).is_some_and(|e| {
+        e.is_retriable()
+            || matches!(
+                e,
+                ResponseError::NotCoordinator
+                    | ResponseError::CoordinatorNotAvailable
+                    | ResponseError::CoordinatorLoadInProgress
+            )
+    })
+}
+
+/// A record of koord's topic as read back: key and value (`None`: a tombstone).
+pub type KeyValue = (Bytes, Option<Bytes>);
+
+/// The client. Cheap to share; every method may be called concurrently.
+#[derive(Debug)]
+pub struct Upstream {
+    bootstrap: Vec<String>,
+    /// Broker id -> `host:port`, from the last Metadata answer.
+    brokers: RwLock<BTreeMap<i32, String>>,
+    conns: Mutex<HashMap<i32, Arc<UpstreamConn>>>,
+    /// (topic, partition) -> leader, from the last Metadata answer for the topic.
+    leaders: RwLock<HashMap<(String, i32), i32>>,
+    /// Group id -> its upstream coordinator.
+    coordinators: RwLock<HashMap<String, i32>>,
+    next: AtomicUsize,
+}
+
+impl Upstream {
+    /// A client for the cluster at `bootstrap` (`host:port` each), knowing `brokers` already.
+    pub fn new(bootstrap: Vec<String>, brokers: BTreeMap<i32, String>) -> Upstream {
+        Upstream {
+            bootstrap,
+            brokers: RwLock::new(brokers),
+            conns: Mutex::new(HashMap::new()),
+            leaders: RwLock::new(HashMap::new()),
+            coordinators: RwLock::new(HashMap::new()),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    fn addr_of(&self, node: i32) -> Option<String> {
+        self.brokers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&node)
+            .cloned()
+    }
+
+    /// The live connection to `node`, connecting if there is none.
+    async fn conn(&self, node: i32) -> Result<Arc<UpstreamConn>, UpstreamError> {
+        if let Some(c) = self
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&node)
+            .filter(|c| c.is_alive())
+        {
+            return Ok(c.clone());
+        }
+        let addr = self
+            .addr_of(node)
+            .ok_or_else(|| UpstreamError::Unreachable(format!("broker {node} unknown")))?;
+        let c = Arc::new(
+            UpstreamConn::connect(&addr)
+                .await
+                .map_err(|e| UpstreamError::Unreachable(format!("{addr}: {e}")))?,
+        );
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(node, c.clone());
+        Ok(c)
+    }
+
+    /// One request to broker `node` at version `v`, its answer decoded.
+    async fn call<R: Request>(
+        &self,
+        node: i32,
+        v: i16,
+        req: &R,
+    ) -> Result<R::Response, UpstreamError> {
+        let conn = self.conn(node).await?;
+        call_on(&conn, v, req).await
+    }
+
+    /// Every known broker, starting at a rotating one.
+    fn any_order(&self) -> Vec<i32> {
+        let ids: Vec<i32> = self
+            .brokers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .copied()
+            .collect();
+        if ids.is_empty() {
+            return ids;
+        }
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % ids.len();
+        ids[start..].iter().chain(&ids[..start]).copied().collect()
+    }
+
+    /// A request to whichever broker answers first (admin requests any broker serves).
+    async fn call_any<R: Request>(&self, v: i16, req: &R) -> Result<R::Response, UpstreamError> {
+        let mut last = UpstreamError::Unreachable("no upstream broker known".into());
+        for node in self.any_order() {
+            match self.call(node, v, req).await {
+                Ok(r) => return Ok(r),
+                Err(e) => last = e,
+            }
+        }
+        // Every known broker failed: the bootstrap servers, in case the cluster moved.
+        for addr in &self.bootstrap {
+            match UpstreamConn::connect(addr).await {
+                Ok(c) => match call_on(&c, v, req).await {
+                    Ok(r) => return Ok(r),
+                    Err(e) => last = e,
+                },
+                Err(e) => last = UpstreamError::Unreachable(format!("{addr}: {e}")),
+            }
+        }
+        Err(last)
+    }
+
+    /// Re-reads the brokers and the leaders of `topics` (none: brokers only).
+    async fn refresh(&self, topics: &[&str]) -> Result<(), UpstreamError> {
+        let req = MetadataRequest::default().with_topics(Some(
+            topics
+                .iter()
+                .map(|t| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string((*t).to_string()))))
+                })
+                .collect(),
+        ));
+        let md = self.call_any(12, &req).await?;
+        let brokers: BTreeMap<i32, String> = md
+            .brokers
+            .iter()
+            .map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port)))
+            .collect();
+        if !brokers.is_empty() {
+            let mut known = self.brokers.write().unwrap_or_else(|e| e.into_inner());
+            let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+            for (id, addr) in &brokers {
+                if known.get(id) != Some(addr) {
+                    conns.remove(id);
+                }
+            }
+            *known = brokers;
+        }
+        let mut leaders = self.leaders.write().unwrap_or_else(|e| e.into_inner());
+        for t in &md.topics {
+            let Some(name) = &t.name else { continue };
+            for p in &t.partitions {
+                let key = (name.as_str().to_string(), p.partition_index);
+                if p.error_code == 0 && p.leader_id.0 >= 0 {
+                    leaders.insert(key, p.leader_id.0);
+                } else {
+                    leaders.remove(&key);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn leader(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.leaders
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(topic.to_string(), partition))
+            .copied()
+    }
+
+    /// The upstream coordinator of `group`, asking FindCoordinator when not known.
+    async fn coordinator(&self, group: &str) -> Result<i32, UpstreamError> {
+        if let Some(n) = self
+            .coordinators
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(group)
+        {
+            return Ok(*n);
+        }
+        let req = FindCoordinatorRequest::default()
+            .with_key_type(0)
+            .with_coordinator_keys(vec![StrBytes::from_string(group.to_string())]);
+        let resp = self.call_any(4, &req).await?;
+        let c = resp
+            .coordinators
+            .first()
+            .ok_or_else(|| UpstreamError::Protocol("FindCoordinator: no coordinator".into()))?;
+        if c.error_code != 0 {
+            return Err(UpstreamError::refused(c.error_code, "FindCoordinator"));
+        }
+        let node = c.node_id.0;
+        let addr = format!("{}:{}", c.host.as_str(), c.port);
+        {
+            let mut brokers = self.brokers.write().unwrap_or_else(|e| e.into_inner());
+            if brokers.get(&node) != Some(&addr) {
+                brokers.insert(node, addr);
+                self.conns
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&node);
+            }
+        }
+        self.coordinators
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(group.to_string(), node);
+        Ok(node)
+    }
+
+    fn forget_coordinator(&self, group: &str) {
+        self.coordinators
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(group);
+    }
+
+    /// Runs `op` against `group`'s coordinator until it succeeds, fails for good, or
+    /// [`DEADLINE`] passes; a retriable failure (or an unreachable broker) looks the
+    /// coordinator up again first.
+    async fn with_coordinator<T, F, Fut>(&self, group: &str, op: F) -> Result<T, UpstreamError>
+    where
+        F: Fn(i32) -> Fut,
+        Fut: std::future::Future<Output = Result<T, UpstreamError>>,
+    {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let result = match self.coordinator(group).await {
+                Ok(node) => op(node).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(t) => return Ok(t),
+                Err(e) => {
+                    let again = match &e {
+                        UpstreamError::Refused { error, .. } => retriable(*error),
+                        UpstreamError::Unreachable(_) => true,
+                        UpstreamError::Protocol(_) => false,
+                    };
+                    if !again || tokio::time::Instant::now() + backoff > deadline {
+                        return Err(e);
+                    }
+                    debug!(group, error = %e, "upstream coordinator: retrying");
+                    self.forget_coordinator(group);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+            }
+        }
+    }
+
+    /// Commits `offsets` for `group` as a standalone commit (generation -1, no member), as
+    /// admin tools do: upstream keeps them in `__consumer_offsets`.
+    ///
+    /// # Errors
+    /// Any partition refused (after retries), or upstream unreachable until the deadline.
+    pub async fn commit_offsets(
+        &self,
+        group: &str,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+    ) -> Result<(), UpstreamError> {
+        let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+        for (tp, o) in offsets {
+            by_topic.entry(tp.topic.as_str()).or_default().push(
+                OffsetCommitRequestPartition::default()
+                    .with_partition_index(tp.partition)
+                    .with_committed_offset(o.offset)
+                    .with_committed_leader_epoch(o.leader_epoch.unwrap_or(-1))
+                    .with_committed_metadata(Some(StrBytes::from_string(o.metadata.clone()))),
+            );
+        }
+        let req = OffsetCommitRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_generation_id_or_member_epoch(-1)
+            .with_member_id(StrBytes::default())
+            .with_topics(
+                by_topic
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        OffsetCommitRequestTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        self.with_coordinator(group, |node| {
+            let req = &req;
+            async move {
+                let resp = self.call(node, 8, req).await?;
+                for t in &resp.topics {
+                    for p in &t.partitions {
+                        if p.error_code != 0 {
+                            return Err(UpstreamError::refused(
+                                p.error_code,
+                                format!("OffsetCommit {}-{}", t.name.as_str(), p.partition_index),
+                            ));
+                        }
+                    }
+                }
+                Ok(())
+            }
+        })
+        .await
+    }
+
+    /// Deletes `group`'s committed offsets of `partitions` upstream (a group upstream does
+    /// not know has none to delete).
+    ///
+    /// # Errors
+    /// Upstream refused, or was unreachable until the deadline.
+    pub async fn delete_offsets(
+        &self,
+        group: &str,
+        partitions: &[TopicPartition],
+    ) -> Result<(), UpstreamError> {
+        let mut by_topic: BTreeMap<&str, Vec<OffsetDeleteRequestPartition>> = BTreeMap::new();
+        for tp in partitions {
+            by_topic
+                .entry(tp.topic.as_str())
+                .or_default()
+                .push(OffsetDeleteRequestPartition::default().with_partition_index(tp.partition));
+        }
+        let req = OffsetDeleteRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_topics(
+                by_topic
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        OffsetDeleteRequestTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        self.with_coordinator(group, |node| {
+            let req = &req;
+            async move {
+                let resp = self.call(node, 0, req).await?;
+                match resp.error_code {
+                    0 => {}
+                    c if c == ResponseError::GroupIdNotFound.code() => return Ok(()),
+                    c => return Err(UpstreamError::refused(c, "OffsetDelete")),
+                }
+                for t in &resp.topics {
+                    for p in &t.partitions {
+                        if p.error_code != 0 {
+                            return Err(UpstreamError::refused(p.error_code, "OffsetDelete"));
+                        }
+                    }
+                }
+                Ok(())
+            }
+        })
+        .await
+    }
+
+    /// Deletes `group` upstream, offsets and all (a group upstream does not know is done).
+    ///
+    /// # Errors
+    /// Upstream refused (a group with members upstream: NON_EMPTY_GROUP), or was unreachable.
+    pub async fn delete_group(&self, group: &str) -> Result<(), UpstreamError> {
+        let req = DeleteGroupsRequest::default()
+            .with_groups_names(vec![GroupId(StrBytes::from_string(group.to_string()))]);
+        self.with_coordinator(group, |node| {
+            let req = &req;
+            async move {
+                let resp = self.call(node, 2, req).await?;
+                match resp.results.first().map(|r| r.error_code) {
+                    Some(0) => Ok(()),
+                    Some(c) if c == ResponseError::GroupIdNotFound.code() => Ok(()),
+                    Some(c) => Err(UpstreamError::refused(c, "DeleteGroups")),
+                    None => Err(UpstreamError::Protocol("DeleteGroups: no result".into())),
+                }
+            }
+        })
+        .await
+    }
+
+    /// `group`'s committed offsets from upstream: of `topics` (topic, partitions), or all.
+    /// With `require_stable`, a partition an open transaction holds an offset for answers
+    /// UNSTABLE_OFFSET_COMMIT (upstream's answer, passed on).
+    ///
+    /// # Errors
+    /// The group-level error upstream kept answering, or upstream unreachable.
+    pub async fn fetch_offsets(
+        &self,
+        group: &str,
+        topics: Option<&[(String, Vec<i32>)]>,
+        require_stable: bool,
+    ) -> Result<OffsetFetchResponseGroup, UpstreamError> {
+        let req = OffsetFetchRequest::default()
+            .with_require_stable(require_stable)
+            .with_groups(vec![OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+                .with_topics(topics.map(|ts| {
+                    ts.iter()
+                        .map(|(t, ps)| {
+                            OffsetFetchRequestTopics::default()
+                                .with_name(TopicName(StrBytes::from_string(t.clone())))
+                                .with_partition_indexes(ps.clone())
+                        })
+                        .collect()
+                }))]);
+        self.with_coordinator(group, |node| {
+            let req = &req;
+            async move {
+                let mut resp = self.call(node, 8, req).await?;
+                let g = resp
+                    .groups
+                    .pop()
+                    .ok_or_else(|| UpstreamError::Protocol("OffsetFetch: no group".into()))?;
+                if g.error_code != 0 {
+                    return Err(UpstreamError::refused(g.error_code, "OffsetFetch"));
+                }
+                Ok(g)
+            }
+        })
+        .await
+    }
+
+    /// Sends a transactional commit to `group`'s upstream coordinator at `version` and returns
+    /// its answer (per-partition errors included: the transaction's checks are upstream's).
+    ///
+    /// # Errors
+    /// Upstream kept answering NOT_COORDINATOR (or the like) until the deadline, or was
+    /// unreachable.
+    pub async fn txn_commit_offsets(
+        &self,
+        req: &TxnOffsetCommitRequest,
+        version: i16,
+    ) -> Result<TxnOffsetCommitResponse, UpstreamError> {
+        let group = req.group_id.as_str();
+        self.with_coordinator(group, |node| async move {
+            let resp = self.call(node, version, req).await?;
+            let code = resp
+                .topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .map(|p| p.error_code)
+                .find(|c| *c != 0 && retriable(*c) && !is_txn_error(*c));
+            match code {
+                Some(c) => Err(UpstreamError::refused(c, "TxnOffsetCommit")),
+                None => Ok(resp),
+            }
+        })
+        .await
+    }
+
+    /// Creates `topic` upstream with `partitions`, `replication` (-1: upstream's default) and
+    /// `configs`; the topic as upstream made it (for koord's mirror of upstream's topics), or
+    /// `None` if it existed already.
+    ///
+    /// # Errors
+    /// Upstream refused it (or could not be reached).
+    pub async fn create_topic(
+        &self,
+        topic: &str,
+        partitions: i32,
+        replication: i16,
+        configs: &[(String, String)],
+    ) -> Result<Option<crate::metadata::Topic>, UpstreamError> {
+        let req = CreateTopicsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_num_partitions(partitions)
+                .with_replication_factor(replication)
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(k, v)| {
+                            CreatableTopicConfig::default()
+                                .with_name(StrBytes::from_string(k.clone()))
+                                .with_value(Some(StrBytes::from_string(v.clone())))
+                        })
+                        .collect(),
+                )]);
+        let resp = self.call_any(5, &req).await?;
+        let t = resp
+            .topics
+            .first()
+            .ok_or_else(|| UpstreamError::Protocol("CreateTopics: no result".into()))?;
+        match t.error_code {
+            0 => Ok(Some(crate::metadata::Topic {
+                name: topic.to_string(),
+                id: t.topic_id,
+                partitions: t.num_partitions,
+            })),
+            c if c == ResponseError::TopicAlreadyExists.code() => Ok(None),
+            c => Err(UpstreamError::refused(c, format!("CreateTopics {topic}"))),
+        }
+    }
+
+    /// Creates `topic` (compacted, `partitions`, upstream's default replication) unless it
+    /// exists, and waits until every partition has a leader.
+    ///
+    /// # Errors
+    /// Upstream refused the topic, or not every partition had a leader by the deadline.
+    pub async fn ensure_compacted_topic(
+        &self,
+        topic: &str,
+        partitions: i32,
+    ) -> Result<i32, UpstreamError> {
+        let deadline = tokio::time::Instant::now() + DEADLINE * 4;
+        let req = CreateTopicsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_num_partitions(partitions)
+                .with_replication_factor(-1)
+                .with_configs(vec![CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_static_str("cleanup.policy"))
+                    .with_value(Some(StrBytes::from_static_str("compact")))])]);
+        loop {
+            let created = self.call_any(5, &req).await;
+            let code = match &created {
+                Ok(r) => r.topics.first().map_or(0, |t| t.error_code),
+                Err(_) => -1,
+            };
+            if code == 0 {
+                info!(topic, partitions, "created koord's group topic upstream");
+            }
+            let done = code == 0 || code == ResponseError::TopicAlreadyExists.code();
+            if !done && code >= 0 && !retriable(code) {
+                return Err(UpstreamError::refused(
+                    code,
+                    format!("CreateTopics {topic}"),
+                ));
+            }
+            if done {
+                self.refresh(&[topic]).await?;
+                let leaders = self.leaders.read().unwrap_or_else(|e| e.into_inner());
+                let count = leaders.keys().filter(|(t, _)| t == topic).count() as i32;
+                let all_led =
+                    count > 0 && (0..count).all(|p| leaders.contains_key(&(topic.to_string(), p)));
+                if all_led {
+                    return Ok(count);
+                }
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(match created {
+                    Err(e) => e,
+                    Ok(_) => {
+                        UpstreamError::Unreachable(format!("{topic}: partitions without a leader"))
+                    }
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Appends `records` to `topic`'s partitions (partition -> records, in order) with
+    /// acks=all, retrying a moved leader or too few in-sync replicas until the deadline.
+    ///
+    /// # Errors
+    /// A partition's append failed for good or did not succeed by the deadline.
+    pub async fn produce(
+        &self,
+        topic: &str,
+        records: &BTreeMap<i32, Vec<KeyValue>>,
+    ) -> Result<(), UpstreamError> {
+        let mut left: Vec<i32> = records.keys().copied().collect();
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        let mut backoff = Duration::from_millis(50);
+        let mut last = UpstreamError::Unreachable("no attempt".into());
+        while !left.is_empty() {
+            // Per leader, one request with every partition it leads.
+            let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+            let mut unknown = false;
+            for p in &left {
+                match self.leader(topic, *p) {
+                    Some(l) => by_leader.entry(l).or_default().push(*p),
+                    None => unknown = true,
+                }
+            }
+            let sends = by_leader.iter().map(|(leader, ps)| async move {
+                let data = ps
+                    .iter()
+                    .map(|p| {
+                        let batch = encode_batch(&records[p])?;
+                        Ok(PartitionProduceData::default()
+                            .with_index(*p)
+                            .with_records(Some(batch)))
+                    })
+                    .collect::<Result<Vec<_>, UpstreamError>>()?;
+                let req = ProduceRequest::default()
+                    .with_acks(-1)
+                    .with_timeout_ms(REQUEST_TIMEOUT.as_millis() as i32)
+                    .with_topic_data(vec![TopicProduceData::default()
+                        .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                        .with_partition_data(data)]);
+                let resp = self.call(*leader, 9, &req).await?;
+                let mut failed = Vec::new();
+                for t in &resp.responses {
+                    for p in &t.partition_responses {
+                        if p.error_code != 0 {
+                            failed.push((p.index, p.error_code));
+                        }
+                    }
+                }
+                Ok::<_, UpstreamError>(failed)
+            });
+            let results = futures_util::future::join_all(sends).await;
+            let mut retry = Vec::new();
+            let mut refresh = unknown;
+            for ((_, ps), result) in by_leader.iter().zip(results) {
+                match result {
+                    Ok(failed) => {
+                        for (p, code) in failed {
+                            if !retriable(code) {
+                                return Err(UpstreamError::refused(
+                                    code,
+                                    format!("Produce {topic}-{p}"),
+                                ));
+                            }
+                            last = UpstreamError::refused(code, format!("Produce {topic}-{p}"));
+                            retry.push(p);
+                            refresh = true;
+                        }
+                    }
+                    Err(e @ UpstreamError::Protocol(_)) => return Err(e),
+                    Err(e) => {
+                        last = e;
+                        retry.extend(ps.iter().copied());
+                        refresh = true;
+                    }
+                }
+            }
+            if unknown {
+                retry.extend(
+                    left.iter()
+                        .copied()
+                        .filter(|p| self.leader(topic, *p).is_none()),
+                );
+                last = UpstreamError::Unreachable(format!("{topic}: a partition has no leader"));
+            }
+            retry.sort_unstable();
+            retry.dedup();
+            left = retry;
+            if left.is_empty() {
+                break;
+            }
+            if tokio::time::Instant::now() + backoff > deadline {
+                return Err(last);
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+            if refresh {
+                if let Err(e) = self.refresh(&[topic]).await {
+                    debug!(error = %e, "metadata refresh failed");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every record of `topic` (its `partitions`), from each partition's start to its end as
+    /// of now, in offset order per partition.
+    ///
+    /// # Errors
+    /// A partition could not be read by the deadline.
+    pub async fn read_topic(
+        &self,
+        topic: &str,
+        partitions: i32,
+    ) -> Result<BTreeMap<i32, Vec<KeyValue>>, UpstreamError> {
+        let mut out: BTreeMap<i32, Vec<KeyValue>> = BTreeMap::new();
+        // Partition -> (next offset to read, end offset).
+        let mut todo: BTreeMap<i32, Option<(i64, i64)>> =
+            (0..partitions).map(|p| (p, None)).collect();
+        let deadline = tokio::time::Instant::now() + DEADLINE * 4;
+        let mut last = UpstreamError::Unreachable("no attempt".into());
+        self.refresh(&[topic]).await.ok();
+        while !todo.is_empty() {
+            let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+            for p in todo.keys() {
+                if let Some(l) = self.leader(topic, *p) {
+                    by_leader.entry(l).or_default().push(*p);
+                }
+            }
+            let mut progressed = false;
+            for (leader, ps) in by_leader {
+                // Where each partition starts and ends, for those not yet known.
+                let unknown: Vec<i32> = ps.iter().copied().filter(|p| todo[p].is_none()).collect();
+                if !unknown.is_empty() {
+                    match self.bounds(leader, topic, &unknown).await {
+                        Ok(bounds) => {
+                            for (p, b) in bounds {
+                                todo.insert(p, Some(b));
+                                progressed = true;
+                            }
+                        }
+                        Err(e) => last = e,
+                    }
+                }
+                let reading: Vec<(i32, i64)> = ps
+                    .iter()
+                    .filter_map(|p| match todo[p] {
+                        Some((next, end)) if next < end => Some((*p, next)),
+                        _ => None,
+                    })
+                    .collect();
+                if reading.is_empty() {
+                    continue;
+                }
+                match self.fetch(leader, topic, &reading).await {
+                    Ok(fetched) => {
+                        for (p, records, next) in fetched {
+                            if let Some(Some((at, _))) = todo.get_mut(&p) {
+                                if next > *at {
+                                    *at = next;
+                                    progressed = true;
+                                }
+                            }
+                            out.entry(p).or_default().extend(records);
+                        }
+                    }
+                    Err(e) => last = e,
+                }
+            }
+            todo.retain(|_, b| !matches!(*b, Some((next, end)) if next >= end));
+            if todo.is_empty() {
+                break;
+            }
+            if !progressed {
+                if tokio::time::Instant::now() > deadline {
+                    return Err(last);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                self.refresh(&[topic]).await.ok();
+            }
+        }
+        Ok(out)
+    }
+
+    /// Each partition's (log start, high watermark) from its leader.
+    async fn bounds(
+        &self,
+        leader: i32,
+        topic: &str,
+        partitions: &[i32],
+    ) -> Result<Vec<(i32, (i64, i64))>, UpstreamError> {
+        let ask = |timestamp: i64| {
+            ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                    .with_partitions(
+                        partitions
+                            .iter()
+                            .map(|p| {
+                                ListOffsetsPartition::default()
+                                    .with_partition_index(*p)
+                                    .with_current_leader_epoch(-1)
+                                    .with_timestamp(timestamp)
+                            })
+                            .collect(),
+                    )])
+        };
+        let read = |resp: kafka_protocol::messages::ListOffsetsResponse| {
+            let mut m = HashMap::new();
+            for t in resp.topics {
+                for p in t.partitions {
+                    if p.error_code != 0 {
+                        return Err(UpstreamError::refused(p.error_code, "ListOffsets"));
+                    }
+                    m.insert(p.partition_index, p.offset);
+                }
+            }
+            Ok(m)
+        };
+        let earliest = read(self.call(leader, 7, &ask(-2)).await?)?;
+        let latest = read(self.call(leader, 7, &ask(-1)).await?)?;
+        Ok(partitions
+            .iter()
+            .filter_map(|p| Some((*p, (*earliest.get(p)?, *latest.get(p)?))))
+            .collect())
+    }
+
+    /// One Fetch from `leader` of `partitions` (partition, offset): each partition's records
+    /// and the offset to read next.
+    async fn fetch(
+        &self,
+        leader: i32,
+        topic: &str,
+        partitions: &[(i32, i64)],
+    ) -> Result<Vec<(i32, Vec<KeyValue>, i64)>, UpstreamError> {
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            .with_max_bytes(FETCH_MAX_BYTES)
+            .with_isolation_level(0)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|(p, offset)| {
+                            FetchPartition::default()
+                                .with_partition(*p)
+                                .with_current_leader_epoch(-1)
+                                .with_fetch_offset(*offset)
+                                .with_log_start_offset(-1)
+                                .with_partition_max_bytes(FETCH_MAX_BYTES)
+                        })
+                        .collect(),
+                )]);
+        let resp = self.call(leader, 12, &req).await?;
+        if resp.error_code != 0 {
+            return Err(UpstreamError::refused(resp.error_code, "Fetch"));
+        }
+        let mut out = Vec::new();
+        for t in resp.responses {
+            for p in t.partitions {
+                let from = partitions
+                    .iter()
+                    .find(|(q, _)| *q == p.partition_index)
+                    .map_or(0, |(_, o)| *o);
+                if p.error_code != 0 {
+                    if retriable(p.error_code) {
+                        continue;
+                    }
+                    return Err(UpstreamError::refused(p.error_code, "Fetch"));
+                }
+                let (records, next) = decode_batches(p.records.unwrap_or_default(), from)?;
+                out.push((p.partition_index, records, next));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Whether `code` is one of the transaction errors a producer must see itself.
+fn is_txn_error(code: i16) -> bool {
+    ResponseError::try_from_code(code).is_some_and(|e| {
+        matches!(
+            e,
+            ResponseError::ConcurrentTransactions
+                | ResponseError::TransactionAbortable
+                | ResponseError::InvalidProducerEpoch
+                | ResponseError::ProducerFenced
+                | ResponseError::InvalidTxnState
+        )
+    })
+}
+
+/// Sends `req` on `conn` at version `v` and decodes the answer.
+pub async fn call_on<R: Request>(
+    conn: &UpstreamConn,
+    v: i16,
+    req: &R,
+) -> Result<R::Response, UpstreamError> {
+    let key = ApiKey::try_from(R::KEY)
+        .map_err(|_| UpstreamError::Protocol(format!("unknown api key {}", R::KEY)))?;
+    let mut f = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(v)
+        .with_client_id(Some(StrBytes::from_static_str("koord-gateway")))
+        .encode(&mut f, R::header_version(v))
+        .map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+    req.encode(&mut f, v)
+        .map_err(|e| UpstreamError::Protocol(format!("{key:?} v{v}: {e}")))?;
+    let gone = |what: &str| UpstreamError::Unreachable(format!("{key:?}: {what}"));
+    let rx = conn
+        .send(f.freeze(), true)
+        .await
+        .map_err(|_| gone("connection ended"))?
+        .ok_or_else(|| gone("no response expected"))?;
+    let mut frame = tokio::time::timeout(REQUEST_TIMEOUT, rx)
+        .await
+        .map_err(|_| gone("timed out"))?
+        .map_err(|_| gone("connection ended"))?
+        .map_err(|_| gone("connection ended"))?;
+    ResponseHeader::decode(&mut frame, R::Response::header_version(v))
+        .map_err(|e| UpstreamError::Protocol(format!("{key:?} header: {e}")))?;
+    R::Response::decode(&mut frame, v).map_err(|e| UpstreamError::Protocol(format!("{key:?}: {e}")))
+}
+
+/// One uncompressed v2 batch of `records`, no producer id (koord's topic is written by one
+/// writer at a time per partition; a retried append of the same key and value is harmless).
+fn encode_batch(records: &[KeyValue]) -> Result<Bytes, UpstreamError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: now,
+            key: Some(k.clone()),
+            value: v.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .map_err(|e| UpstreamError::Protocol(format!("encoding a batch: {e}")))?;
+    Ok(buf.freeze())
+}
+
+/// The records of every whole batch in `data` (a Fetch answer may end in a partial one) at
+/// or after `from`, and the offset after the last batch read (`from` if none).
+fn decode_batches(mut data: Bytes, from: i64) -> Result<(Vec<KeyValue>, i64), UpstreamError> {
+    // Batch header: base offset (8), batch length (4) counting what follows it.
+    const LENGTH_END: usize = 12;
+    // Then leader epoch (4), magic (1), crc (4), attributes (2), last offset delta (4).
+    const LAST_DELTA_AT: usize = 23;
+    let mut out = Vec::new();
+    let mut next = from;
+    while data.len() >= LENGTH_END {
+        let base = i64::from_be_bytes(data[..8].try_into().unwrap_or_default());
+        let len = i32::from_be_bytes(data[8..12].try_into().unwrap_or_default());
+        let Ok(len) = usize::try_from(len) else {
+            return Err(UpstreamError::Protocol("negative batch length".into()));
+        };
+        let total = LENGTH_END + len;
+        if data.len() < total {
+            break;
+        }
+        let mut batch = data.split_to(total);
+        // The batch's last offset, from its header: compaction may have removed the records
+        // at its end, never the batch's place.
+        let last_delta = batch
+            .get(LAST_DELTA_AT..LAST_DELTA_AT + 4)
+            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+            .ok_or_else(|| UpstreamError::Protocol(format!("batch at {base}: short header")))?;
+        let last = base.saturating_add(i64::from(last_delta));
+        let set = RecordBatchDecoder::decode(&mut batch)
+            .map_err(|e| UpstreamError::Protocol(format!("batch at {base}: {e}")))?;
+        for r in set.records {
+            if r.control || r.offset < from {
+                continue;
+            }
+            if let Some(k) = r.key {
+                out.push((k, r.value));
+            }
+        }
+        next = next.max(last + 1);
+    }
+    Ok((out, next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_decode_back_and_a_partial_trailing_batch_waits() {
+        let a = encode_batch(&[
+            (Bytes::from_static(b"k1"), Some(Bytes::from_static(b"v1"))),
+            (Bytes::from_static(b"k2"), None),
+        ])
+        .unwrap();
+        let mut data = BytesMut::new();
+        data.extend_from_slice(&a);
+        // A second batch at offset 2, cut short.
+        let mut b =
+            BytesMut::from(&encode_batch(&[(Bytes::from_static(b"k3"), None)]).unwrap()[..]);
+        b[..8].copy_from_slice(&2i64.to_be_bytes());
+        data.extend_from_slice(&b[..b.len() - 3]);
+        let (records, next) = decode_batches(data.freeze(), 0).unwrap();
+        assert_eq!(
+            records,
+            vec![
+                (Bytes::from_static(b"k1"), Some(Bytes::from_static(b"v1"))),
+                (Bytes::from_static(b"k2"), None),
+            ]
+        );
+        assert_eq!(next, 2, "the partial batch is read again from its start");
+    }
+
+    #[test]
+    fn records_before_the_fetch_offset_are_skipped() {
+        let a = encode_batch(&[
+            (Bytes::from_static(b"k1"), Some(Bytes::from_static(b"v1"))),
+            (Bytes::from_static(b"k2"), Some(Bytes::from_static(b"v2"))),
+        ])
+        .unwrap();
+        let (records, next) = decode_batches(a, 1).unwrap();
+        assert_eq!(
+            records,
+            vec![(Bytes::from_static(b"k2"), Some(Bytes::from_static(b"v2")))]
+        );
+        assert_eq!(next, 2);
+    }
+
+    #[test]
+    fn garbage_is_a_protocol_error_not_a_panic() {
+        let mut junk = BytesMut::new();
+        junk.extend_from_slice(&0i64.to_be_bytes());
+        junk.extend_from_slice(&20i32.to_be_bytes());
+        junk.extend_from_slice(&[0xff; 20]);
+        assert!(decode_batches(junk.freeze(), 0).is_err());
+        let mut negative = BytesMut::new();
+        negative.extend_from_slice(&0i64.to_be_bytes());
+        negative.extend_from_slice(&(-5i32).to_be_bytes());
+        assert!(decode_batches(negative.freeze(), 0).is_err());
+    }
+
+    #[test]
+    fn coordinator_moves_and_broker_restarts_are_retriable() {
+        assert!(retriable(ResponseError::NotCoordinator.code()));
+        assert!(retriable(ResponseError::NotLeaderOrFollower.code()));
+        assert!(retriable(ResponseError::NotEnoughReplicas.code()));
+        assert!(!retriable(ResponseError::GroupAuthorizationFailed.code()));
+        assert!(!retriable(ResponseError::OffsetMetadataTooLarge.code()));
+    }
+}

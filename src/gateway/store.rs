@@ -1,0 +1,544 @@
+//! Gateway mode's [`Store`]: what a group needs lives in the upstream cluster, not on the
+//! gateway's disk.
+//!
+//! - Committed offsets go to the upstream's `__consumer_offsets` as standalone commits
+//!   (generation -1, no member: koord has already checked the committer against its group),
+//!   so upstream replicates them and its tools and lag monitors see them; an offset deletion is
+//!   an upstream OffsetDelete, a group deletion an upstream DeleteGroups.
+//! - Group records (classic group metadata, consumer and streams groups and their members) go
+//!   to a compacted topic of koord's own (`upstream.groups.topic.name`, `__koord_groups`), written
+//!   with acks=all. Start-up reads it back whole.
+//! - Everything else (topics created at run time, SCRAM credentials, ACLs, transactional ids,
+//!   which gateway mode does not keep itself) stays in the embedded store.
+//!
+//! A write is done when upstream has acknowledged it; a write upstream refused (or that did not
+//! succeed within the client's deadline) fails, and only the writes that had a part in the
+//! failed request fail with it: another group's commit in the same batch is not touched.
+//!
+//! ## The topic's records
+//! One partition per group (a stable hash of the id, as Kafka places a group in
+//! `__consumer_offsets`), one key per group record and per member:
+//! - key: version 0, kind (`G` the group's record, `C` a consumer-group member, `S` a
+//!   streams-group member), the group id's length (u16) and bytes, then the member id's bytes;
+//! - value: version 0, then for `G` the group's kind (`c` classic, `k` consumer, `s` streams),
+//!   then the record in the embedded store's encoding ([`crate::storage::codec`]); a null
+//!   value deletes the key.
+//!
+//! Deleting a group writes a tombstone for every key it has, so compaction leaves nothing.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use tokio::runtime::Handle;
+use tracing::{error, warn};
+
+use super::client::{KeyValue, Upstream, UpstreamError};
+use crate::storage::codec;
+use crate::storage::{
+    LoadedGroup, MemoryStore, Mutation, Store, StoreError, StoredCredential, StoredTopic,
+};
+use crate::vocab::{GroupId, OffsetAndMetadata, TopicPartition, TxnRecord};
+
+const VERSION: u8 = 0;
+const GROUP: u8 = b'G';
+const CONSUMER_MEMBER: u8 = b'C';
+const STREAMS_MEMBER: u8 = b'S';
+const CLASSIC: u8 = b'c';
+const CONSUMER: u8 = b'k';
+const STREAMS: u8 = b's';
+
+/// The partition of `group`'s records among `partitions`: Java's `String.hashCode` of the id,
+/// as Kafka's `Utils.abs(groupId.hashCode()) % partitions` places a group, so that it never
+/// changes between releases.
+pub fn partition_of(group: &str, partitions: i32) -> i32 {
+    let mut h: i32 = 0;
+    for unit in group.encode_utf16() {
+        h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
+    }
+    // Kafka's Utils.abs: i32::MIN maps to 0.
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % partitions.max(1)
+}
+
+fn key(kind: u8, group: &str, member: &str) -> Bytes {
+    let mut b = BytesMut::with_capacity(4 + group.len() + member.len());
+    b.put_u8(VERSION);
+    b.put_u8(kind);
+    b.put_u16(u16::try_from(group.len()).unwrap_or(u16::MAX));
+    b.put_slice(group.as_bytes());
+    b.put_slice(member.as_bytes());
+    b.freeze()
+}
+
+fn value(tag: Option<u8>, record: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(2 + record.len());
+    b.put_u8(VERSION);
+    if let Some(tag) = tag {
+        b.put_u8(tag);
+    }
+    b.put_slice(record);
+    b.freeze()
+}
+
+/// The record for a group-record mutation: (group, key, value); `None` for other mutations.
+fn record_of(m: &Mutation) -> Option<(&GroupId, Bytes, Option<Bytes>)> {
+    Some(match m {
+        Mutation::PutGroup { group, record } => (
+            group,
+            key(GROUP, group.as_str(), ""),
+            Some(value(Some(CLASSIC), &codec::encode_group(record))),
+        ),
+        Mutation::PutConsumerGroup { group, record } => (
+            group,
+            key(GROUP, group.as_str(), ""),
+            Some(value(Some(CONSUMER), &codec::encode_consumer_group(record))),
+        ),
+        Mutation::PutStreamsGroup { group, record } => (
+            group,
+            key(GROUP, group.as_str(), ""),
+            Some(value(Some(STREAMS), &codec::encode_streams_group(record))),
+        ),
+        Mutation::PutConsumerMember { group, member } => (
+            group,
+            key(CONSUMER_MEMBER, group.as_str(), member.member_id.as_str()),
+            Some(value(None, &codec::encode_consumer_member(member))),
+        ),
+        Mutation::PutStreamsMember { group, member } => (
+            group,
+            key(STREAMS_MEMBER, group.as_str(), member.member_id.as_str()),
+            Some(value(None, &codec::encode_streams_member(member))),
+        ),
+        Mutation::DeleteConsumerMember { group, member } => (
+            group,
+            key(CONSUMER_MEMBER, group.as_str(), member.as_str()),
+            None,
+        ),
+        Mutation::DeleteStreamsMember { group, member } => (
+            group,
+            key(STREAMS_MEMBER, group.as_str(), member.as_str()),
+            None,
+        ),
+        _ => return None,
+    })
+}
+
+/// The mutation a stored record stands for (a live one: tombstones are dropped before).
+fn decode(k: &[u8], v: &[u8]) -> Result<Mutation, String> {
+    let (&[VERSION, kind, l0, l1], rest) = k.split_at_checked(4).ok_or("short key")? else {
+        return Err("unknown key version".into());
+    };
+    let len = usize::from(u16::from_be_bytes([l0, l1]));
+    let (group, member) = rest.split_at_checked(len).ok_or("short key")?;
+    let group = GroupId::new(std::str::from_utf8(group).map_err(|_| "group id not UTF-8")?);
+    let member = std::str::from_utf8(member).map_err(|_| "member id not UTF-8")?;
+    let Some((&VERSION, v)) = v.split_first() else {
+        return Err("unknown value version".into());
+    };
+    let e = |e: codec::DecodeError| format!("group {group}: {e}");
+    Ok(match kind {
+        GROUP => match v.split_first() {
+            Some((&CLASSIC, r)) => Mutation::PutGroup {
+                record: codec::decode_group(r).map_err(e)?,
+                group,
+            },
+            Some((&CONSUMER, r)) => Mutation::PutConsumerGroup {
+                record: codec::decode_consumer_group(r).map_err(e)?,
+                group,
+            },
+            Some((&STREAMS, r)) => Mutation::PutStreamsGroup {
+                record: Box::new(codec::decode_streams_group(r).map_err(e)?),
+                group,
+            },
+            _ => return Err(format!("group {group}: unknown group kind")),
+        },
+        CONSUMER_MEMBER => {
+            let m = codec::decode_consumer_member(v).map_err(e)?;
+            if m.member_id.as_str() != member {
+                return Err(format!(
+                    "group {group}: member {member} holds another's record"
+                ));
+            }
+            Mutation::PutConsumerMember {
+                member: Box::new(m),
+                group,
+            }
+        }
+        STREAMS_MEMBER => {
+            let m = codec::decode_streams_member(v).map_err(e)?;
+            if m.member_id.as_str() != member {
+                return Err(format!(
+                    "group {group}: member {member} holds another's record"
+                ));
+            }
+            Mutation::PutStreamsMember {
+                member: Box::new(m),
+                group,
+            }
+        }
+        _ => return Err("unknown key kind".into()),
+    })
+}
+
+/// What one group asks of upstream's group coordinator, in order.
+#[derive(Debug)]
+enum GroupOp {
+    Commit(Vec<(TopicPartition, OffsetAndMetadata)>),
+    DeleteOffsets(Vec<TopicPartition>),
+    Delete,
+}
+
+/// The store of a gateway: group records and offsets upstream, the rest in `local`.
+pub struct UpstreamStore {
+    local: Arc<dyn Store>,
+    up: Arc<Upstream>,
+    rt: Handle,
+    topic: String,
+    partitions: i32,
+    /// Every key each group has in the topic (a deleted group tombstones them all).
+    keys: Mutex<HashMap<GroupId, HashSet<Bytes>>>,
+}
+
+impl std::fmt::Debug for UpstreamStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamStore")
+            .field("topic", &self.topic)
+            .field("partitions", &self.partitions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UpstreamStore {
+    /// Creates `topic` upstream unless it exists (with `partitions`; an existing topic keeps
+    /// its count) and returns the store. Must run on the runtime the store then blocks on.
+    ///
+    /// # Errors
+    /// Upstream refused the topic or could not be reached.
+    pub async fn open(
+        up: Arc<Upstream>,
+        local: Arc<dyn Store>,
+        topic: &str,
+        partitions: i32,
+    ) -> Result<UpstreamStore, UpstreamError> {
+        let partitions = up.ensure_compacted_topic(topic, partitions).await?;
+        Ok(UpstreamStore {
+            local,
+            up,
+            rt: Handle::current(),
+            topic: topic.to_string(),
+            partitions,
+            keys: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<GroupId, HashSet<Bytes>>> {
+        self.keys.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a tombstone for every key `group` has, for write `i`.
+    fn tombstone_all(
+        &self,
+        group: &GroupId,
+        i: usize,
+        records: &mut BTreeMap<i32, Vec<KeyValue>>,
+        record_writes: &mut BTreeMap<i32, HashSet<usize>>,
+        forgotten: &mut Vec<(GroupId, Bytes)>,
+    ) {
+        let keys: Vec<Bytes> = self
+            .keys()
+            .get(group)
+            .map(|k| k.iter().cloned().collect())
+            .unwrap_or_default();
+        if keys.is_empty() {
+            return;
+        }
+        let p = partition_of(group.as_str(), self.partitions);
+        for k in keys {
+            forgotten.push((group.clone(), k.clone()));
+            records.entry(p).or_default().push((k, None));
+        }
+        record_writes.entry(p).or_default().insert(i);
+    }
+}
+
+fn io(e: &UpstreamError) -> StoreError {
+    StoreError::Io(e.to_string())
+}
+
+impl Store for UpstreamStore {
+    fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
+        self.apply_writes(vec![batch.to_vec()], durable)
+            .pop()
+            .unwrap_or(Ok(()))
+    }
+
+    fn apply_writes(
+        &self,
+        writes: Vec<Vec<Mutation>>,
+        durable: bool,
+    ) -> Vec<Result<(), StoreError>> {
+        let mut results: Vec<Result<(), StoreError>> = vec![Ok(()); writes.len()];
+        let mut local: Vec<Mutation> = Vec::new();
+        let mut local_writes: Vec<usize> = Vec::new();
+        // Partition -> records, and which writes they belong to.
+        let mut records: BTreeMap<i32, Vec<KeyValue>> = BTreeMap::new();
+        let mut record_writes: BTreeMap<i32, HashSet<usize>> = BTreeMap::new();
+        // Keys that go once their partition's records are acknowledged.
+        let mut forgotten: Vec<(GroupId, Bytes)> = Vec::new();
+        let mut ops: BTreeMap<GroupId, Vec<(GroupOp, usize)>> = BTreeMap::new();
+        for (i, write) in writes.into_iter().enumerate() {
+            for m in write {
+                if let Some((group, k, v)) = record_of(&m) {
+                    let p = partition_of(group.as_str(), self.partitions);
+                    if v.is_some() {
+                        self.keys()
+                            .entry(group.clone())
+                            .or_default()
+                            .insert(k.clone());
+                    } else {
+                        forgotten.push((group.clone(), k.clone()));
+                    }
+                    records.entry(p).or_default().push((k, v));
+                    record_writes.entry(p).or_default().insert(i);
+                    continue;
+                }
+                match m {
+                    Mutation::PutOffset { group, tp, offset } => {
+                        let list = ops.entry(group).or_default();
+                        match list.last_mut() {
+                            Some((GroupOp::Commit(c), w)) if *w == i => c.push((tp, offset)),
+                            _ => list.push((GroupOp::Commit(vec![(tp, offset)]), i)),
+                        }
+                    }
+                    Mutation::DeleteOffset { group, tp } => {
+                        let list = ops.entry(group).or_default();
+                        match list.last_mut() {
+                            Some((GroupOp::DeleteOffsets(d), w)) if *w == i => d.push(tp),
+                            _ => list.push((GroupOp::DeleteOffsets(vec![tp]), i)),
+                        }
+                    }
+                    Mutation::DeleteGroup { group } => {
+                        self.tombstone_all(
+                            &group,
+                            i,
+                            &mut records,
+                            &mut record_writes,
+                            &mut forgotten,
+                        );
+                        ops.entry(group).or_default().push((GroupOp::Delete, i));
+                    }
+                    Mutation::ClearGroupRecords { group } => {
+                        self.tombstone_all(
+                            &group,
+                            i,
+                            &mut records,
+                            &mut record_writes,
+                            &mut forgotten,
+                        );
+                    }
+                    other => {
+                        local.push(other);
+                        if local_writes.last() != Some(&i) {
+                            local_writes.push(i);
+                        }
+                    }
+                }
+            }
+        }
+        if !local.is_empty() {
+            if let Err(e) = self.local.apply(&local, durable) {
+                for i in &local_writes {
+                    results[*i] = Err(e.clone());
+                }
+            }
+        }
+        let up = &self.up;
+        let topic = self.topic.as_str();
+        let (produced, done) = self.rt.block_on(async {
+            let produce = async {
+                if records.is_empty() {
+                    Ok(())
+                } else {
+                    up.produce(topic, &records).await
+                }
+            };
+            let groups =
+                futures_util::future::join_all(ops.iter().map(|(group, list)| async move {
+                    for (op, i) in list {
+                        let r = match op {
+                            GroupOp::Commit(offsets) => {
+                                up.commit_offsets(group.as_str(), offsets).await
+                            }
+                            GroupOp::DeleteOffsets(tps) => {
+                                up.delete_offsets(group.as_str(), tps).await
+                            }
+                            GroupOp::Delete => up.delete_group(group.as_str()).await,
+                        };
+                        if let Err(e) = r {
+                            error!(group = %group, error = %e, "upstream refused a group write");
+                            // This op's write and every later one of the group fail.
+                            return Err((*i, e));
+                        }
+                    }
+                    Ok(())
+                }));
+            tokio::join!(produce, groups)
+        });
+        match produced {
+            Ok(()) => {
+                let mut keys = self.keys();
+                for (group, k) in forgotten {
+                    if let Some(set) = keys.get_mut(&group) {
+                        set.remove(&k);
+                        if set.is_empty() {
+                            keys.remove(&group);
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                error!(topic, error = %e, "group records not written upstream");
+                for i in record_writes.values().flatten() {
+                    results[*i] = Err(io(&e));
+                }
+            }
+        }
+        for ((_, list), outcome) in ops.iter().zip(done) {
+            if let Err((failed_at, e)) = outcome {
+                for (_, i) in list.iter().filter(|(_, i)| *i >= failed_at) {
+                    results[*i] = Err(io(&e));
+                }
+            }
+        }
+        results
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        self.local.sync()
+    }
+
+    fn load_topics(&self) -> Result<Vec<StoredTopic>, StoreError> {
+        self.local.load_topics()
+    }
+
+    /// Reads the whole topic: the last value of each key, tombstones applied. Offsets are not
+    /// loaded: OffsetFetch reads them from upstream.
+    fn load_groups(&self) -> Result<Vec<LoadedGroup>, StoreError> {
+        let read = self
+            .rt
+            .block_on(self.up.read_topic(&self.topic, self.partitions))
+            .map_err(|e| StoreError::Io(format!("reading {}: {e}", self.topic)))?;
+        let replay = MemoryStore::default();
+        let mut keys = self.keys();
+        keys.clear();
+        for (p, records) in read {
+            let mut latest: BTreeMap<Bytes, Option<Bytes>> = BTreeMap::new();
+            for (k, v) in records {
+                latest.insert(k, v);
+            }
+            // Group records before members, so that a member finds its group.
+            let mut live: Vec<Mutation> = Vec::new();
+            for (k, v) in latest {
+                let Some(v) = v else { continue };
+                let m = decode(&k, &v).map_err(|message| StoreError::Corrupt {
+                    path: format!("{}-{p}", self.topic).into(),
+                    message,
+                })?;
+                let group = match &m {
+                    Mutation::PutGroup { group, .. }
+                    | Mutation::PutConsumerGroup { group, .. }
+                    | Mutation::PutStreamsGroup { group, .. }
+                    | Mutation::PutConsumerMember { group, .. }
+                    | Mutation::PutStreamsMember { group, .. } => group.clone(),
+                    _ => continue,
+                };
+                if partition_of(group.as_str(), self.partitions) != p {
+                    warn!(group = %group, partition = p, "a group record in another group's partition; skipped");
+                    continue;
+                }
+                keys.entry(group).or_default().insert(k);
+                live.push(m);
+            }
+            live.sort_by_key(|m| {
+                !matches!(
+                    m,
+                    Mutation::PutGroup { .. }
+                        | Mutation::PutConsumerGroup { .. }
+                        | Mutation::PutStreamsGroup { .. }
+                )
+            });
+            replay.apply(&live, true)?;
+        }
+        drop(keys);
+        replay.load_groups()
+    }
+
+    fn load_credentials(&self) -> Result<Vec<StoredCredential>, StoreError> {
+        self.local.load_credentials()
+    }
+
+    fn load_acls(&self) -> Result<Vec<crate::security::acl::Acl>, StoreError> {
+        self.local.load_acls()
+    }
+
+    fn load_txns(&self) -> Result<Vec<TxnRecord>, StoreError> {
+        self.local.load_txns()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_land_where_kafka_would_put_them() {
+        // Java: "my-group".hashCode() == -1906497762; abs % 50 == 12.
+        assert_eq!(partition_of("my-group", 50), 12);
+        assert_eq!(partition_of("", 50), 0);
+        // A hash of i32::MIN: Kafka's Utils.abs gives 0.
+        assert_eq!(partition_of("polygenelubricants", 50), 0);
+        for p in [1, 7, 50] {
+            assert!((0..p).contains(&partition_of("x\u{1F600}y", p)));
+        }
+    }
+
+    #[test]
+    fn records_decode_back_to_the_mutation_that_wrote_them() {
+        let member = crate::vocab::ConsumerMember::new(crate::vocab::MemberId::new("m-1"));
+        let m = Mutation::PutConsumerMember {
+            group: GroupId::new("g"),
+            member: Box::new(member),
+        };
+        let (_, k, v) = record_of(&m).unwrap();
+        assert_eq!(decode(&k, &v.unwrap()).unwrap(), m);
+    }
+
+    #[test]
+    fn damaged_records_are_errors_not_panics() {
+        assert!(decode(b"", b"").is_err());
+        assert!(
+            decode(&[0, b'G', 0, 9, b'g'], &[0, b'c']).is_err(),
+            "short group id"
+        );
+        assert!(
+            decode(&[7, b'G', 0, 1, b'g'], &[0, b'c']).is_err(),
+            "unknown key version"
+        );
+        assert!(
+            decode(&[0, b'G', 0, 1, b'g'], &[9]).is_err(),
+            "unknown value version"
+        );
+        assert!(
+            decode(&[0, b'G', 0, 1, b'g'], &[0, b'x', 1]).is_err(),
+            "unknown kind"
+        );
+        assert!(
+            decode(&[0, b'Q', 0, 1, b'g'], &[0]).is_err(),
+            "unknown key kind"
+        );
+        assert!(
+            decode(&[0, b'C', 0, 1, b'g', b'm'], &[0, 1, 2, 3]).is_err(),
+            "garbage member"
+        );
+    }
+}
