@@ -513,6 +513,144 @@ mod tests {
         assert_eq!(decode(&k, &v.unwrap()).unwrap(), m);
     }
 
+    /// A fake upstream broker (node 7) for offsets only: FindCoordinator names itself,
+    /// OffsetCommit is refused with GROUP_AUTHORIZATION_FAILED for group "refused" and
+    /// accepted for every other.
+    async fn offsets_broker() -> String {
+        use kafka_protocol::messages::find_coordinator_response::Coordinator;
+        use kafka_protocol::messages::offset_commit_response::{
+            OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+        };
+        use kafka_protocol::messages::{
+            ApiKey, FindCoordinatorRequest, FindCoordinatorResponse, OffsetCommitRequest,
+            OffsetCommitResponse, RequestHeader, ResponseHeader,
+        };
+        use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = l.accept().await.unwrap();
+                tokio::spawn(async move {
+                    while let Ok(len) = s.read_i32().await {
+                        let mut f = vec![0; len as usize];
+                        s.read_exact(&mut f).await.unwrap();
+                        let mut b = Bytes::from(f);
+                        let key = ApiKey::try_from(i16::from_be_bytes([b[0], b[1]])).unwrap();
+                        let v = i16::from_be_bytes([b[2], b[3]]);
+                        let h =
+                            RequestHeader::decode(&mut b, key.request_header_version(v)).unwrap();
+                        let mut out = BytesMut::new();
+                        out.put_i32(0);
+                        ResponseHeader::default()
+                            .with_correlation_id(h.correlation_id)
+                            .encode(&mut out, key.response_header_version(v))
+                            .unwrap();
+                        match key {
+                            ApiKey::FindCoordinator => {
+                                let req = FindCoordinatorRequest::decode(&mut b, v).unwrap();
+                                FindCoordinatorResponse::default()
+                                    .with_coordinators(
+                                        req.coordinator_keys
+                                            .into_iter()
+                                            .map(|k| {
+                                                Coordinator::default()
+                                                    .with_key(k)
+                                                    .with_node_id(7.into())
+                                                    .with_host(StrBytes::from(
+                                                        addr.ip().to_string(),
+                                                    ))
+                                                    .with_port(i32::from(addr.port()))
+                                            })
+                                            .collect(),
+                                    )
+                                    .encode(&mut out, v)
+                                    .unwrap();
+                            }
+                            ApiKey::OffsetCommit => {
+                                let req = OffsetCommitRequest::decode(&mut b, v).unwrap();
+                                let code = if req.group_id.as_str() == "refused" {
+                                    30
+                                } else {
+                                    0
+                                };
+                                OffsetCommitResponse::default()
+                                    .with_topics(
+                                        req.topics
+                                            .into_iter()
+                                            .map(|t| {
+                                                OffsetCommitResponseTopic::default()
+                                                    .with_name(t.name)
+                                                    .with_partitions(
+                                                        t.partitions
+                                                            .iter()
+                                                            .map(|p| {
+                                                                OffsetCommitResponsePartition::default()
+                                                                    .with_partition_index(p.partition_index)
+                                                                    .with_error_code(code)
+                                                            })
+                                                            .collect(),
+                                                    )
+                                            })
+                                            .collect(),
+                                    )
+                                    .encode(&mut out, v)
+                                    .unwrap();
+                            }
+                            _ => return,
+                        }
+                        let n = (out.len() - 4) as i32;
+                        out[..4].copy_from_slice(&n.to_be_bytes());
+                        s.write_all(&out).await.unwrap();
+                    }
+                });
+            }
+        });
+        addr.to_string()
+    }
+
+    #[test]
+    fn a_group_upstream_refuses_fails_alone() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let addr = rt.block_on(offsets_broker());
+        let up = Arc::new(Upstream::new(
+            vec![addr.clone()],
+            [(7, addr)].into_iter().collect(),
+        ));
+        let store = UpstreamStore {
+            local: Arc::new(MemoryStore::default()),
+            up,
+            rt: rt.handle().clone(),
+            topic: "__koord_groups".into(),
+            partitions: 1,
+            keys: Mutex::new(HashMap::new()),
+        };
+        let commit = |group: &str| {
+            vec![Mutation::PutOffset {
+                group: GroupId::new(group),
+                tp: TopicPartition::new("t", 0),
+                offset: OffsetAndMetadata {
+                    offset: 5,
+                    leader_epoch: None,
+                    metadata: String::new(),
+                    commit_timestamp: crate::vocab::Timestamp(0),
+                    expire_timestamp: None,
+                },
+            }]
+        };
+        let results = store.apply_writes(vec![commit("a"), commit("refused"), commit("b")], true);
+        assert!(results[0].is_ok(), "{results:?}");
+        assert!(
+            matches!(&results[1], Err(StoreError::Io(m)) if m.contains("30")),
+            "{results:?}"
+        );
+        assert!(
+            results[2].is_ok(),
+            "another group's commit is not touched: {results:?}"
+        );
+    }
+
     #[test]
     fn damaged_records_are_errors_not_panics() {
         assert!(decode(b"", b"").is_err());
