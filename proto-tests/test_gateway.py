@@ -579,7 +579,8 @@ def kafka_sh(*args):
 def end_offsets(bootstrap, topic, partitions):
     """{partition: end offset}, or None if ListOffsets failed. A new AdminClient each time: a
     long-lived one, after an upstream broker's restart, kept failing with FENCED_LEADER_EPOCH
-    for a minute (librdkafka 2.16 does not refresh its leader epochs for it)."""
+    for a minute, through koord and straight to Kafka alike (librdkafka 2.16's admin does not
+    refresh its leader epochs for it)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.list_offsets({CkTopicPartition(topic, q): OffsetSpec.latest()
                                   for q in range(partitions)}, request_timeout=10)
