@@ -22,30 +22,14 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import JAVA_DIR, run
 from groups_util import librdkafka_generation
-from test_gateway import DEADLINE, UPSTREAM, create_topic, gateway
+from test_gateway import DEADLINE, UPSTREAM, create_topic, gateway, upstream_offsets
 from test_streams import (EOS, OutputCounts, StreamsEvents, StreamsInstance, produce_sentences,
                           tasks_split)
 
 pytestmark = pytest.mark.skipif(not UPSTREAM, reason="KOORD_UPSTREAM (a Kafka cluster) not set")
 
 PARTITIONS = 3
-
-
-def upstream_offsets(group):
-    """The group's committed offsets as the upstream cluster's kafka-consumer-groups (Kafka
-    4.4's ConsumerGroupCommand) shows them: {(topic, partition): offset}."""
-    cp = f"{JAVA_DIR / 'target' / 'classes'}:{(JAVA_DIR / 'target' / 'classpath.txt').read_text().strip()}"
-    out = run(["java", "-cp", cp, "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-               "--bootstrap-server", UPSTREAM.split(",")[0], "--describe", "--offsets",
-               "--group", group], timeout=DEADLINE).stdout
-    offsets = {}
-    for line in out.splitlines():
-        cols = line.split()
-        if len(cols) >= 4 and cols[0] == group and cols[2].isdigit():
-            offsets[(cols[1], int(cols[2]))] = int(cols[3]) if cols[3].isdigit() else None
-    return offsets
 
 
 def produce(bootstrap, topic, first, n):

@@ -7,6 +7,11 @@
 #                             answers; prints the bootstrap address (also in .build/kafka/bootstrap)
 #   scripts/kafka.sh stop     stop it (SIGTERM, then SIGKILL after 30 s) by its PID file
 #   scripts/kafka.sh status   prints the bootstrap address if it is running
+#   scripts/kafka.sh kill N   (KAFKA_BROKERS=N clusters) SIGKILL broker N (node id N, line N of
+#                             the PID file) and wait until it is gone: a crash, nothing flushed
+#   scripts/kafka.sh restart N  start broker N again on its own ports with its data dir as the
+#                             crash left it (killing it first if it still runs), wait until it
+#                             answers, and put its new PID on line N of the PID file
 #
 # Settings: offsets topic replication factor 1, group.initial.rebalance.delay.ms=0 and short
 # minimum session timeouts, so tests against it run as fast as against koord. KIP-848 consumer
@@ -31,7 +36,10 @@
 # KAFKA_BROKERS=N (N > 1): a cluster of N KRaft processes on loopback instead (koord's gateway
 # tier, tests/gateway.rs): node ids 1..N, each a combined broker and controller, the N
 # controllers a static quorum (controller.quorum.voters); internal topics and new topics
-# replicated to min(N, 3) with min.insync.replicas 2. The bootstrap file lists every broker,
+# replicated to min(N, 3) with min.insync.replicas 2; a broker that stops (kill -9) leaves the
+# in-sync replicas within 5 s (replica.lag.time.max.ms; Kafka's default 30 s would hold every
+# acks=all write, the group coordinators' included, for that long, past the tests' 6 s
+# sessions). The bootstrap file lists every broker,
 # comma-separated. KAFKA_SECURITY is not combined with it.
 #
 # KAFKA_DIR: the directory of this Kafka (default .build/kafka), so that several can run at
@@ -320,6 +328,7 @@ share.coordinator.state.topic.min.isr=$isr
 group.initial.rebalance.delay.ms=0
 group.min.session.timeout.ms=1000
 transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
+replica.lag.time.max.ms=5000
 PROPS
     local kv
     for kv in ${KAFKA_CONFIG:-}; do
@@ -347,10 +356,43 @@ PROPS
   cat "$home/bootstrap"
 }
 
+# The port of node $1's PLAINTEXT listener, from its server.properties.
+node_port() {
+  sed -n 's|^listeners=PLAINTEXT://127.0.0.1:\([0-9]*\),.*|\1|p' "$home/node$1/server.properties"
+}
+
+# kill N: SIGKILL node N of a KAFKA_BROKERS cluster, then wait until the process is gone.
+kill_node() {
+  local n="$1" pid
+  [ -f "$home/node$n/server.properties" ] && [ -f "$pidfile" ] \
+    || { echo "kafka.sh: no broker $n in $home" >&2; exit 1; }
+  pid="$(sed -n "${n}p" "$pidfile")"
+  kill -KILL "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+}
+
+# restart N: node N again, as the crash left its data, on the same ports.
+restart_node() {
+  local n="$1" dir="$home/node$1" pid
+  kill_node "$n"
+  # shellcheck disable=SC2086  # the options are words
+  nohup java ${KAFKA_HEAP_OPTS--Xms256m} -cp "$libs/*" \
+    -Dlog4j2.configurationFile="$home/log4j2.yaml" \
+    kafka.Kafka "$dir/server.properties" >> "$dir/kafka.log" 2>&1 &
+  pid=$!
+  sed -i "${n}s/.*/$pid/" "$pidfile"
+  if ! wait_ready "$(node_port "$n")" "$pid"; then
+    tail -n 40 "$dir/kafka.log" >&2
+    exit 1
+  fi
+}
+
 case "${1:-}" in
   start)
     if [ "${KAFKA_BROKERS:-1}" -gt 1 ]; then start_multi "$KAFKA_BROKERS"; else start; fi ;;
   stop) stop ;;
   status) if running; then cat "$home/bootstrap"; else echo "not running" >&2; exit 1; fi ;;
-  *) echo "usage: scripts/kafka.sh start|stop|status" >&2; exit 2 ;;
+  kill) kill_node "${2:?usage: scripts/kafka.sh kill N}" ;;
+  restart) restart_node "${2:?usage: scripts/kafka.sh restart N}" ;;
+  *) echo "usage: scripts/kafka.sh start|stop|status|kill N|restart N" >&2; exit 2 ;;
 esac

@@ -15,9 +15,10 @@
 #           koord-load smoke run against Kafka
 #   gateway koord in gateway mode in front of a 3-broker Kafka 4.4 (KAFKA_BROKERS=3
 #           scripts/kafka.sh, started once for the tier): real clients produce, consume in a
-#           group and read metadata only through koord (proto-tests/test_gateway.py); the
-#           offsets are upstream's and a group survives koord killed, Kafka Streams
-#           exactly_once_v2 through koord (proto-tests/test_gateway_state.py)
+#           group scaled 3 -> 5 -> 3 (also while an upstream broker is killed and restarted)
+#           and read metadata only through koord (proto-tests/test_gateway.py); the offsets
+#           are upstream's and a group survives koord killed, Kafka Streams exactly_once_v2
+#           through koord (proto-tests/test_gateway_state.py)
 # Exits non-zero if any step fails, after printing a summary of all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -365,7 +366,7 @@ gateway_tier() {
     # shellcheck disable=SC2064  # expanded now
     trap "KAFKA_DIR='$dir' scripts/kafka.sh stop" EXIT
     echo "Kafka 4.4 cluster at $bootstrap"
-    KOORD_BIN="$koord_bin" KOORD_UPSTREAM="$bootstrap" "$venv/bin/python" -m pytest \
+    KOORD_BIN="$koord_bin" KOORD_UPSTREAM="$bootstrap" KAFKA_DIR="$dir" "$venv/bin/python" -m pytest \
         proto-tests/test_gateway.py proto-tests/test_gateway_state.py -ra --tb=short \
         -p no:cacheprovider
 }

@@ -48,8 +48,13 @@ use tracing::{debug, info};
 use super::upstream::UpstreamConn;
 use crate::vocab::{OffsetAndMetadata, TopicPartition};
 
-/// How long one operation may keep retrying before it fails.
-pub const DEADLINE: Duration = Duration::from_secs(15);
+/// How long one operation may keep retrying a moved leader or coordinator before it fails
+/// (NOT_COORDINATOR to the client, which retries): long enough for a metadata refresh after a
+/// leader change, short enough that a write needing a dead broker fails at once rather than
+/// holding the node's other writes until upstream elects a new leader (seconds).
+pub const RETRY_FOR: Duration = Duration::from_millis(500);
+/// How long start-up may wait for upstream (creating and reading koord's topic).
+pub const STARTUP: Duration = Duration::from_secs(60);
 /// How long one request may wait for its answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest answer asked of one Fetch while reading koord's topic back.
@@ -312,14 +317,14 @@ impl Upstream {
     }
 
     /// Runs `op` against `group`'s coordinator until it succeeds, fails for good, or
-    /// [`DEADLINE`] passes; a retriable failure (or an unreachable broker) looks the
+    /// [`RETRY_FOR`] passes; a retriable failure (or an unreachable broker) looks the
     /// coordinator up again first.
     async fn with_coordinator<T, F, Fut>(&self, group: &str, op: F) -> Result<T, UpstreamError>
     where
         F: Fn(i32) -> Fut,
         Fut: std::future::Future<Output = Result<T, UpstreamError>>,
     {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
+        let deadline = tokio::time::Instant::now() + RETRY_FOR;
         let mut backoff = Duration::from_millis(50);
         loop {
             let result = match self.coordinator(group).await {
@@ -598,7 +603,7 @@ impl Upstream {
         topic: &str,
         partitions: i32,
     ) -> Result<i32, UpstreamError> {
-        let deadline = tokio::time::Instant::now() + DEADLINE * 4;
+        let deadline = tokio::time::Instant::now() + STARTUP;
         let req = CreateTopicsRequest::default()
             .with_timeout_ms(30_000)
             .with_topics(vec![CreatableTopic::default()
@@ -657,7 +662,7 @@ impl Upstream {
         records: &BTreeMap<i32, Vec<KeyValue>>,
     ) -> Result<(), UpstreamError> {
         let mut left: Vec<i32> = records.keys().copied().collect();
-        let deadline = tokio::time::Instant::now() + DEADLINE;
+        let deadline = tokio::time::Instant::now() + RETRY_FOR;
         let mut backoff = Duration::from_millis(50);
         let mut last = UpstreamError::Unreachable("no attempt".into());
         while !left.is_empty() {
@@ -691,7 +696,15 @@ impl Upstream {
                 for t in &resp.responses {
                     for p in &t.partition_responses {
                         if p.error_code != 0 {
-                            failed.push((p.index, p.error_code));
+                            let why = p
+                                .record_errors
+                                .iter()
+                                .filter_map(|e| e.batch_index_error_message.as_ref())
+                                .chain(p.error_message.as_ref())
+                                .map(|m| m.to_string())
+                                .collect::<Vec<_>>()
+                                .join("; ");
+                            failed.push((p.index, p.error_code, why));
                         }
                     }
                 }
@@ -703,11 +716,11 @@ impl Upstream {
             for ((_, ps), result) in by_leader.iter().zip(results) {
                 match result {
                     Ok(failed) => {
-                        for (p, code) in failed {
+                        for (p, code, why) in failed {
                             if !retriable(code) {
                                 return Err(UpstreamError::refused(
                                     code,
-                                    format!("Produce {topic}-{p}"),
+                                    format!("Produce {topic}-{p}: {why}"),
                                 ));
                             }
                             last = UpstreamError::refused(code, format!("Produce {topic}-{p}"));
@@ -765,7 +778,7 @@ impl Upstream {
         // Partition -> (next offset to read, end offset).
         let mut todo: BTreeMap<i32, Option<(i64, i64)>> =
             (0..partitions).map(|p| (p, None)).collect();
-        let deadline = tokio::time::Instant::now() + DEADLINE * 4;
+        let deadline = tokio::time::Instant::now() + STARTUP;
         let mut last = UpstreamError::Unreachable("no attempt".into());
         self.refresh(&[topic]).await.ok();
         while !todo.is_empty() {
@@ -994,7 +1007,11 @@ fn encode_batch(records: &[KeyValue]) -> Result<Bytes, UpstreamError> {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            // kafka-protocol starts a new batch where offset - sequence changes: this keeps
+            // the records in one batch whose base sequence is -1 (no producer), as Kafka
+            // wants a batch from a producer without an id; Kafka rejects any but the first
+            // batch of a request's partition (base offset not 0) with INVALID_RECORD.
+            sequence: i32::try_from(i).unwrap_or(i32::MAX).wrapping_sub(1),
             timestamp: now,
             key: Some(k.clone()),
             value: v.clone(),
@@ -1083,6 +1100,20 @@ mod tests {
             ]
         );
         assert_eq!(next, 2, "the partial batch is read again from its start");
+    }
+
+    #[test]
+    fn records_go_in_one_batch_at_base_offset_0_without_a_sequence() {
+        let records: Vec<KeyValue> = (0..5)
+            .map(|i| (Bytes::from(format!("k{i}")), Some(Bytes::from_static(b"v"))))
+            .collect();
+        let mut b = encode_batch(&records).unwrap();
+        let info = RecordBatchDecoder::decode_batch_info(&mut b).unwrap();
+        assert_eq!(info.len(), 1, "one batch: {info:?}");
+        assert_eq!(info[0].min_offset, 0);
+        assert_eq!(info[0].record_count, 5);
+        assert_eq!(info[0].base_sequence, -1);
+        assert_eq!(info[0].producer_id, -1);
     }
 
     #[test]

@@ -261,6 +261,30 @@ impl UpstreamStore {
     }
 }
 
+/// How long a write may wait for upstream before it fails (NOT_COORDINATOR to the client,
+/// which retries). Well within a member's session: while upstream moves a partition off a broker
+/// that died (its leadership, its place in the in-sync replicas: seconds), the writes that need
+/// it fail, as Kafka's coordinator is unavailable meanwhile, rather than hold the node's other
+/// writes, and the heartbeats queued behind a commit on a member's connection, until sessions
+/// lapse.
+const WRITE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `op`, failed as unreachable if upstream has not answered within [`WRITE_DEADLINE`]. (Its
+/// outcome upstream is then unknown, as a timed-out produce's is to any Kafka client: the
+/// writer is told it failed, and the next write of the same key settles it.)
+async fn within<T>(
+    op: impl std::future::Future<Output = Result<T, UpstreamError>>,
+) -> Result<T, UpstreamError> {
+    tokio::time::timeout(WRITE_DEADLINE, op)
+        .await
+        .unwrap_or_else(|_| {
+            Err(UpstreamError::Unreachable(format!(
+                "no answer within {} s",
+                WRITE_DEADLINE.as_secs()
+            )))
+        })
+}
+
 fn io(e: &UpstreamError) -> StoreError {
     StoreError::Io(e.to_string())
 }
@@ -359,7 +383,7 @@ impl Store for UpstreamStore {
                 if records.is_empty() {
                     Ok(())
                 } else {
-                    up.produce(topic, &records).await
+                    within(up.produce(topic, &records)).await
                 }
             };
             let groups =
@@ -367,12 +391,12 @@ impl Store for UpstreamStore {
                     for (op, i) in list {
                         let r = match op {
                             GroupOp::Commit(offsets) => {
-                                up.commit_offsets(group.as_str(), offsets).await
+                                within(up.commit_offsets(group.as_str(), offsets)).await
                             }
                             GroupOp::DeleteOffsets(tps) => {
-                                up.delete_offsets(group.as_str(), tps).await
+                                within(up.delete_offsets(group.as_str(), tps)).await
                             }
-                            GroupOp::Delete => up.delete_group(group.as_str()).await,
+                            GroupOp::Delete => within(up.delete_group(group.as_str())).await,
                         };
                         if let Err(e) = r {
                             error!(group = %group, error = %e, "upstream refused a group write");

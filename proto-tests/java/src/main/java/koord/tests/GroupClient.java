@@ -33,6 +33,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *         instead to the topics matching RE, resolved by the coordinator (KIP-848
  *         SubscriptionPattern; needs group.protocol=consumer). --commit: commitSync
  *         after every non-empty poll. --stop-after=N: close (cleanly) once N records are consumed.
+ *         --print: every "records" event also lists the records themselves (see below).
  * status NAME    the member answers with its generation, member id and assignment
  * close NAME     consumer.close(): a dynamic member sends LeaveGroup
  * </pre>
@@ -42,7 +43,9 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * assigned / revoked / lost (from the ConsumerRebalanceListener: "partitions" the callback got,
  * "assignment" the member holds once the callback is done, "generation", "member_id",
  * "instance_id"), records ("ranges": [[partition, first offset, last offset, count], ...] of one
- * poll), committed ("offsets": {partition: next offset}), commit_failed, status, closed
+ * poll; with --print also "records": [[partition, offset, key, value, [[header key, value],
+ * ...]], ...], keys and values as UTF-8 strings), committed ("offsets": {partition: next
+ * offset}), commit_failed, status, closed
  * ("consumed"), error. Every event also carries "ts_ms", the JVM's wall clock when it was emitted
  * (for a callback: while it runs), so that tests can time what a member saw.
  * Client logs go to stderr.
@@ -89,6 +92,7 @@ public final class GroupClient {
         final Thread thread;
         final ConcurrentLinkedQueue<String> commands = new ConcurrentLinkedQueue<>();
         boolean commit;
+        boolean print;
         long stopAfter = Long.MAX_VALUE;
         long consumed;
         String regex;
@@ -108,6 +112,8 @@ public final class GroupClient {
             for (String arg : List.of(w).subList(5, w.length)) {
                 if (arg.equals("--commit")) {
                     commit = true;
+                } else if (arg.equals("--print")) {
+                    print = true;
                 } else if (arg.startsWith("--regex=")) {
                     regex = arg.substring("--regex=".length());
                 } else if (arg.startsWith("--stop-after=")) {
@@ -163,7 +169,8 @@ public final class GroupClient {
                 offsets.put(tp, new OffsetAndMetadata(last + 1));
             }
             consumed += records.count();
-            emit(name, "records", "\"ranges\":[" + String.join(",", ranges) + "]");
+            emit(name, "records", "\"ranges\":[" + String.join(",", ranges) + "]"
+                    + (print ? ",\"records\":" + printed(records) : ""));
             if (commit) {
                 try {
                     consumer.commitSync(offsets);
@@ -204,6 +211,22 @@ public final class GroupClient {
             return "\"generation\":" + g.generationId() + ",\"member_id\":" + str(g.memberId())
                     + ",\"instance_id\":" + str(g.groupInstanceId().orElse(null));
         }
+    }
+
+    /** [[partition, offset, key, value, [[header key, value], ...]], ...] of one poll. */
+    private static String printed(ConsumerRecords<byte[], byte[]> records) {
+        List<String> out = new ArrayList<>();
+        for (ConsumerRecord<byte[], byte[]> r : records) {
+            List<String> headers = new ArrayList<>();
+            r.headers().forEach(h -> headers.add("[" + str(h.key()) + "," + utf8(h.value()) + "]"));
+            out.add("[" + r.partition() + "," + r.offset() + "," + utf8(r.key()) + ","
+                    + utf8(r.value()) + ",[" + String.join(",", headers) + "]]");
+        }
+        return "[" + String.join(",", out) + "]";
+    }
+
+    private static String utf8(byte[] b) {
+        return b == null ? "null" : str(new String(b, StandardCharsets.UTF_8));
     }
 
     private static List<TopicPartition> without(Collection<TopicPartition> all,
