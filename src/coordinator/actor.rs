@@ -19,13 +19,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use super::core::Core;
 use super::{
-    Clock, GroupDescription, GroupListing, Handle, MemberDescription, OffsetCommit,
+    Clock, Directory, GroupDescription, GroupListing, MemberDescription, OffsetCommit,
     PartitionResults, Settings, TxnMarker, TxnOffsetCommit,
 };
 use super::{ConsumerGroupView, StreamsGroupView};
@@ -50,7 +49,7 @@ use crate::offsets::{
     TopicPartition,
 };
 use crate::storage::{Mutation, Storage, StoreError};
-use crate::vocab::PendingOffset;
+use crate::vocab::{IdMap, PendingOffset};
 
 /// A command for one group, as its shard's queue carries it.
 pub(super) struct Envelope {
@@ -177,7 +176,7 @@ pub(super) struct Ctx {
     pub settings: Arc<Settings>,
     pub clock: Clock,
     pub storage: Storage,
-    pub directory: Arc<DashMap<GroupId, Handle>>,
+    pub directory: Arc<Directory>,
     /// The shard's own queue, for write completions. Weak, so that the shard ends once the
     /// directory is dropped (shutdown).
     pub tx: mpsc::WeakUnboundedSender<Envelope>,
@@ -224,14 +223,14 @@ pub(super) struct Shard {
     rx: mpsc::UnboundedReceiver<Envelope>,
     ctx: Ctx,
     /// Where each live group of this shard is in `slots`.
-    index: HashMap<GroupId, u32>,
+    index: IdMap<GroupId, u32>,
     slots: Vec<Option<Box<GroupActor>>>,
     free: Vec<u32>,
     /// Each live group's earliest deadline, by slot.
     timers: BTreeSet<(Timestamp, u32)>,
     /// Groups that left the directory, until their [`Command::Forget`]: commands already queued
     /// for them get a Dead group's answers.
-    retired: HashMap<GroupId, (u64, Box<GroupActor>)>,
+    retired: IdMap<GroupId, (u64, Box<GroupActor>)>,
     retirements: u64,
 }
 
@@ -240,11 +239,11 @@ impl Shard {
         Shard {
             rx,
             ctx,
-            index: HashMap::new(),
+            index: IdMap::default(),
             slots: Vec::new(),
             free: Vec::new(),
             timers: BTreeSet::new(),
-            retired: HashMap::new(),
+            retired: IdMap::default(),
             retirements: 0,
         }
     }

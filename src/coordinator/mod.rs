@@ -28,7 +28,7 @@ mod clock;
 mod core;
 
 use std::collections::BTreeSet;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
@@ -63,6 +63,7 @@ use crate::offsets::{
     TopicPartition,
 };
 use crate::storage::{LoadedGroup, Storage};
+use crate::vocab::IdHasher;
 
 use self::core::Core;
 use actor::{Command, Ctx, Envelope, NewGroup, Shard};
@@ -287,6 +288,9 @@ struct Handle {
     listing: Arc<Mutex<GroupListing>>,
 }
 
+/// The group directory: every group by id (ids are client-chosen, so the hasher is seeded).
+type Directory = DashMap<GroupId, Handle, IdHasher>;
+
 /// How a request that may create its group creates it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Create {
@@ -302,7 +306,7 @@ enum Create {
 
 /// The group directory. Cheap to share (`Arc`); every method can be called from any task.
 pub struct Coordinator {
-    groups: Arc<DashMap<GroupId, Handle>>,
+    groups: Arc<Directory>,
     settings: Arc<Settings>,
     clock: Clock,
     storage: Storage,
@@ -310,7 +314,7 @@ pub struct Coordinator {
     loading: AtomicBool,
     /// The shards' queues; a group's shard is `shard_hasher(id) % shards.len()`.
     shards: Vec<mpsc::UnboundedSender<Envelope>>,
-    shard_hasher: RandomState,
+    shard_hasher: IdHasher,
     /// The shard tasks, until the first command spawns them (a directory may be built
     /// outside the runtime).
     unstarted: Mutex<Vec<Shard>>,
@@ -343,7 +347,7 @@ impl Coordinator {
         if loading {
             crate::observe::metrics().set_store_loading(true);
         }
-        let groups = Arc::new(DashMap::new());
+        let groups = Arc::new(Directory::default());
         let settings = Arc::new(settings);
         let (shards, unstarted) = (0..shard_count())
             .map(|_| {
@@ -365,7 +369,7 @@ impl Coordinator {
             storage,
             loading: AtomicBool::new(loading),
             shards,
-            shard_hasher: RandomState::new(),
+            shard_hasher: IdHasher::default(),
             unstarted: Mutex::new(unstarted),
             started: Once::new(),
         })
