@@ -216,6 +216,9 @@ pub(super) struct GroupActor {
     history: History,
     /// How long the last core call that can run an assignor took (join, leave, timeout).
     core_call: Duration,
+    /// The last command cannot have changed what ListGroups shows (a classic group's
+    /// heartbeat): [`GroupActor::drain`] leaves the listing, and its lock, alone.
+    listing_unchanged: bool,
 }
 
 /// A task that owns many groups (see the module docs).
@@ -424,6 +427,7 @@ impl GroupActor {
             last_consumer_write: None,
             history: History::default(),
             core_call: Duration::ZERO,
+            listing_unchanged: false,
         }
     }
 
@@ -640,7 +644,11 @@ impl GroupActor {
             },
             Command::Heartbeat(req, reply) => {
                 let _ = reply.send(match &mut self.group {
-                    Core::Classic(group) => group.handle_heartbeat(&req, now),
+                    Core::Classic(group) => {
+                        // A heartbeat moves a session deadline and nothing ListGroups shows.
+                        self.listing_unchanged = true;
+                        group.handle_heartbeat(&req, now)
+                    }
                     Core::Consumer(group) => group.handle_classic_heartbeat(&req, now),
                     Core::Streams(_) => Err(GroupError::UnknownMemberId),
                 });
@@ -1616,7 +1624,8 @@ impl GroupActor {
                         let _ = tx.send(reply);
                     }
                 }
-                // This shell sleeps until `next_deadline`; keyed changes need no mirror.
+                // This shell sleeps until `next_deadline` and asks for no timer changes
+                // (`Settings::group_config`).
                 Output::Timer(_) => {}
                 Output::Persist { write, record } => {
                     let group = self.group.id().clone();
@@ -1649,6 +1658,9 @@ impl GroupActor {
         shrink_if_empty(&mut self.parked_joins);
         shrink_if_empty(&mut self.parked_syncs);
         shrink_if_empty(&mut self.pending);
+        if std::mem::take(&mut self.listing_unchanged) {
+            return;
+        }
         let mut listing = self.listing.lock().unwrap_or_else(|p| p.into_inner());
         listing.state = self.group.listed_state();
         let protocol_type = self.group.protocol_type();

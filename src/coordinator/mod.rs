@@ -143,10 +143,12 @@ impl Settings {
 }
 
 impl Settings {
-    /// The core's settings for one group, with its assignment mode.
+    /// The core's settings for one group, with its assignment mode. The shards sleep until the
+    /// earliest deadline and mirror no timer, so the core reports no timer changes.
     pub fn group_config(&self, id: &GroupId) -> GroupConfig {
         GroupConfig {
             assignment: self.assignment.mode_for(id),
+            timer_outputs: false,
             ..self.group.clone()
         }
     }

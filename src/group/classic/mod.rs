@@ -431,12 +431,14 @@ impl ClassicGroup {
         if !self.timers.reset(&key, deadline) {
             self.timers.set(key.clone(), deadline);
         }
-        self.outputs
-            .push_back(Output::Timer(TimerChange::Set { key, deadline }));
+        if self.config.timer_outputs {
+            self.outputs
+                .push_back(Output::Timer(TimerChange::Set { key, deadline }));
+        }
     }
 
     fn cancel_timer(&mut self, key: TimerKey) {
-        if self.timers.cancel(&key) {
+        if self.timers.cancel(&key) && self.config.timer_outputs {
             self.outputs
                 .push_back(Output::Timer(TimerChange::Cancel { key }));
         }
