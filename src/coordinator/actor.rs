@@ -19,13 +19,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use super::core::Core;
 use super::{
-    Clock, GroupDescription, GroupListing, Handle, MemberDescription, OffsetCommit,
+    Clock, Directory, GroupDescription, GroupListing, MemberDescription, OffsetCommit,
     PartitionResults, Settings, TxnMarker, TxnOffsetCommit,
 };
 use super::{ConsumerGroupView, StreamsGroupView};
@@ -50,7 +49,7 @@ use crate::offsets::{
     TopicPartition,
 };
 use crate::storage::{Mutation, Storage, StoreError};
-use crate::vocab::PendingOffset;
+use crate::vocab::{IdMap, PendingOffset};
 
 /// A command for one group, as its shard's queue carries it.
 pub(super) struct Envelope {
@@ -177,7 +176,7 @@ pub(super) struct Ctx {
     pub settings: Arc<Settings>,
     pub clock: Clock,
     pub storage: Storage,
-    pub directory: Arc<DashMap<GroupId, Handle>>,
+    pub directory: Arc<Directory>,
     /// The shard's own queue, for write completions. Weak, so that the shard ends once the
     /// directory is dropped (shutdown).
     pub tx: mpsc::WeakUnboundedSender<Envelope>,
@@ -217,6 +216,9 @@ pub(super) struct GroupActor {
     history: History,
     /// How long the last core call that can run an assignor took (join, leave, timeout).
     core_call: Duration,
+    /// The last command cannot have changed what ListGroups shows (a classic group's
+    /// heartbeat): [`GroupActor::drain`] leaves the listing, and its lock, alone.
+    listing_unchanged: bool,
 }
 
 /// A task that owns many groups (see the module docs).
@@ -224,14 +226,14 @@ pub(super) struct Shard {
     rx: mpsc::UnboundedReceiver<Envelope>,
     ctx: Ctx,
     /// Where each live group of this shard is in `slots`.
-    index: HashMap<GroupId, u32>,
+    index: IdMap<GroupId, u32>,
     slots: Vec<Option<Box<GroupActor>>>,
     free: Vec<u32>,
     /// Each live group's earliest deadline, by slot.
     timers: BTreeSet<(Timestamp, u32)>,
     /// Groups that left the directory, until their [`Command::Forget`]: commands already queued
     /// for them get a Dead group's answers.
-    retired: HashMap<GroupId, (u64, Box<GroupActor>)>,
+    retired: IdMap<GroupId, (u64, Box<GroupActor>)>,
     retirements: u64,
 }
 
@@ -240,11 +242,11 @@ impl Shard {
         Shard {
             rx,
             ctx,
-            index: HashMap::new(),
+            index: IdMap::default(),
             slots: Vec::new(),
             free: Vec::new(),
             timers: BTreeSet::new(),
-            retired: HashMap::new(),
+            retired: IdMap::default(),
             retirements: 0,
         }
     }
@@ -425,6 +427,7 @@ impl GroupActor {
             last_consumer_write: None,
             history: History::default(),
             core_call: Duration::ZERO,
+            listing_unchanged: false,
         }
     }
 
@@ -641,7 +644,11 @@ impl GroupActor {
             },
             Command::Heartbeat(req, reply) => {
                 let _ = reply.send(match &mut self.group {
-                    Core::Classic(group) => group.handle_heartbeat(&req, now),
+                    Core::Classic(group) => {
+                        // A heartbeat moves a session deadline and nothing ListGroups shows.
+                        self.listing_unchanged = true;
+                        group.handle_heartbeat(&req, now)
+                    }
                     Core::Consumer(group) => group.handle_classic_heartbeat(&req, now),
                     Core::Streams(_) => Err(GroupError::UnknownMemberId),
                 });
@@ -1617,7 +1624,8 @@ impl GroupActor {
                         let _ = tx.send(reply);
                     }
                 }
-                // This shell sleeps until `next_deadline`; keyed changes need no mirror.
+                // This shell sleeps until `next_deadline` and asks for no timer changes
+                // (`Settings::group_config`).
                 Output::Timer(_) => {}
                 Output::Persist { write, record } => {
                     let group = self.group.id().clone();
@@ -1650,6 +1658,9 @@ impl GroupActor {
         shrink_if_empty(&mut self.parked_joins);
         shrink_if_empty(&mut self.parked_syncs);
         shrink_if_empty(&mut self.pending);
+        if std::mem::take(&mut self.listing_unchanged) {
+            return;
+        }
         let mut listing = self.listing.lock().unwrap_or_else(|p| p.into_inner());
         listing.state = self.group.listed_state();
         let protocol_type = self.group.protocol_type();

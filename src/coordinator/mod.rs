@@ -28,7 +28,7 @@ mod clock;
 mod core;
 
 use std::collections::BTreeSet;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
@@ -63,6 +63,7 @@ use crate::offsets::{
     TopicPartition,
 };
 use crate::storage::{LoadedGroup, Storage};
+use crate::vocab::IdHasher;
 
 use self::core::Core;
 use actor::{Command, Ctx, Envelope, NewGroup, Shard};
@@ -142,10 +143,12 @@ impl Settings {
 }
 
 impl Settings {
-    /// The core's settings for one group, with its assignment mode.
+    /// The core's settings for one group, with its assignment mode. The shards sleep until the
+    /// earliest deadline and mirror no timer, so the core reports no timer changes.
     pub fn group_config(&self, id: &GroupId) -> GroupConfig {
         GroupConfig {
             assignment: self.assignment.mode_for(id),
+            timer_outputs: false,
             ..self.group.clone()
         }
     }
@@ -290,6 +293,9 @@ struct Handle {
     listing: Arc<Mutex<GroupListing>>,
 }
 
+/// The group directory: every group by id (ids are client-chosen, so the hasher is seeded).
+type Directory = DashMap<GroupId, Handle, IdHasher>;
+
 /// How a request that may create its group creates it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Create {
@@ -305,7 +311,7 @@ enum Create {
 
 /// The group directory. Cheap to share (`Arc`); every method can be called from any task.
 pub struct Coordinator {
-    groups: Arc<DashMap<GroupId, Handle>>,
+    groups: Arc<Directory>,
     settings: Arc<Settings>,
     clock: Clock,
     storage: Storage,
@@ -313,7 +319,7 @@ pub struct Coordinator {
     loading: AtomicBool,
     /// The shards' queues; a group's shard is `shard_hasher(id) % shards.len()`.
     shards: Vec<mpsc::UnboundedSender<Envelope>>,
-    shard_hasher: RandomState,
+    shard_hasher: IdHasher,
     /// The shard tasks, until the first command spawns them (a directory may be built
     /// outside the runtime).
     unstarted: Mutex<Vec<Shard>>,
@@ -346,7 +352,7 @@ impl Coordinator {
         if loading {
             crate::observe::metrics().set_store_loading(true);
         }
-        let groups = Arc::new(DashMap::new());
+        let groups = Arc::new(Directory::default());
         let settings = Arc::new(settings);
         let (shards, unstarted) = (0..shard_count())
             .map(|_| {
@@ -368,7 +374,7 @@ impl Coordinator {
             storage,
             loading: AtomicBool::new(loading),
             shards,
-            shard_hasher: RandomState::new(),
+            shard_hasher: IdHasher::default(),
             unstarted: Mutex::new(unstarted),
             started: Once::new(),
         })

@@ -153,6 +153,10 @@ pub struct GroupConfig {
     /// `group.rebalance.storm.per.minute`: more rebalances than this within a minute are
     /// reported (0: never).
     pub rebalance_storm_per_minute: u32,
+    /// Whether timer changes come out as [`Output::Timer`]: a shell that keeps one sleep per
+    /// key mirrors them; one that sleeps until [`ClassicGroup::next_deadline`] (koord's
+    /// shards) turns them off, which spares every heartbeat an output.
+    pub timer_outputs: bool,
 }
 
 impl Default for GroupConfig {
@@ -164,6 +168,7 @@ impl Default for GroupConfig {
             assignment: AssignmentMode::Client,
             assignment_fallback_rejoins: 5,
             rebalance_storm_per_minute: 20,
+            timer_outputs: true,
         }
     }
 }

@@ -6,10 +6,9 @@
 //! [`crate::group::ClassicGroup::next_deadline`]. Either way an expiry is delivered back as an
 //! input and re-checked against this table, so a stale or duplicated expiry does nothing.
 
-use std::collections::HashMap;
 use std::hash::Hash;
 
-use crate::vocab::{MemberId, Timestamp};
+use crate::vocab::{IdMap, MemberId, Timestamp};
 
 /// What a timer is for. One deadline per key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -41,13 +40,13 @@ pub enum TimerChange {
 /// The armed timers of one group, by key (a classic group's [`TimerKey`]s by default).
 #[derive(Debug, Clone)]
 pub struct TimerTable<K = TimerKey> {
-    deadlines: HashMap<K, Timestamp>,
+    deadlines: IdMap<K, Timestamp>,
 }
 
 impl<K> Default for TimerTable<K> {
     fn default() -> Self {
         TimerTable {
-            deadlines: HashMap::new(),
+            deadlines: IdMap::default(),
         }
     }
 }

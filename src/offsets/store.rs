@@ -50,10 +50,16 @@ impl OffsetStore for MemoryOffsetStore {
     }
 
     fn put(&mut self, group: &GroupId, tp: TopicPartition, offset: OffsetAndMetadata) {
-        self.groups
-            .entry(group.clone())
-            .or_default()
-            .insert(tp, offset);
+        // The group's map usually exists: no copy of its id for the lookup.
+        match self.groups.get_mut(group) {
+            Some(offsets) => {
+                offsets.insert(tp, offset);
+            }
+            None => {
+                self.groups
+                    .insert(group.clone(), BTreeMap::from([(tp, offset)]));
+            }
+        }
     }
 
     fn remove(&mut self, group: &GroupId, tp: &TopicPartition) -> bool {

@@ -103,20 +103,39 @@ pub fn encode_response(
     body: &ResponseKind,
 ) -> Result<Bytes, CodecError> {
     let mut out = BytesMut::with_capacity(64);
-    out.put_i32(0);
-    let encode_err = |source| CodecError::Encode {
-        key,
-        version,
-        source,
-    };
-    ResponseHeader::default()
-        .with_correlation_id(correlation_id)
-        .encode(&mut out, key.response_header_version(version))
-        .map_err(encode_err)?;
-    body.encode(&mut out, version).map_err(encode_err)?;
-    let len = (out.len() - 4) as i32;
-    out[0..4].copy_from_slice(&len.to_be_bytes());
+    encode_response_into(&mut out, key, version, correlation_id, body)?;
     Ok(out.freeze())
+}
+
+/// [`encode_response`] appended to `out` (a connection's buffer of answers not yet written,
+/// reused from request to request). On an error `out` is left as it was.
+///
+/// # Errors
+/// As [`encode_response`].
+pub fn encode_response_into(
+    out: &mut BytesMut,
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> Result<(), CodecError> {
+    let start = out.len();
+    out.put_i32(0);
+    let encoded = ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(out, key.response_header_version(version))
+        .and_then(|()| body.encode(out, version));
+    if let Err(source) = encoded {
+        out.truncate(start);
+        return Err(CodecError::Encode {
+            key,
+            version,
+            source,
+        });
+    }
+    let len = (out.len() - start - 4) as i32;
+    out[start..start + 4].copy_from_slice(&len.to_be_bytes());
+    Ok(())
 }
 
 /// The answer to ApiVersions at an unsupported version: a v0 body with UNSUPPORTED_VERSION and

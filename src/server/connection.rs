@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tracing::{debug, trace, warn, Instrument};
 
@@ -57,9 +57,11 @@ where
         listener: conn.listener,
         principal: session.principal().clone(),
     };
-    let (mut rd, wr) = tokio::io::split(stream);
-    let mut wr = BufWriter::new(wr);
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let mut buf = BytesMut::new();
+    // Answers not yet written: each response is encoded here, and they leave together when the
+    // flush policy says so. Reused from request to request (no allocation per answer).
+    let mut out = BytesMut::new();
     let max = broker.config.socket_request_max_bytes;
     let idle = std::time::Duration::from_millis(broker.config.connections_max_idle_ms);
     debug!("connection open");
@@ -101,45 +103,55 @@ where
                 break;
             };
             ctx.principal = session.principal().clone();
-            let mut out = BytesMut::with_capacity(4 + token.len());
             out.put_i32(token.len() as i32);
             out.put_slice(&token);
-            if wr.write_all(&out).await.is_err() || wr.flush().await.is_err() {
+            if write_out(&mut wr, &mut out).await.is_err() {
                 break;
             }
             continue;
         }
-        match step(frame, &broker, &mut ctx, &mut session, &mut stop).await {
-            Step::Write(bytes) => {
-                if let Err(e) = async {
-                    wr.write_all(&bytes).await?;
-                    flush_unless_next_is_quick(&mut wr, &buf, max).await
-                }
-                .await
-                {
+        match step(frame, &broker, &mut ctx, &mut session, &mut stop, &mut out).await {
+            // Answers held back for a request without one (Silent) leave now too.
+            Step::Wrote | Step::Silent => {
+                if let Err(e) = flush_unless_next_is_quick(&mut wr, &mut out, &buf, max).await {
                     debug!(error = %e, "write failed");
                     break;
                 }
             }
-            // Answers held back for this request leave now.
-            Step::Silent => {
-                if flush_unless_next_is_quick(&mut wr, &buf, max)
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-            }
-            Step::WriteThenClose(bytes) => {
+            Step::WriteThenClose => {
                 failed_authentication_delay(&broker, &mut stop).await;
-                let _ = wr.write_all(&bytes).await;
-                let _ = wr.flush().await;
+                let _ = write_out(&mut wr, &mut out).await;
                 break;
             }
             Step::Close => break,
         }
     }
+    // Answers held back for a request that closed the connection still leave.
+    let _ = write_out(&mut wr, &mut out).await;
     let _ = wr.shutdown().await;
+}
+
+/// The most answers held back for the next request's: more leave at once.
+const HOLD_BYTES: usize = 64 * 1024;
+
+/// Writes the answers `out` holds and empties it, keeping a small buffer for the next ones.
+async fn write_out<W: AsyncWrite + Unpin>(wr: &mut W, out: &mut BytesMut) -> std::io::Result<()> {
+    /// A buffer that grew past this (a large Fetch answer) is not kept for an idle connection.
+    const KEEP: usize = 2 * HOLD_BYTES;
+    if out.is_empty() {
+        return Ok(());
+    }
+    let written = async {
+        wr.write_all(out).await?;
+        wr.flush().await
+    }
+    .await;
+    if out.capacity() > KEEP {
+        *out = BytesMut::new();
+    } else {
+        out.clear();
+    }
+    written
 }
 
 /// Kafka's `connection.failed.authentication.delay.ms`: a failed authentication is answered
@@ -159,26 +171,27 @@ async fn failed_authentication_delay(broker: &Broker, stop: &mut watch::Receiver
 /// What one request leaves the connection to do.
 #[derive(Debug)]
 enum Step {
-    /// Write this response frame.
-    Write(Bytes),
+    /// Its response frame is appended to the connection's answers.
+    Wrote,
     /// Write nothing (Produce with acks=0), read the next request.
     Silent,
-    /// Write this response frame, then close the connection (failed authentication, after
-    /// `connection.failed.authentication.delay.ms`).
-    WriteThenClose(Bytes),
+    /// Its response frame is appended; write the answers, then close the connection (failed
+    /// authentication, after `connection.failed.authentication.delay.ms`).
+    WriteThenClose,
     /// Close the connection.
     Close,
 }
 
-/// Runs one request frame: decode, admit, dispatch, encode.
+/// Runs one request frame: decode, admit, dispatch, encode (appended to `out`).
 async fn step(
     frame: Bytes,
     broker: &Arc<Broker>,
     ctx: &mut RequestContext,
     session: &mut Session,
     stop: &mut watch::Receiver<bool>,
+    out: &mut BytesMut,
 ) -> Step {
-    let out = match codec::decode_request(frame) {
+    let encoded = match codec::decode_request(frame) {
         Ok(Decoded::UnsupportedApiVersions {
             correlation_id,
             version,
@@ -188,7 +201,7 @@ async fn step(
                 corr = correlation_id,
                 "ApiVersions at unsupported version"
             );
-            codec::unsupported_api_versions(correlation_id)
+            codec::unsupported_api_versions(correlation_id).map(|bytes| out.put_slice(&bytes))
         }
         Ok(Decoded::Request { header, body }) => {
             let key = ApiKey::try_from(header.request_api_key).unwrap_or(ApiKey::ApiVersions);
@@ -196,7 +209,7 @@ async fn step(
             let corr = header.correlation_id;
             match session.admit(key, Instant::now()) {
                 Admit::Serve => {}
-                Admit::Sasl => return sasl(broker, ctx, session, &header, *body).await,
+                Admit::Sasl => return sasl(broker, ctx, session, &header, *body, out).await,
                 Admit::Close(why) => {
                     debug!(api = ?key, why, "request not admitted; closing");
                     return Step::Close;
@@ -230,7 +243,9 @@ async fn step(
                 metrics.request(header.request_api_key, version, started.elapsed(), response);
             }
             match outcome {
-                Outcome::Respond(resp) => codec::encode_response(key, version, corr, &resp),
+                Outcome::Respond(resp) => {
+                    codec::encode_response_into(out, key, version, corr, &resp)
+                }
                 Outcome::Silent => {
                     trace!(corr, "no response");
                     return Step::Silent;
@@ -243,8 +258,8 @@ async fn step(
             return Step::Close;
         }
     };
-    match out {
-        Ok(bytes) => Step::Write(bytes),
+    match encoded {
+        Ok(()) => Step::Wrote,
         Err(e) => {
             warn!(error = %e, "response encoding failed; closing");
             Step::Close
@@ -259,6 +274,7 @@ async fn sasl(
     session: &mut Session,
     header: &RequestHeader,
     body: RequestKind,
+    out: &mut BytesMut,
 ) -> Step {
     let (v, corr) = (header.request_api_version, header.correlation_id);
     let (key, resp, close) = match body {
@@ -293,9 +309,9 @@ async fn sasl(
         _ => return Step::Close,
     };
     ctx.principal = session.principal().clone();
-    match codec::encode_response(key, v, corr, &resp) {
-        Ok(bytes) if close => Step::WriteThenClose(bytes),
-        Ok(bytes) => Step::Write(bytes),
+    match codec::encode_response_into(out, key, v, corr, &resp) {
+        Ok(()) if close => Step::WriteThenClose,
+        Ok(()) => Step::Wrote,
         Err(e) => {
             warn!(error = %e, "response encoding failed; closing");
             Step::Close
@@ -303,17 +319,19 @@ async fn sasl(
     }
 }
 
-/// The flush policy: the answers `wr` holds leave now, unless the next request is already
-/// buffered whole and answered without waiting; then they wait to leave with its answer.
+/// The flush policy: the answers `out` holds leave now, unless the next request is already
+/// buffered whole and answered without waiting; then they wait to leave with its answer (up to
+/// [`HOLD_BYTES`] of them).
 async fn flush_unless_next_is_quick<W: AsyncWrite + Unpin>(
     wr: &mut W,
+    out: &mut BytesMut,
     buffered: &[u8],
     max: usize,
 ) -> std::io::Result<()> {
-    if next_is_quick(buffered, max) {
+    if out.len() < HOLD_BYTES && next_is_quick(buffered, max) {
         Ok(())
     } else {
-        wr.flush().await
+        write_out(wr, out).await
     }
 }
 

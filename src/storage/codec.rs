@@ -121,12 +121,21 @@ pub fn group_prefix(group: &str) -> Vec<u8> {
 
 /// The key of one committed offset: group, topic, partition (ordered by all three).
 pub fn offset_key(group: &str, tp: &TopicPartition) -> Vec<u8> {
-    let mut w = Writer::default();
+    let mut key = Vec::new();
+    offset_key_into(&mut key, group, tp);
+    key
+}
+
+/// [`offset_key`] written over `buf` (the storage task reuses one buffer for a whole batch).
+pub fn offset_key_into(buf: &mut Vec<u8>, group: &str, tp: &TopicPartition) {
+    buf.clear();
+    buf.reserve(4 + group.len() + 4 + tp.topic.len() + 4);
+    let mut w = Writer(std::mem::take(buf));
     w.str(group);
     w.str(&tp.topic);
     // Flipping the sign bit makes the big-endian bytes sort like the signed numbers.
     w.u32((tp.partition as u32) ^ 0x8000_0000);
-    w.0
+    *buf = w.0;
 }
 
 /// The group id (borrowed from the key: start-up compares it with the previous key's before
@@ -189,7 +198,16 @@ pub fn decode_pending(value: &[u8]) -> Result<(OffsetAndMetadata, bool), DecodeE
 }
 
 pub fn encode_offset(o: &OffsetAndMetadata) -> Vec<u8> {
-    let mut w = Writer::default();
+    let mut value = Vec::new();
+    encode_offset_into(&mut value, o);
+    value
+}
+
+/// [`encode_offset`] written over `buf` (the storage task reuses one buffer for a whole batch).
+pub fn encode_offset_into(buf: &mut Vec<u8>, o: &OffsetAndMetadata) {
+    buf.clear();
+    buf.reserve(1 + 8 + 4 + 8 + 9 + 4 + o.metadata.len());
+    let mut w = Writer(std::mem::take(buf));
     w.u8(V1);
     w.i64(o.offset);
     w.i32(o.leader_epoch.unwrap_or(-1));
@@ -202,7 +220,7 @@ pub fn encode_offset(o: &OffsetAndMetadata) -> Vec<u8> {
         }
     }
     w.str(&o.metadata);
-    w.0
+    *buf = w.0;
 }
 
 pub fn decode_offset(value: &[u8]) -> Result<OffsetAndMetadata, DecodeError> {

@@ -206,11 +206,14 @@ impl EmbeddedStore {
         let mut pending_offsets = tx.open_table(PENDING)?;
         let mut streams_groups = tx.open_table(STREAMS_GROUPS)?;
         let mut streams_members = tx.open_table(STREAMS_MEMBERS)?;
+        // Offsets are most of a batch: their keys and values are encoded into these two.
+        let (mut key, mut value) = (Vec::new(), Vec::new());
         for m in batch {
             match m {
                 Mutation::PutOffset { group, tp, offset } => {
-                    let key = codec::offset_key(group.as_str(), tp);
-                    offsets.insert(key.as_slice(), codec::encode_offset(offset).as_slice())?;
+                    codec::offset_key_into(&mut key, group.as_str(), tp);
+                    codec::encode_offset_into(&mut value, offset);
+                    offsets.insert(key.as_slice(), value.as_slice())?;
                 }
                 Mutation::DeleteOffset { group, tp } => {
                     offsets.remove(codec::offset_key(group.as_str(), tp).as_slice())?;

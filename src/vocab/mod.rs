@@ -4,6 +4,7 @@
 //! rather than on each other (tests/layers.rs checks it).
 
 pub mod errors;
+pub mod hash;
 pub mod ids;
 pub mod reader;
 pub mod records;
@@ -12,6 +13,7 @@ pub mod time;
 pub mod txn;
 
 pub use errors::{error_code, GroupError};
+pub use hash::{IdHasher, IdMap};
 pub use ids::{Generation, GroupId, InstanceId, MemberId, Protocol};
 pub use records::{
     ClassicMemberMetadata, ConsumerGroupRecord, ConsumerMember, ConsumerMemberState,

@@ -25,11 +25,11 @@ use super::output::{
 use super::timers::{TimerChange, TimerKey, TimerTable};
 use super::types::{GroupState, RequestToken, WriteId};
 use super::GroupConfig;
-use crate::vocab::GroupError;
 use crate::vocab::{
     Generation, GroupId, GroupMetadataRecord, InstanceId, MemberId, MemberRecord, Protocol,
     Timestamp,
 };
+use crate::vocab::{GroupError, IdHasher, IdMap};
 use watch::Watch;
 
 /// The parameters of the running initial-rebalance delay (spec §1.2).
@@ -102,18 +102,18 @@ pub struct ClassicGroup {
     protocol_name: Option<String>,
     leader: Option<MemberId>,
     /// In join order: the first member becomes leader when the leader goes away.
-    members: IndexMap<MemberId, Member>,
+    members: IndexMap<MemberId, Member, IdHasher>,
     /// How many members have a parked JoinGroup (Kafka `numMembersAwaitingJoinResponse`), kept
     /// in step by [`ClassicGroup::park_join`] / [`ClassicGroup::take_parked_join`] so that join
     /// accounting is O(1) per request in large groups.
     awaiting_join_count: usize,
     /// How many members offer each protocol name (Kafka `supportedProtocols`).
     protocol_counts: HashMap<String, usize>,
-    static_members: HashMap<InstanceId, MemberId>,
+    static_members: IdMap<InstanceId, MemberId>,
     /// KIP-394: ids handed out with MEMBER_ID_REQUIRED, not yet joined with.
-    pending_members: IndexSet<MemberId>,
+    pending_members: IndexSet<MemberId, IdHasher>,
     /// Members of the current generation that have not sent SyncGroup yet.
-    pending_sync: IndexSet<MemberId>,
+    pending_sync: IndexSet<MemberId, IdHasher>,
     /// The generation the PendingSync timer was armed for.
     pending_sync_generation: Generation,
     /// A member joined during the initial delay, which extends it.
@@ -151,12 +151,12 @@ impl ClassicGroup {
             protocol_type: None,
             protocol_name: None,
             leader: None,
-            members: IndexMap::new(),
+            members: IndexMap::default(),
             awaiting_join_count: 0,
             protocol_counts: HashMap::new(),
-            static_members: HashMap::new(),
-            pending_members: IndexSet::new(),
-            pending_sync: IndexSet::new(),
+            static_members: IdMap::default(),
+            pending_members: IndexSet::default(),
+            pending_sync: IndexSet::default(),
             pending_sync_generation: Generation(0),
             new_member_added: false,
             initial_delay: None,
@@ -391,10 +391,10 @@ impl ClassicGroup {
             self.pending_writes = HashMap::new();
         }
         if self.pending_sync.is_empty() && self.pending_sync.capacity() > 0 {
-            self.pending_sync = IndexSet::new();
+            self.pending_sync = IndexSet::default();
         }
         if self.pending_members.is_empty() && self.pending_members.capacity() > 0 {
-            self.pending_members = IndexSet::new();
+            self.pending_members = IndexSet::default();
         }
         if matches!(self.state, GroupState::Stable | GroupState::Empty)
             && self.members.capacity() > self.members.len()
@@ -431,12 +431,14 @@ impl ClassicGroup {
         if !self.timers.reset(&key, deadline) {
             self.timers.set(key.clone(), deadline);
         }
-        self.outputs
-            .push_back(Output::Timer(TimerChange::Set { key, deadline }));
+        if self.config.timer_outputs {
+            self.outputs
+                .push_back(Output::Timer(TimerChange::Set { key, deadline }));
+        }
     }
 
     fn cancel_timer(&mut self, key: TimerKey) {
-        if self.timers.cancel(&key) {
+        if self.timers.cancel(&key) && self.config.timer_outputs {
             self.outputs
                 .push_back(Output::Timer(TimerChange::Cancel { key }));
         }

@@ -86,17 +86,20 @@ fn run(seed: u64, steps: usize) -> Vec<GroupEvent> {
     } else {
         AssignmentMode::Client
     };
+    // Half the seeds drive time like a single-sleep shell (which asks for no timer outputs),
+    // half like a keyed-timer shell.
+    let single_sleep = seed.is_multiple_of(2);
     let mut ctx = Ctx::with_config(GroupConfig {
         initial_rebalance_delay_ms: DELAY,
         max_size: 4,
         assignment,
+        timer_outputs: !single_sleep,
         ..GroupConfig::default()
     });
     // Every third seed has slow storage: writes are acknowledged (or failed) at random later
     // steps, so replies that wait for them interleave with everything else.
     ctx.hold_writes = seed.is_multiple_of(3);
-    // Half the seeds drive time like a single-sleep shell, half like a keyed-timer shell.
-    ctx.single_sleep = seed.is_multiple_of(2);
+    ctx.single_sleep = single_sleep;
     let mut clients: Vec<Client> = (0..5)
         .map(|i| Client {
             name: format!("c{i}"),
