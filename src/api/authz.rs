@@ -102,7 +102,7 @@ pub(super) fn acl_change_refused(
 /// The request-level check of APIs that act on one resource: `Some(answer)` when the principal
 /// may not, with the API's error in its own response; `None` to go on. Kafka checks these
 /// before it looks at anything else in the request.
-pub(super) fn deny_request(
+pub(crate) fn deny_request(
     broker: &Broker,
     ctx: &RequestContext,
     version: i16,

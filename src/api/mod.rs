@@ -8,7 +8,7 @@ pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
-mod authz;
+pub(crate) mod authz;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
 pub mod create_acls;

@@ -326,6 +326,26 @@ pub struct Coordinator {
     started: Once,
 }
 
+/// A heartbeat [`Coordinator::submit_heartbeat`] took: answered already, or queued with its
+/// group.
+#[derive(Debug)]
+pub enum HeartbeatSent {
+    Answered(Result<(), GroupError>),
+    Queued(oneshot::Receiver<Result<(), GroupError>>),
+}
+
+impl HeartbeatSent {
+    /// The group's answer.
+    pub async fn answer(self) -> Result<(), GroupError> {
+        match self {
+            HeartbeatSent::Answered(result) => result,
+            HeartbeatSent::Queued(rx) => {
+                Coordinator::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await
+            }
+        }
+    }
+}
+
 /// How many shard tasks own the groups: a few per CPU, so that groups on different shards
 /// are served in parallel and a busy group delays few others.
 fn shard_count() -> usize {
@@ -612,14 +632,21 @@ impl Coordinator {
     }
 
     pub async fn heartbeat(&self, id: GroupId, req: Heartbeat) -> Result<(), GroupError> {
+        self.submit_heartbeat(id, req).answer().await
+    }
+
+    /// The first half of [`Self::heartbeat`]: queues the heartbeat with its group and returns
+    /// at once, so that a connection can queue the heartbeats a client pipelined together and
+    /// then await their answers in order (one wake-up of the connection for many heartbeats).
+    pub fn submit_heartbeat(&self, id: GroupId, req: Heartbeat) -> HeartbeatSent {
         // Kafka answers NONE while loading (GroupCoordinatorService.heartbeat).
         if self.is_loading() {
-            return Ok(());
+            return HeartbeatSent::Answered(Ok(()));
         }
         let (tx, rx) = oneshot::channel();
         match self.send(id, None, Command::Heartbeat(req, tx)) {
-            Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
-            Err(_) => Err(missing::sync_or_heartbeat()),
+            Ok(()) => HeartbeatSent::Queued(rx),
+            Err(_) => HeartbeatSent::Answered(Err(missing::sync_or_heartbeat())),
         }
     }
 

@@ -41,12 +41,17 @@ pub enum TimerChange {
 #[derive(Debug, Clone)]
 pub struct TimerTable<K = TimerKey> {
     deadlines: IdMap<K, Timestamp>,
+    /// The earliest of `deadlines`, kept as they change: the shell asks for it after every
+    /// input, and a heartbeat moves one deadline out, which leaves the earliest in place unless
+    /// it was the earliest (then the table is scanned once).
+    earliest: Option<Timestamp>,
 }
 
 impl<K> Default for TimerTable<K> {
     fn default() -> Self {
         TimerTable {
             deadlines: IdMap::default(),
+            earliest: None,
         }
     }
 }
@@ -54,14 +59,16 @@ impl<K> Default for TimerTable<K> {
 impl<K: Clone + Eq + Hash + Ord> TimerTable<K> {
     /// Arms `key` at `deadline`, replacing any earlier deadline for it.
     pub fn set(&mut self, key: K, deadline: Timestamp) {
-        self.deadlines.insert(key, deadline);
+        let old = self.deadlines.insert(key, deadline);
+        self.changed(old, Some(deadline));
     }
 
     /// Moves an armed key's deadline without rebuilding the key; false if it is not armed.
     pub fn reset(&mut self, key: &K, deadline: Timestamp) -> bool {
         match self.deadlines.get_mut(key) {
             Some(d) => {
-                *d = deadline;
+                let old = std::mem::replace(d, deadline);
+                self.changed(Some(old), Some(deadline));
                 true
             }
             None => false,
@@ -70,7 +77,19 @@ impl<K: Clone + Eq + Hash + Ord> TimerTable<K> {
 
     /// Disarms `key`; returns whether it was armed.
     pub fn cancel(&mut self, key: &K) -> bool {
-        self.deadlines.remove(key).is_some()
+        let old = self.deadlines.remove(key);
+        self.changed(old, None);
+        old.is_some()
+    }
+
+    /// Keeps `earliest` right after one key's deadline went from `old` to `new`.
+    fn changed(&mut self, old: Option<Timestamp>, new: Option<Timestamp>) {
+        if old.is_some() && old == self.earliest && new.is_none_or(|n| Some(n) > old) {
+            // The earliest moved out or went away: another key may be the earliest now.
+            self.earliest = self.deadlines.values().min().copied();
+        } else if let Some(n) = new {
+            self.earliest = Some(self.earliest.map_or(n, |e| e.min(n)));
+        }
     }
 
     pub fn deadline(&self, key: &K) -> Option<Timestamp> {
@@ -79,7 +98,7 @@ impl<K: Clone + Eq + Hash + Ord> TimerTable<K> {
 
     /// The earliest deadline (no key: nothing cloned).
     pub fn next_deadline(&self) -> Option<Timestamp> {
-        self.deadlines.values().min().copied()
+        self.earliest
     }
 
     /// The earliest deadline, ties broken by key order so that firing order is deterministic.
@@ -95,7 +114,8 @@ impl<K: Clone + Eq + Hash + Ord> TimerTable<K> {
     pub fn take_if_expired(&mut self, key: &K, now: Timestamp) -> bool {
         match self.deadlines.get(key) {
             Some(d) if *d <= now => {
-                self.deadlines.remove(key);
+                let old = self.deadlines.remove(key);
+                self.changed(old, None);
                 true
             }
             _ => false,
@@ -138,5 +158,46 @@ mod tests {
         assert!(t.cancel(&TimerKey::InitialDelay));
         assert!(!t.cancel(&TimerKey::InitialDelay));
         assert_eq!(t.len(), 1);
+    }
+
+    /// The earliest deadline is kept through every kind of change, as a scan would find it.
+    #[test]
+    fn next_deadline_follows_every_change() {
+        let mut t = TimerTable::default();
+        let scan = |t: &TimerTable| t.deadlines.values().min().copied();
+        let m = |i: u8| TimerKey::Heartbeat(MemberId::new(format!("m{i}")));
+        assert_eq!(t.next_deadline(), None);
+        for i in 0..5u8 {
+            t.set(m(i), Timestamp(100 + u64::from(i)));
+        }
+        assert_eq!(t.next_deadline(), Some(Timestamp(100)));
+        // Heartbeats in turn push the earliest out, one member at a time.
+        let mut at = 200;
+        for round in 0..3u8 {
+            for i in 0..5u8 {
+                at += 1;
+                if round == 1 {
+                    assert!(t.reset(&m(i), Timestamp(at)));
+                } else {
+                    t.set(m(i), Timestamp(at));
+                }
+                assert_eq!(t.next_deadline(), scan(&t));
+            }
+        }
+        // Moved earlier, equal, cancelled, expired, unknown key.
+        t.set(TimerKey::Join, Timestamp(50));
+        assert_eq!(t.next_deadline(), Some(Timestamp(50)));
+        t.set(TimerKey::PendingSync, Timestamp(50));
+        assert!(t.cancel(&TimerKey::Join));
+        assert_eq!(t.next_deadline(), Some(Timestamp(50)));
+        assert!(t.take_if_expired(&TimerKey::PendingSync, Timestamp(60)));
+        assert_eq!(t.next_deadline(), scan(&t));
+        assert!(!t.reset(&TimerKey::FollowUp, Timestamp(1)));
+        assert_eq!(t.next_deadline(), scan(&t));
+        for i in 0..5u8 {
+            assert!(t.cancel(&m(i)));
+            assert_eq!(t.next_deadline(), scan(&t));
+        }
+        assert_eq!(t.next_deadline(), None);
     }
 }

@@ -26,6 +26,7 @@ use super::codec::{self, Decoded};
 use super::frame::{complete_frame, read_frame, FrameError};
 use crate::api::{self, Outcome, RequestContext};
 use crate::broker::Broker;
+use crate::coordinator::HeartbeatSent;
 use crate::security::session::{Admit, Session};
 use crate::security::{Listener, Principal};
 
@@ -110,7 +111,12 @@ where
             }
             continue;
         }
-        match step(frame, &broker, &mut ctx, &mut session, &mut stop, &mut out).await {
+        let step = if is_heartbeat(&frame) {
+            heartbeats(frame, &mut buf, max, &broker, &ctx, &session, &mut out).await
+        } else {
+            step(frame, &broker, &mut ctx, &mut session, &mut stop, &mut out).await
+        };
+        match step {
             // Answers held back for a request without one (Silent) leave now too.
             Step::Wrote | Step::Silent => {
                 if let Err(e) = flush_unless_next_is_quick(&mut wr, &mut out, &buf, max).await {
@@ -267,6 +273,132 @@ async fn step(
     }
 }
 
+/// The most heartbeats of one connection queued with their groups at once.
+const PIPELINED_HEARTBEATS: usize = 256;
+
+/// Whether a request frame (header first, no length prefix) is a Heartbeat.
+fn is_heartbeat(frame: &[u8]) -> bool {
+    frame.len() >= 2 && i16::from_be_bytes([frame[0], frame[1]]) == ApiKey::Heartbeat as i16
+}
+
+/// The next buffered request, if it is complete and a Heartbeat.
+fn take_heartbeat(buf: &mut BytesMut, max: usize) -> Option<Bytes> {
+    match complete_frame(buf, max) {
+        Ok(Some(len)) if is_heartbeat(&buf[4..4 + len]) => {
+            let _ = buf.split_to(4);
+            Some(buf.split_to(len).freeze())
+        }
+        _ => None,
+    }
+}
+
+/// One Heartbeat of a pipelined run.
+struct SentHeartbeat {
+    version: i16,
+    corr: i32,
+    started: Option<Instant>,
+    answer: HeartbeatAnswer,
+}
+
+enum HeartbeatAnswer {
+    /// Refused by the authorizer.
+    Denied(Box<ResponseKind>),
+    /// Taken by the coordinator.
+    Sent(HeartbeatSent),
+}
+
+/// Heartbeats a client pipelined (`first` and every complete Heartbeat buffered after it, up to
+/// [`PIPELINED_HEARTBEATS`]): each is decoded, admitted and checked as [`step`] does, all are
+/// queued with their groups, then their answers are awaited and encoded in request order. The
+/// connection wakes once for the run instead of once per heartbeat. Observably the same as one
+/// at a time: a group's heartbeats reach it in order (one queue per shard), heartbeats change
+/// nothing another group reads, and the answers leave in request order. A heartbeat that closes
+/// the connection ends the run; the answers before it still leave.
+async fn heartbeats(
+    first: Bytes,
+    buf: &mut BytesMut,
+    max: usize,
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    session: &Session,
+    out: &mut BytesMut,
+) -> Step {
+    let metrics = crate::observe::metrics();
+    let mut sent = Vec::new();
+    let mut end = Step::Wrote;
+    let mut next = Some(first);
+    while let Some(frame) = next.take() {
+        let (header, body) = match codec::decode_request(frame) {
+            Ok(Decoded::Request { header, body }) => (header, body),
+            Ok(Decoded::UnsupportedApiVersions { .. }) | Err(_) => {
+                debug!("undecodable request; closing");
+                end = Step::Close;
+                break;
+            }
+        };
+        match session.admit(ApiKey::Heartbeat, Instant::now()) {
+            Admit::Serve => {}
+            // Sasl is for the SASL APIs only.
+            Admit::Close(why) => {
+                debug!(api = ?ApiKey::Heartbeat, why, "request not admitted; closing");
+                end = Step::Close;
+                break;
+            }
+            Admit::Sasl => {
+                end = Step::Close;
+                break;
+            }
+        }
+        let started = metrics.enabled().then(Instant::now);
+        let answer = match api::authz::deny_request(broker, ctx, header.request_api_version, &body)
+        {
+            Some(denied) => HeartbeatAnswer::Denied(Box::new(denied)),
+            None => match *body {
+                RequestKind::Heartbeat(req) => {
+                    HeartbeatAnswer::Sent(api::heartbeat::submit(broker, &req))
+                }
+                // The frame's key said Heartbeat.
+                _ => {
+                    end = Step::Close;
+                    break;
+                }
+            },
+        };
+        sent.push(SentHeartbeat {
+            version: header.request_api_version,
+            corr: header.correlation_id,
+            started,
+            answer,
+        });
+        if sent.len() < PIPELINED_HEARTBEATS {
+            next = take_heartbeat(buf, max);
+        }
+    }
+    for hb in sent {
+        let resp = match hb.answer {
+            HeartbeatAnswer::Denied(resp) => *resp,
+            HeartbeatAnswer::Sent(sent) => {
+                ResponseKind::Heartbeat(api::heartbeat::response(sent).await)
+            }
+        };
+        if let Some(started) = hb.started {
+            metrics.request(
+                ApiKey::Heartbeat as i16,
+                hb.version,
+                started.elapsed(),
+                Some(&resp),
+            );
+        }
+        if let Err(e) =
+            codec::encode_response_into(out, ApiKey::Heartbeat, hb.version, hb.corr, &resp)
+        {
+            warn!(error = %e, "response encoding failed; closing");
+            return Step::Close;
+        }
+    }
+    end
+}
+
 /// Runs SaslHandshake or SaslAuthenticate through the connection's session.
 async fn sasl(
     broker: &Broker,
@@ -357,6 +489,8 @@ mod tests {
     use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    use crate::vocab::GroupError;
+
     #[test]
     fn answers_wait_only_for_a_complete_quick_request() {
         let frame = |key: ApiKey| {
@@ -379,6 +513,110 @@ mod tests {
             !next_is_quick(b"\xff\xff\xff\xff", 100),
             "a bad length flushes"
         );
+    }
+
+    /// A frame (length prefix included) of `req` under `key` at version `v`.
+    fn request_frame<R: Encodable>(key: ApiKey, v: i16, corr: i32, req: &R) -> Vec<u8> {
+        let mut frame = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(v)
+            .with_correlation_id(corr)
+            .with_client_id(Some(StrBytes::from_static_str("t")))
+            .encode(&mut frame, key.request_header_version(v))
+            .unwrap();
+        req.encode(&mut frame, v).unwrap();
+        let mut out = (frame.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(&frame);
+        out
+    }
+
+    /// Pipelined heartbeats are queued together and answered in request order, each with its
+    /// own answer; a request after them waits for theirs; an undecodable heartbeat in a run
+    /// closes the connection after the answers of the heartbeats before it.
+    #[tokio::test]
+    async fn pipelined_heartbeats_are_answered_in_order() {
+        use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
+        let broker = Arc::new(crate::api::testing::broker());
+        let (_stop, stop_rx) = watch::channel(false);
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let peer: SocketAddr = "192.0.2.1:50000".parse().unwrap();
+        let conn = Conn {
+            peer,
+            listener: RequestContext::plaintext(&broker, peer).listener,
+            tls_principal: None,
+        };
+        let served = tokio::spawn(serve(server, conn, broker, stop_rx));
+
+        // Even correlation ids: a group nobody joined (UNKNOWN_MEMBER_ID); odd: an empty
+        // group id (INVALID_GROUP_ID). More than one run's worth.
+        let n = PIPELINED_HEARTBEATS as i32 + 10;
+        let mut bytes = Vec::new();
+        for corr in 0..n {
+            let group = if corr % 2 == 0 { "g" } else { "" };
+            let hb = HeartbeatRequest::default()
+                .with_group_id(StrBytes::from_string(group.to_owned()).into())
+                .with_member_id(StrBytes::from_static_str("m"))
+                .with_generation_id(1);
+            bytes.extend(request_frame(ApiKey::Heartbeat, 4, corr, &hb));
+        }
+        bytes.extend(request_frame(
+            ApiKey::ApiVersions,
+            3,
+            n,
+            &ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str("koord-test"))
+                .with_client_software_version(StrBytes::from_static_str("1.0")),
+        ));
+        // A heartbeat, then one whose body is cut short.
+        let hb = HeartbeatRequest::default()
+            .with_group_id(StrBytes::from_static_str("g").into())
+            .with_member_id(StrBytes::from_static_str("m"));
+        bytes.extend(request_frame(ApiKey::Heartbeat, 4, n + 1, &hb));
+        let mut bad = request_frame(ApiKey::Heartbeat, 4, n + 2, &hb);
+        bad.truncate(bad.len() - 3);
+        let len = (bad.len() - 4) as i32;
+        bad[..4].copy_from_slice(&len.to_be_bytes());
+        bytes.extend(bad);
+        client.write_all(&bytes).await.unwrap();
+
+        let mut answers = Vec::new();
+        loop {
+            let mut len = [0u8; 4];
+            if client.read_exact(&mut len).await.is_err() {
+                break;
+            }
+            let mut resp = vec![0; i32::from_be_bytes(len) as usize];
+            client.read_exact(&mut resp).await.unwrap();
+            answers.push(Bytes::from(resp));
+        }
+        assert_eq!(
+            answers.len(),
+            n as usize + 2,
+            "every answer up to the bad frame"
+        );
+        for (i, mut resp) in answers.into_iter().enumerate() {
+            let corr = i as i32;
+            if corr == n {
+                let h = ResponseHeader::decode(&mut resp, 0).unwrap();
+                assert_eq!(h.correlation_id, corr);
+                continue;
+            }
+            let key = ApiKey::Heartbeat;
+            let h = ResponseHeader::decode(&mut resp, key.response_header_version(4)).unwrap();
+            assert_eq!(h.correlation_id, corr, "answers in request order");
+            let body = HeartbeatResponse::decode(&mut resp, 4).unwrap();
+            let want = if corr % 2 == 1 && corr < n {
+                GroupError::InvalidGroupId.code()
+            } else {
+                GroupError::UnknownMemberId.code()
+            };
+            assert_eq!(body.error_code, want, "corr {corr}");
+        }
+        tokio::time::timeout(std::time::Duration::from_secs(10), served)
+            .await
+            .expect("the bad frame closes the connection")
+            .unwrap();
     }
 
     /// `serve` over an in-memory pipe instead of a socket: ApiVersions is answered, then a

@@ -21,21 +21,23 @@ impl ClassicGroup {
         if self.state == GroupState::Dead {
             return Err(GroupError::CoordinatorNotAvailable);
         }
-        self.validate_member(&req.member_id, req.instance_id.as_ref())?;
+        self.validate_instance(&req.member_id, req.instance_id.as_ref())?;
+        // One lookup of the member for the check and the session (the heartbeat path is the
+        // hottest there is: BENCHMARKS.md, issue 25).
+        let session_timeout_ms = match self.members.get(&req.member_id) {
+            Some(m) => m.session_timeout_ms,
+            None => return Err(GroupError::UnknownMemberId),
+        };
         if req.generation != self.generation {
             return Err(GroupError::IllegalGeneration);
         }
-        match self.state {
-            GroupState::Empty | GroupState::Dead => Err(GroupError::UnknownMemberId),
-            GroupState::PreparingRebalance => {
-                self.reset_session(&req.member_id, now);
-                Err(GroupError::RebalanceInProgress)
-            }
-            GroupState::CompletingRebalance | GroupState::Stable => {
-                self.reset_session(&req.member_id, now);
-                Ok(())
-            }
-        }
+        let answer = match self.state {
+            GroupState::Empty | GroupState::Dead => return Err(GroupError::UnknownMemberId),
+            GroupState::PreparingRebalance => Err(GroupError::RebalanceInProgress),
+            GroupState::CompletingRebalance | GroupState::Stable => Ok(()),
+        };
+        self.reschedule_heartbeat(&req.member_id, session_timeout_ms, now);
+        answer
     }
 
     /// A LeaveGroup, every entry judged on its own (v3+ batch semantics): an empty member id

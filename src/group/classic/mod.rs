@@ -688,7 +688,9 @@ impl ClassicGroup {
 
     /// Kafka `validateMember`: an instance id must map to this member id (else
     /// FENCED_INSTANCE_ID, or UNKNOWN_MEMBER_ID if unknown), and the member must exist.
-    fn validate_member(
+    /// The static-membership half of [`Self::validate_member`]: a given instance id must be
+    /// known and held by `member`.
+    fn validate_instance(
         &self,
         member: &MemberId,
         instance: Option<&InstanceId>,
@@ -700,6 +702,15 @@ impl ClassicGroup {
                 Some(_) => {}
             }
         }
+        Ok(())
+    }
+
+    fn validate_member(
+        &self,
+        member: &MemberId,
+        instance: Option<&InstanceId>,
+    ) -> Result<(), GroupError> {
+        self.validate_instance(member, instance)?;
         if self.members.contains_key(member) {
             Ok(())
         } else {
