@@ -551,15 +551,8 @@ impl Upstream {
         self.with_coordinator(group, |node| {
             let req = &req;
             async move {
-                let mut resp = self.call(node, 5, req).await?;
-                let g = resp
-                    .groups
-                    .pop()
-                    .ok_or_else(|| UpstreamError::Protocol("DescribeGroups: no group".into()))?;
-                if g.error_code != 0 {
-                    return Err(UpstreamError::refused(g.error_code, "DescribeGroups"));
-                }
-                Ok(g)
+                let resp = self.call(node, 5, req).await?;
+                only_group(resp.groups, |g| g.error_code, "DescribeGroups")
             }
         })
         .await
@@ -593,15 +586,8 @@ impl Upstream {
         self.with_coordinator(group, |node| {
             let req = &req;
             async move {
-                let mut resp = self.call(node, 8, req).await?;
-                let g = resp
-                    .groups
-                    .pop()
-                    .ok_or_else(|| UpstreamError::Protocol("OffsetFetch: no group".into()))?;
-                if g.error_code != 0 {
-                    return Err(UpstreamError::refused(g.error_code, "OffsetFetch"));
-                }
-                Ok(g)
+                let resp = self.call(node, 8, req).await?;
+                only_group(resp.groups, |g| g.error_code, "OffsetFetch")
             }
         })
         .await
@@ -1052,6 +1038,21 @@ fn by_topic<'a, P>(
         .into_iter()
         .map(|(t, ps)| (TopicName(StrBytes::from_string(t.to_string())), ps))
         .collect()
+}
+
+/// The one group of an answer about one group (`error` its code), or that code as the error.
+fn only_group<G>(
+    mut groups: Vec<G>,
+    error: impl Fn(&G) -> i16,
+    what: &str,
+) -> Result<G, UpstreamError> {
+    let g = groups
+        .pop()
+        .ok_or_else(|| UpstreamError::Protocol(format!("{what}: no group")))?;
+    match error(&g) {
+        0 => Ok(g),
+        code => Err(UpstreamError::refused(code, what)),
+    }
 }
 
 /// OffsetDelete of `group`'s `partitions`.
