@@ -1269,6 +1269,32 @@ mod tests {
     }
 
     #[test]
+    fn rotation_starts_at_each_broker_in_turn_and_keeps_them_all() {
+        let next = AtomicUsize::new(0);
+        let turns: Vec<Vec<i32>> = (0..4).map(|_| rotated(vec![1, 2, 3], &next)).collect();
+        assert_eq!(
+            turns,
+            vec![vec![1, 2, 3], vec![2, 3, 1], vec![3, 1, 2], vec![1, 2, 3]]
+        );
+        assert!(rotated(Vec::new(), &next).is_empty());
+    }
+
+    #[test]
+    fn partitions_group_by_topic_in_name_order_keeping_their_order() {
+        let tps = [
+            TopicPartition::new("b", 2),
+            TopicPartition::new("a", 1),
+            TopicPartition::new("b", 0),
+        ];
+        let topics = by_topic(tps.iter().map(|tp| (tp, tp.partition)));
+        let names: Vec<(&str, Vec<i32>)> = topics
+            .iter()
+            .map(|(t, ps)| (t.as_str(), ps.clone()))
+            .collect();
+        assert_eq!(names, vec![("a", vec![1]), ("b", vec![2, 0])]);
+    }
+
+    #[test]
     fn coordinator_moves_and_broker_restarts_are_retriable() {
         assert!(retriable(ResponseError::NotCoordinator.code()));
         assert!(retriable(ResponseError::NotLeaderOrFollower.code()));
