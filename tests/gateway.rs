@@ -15,23 +15,45 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use common::{api_versions_request, frame, Client, Koord};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartitions, OffsetFetchResponseTopics,
+};
 use kafka_protocol::messages::produce_response::TopicProduceResponse;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, ListGroupsRequest,
+    ListGroupsResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
+    OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
+    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 /// A fake upstream broker (node 7): ApiVersions, Metadata naming itself, and Produce answered
 /// with a marker topic name, unless `drop_produce` is set: then the connection is closed
-/// without an answer. It records every frame it reads.
+/// without an answer. It records every frame it reads. As every group's coordinator it answers
+/// OffsetFetch by the group's name ([`offset_fetch_answer`]), and has two groups of its own
+/// ([`UPSTREAM_GROUPS`]) that ListGroups lists, DescribeGroups describes and DeleteGroups
+/// deletes (any other group: Dead, GROUP_ID_NOT_FOUND).
 struct Upstream {
     addr: SocketAddr,
     drop_produce: Arc<AtomicBool>,
@@ -106,20 +128,32 @@ fn serve(mut s: TcpStream, me: SocketAddr, drop_produce: &AtomicBool, seen: &Mut
                     .unwrap();
             }
             ApiKey::Metadata => {
-                // A named topic (koord's group topic) has one partition, led by this broker.
+                // A named topic (koord's group topic) has one partition, led by this broker;
+                // every topic is "t", two partitions.
                 let asked = MetadataRequest::decode(&mut b, v).unwrap().topics;
-                let topics = asked
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|t| t.name)
-                    .map(|name| {
-                        MetadataResponseTopic::default()
-                            .with_name(Some(name))
-                            .with_partitions(vec![
-                                MetadataResponsePartition::default().with_leader_id(NODE.into())
-                            ])
-                    })
-                    .collect();
+                let topics = match asked {
+                    Some(asked) => asked
+                        .into_iter()
+                        .filter_map(|t| t.name)
+                        .map(|name| {
+                            MetadataResponseTopic::default()
+                                .with_name(Some(name))
+                                .with_partitions(vec![MetadataResponsePartition::default()
+                                    .with_leader_id(NODE.into())])
+                        })
+                        .collect(),
+                    None => vec![MetadataResponseTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
+                        .with_partitions(
+                            (0..2)
+                                .map(|p| {
+                                    MetadataResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_leader_id(NODE.into())
+                                })
+                                .collect(),
+                        )],
+                };
                 MetadataResponse::default()
                     .with_brokers(vec![MetadataResponseBroker::default()
                         .with_node_id(NODE.into())
@@ -171,6 +205,127 @@ fn serve(mut s: TcpStream, me: SocketAddr, drop_produce: &AtomicBool, seen: &Mut
                     .encode(&mut out, v)
                     .unwrap()
             }
+            ApiKey::FindCoordinator => {
+                let req = FindCoordinatorRequest::decode(&mut b, v).unwrap();
+                FindCoordinatorResponse::default()
+                    .with_coordinators(
+                        req.coordinator_keys
+                            .into_iter()
+                            .map(|k| {
+                                Coordinator::default()
+                                    .with_key(k)
+                                    .with_node_id(NODE.into())
+                                    .with_host(StrBytes::from(me.ip().to_string()))
+                                    .with_port(i32::from(me.port()))
+                            })
+                            .collect(),
+                    )
+                    .encode(&mut out, v)
+                    .unwrap()
+            }
+            ApiKey::OffsetFetch => {
+                let req = OffsetFetchRequest::decode(&mut b, v).unwrap();
+                OffsetFetchResponse::default()
+                    .with_groups(
+                        req.groups
+                            .iter()
+                            .map(|g| offset_fetch_answer(g, req.require_stable))
+                            .collect(),
+                    )
+                    .encode(&mut out, v)
+                    .unwrap()
+            }
+            ApiKey::ListGroups => ListGroupsResponse::default()
+                .with_groups(
+                    UPSTREAM_GROUPS
+                        .iter()
+                        .map(|(id, state)| {
+                            ListedGroup::default()
+                                .with_group_id(GroupId(StrBytes::from_static_str(id)))
+                                .with_protocol_type(StrBytes::from_static_str("consumer"))
+                                .with_group_state(StrBytes::from_static_str(state))
+                                .with_group_type(StrBytes::from_static_str("classic"))
+                        })
+                        .collect(),
+                )
+                .encode(&mut out, v)
+                .unwrap(),
+            ApiKey::DescribeGroups => {
+                let req = DescribeGroupsRequest::decode(&mut b, v).unwrap();
+                DescribeGroupsResponse::default()
+                    .with_groups(
+                        req.groups
+                            .into_iter()
+                            .map(|id| {
+                                let state = UPSTREAM_GROUPS
+                                    .iter()
+                                    .find(|(g, _)| *g == id.as_str())
+                                    .map_or("Dead", |(_, s)| s);
+                                DescribedGroup::default()
+                                    .with_group_id(id)
+                                    .with_group_state(StrBytes::from_static_str(state))
+                                    .with_protocol_type(StrBytes::from_static_str("consumer"))
+                            })
+                            .collect(),
+                    )
+                    .encode(&mut out, v)
+                    .unwrap()
+            }
+            // "legacy" consumes partition 1 of every topic upstream; any other group is missing.
+            ApiKey::OffsetDelete => {
+                let req = OffsetDeleteRequest::decode(&mut b, v).unwrap();
+                if req.group_id.as_str() == "legacy" {
+                    OffsetDeleteResponse::default().with_topics(
+                        req.topics
+                            .into_iter()
+                            .map(|t| {
+                                OffsetDeleteResponseTopic::default()
+                                    .with_name(t.name)
+                                    .with_partitions(
+                                        t.partitions
+                                            .iter()
+                                            .map(|p| {
+                                                OffsetDeleteResponsePartition::default()
+                                                    .with_partition_index(p.partition_index)
+                                                    .with_error_code(if p.partition_index == 1 {
+                                                        86
+                                                    } else {
+                                                        0
+                                                    })
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    )
+                } else {
+                    OffsetDeleteResponse::default().with_error_code(69)
+                }
+                .encode(&mut out, v)
+                .unwrap()
+            }
+            ApiKey::DeleteGroups => {
+                let req = DeleteGroupsRequest::decode(&mut b, v).unwrap();
+                DeleteGroupsResponse::default()
+                    .with_results(
+                        req.groups_names
+                            .into_iter()
+                            .map(|id| {
+                                let code =
+                                    match UPSTREAM_GROUPS.iter().find(|(g, _)| *g == id.as_str()) {
+                                        Some((_, "Empty")) => 0,
+                                        Some(_) => 68,
+                                        None => 69,
+                                    };
+                                DeletableGroupResult::default()
+                                    .with_group_id(id)
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+                    .encode(&mut out, v)
+                    .unwrap()
+            }
             ApiKey::Produce => {
                 if drop_produce.load(Ordering::SeqCst) {
                     return;
@@ -193,6 +348,67 @@ fn serve(mut s: TcpStream, me: SocketAddr, drop_produce: &AtomicBool, seen: &Mut
             return;
         }
     }
+}
+
+/// The fake upstream's own groups (id, state): a team's group from before koord, Empty with its
+/// offsets, and one whose members talk to the upstream directly.
+const UPSTREAM_GROUPS: [(&str, &str); 2] = [("legacy", "Empty"), ("direct", "Stable")];
+
+/// KAFKA_STORAGE_ERROR: an error code koord's group core never uses itself.
+const STORAGE_ERROR: i16 = 56;
+
+/// The fake upstream coordinator's OffsetFetch answer (v8), by group:
+/// - `in-txn`: partition 0 of each topic has an open transaction's offset: with
+///   `require_stable` it answers UNSTABLE_OFFSET_COMMIT (-1), else the last committed, 41;
+///   partition 1 is 42;
+/// - `loading`: COORDINATOR_LOAD_IN_PROGRESS for the group, every time;
+/// - `moved`: NOT_COORDINATOR for the group, every time;
+/// - `damaged`: KAFKA_STORAGE_ERROR on every partition;
+/// - any other: 7 on every partition.
+fn offset_fetch_answer(
+    g: &OffsetFetchRequestGroup,
+    require_stable: bool,
+) -> OffsetFetchResponseGroup {
+    let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+    match g.group_id.as_str() {
+        "loading" => return group.with_error_code(14),
+        "moved" => return group.with_error_code(16),
+        _ => {}
+    }
+    let topics = g.topics.clone().unwrap_or_else(|| {
+        vec![OffsetFetchRequestTopics::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_partition_indexes(vec![0, 1])]
+    });
+    group.with_topics(
+        topics
+            .into_iter()
+            .map(|t| {
+                OffsetFetchResponseTopics::default()
+                    .with_name(t.name)
+                    .with_partitions(
+                        t.partition_indexes
+                            .iter()
+                            .map(|&p| {
+                                let (offset, code) = match (g.group_id.as_str(), p) {
+                                    ("in-txn", 0) if require_stable => (-1, 88),
+                                    ("in-txn", 0) => (41, 0),
+                                    ("in-txn", _) => (42, 0),
+                                    ("damaged", _) => (-1, STORAGE_ERROR),
+                                    _ => (7, 0),
+                                };
+                                OffsetFetchResponsePartitions::default()
+                                    .with_partition_index(p)
+                                    .with_committed_offset(offset)
+                                    .with_committed_leader_epoch(-1)
+                                    .with_metadata(Some(StrBytes::default()))
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
 }
 
 fn gateway(up: &Upstream) -> Option<Koord> {
@@ -320,4 +536,211 @@ fn an_upstream_that_goes_away_closes_the_client_connection_unanswered() {
     let mut c = Client::connect(addr);
     let r: ProduceResponse = c.send(9, &produce(-1));
     assert_eq!(r.responses[0].name.0.as_str(), "from-upstream");
+}
+
+/// OffsetFetch through koord's v8 (several groups) and v7 (one group) paths: each partition's
+/// code and each group's code as the upstream coordinator answered them.
+#[test]
+fn offset_fetch_passes_upstreams_error_codes_on() {
+    let up = Upstream::start();
+    let Some(koord) = gateway(&up) else { return };
+    let mut c = koord.connect();
+    let topic = || {
+        OffsetFetchRequestTopics::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_partition_indexes(vec![0, 1])
+    };
+    let group = |id: &'static str| {
+        OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(StrBytes::from_static_str(id)))
+            .with_topics(Some(vec![topic()]))
+    };
+    let ask = |require_stable: bool| {
+        OffsetFetchRequest::default()
+            .with_require_stable(require_stable)
+            .with_groups(
+                ["in-txn", "damaged", "loading", "moved", "plain"]
+                    .map(group)
+                    .into(),
+            )
+    };
+    // (offset, code) per partition, or the group's code.
+    let answers = |r: &OffsetFetchResponse| -> Vec<Result<Vec<(i64, i16)>, i16>> {
+        r.groups
+            .iter()
+            .map(|g| {
+                if g.error_code != 0 {
+                    return Err(g.error_code);
+                }
+                Ok(g.topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .map(|p| (p.committed_offset, p.error_code))
+                    .collect())
+            })
+            .collect()
+    };
+    let stable: OffsetFetchResponse = c.send(8, &ask(true));
+    assert_eq!(
+        answers(&stable),
+        vec![
+            Ok(vec![(-1, 88), (42, 0)]),
+            Ok(vec![(-1, STORAGE_ERROR), (-1, STORAGE_ERROR)]),
+            Err(14),
+            Err(16),
+            Ok(vec![(7, 0), (7, 0)]),
+        ],
+        "UNSTABLE_OFFSET_COMMIT, a code koord has no name for, and upstream's retriable group \
+         errors reach the client as upstream answered"
+    );
+    let unstable: OffsetFetchResponse = c.send(8, &ask(false));
+    assert_eq!(answers(&unstable)[0], Ok(vec![(41, 0), (42, 0)]));
+
+    // v7: one group, the group's code at the top level.
+    let one = |id: &'static str| {
+        OffsetFetchRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str(id)))
+            .with_require_stable(true)
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partition_indexes(vec![0, 1])]))
+    };
+    let r: OffsetFetchResponse = c.send(7, &one("in-txn"));
+    let codes: Vec<(i64, i16)> = r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.committed_offset, p.error_code))
+        .collect();
+    assert_eq!((r.error_code, codes), (0, vec![(-1, 88), (42, 0)]));
+    let r: OffsetFetchResponse = c.send(7, &one("damaged"));
+    assert!(r.topics[0]
+        .partitions
+        .iter()
+        .all(|p| p.error_code == STORAGE_ERROR));
+    let r: OffsetFetchResponse = c.send(7, &one("loading"));
+    assert_eq!(r.error_code, 14);
+}
+
+/// The upstream's groups koord does not have: listed through koord as upstream lists them
+/// (filters applied), described as upstream describes them, their offsets and themselves
+/// deleted upstream with upstream's answers.
+#[test]
+fn upstream_groups_koord_does_not_have_are_listed_described_and_deleted_upstream() {
+    let up = Upstream::start();
+    let Some(koord) = gateway(&up) else { return };
+    let mut c = koord.connect();
+    let list = |c: &mut Client, v: i16, states: &[&'static str]| -> Vec<(String, String)> {
+        let r: ListGroupsResponse = c.send(
+            v,
+            &ListGroupsRequest::default().with_states_filter(
+                states
+                    .iter()
+                    .map(|s| StrBytes::from_static_str(s))
+                    .collect(),
+            ),
+        );
+        assert_eq!(r.error_code, 0);
+        r.groups
+            .iter()
+            .map(|g| (g.group_id.as_str().to_string(), g.group_state.to_string()))
+            .collect()
+    };
+    let both = vec![
+        ("direct".to_string(), "Stable".to_string()),
+        ("legacy".to_string(), "Empty".to_string()),
+    ];
+    assert_eq!(list(&mut c, 5, &[]), both);
+    assert_eq!(list(&mut c, 4, &["empty"]), vec![both[1].clone()]);
+    assert_eq!(
+        list(&mut c, 3, &[]),
+        vec![
+            ("direct".into(), String::new()),
+            ("legacy".into(), String::new())
+        ],
+        "no state before v4"
+    );
+
+    let describe = |c: &mut Client, v: i16, id: &'static str| -> (i16, String, String) {
+        let r: DescribeGroupsResponse = c.send(
+            v,
+            &DescribeGroupsRequest::default()
+                .with_groups(vec![GroupId(StrBytes::from_static_str(id))]),
+        );
+        let g = &r.groups[0];
+        (
+            g.error_code,
+            g.group_state.to_string(),
+            g.protocol_type.to_string(),
+        )
+    };
+    assert_eq!(
+        describe(&mut c, 5, "legacy"),
+        (0, "Empty".into(), "consumer".into())
+    );
+    assert_eq!(
+        describe(&mut c, 6, "legacy"),
+        (0, "Empty".into(), "consumer".into())
+    );
+    // Not upstream either: missing, as koord answers a missing group.
+    assert_eq!(
+        describe(&mut c, 5, "gone"),
+        (0, "Dead".into(), String::new())
+    );
+    assert_eq!(describe(&mut c, 6, "gone").0, 69);
+
+    let offset_delete = |c: &mut Client, id: &'static str| -> (i16, Vec<i16>) {
+        let r: OffsetDeleteResponse = c.send(
+            0,
+            &OffsetDeleteRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str(id)))
+                .with_topics(vec![OffsetDeleteRequestTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("t")))
+                    .with_partitions(
+                        (0..3)
+                            .map(|p| {
+                                OffsetDeleteRequestPartition::default().with_partition_index(p)
+                            })
+                            .collect(),
+                    )]),
+        );
+        let codes = r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.error_code)
+            .collect();
+        (r.error_code, codes)
+    };
+    assert_eq!(
+        offset_delete(&mut c, "legacy"),
+        (0, vec![0, 86, 3]),
+        "deleted upstream; GROUP_SUBSCRIBED_TO_TOPIC from upstream; a partition t does not have"
+    );
+    assert_eq!(offset_delete(&mut c, "gone"), (69, vec![]));
+
+    let r: DeleteGroupsResponse = c.send(
+        2,
+        &DeleteGroupsRequest::default().with_groups_names(
+            ["legacy", "direct", "gone"]
+                .map(|g| GroupId(StrBytes::from_static_str(g)))
+                .into(),
+        ),
+    );
+    let codes: Vec<i16> = r.results.iter().map(|r| r.error_code).collect();
+    assert_eq!(
+        codes,
+        vec![0, 68, 69],
+        "deleted upstream; NON_EMPTY_GROUP from upstream; GROUP_ID_NOT_FOUND"
+    );
+    let asked = up
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|f| f[..2] == (ApiKey::DeleteGroups as i16).to_be_bytes())
+        .count();
+    assert_eq!(
+        asked, 3,
+        "each group koord does not have was asked of upstream"
+    );
 }

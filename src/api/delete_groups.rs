@@ -1,6 +1,7 @@
 //! DeleteGroups (key 42), v0-2: each group answered on its own. Missing or Dead:
 //! GROUP_ID_NOT_FOUND; not Empty: NON_EMPTY_GROUP; an empty id: INVALID_GROUP_ID; without
-//! DELETE on it: GROUP_AUTHORIZATION_FAILED.
+//! DELETE on it: GROUP_AUTHORIZATION_FAILED. Gateway mode: a group koord does not have is
+//! deleted upstream if upstream has it (a group with offsets only, as Kafka deletes it).
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
@@ -8,7 +9,7 @@ use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use super::check_group_id;
 use super::table::RequestContext;
 use crate::broker::Broker;
-use crate::group::GroupError;
+use crate::group::{GroupError, GroupId};
 use crate::security::acl::{Operation, ResourceType};
 
 pub async fn handle(
@@ -22,16 +23,38 @@ pub async fn handle(
         // As Kafka: DELETE on each group, else GROUP_AUTHORIZATION_FAILED for it.
         let result = match check_group_id(&id) {
             Ok(_) if !ctx.may(broker, Operation::Delete, ResourceType::Group, &id) => {
-                Err(GroupError::GroupAuthorizationFailed)
+                Err(GroupError::GroupAuthorizationFailed.code())
             }
-            Ok(group) => broker.coordinator.delete_group(group).await,
-            Err(e) => Err(e),
+            Ok(group) => match broker.coordinator.delete_group(group.clone()).await {
+                Err(GroupError::GroupIdNotFound) if broker.upstream.is_some() => {
+                    upstream_only(broker, &group).await
+                }
+                other => other.map_err(GroupError::code),
+            },
+            Err(e) => Err(e.code()),
         };
         results.push(
             DeletableGroupResult::default()
                 .with_group_id(id)
-                .with_error_code(result.err().map_or(0, |e| e.code())),
+                .with_error_code(result.err().unwrap_or(0)),
         );
     }
     DeleteGroupsResponse::default().with_results(results)
+}
+
+/// Gateway mode, a group koord does not have: the upstream's (offsets only, or from before
+/// koord), deleted there as Kafka deletes it; GROUP_ID_NOT_FOUND if upstream has none either,
+/// upstream's code if it refuses (NON_EMPTY_GROUP: members talking to it directly),
+/// COORDINATOR_NOT_AVAILABLE if it cannot be reached (clients retry).
+async fn upstream_only(broker: &Broker, group: &GroupId) -> Result<(), i16> {
+    let Some(up) = &broker.upstream else {
+        return Err(GroupError::GroupIdNotFound.code());
+    };
+    match up.delete_group(group.as_str()).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(GroupError::GroupIdNotFound.code()),
+        Err(e) => Err(e
+            .code()
+            .unwrap_or(GroupError::CoordinatorNotAvailable.code())),
+    }
 }

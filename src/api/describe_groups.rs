@@ -1,6 +1,10 @@
 //! DescribeGroups (key 15), v0-6. A group that does not exist is reported as Kafka does: before
 //! v6 with no error and state "Dead"; from v6 (KIP-1043) with GROUP_ID_NOT_FOUND and a message.
 //! Metadata and assignments are shown only while the group is Stable.
+//!
+//! Gateway mode: a group koord does not have is described as the upstream describes it (a
+//! group with offsets only is Empty there, as in Kafka); one upstream does not have either is
+//! missing as above.
 
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
@@ -47,7 +51,40 @@ async fn describe(
             .with_error_code(GroupError::CoordinatorLoadInProgress.code())
             .with_group_state(str_bytes(""));
     }
-    match broker.coordinator.describe(group).await {
+    let described = broker.coordinator.describe(group.clone()).await;
+    if described.is_none() && broker.coordinator.listing(&group).is_none() {
+        // Gateway mode: a group koord does not have may be upstream's (offsets only, or from
+        // before koord); upstream describes it as Kafka does (Empty, no members).
+        if let Some(up) = &broker.upstream {
+            match up.describe_group(group.as_str()).await {
+                Ok(g) if g.group_state.as_str() != "Dead" => {
+                    return base
+                        .with_group_state(g.group_state)
+                        .with_protocol_type(g.protocol_type)
+                        .with_protocol_data(g.protocol_data)
+                        .with_members(if version >= 4 {
+                            g.members
+                        } else {
+                            g.members
+                                .into_iter()
+                                .map(|m| m.with_group_instance_id(None))
+                                .collect()
+                        })
+                }
+                // Not upstream either: answered below as a missing group.
+                Ok(_) => {}
+                Err(e) => {
+                    return base
+                        .with_error_code(
+                            e.code()
+                                .unwrap_or(GroupError::CoordinatorNotAvailable.code()),
+                        )
+                        .with_group_state(str_bytes(""))
+                }
+            }
+        }
+    }
+    match described {
         Some(d) => base
             .with_group_state(str_bytes(d.state.as_str()))
             .with_protocol_type(str_bytes(d.protocol_type))

@@ -2,7 +2,9 @@
 //! own error code. Topics null (v2+) asks for every committed offset. A missing group answers -1
 //! for every partition with no error, as Kafka does. With RequireStable (v7+) a partition that
 //! an open transaction holds an offset for answers UNSTABLE_OFFSET_COMMIT, so that an
-//! exactly-once consumer does not start from an offset about to change.
+//! exactly-once consumer does not start from an offset about to change. In gateway mode the
+//! offsets and their error codes, the group's and each partition's, are the upstream
+//! coordinator's, passed on as they came.
 
 use std::collections::HashMap;
 
@@ -20,9 +22,16 @@ use crate::offsets::{FetchedOffset, TopicPartition};
 use crate::security::acl::{Operation, ResourceType};
 use crate::vocab::error_code;
 
-/// One group's answer: offsets grouped by topic in request (or stored) order, each topic with
-/// its partitions' error code (TOPIC_AUTHORIZATION_FAILED or none), or a group error.
-type GroupAnswer = Result<Vec<(String, Vec<FetchedOffset>, i16)>, GroupError>;
+/// One group's answer: offsets grouped by topic in request (or stored) order, each partition
+/// with its error code, or the group's error code. Codes, not [`GroupError`]s: in gateway mode
+/// they are the upstream coordinator's, passed on as Kafka answered them.
+type GroupAnswer = Result<Vec<(String, Vec<(FetchedOffset, i16)>)>, i16>;
+
+/// A partition's answer with koord's own error (if any) as its code.
+fn coded(f: FetchedOffset) -> (FetchedOffset, i16) {
+    let code = error_code(f.error);
+    (f, code)
+}
 
 /// As Kafka: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; a named topic the
 /// principal may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED on each of its partitions (and
@@ -36,29 +45,32 @@ async fn fetch_group(
     require_stable: bool,
 ) -> GroupAnswer {
     if !ctx.may(broker, Operation::Describe, ResourceType::Group, group_id) {
-        return Err(GroupError::GroupAuthorizationFailed);
+        return Err(GroupError::GroupAuthorizationFailed.code());
     }
     let may_describe = |t: &str| ctx.may(broker, Operation::Describe, ResourceType::Topic, t);
-    let mut denied: Vec<(String, Vec<FetchedOffset>, i16)> = Vec::new();
+    let mut denied: Vec<(String, Vec<(FetchedOffset, i16)>)> = Vec::new();
     let wanted = wanted.map(|w| {
         let (ok, no): (Vec<_>, Vec<_>) = w.into_iter().partition(|(t, _)| may_describe(t));
         for (t, ps) in no {
             let offsets = ps
                 .into_iter()
-                .map(|p| FetchedOffset {
-                    tp: TopicPartition::new(t.clone(), p),
-                    offset: -1,
-                    leader_epoch: -1,
-                    metadata: String::new(),
-                    error: None,
+                .map(|p| {
+                    let f = FetchedOffset {
+                        tp: TopicPartition::new(t.clone(), p),
+                        offset: -1,
+                        leader_epoch: -1,
+                        metadata: String::new(),
+                        error: None,
+                    };
+                    (f, GroupError::TopicAuthorizationFailed.code())
                 })
                 .collect();
-            denied.push((t, offsets, GroupError::TopicAuthorizationFailed.code()));
+            denied.push((t, offsets));
         }
         ok
     });
     let mut answer = fetch_authorized(broker, group_id, member, wanted, require_stable).await?;
-    answer.retain(|(t, _, _)| may_describe(t));
+    answer.retain(|(t, _)| may_describe(t));
     answer.extend(denied);
     Ok(answer)
 }
@@ -70,16 +82,17 @@ async fn fetch_authorized(
     wanted: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
 ) -> GroupAnswer {
-    let group = check_group_id(group_id)?;
+    let group = check_group_id(group_id).map_err(GroupError::code)?;
     if broker.coordinator.is_loading() {
-        return Err(GroupError::CoordinatorLoadInProgress);
+        return Err(GroupError::CoordinatorLoadInProgress.code());
     }
     if let Some(up) = &broker.upstream {
         // Gateway mode: koord checks the member (v9+), upstream has the offsets.
         broker
             .coordinator
             .fetch_offsets_as(group.clone(), member, Some(Vec::new()), false)
-            .await?;
+            .await
+            .map_err(GroupError::code)?;
         return from_upstream(up, group.as_str(), wanted, require_stable).await;
     }
     let order: Option<Vec<String>> = wanted
@@ -96,24 +109,25 @@ async fn fetch_authorized(
     let fetched = broker
         .coordinator
         .fetch_offsets_as(group, member, partitions, require_stable)
-        .await?;
+        .await
+        .map_err(GroupError::code)?;
     // Group by topic in first-seen order; an index keeps this linear for a fetch of every
     // offset of a group with many topics.
-    let mut by_topic: Vec<(String, Vec<FetchedOffset>, i16)> = Vec::new();
+    let mut by_topic: Vec<(String, Vec<(FetchedOffset, i16)>)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for f in fetched {
         let i = *index.entry(f.tp.topic.clone()).or_insert_with(|| {
-            by_topic.push((f.tp.topic.clone(), Vec::new(), 0));
+            by_topic.push((f.tp.topic.clone(), Vec::new()));
             by_topic.len() - 1
         });
-        by_topic[i].1.push(f);
+        by_topic[i].1.push(coded(f));
     }
     if let Some(order) = order {
         // Topics named in the request with no partitions still get an (empty) entry.
         for t in order {
             if !index.contains_key(&t) {
                 index.insert(t.clone(), by_topic.len());
-                by_topic.push((t, Vec::new(), 0));
+                by_topic.push((t, Vec::new()));
             }
         }
     }
@@ -121,8 +135,11 @@ async fn fetch_authorized(
 }
 
 /// The group's offsets as upstream has them (gateway mode), in upstream's order; a topic
-/// asked for and not answered gets an empty entry. Upstream's group-level error is the group's;
-/// an unreachable upstream is COORDINATOR_NOT_AVAILABLE, which clients retry.
+/// asked for and not answered gets an empty entry. Upstream's error codes, the group's and each
+/// partition's, are passed on as they came (UNSTABLE_OFFSET_COMMIT for an open transaction's
+/// offset with `require_stable`, COORDINATOR_LOAD_IN_PROGRESS while upstream loads, ...): a
+/// client retries what Kafka tells it to retry. An unreachable upstream is
+/// COORDINATOR_NOT_AVAILABLE, which clients retry.
 async fn from_upstream(
     up: &crate::gateway::client::Upstream,
     group: &str,
@@ -134,10 +151,9 @@ async fn from_upstream(
         .await
         .map_err(|e| {
             e.code()
-                .and_then(GroupError::from_code)
-                .unwrap_or(GroupError::CoordinatorNotAvailable)
+                .unwrap_or(GroupError::CoordinatorNotAvailable.code())
         })?;
-    let mut by_topic: Vec<(String, Vec<FetchedOffset>, i16)> = answer
+    let mut by_topic: Vec<(String, Vec<(FetchedOffset, i16)>)> = answer
         .topics
         .into_iter()
         .map(|t| {
@@ -145,20 +161,23 @@ async fn from_upstream(
             let offsets = t
                 .partitions
                 .into_iter()
-                .map(|p| FetchedOffset {
-                    tp: TopicPartition::new(topic.clone(), p.partition_index),
-                    offset: p.committed_offset,
-                    leader_epoch: p.committed_leader_epoch,
-                    metadata: p.metadata.map(|m| m.to_string()).unwrap_or_default(),
-                    error: GroupError::from_code(p.error_code),
+                .map(|p| {
+                    let f = FetchedOffset {
+                        tp: TopicPartition::new(topic.clone(), p.partition_index),
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.metadata.map(|m| m.to_string()).unwrap_or_default(),
+                        error: GroupError::from_code(p.error_code),
+                    };
+                    (f, p.error_code)
                 })
                 .collect();
-            (topic, offsets, 0)
+            (topic, offsets)
         })
         .collect();
     for (t, _) in wanted.unwrap_or_default() {
-        if !by_topic.iter().any(|(have, _, _)| *have == t) {
-            by_topic.push((t, Vec::new(), 0));
+        if !by_topic.iter().any(|(have, _)| *have == t) {
+            by_topic.push((t, Vec::new()));
         }
     }
     Ok(by_topic)
@@ -190,27 +209,23 @@ pub async fn handle(
                 fetch_group(broker, ctx, &g.group_id, member, wanted, req.require_stable).await;
             let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
             groups.push(match answer {
-                Err(e) => group.with_error_code(e.code()),
+                Err(code) => group.with_error_code(code),
                 Ok(topics) => group.with_topics(
                     topics
                         .into_iter()
-                        .map(|(t, parts, code)| {
+                        .map(|(t, parts)| {
                             OffsetFetchResponseTopics::default()
                                 .with_name(TopicName(str_bytes(t)))
                                 .with_partitions(
                                     parts
                                         .into_iter()
-                                        .map(|f| {
+                                        .map(|(f, code)| {
                                             OffsetFetchResponsePartitions::default()
                                                 .with_partition_index(f.tp.partition)
                                                 .with_committed_offset(f.offset)
                                                 .with_committed_leader_epoch(f.leader_epoch)
                                                 .with_metadata(Some(str_bytes(f.metadata)))
-                                                .with_error_code(if code != 0 {
-                                                    code
-                                                } else {
-                                                    error_code(f.error)
-                                                })
+                                                .with_error_code(code)
                                         })
                                         .collect(),
                                 )
@@ -227,12 +242,12 @@ pub async fn handle(
             .collect::<Vec<_>>()
     });
     let requested = wanted.clone();
-    let partition = |f: &FetchedOffset, code: i16| {
+    let partition = |(f, code): &(FetchedOffset, i16)| {
         let p = OffsetFetchResponsePartition::default()
             .with_partition_index(f.tp.partition)
             .with_committed_offset(f.offset)
             .with_metadata(Some(str_bytes(f.metadata.clone())))
-            .with_error_code(if code != 0 { code } else { error_code(f.error) });
+            .with_error_code(*code);
         if version >= 5 {
             p.with_committed_leader_epoch(f.leader_epoch)
         } else {
@@ -244,18 +259,18 @@ pub async fn handle(
         Ok(topics) => OffsetFetchResponse::default().with_topics(
             topics
                 .into_iter()
-                .map(|(t, parts, code)| {
+                .map(|(t, parts)| {
                     OffsetFetchResponseTopic::default()
                         .with_name(TopicName(str_bytes(t)))
-                        .with_partitions(parts.iter().map(|f| partition(f, code)).collect())
+                        .with_partitions(parts.iter().map(partition).collect())
                 })
                 .collect(),
         ),
-        Err(e) => {
+        Err(code) => {
             // v2+ has a top-level error; v1 reports it on every requested partition.
             let mut resp = OffsetFetchResponse::default();
             if version >= 2 {
-                resp.error_code = e.code();
+                resp.error_code = code;
             } else {
                 resp.topics = requested
                     .unwrap_or_default()
@@ -270,7 +285,7 @@ pub async fn handle(
                                             .with_partition_index(p)
                                             .with_committed_offset(-1)
                                             .with_metadata(Some(str_bytes("")))
-                                            .with_error_code(e.code())
+                                            .with_error_code(code)
                                     })
                                     .collect(),
                             )

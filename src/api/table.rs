@@ -226,7 +226,7 @@ pub async fn dispatch(
             ResponseKind::DescribeGroups(api::describe_groups::handle(broker, ctx, r, v).await)
         }
         RequestKind::ListGroups(r) => {
-            ResponseKind::ListGroups(api::list_groups::handle(broker, ctx, r, v))
+            ResponseKind::ListGroups(api::list_groups::handle(broker, ctx, r, v).await)
         }
         RequestKind::DeleteGroups(r) => {
             ResponseKind::DeleteGroups(api::delete_groups::handle(broker, ctx, r, v).await)

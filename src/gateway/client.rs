@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_commit_request::{
@@ -32,15 +34,13 @@ use kafka_protocol::messages::offset_fetch_request::{
 use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseGroup;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, CreateTopicsRequest, DeleteGroupsRequest, FetchRequest,
-    FindCoordinatorRequest, GroupId, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
-    TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    ApiKey, BrokerId, CreateTopicsRequest, DeleteGroupsRequest, DescribeGroupsRequest,
+    FetchRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest,
+    RequestHeader, ResponseHeader, TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Record, RecordBatchDecoder, TimestampType};
 use kafka_protocol::ResponseError;
 use thiserror::Error;
 use tracing::{debug, info};
@@ -57,6 +57,8 @@ pub const RETRY_FOR: Duration = Duration::from_millis(500);
 pub const STARTUP: Duration = Duration::from_secs(60);
 /// How long one request may wait for its answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long ListGroups waits for each upstream broker (a client's ListGroups waits on it).
+const LIST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest answer asked of one Fetch while reading koord's topic back.
 const FETCH_MAX_BYTES: i32 = 16 << 20;
 
@@ -190,11 +192,7 @@ impl Upstream {
             .keys()
             .copied()
             .collect();
-        if ids.is_empty() {
-            return ids;
-        }
-        let start = self.next.fetch_add(1, Ordering::Relaxed) % ids.len();
-        ids[start..].iter().chain(&ids[..start]).copied().collect()
+        rotated(ids, &self.next)
     }
 
     /// A request to whichever broker answers first (admin requests any broker serves).
@@ -361,26 +359,24 @@ impl Upstream {
         group: &str,
         offsets: &[(TopicPartition, OffsetAndMetadata)],
     ) -> Result<(), UpstreamError> {
-        let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
-        for (tp, o) in offsets {
-            by_topic.entry(tp.topic.as_str()).or_default().push(
-                OffsetCommitRequestPartition::default()
-                    .with_partition_index(tp.partition)
-                    .with_committed_offset(o.offset)
-                    .with_committed_leader_epoch(o.leader_epoch.unwrap_or(-1))
-                    .with_committed_metadata(Some(StrBytes::from_string(o.metadata.clone()))),
-            );
-        }
+        let topics = by_topic(offsets.iter().map(|(tp, o)| {
+            let p = OffsetCommitRequestPartition::default()
+                .with_partition_index(tp.partition)
+                .with_committed_offset(o.offset)
+                .with_committed_leader_epoch(o.leader_epoch.unwrap_or(-1))
+                .with_committed_metadata(Some(StrBytes::from_string(o.metadata.clone())));
+            (tp, p)
+        }));
         let req = OffsetCommitRequest::default()
             .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
             .with_generation_id_or_member_epoch(-1)
             .with_member_id(StrBytes::default())
             .with_topics(
-                by_topic
+                topics
                     .into_iter()
-                    .map(|(t, ps)| {
+                    .map(|(name, ps)| {
                         OffsetCommitRequestTopic::default()
-                            .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                            .with_name(name)
                             .with_partitions(ps)
                     })
                     .collect(),
@@ -415,52 +411,72 @@ impl Upstream {
         group: &str,
         partitions: &[TopicPartition],
     ) -> Result<(), UpstreamError> {
-        let mut by_topic: BTreeMap<&str, Vec<OffsetDeleteRequestPartition>> = BTreeMap::new();
-        for tp in partitions {
-            by_topic
-                .entry(tp.topic.as_str())
-                .or_default()
-                .push(OffsetDeleteRequestPartition::default().with_partition_index(tp.partition));
-        }
-        let req = OffsetDeleteRequest::default()
-            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
-            .with_topics(
-                by_topic
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        OffsetDeleteRequestTopic::default()
-                            .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                            .with_partitions(ps)
-                    })
-                    .collect(),
-            );
+        let req = offset_delete_request(group, partitions);
         self.with_coordinator(group, |node| {
             let req = &req;
             async move {
-                let resp = self.call(node, 0, req).await?;
-                match resp.error_code {
-                    0 => {}
-                    c if c == ResponseError::GroupIdNotFound.code() => return Ok(()),
-                    c => return Err(UpstreamError::refused(c, "OffsetDelete")),
-                }
-                for t in &resp.topics {
-                    for p in &t.partitions {
-                        if p.error_code != 0 {
-                            return Err(UpstreamError::refused(p.error_code, "OffsetDelete"));
-                        }
+                let codes = match self.offset_delete_on(node, req).await {
+                    Err(e) if e.code() == Some(ResponseError::GroupIdNotFound.code()) => {
+                        return Ok(())
                     }
+                    other => other?,
+                };
+                match codes.into_iter().find(|(_, c)| *c != 0) {
+                    Some((_, c)) => Err(UpstreamError::refused(c, "OffsetDelete")),
+                    None => Ok(()),
                 }
-                Ok(())
             }
         })
         .await
     }
 
-    /// Deletes `group` upstream, offsets and all (a group upstream does not know is done).
+    /// OffsetDelete of `group`'s `partitions` upstream, answered as upstream answers it: each
+    /// partition's error code (GROUP_SUBSCRIBED_TO_TOPIC for a topic the group consumes
+    /// upstream, ...), for a group koord does not have.
+    ///
+    /// # Errors
+    /// Upstream's error for the group (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...), or upstream
+    /// unreachable until the deadline.
+    pub async fn offset_delete(
+        &self,
+        group: &str,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<(TopicPartition, i16)>, UpstreamError> {
+        let req = offset_delete_request(group, partitions);
+        self.with_coordinator(group, |node| self.offset_delete_on(node, &req))
+            .await
+    }
+
+    /// One OffsetDelete to `node`: each partition's code, or the group's error.
+    async fn offset_delete_on(
+        &self,
+        node: i32,
+        req: &OffsetDeleteRequest,
+    ) -> Result<Vec<(TopicPartition, i16)>, UpstreamError> {
+        let resp = self.call(node, 0, req).await?;
+        if resp.error_code != 0 {
+            return Err(UpstreamError::refused(resp.error_code, "OffsetDelete"));
+        }
+        Ok(resp
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| {
+                    (
+                        TopicPartition::new(t.name.as_str(), p.partition_index),
+                        p.error_code,
+                    )
+                })
+            })
+            .collect())
+    }
+
+    /// Deletes `group` upstream, offsets and all: `true` if upstream had it, `false` if it did
+    /// not (nothing to delete: done as well).
     ///
     /// # Errors
     /// Upstream refused (a group with members upstream: NON_EMPTY_GROUP), or was unreachable.
-    pub async fn delete_group(&self, group: &str) -> Result<(), UpstreamError> {
+    pub async fn delete_group(&self, group: &str) -> Result<bool, UpstreamError> {
         let req = DeleteGroupsRequest::default()
             .with_groups_names(vec![GroupId(StrBytes::from_string(group.to_string()))]);
         self.with_coordinator(group, |node| {
@@ -468,11 +484,75 @@ impl Upstream {
             async move {
                 let resp = self.call(node, 2, req).await?;
                 match resp.results.first().map(|r| r.error_code) {
-                    Some(0) => Ok(()),
-                    Some(c) if c == ResponseError::GroupIdNotFound.code() => Ok(()),
+                    Some(0) => Ok(true),
+                    Some(c) if c == ResponseError::GroupIdNotFound.code() => Ok(false),
                     Some(c) => Err(UpstreamError::refused(c, "DeleteGroups")),
                     None => Err(UpstreamError::Protocol("DeleteGroups: no result".into())),
                 }
+            }
+        })
+        .await
+    }
+
+    /// Every group upstream has, as its brokers list them (ListGroups v5, unfiltered, to every
+    /// known broker: each lists the groups of the `__consumer_offsets` partitions it leads).
+    /// A broker that cannot be reached is passed over (once upstream has moved its partitions,
+    /// their new leaders list its groups).
+    ///
+    /// # Errors
+    /// A broker answered an error (COORDINATOR_LOAD_IN_PROGRESS while it loads), or none could
+    /// be reached.
+    pub async fn list_groups(&self) -> Result<Vec<ListedGroup>, UpstreamError> {
+        let req = ListGroupsRequest::default();
+        let asks = self.any_order().into_iter().map(|node| {
+            let req = &req;
+            async move {
+                tokio::time::timeout(LIST_TIMEOUT, self.call(node, 5, req))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(UpstreamError::Unreachable(format!(
+                            "ListGroups: broker {node} did not answer"
+                        )))
+                    })
+            }
+        });
+        let mut last = UpstreamError::Unreachable("no upstream broker known".into());
+        let mut reached = false;
+        let mut groups: BTreeMap<String, ListedGroup> = BTreeMap::new();
+        for answer in futures_util::future::join_all(asks).await {
+            match answer {
+                Ok(r) if r.error_code != 0 => {
+                    return Err(UpstreamError::refused(r.error_code, "ListGroups"))
+                }
+                Ok(r) => {
+                    reached = true;
+                    for g in r.groups {
+                        groups.entry(g.group_id.as_str().to_string()).or_insert(g);
+                    }
+                }
+                Err(e @ UpstreamError::Protocol(_)) => return Err(e),
+                Err(e) => last = e,
+            }
+        }
+        if !reached {
+            return Err(last);
+        }
+        Ok(groups.into_values().collect())
+    }
+
+    /// `group` as its upstream coordinator describes it (DescribeGroups v5: a group upstream
+    /// does not have is state Dead, no error).
+    ///
+    /// # Errors
+    /// The group's error upstream kept answering, or upstream unreachable.
+    pub async fn describe_group(&self, group: &str) -> Result<DescribedGroup, UpstreamError> {
+        let req = DescribeGroupsRequest::default()
+            .with_groups(vec![GroupId(StrBytes::from_string(group.to_string()))]);
+        self.with_coordinator(group, |node| {
+            let req = &req;
+            async move {
+                let resp = self.call(node, 5, req).await?;
+                only_group(resp.groups, |g| g.error_code, "DescribeGroups")
             }
         })
         .await
@@ -506,15 +586,8 @@ impl Upstream {
         self.with_coordinator(group, |node| {
             let req = &req;
             async move {
-                let mut resp = self.call(node, 8, req).await?;
-                let g = resp
-                    .groups
-                    .pop()
-                    .ok_or_else(|| UpstreamError::Protocol("OffsetFetch: no group".into()))?;
-                if g.error_code != 0 {
-                    return Err(UpstreamError::refused(g.error_code, "OffsetFetch"));
-                }
-                Ok(g)
+                let resp = self.call(node, 8, req).await?;
+                only_group(resp.groups, |g| g.error_code, "OffsetFetch")
             }
         })
         .await
@@ -942,6 +1015,66 @@ impl Upstream {
     }
 }
 
+/// `ids` starting at a rotating one (`next` counts the turns), so that "any broker" requests
+/// spread over the brokers.
+pub fn rotated(ids: Vec<i32>, next: &AtomicUsize) -> Vec<i32> {
+    if ids.is_empty() {
+        return ids;
+    }
+    let start = next.fetch_add(1, Ordering::Relaxed) % ids.len();
+    ids[start..].iter().chain(&ids[..start]).copied().collect()
+}
+
+/// `items` (a partition and its part of a request) grouped by topic, topics in name order,
+/// partitions in the order given: the topics of an offsets request.
+fn by_topic<'a, P>(
+    items: impl IntoIterator<Item = (&'a TopicPartition, P)>,
+) -> Vec<(TopicName, Vec<P>)> {
+    let mut topics: BTreeMap<&str, Vec<P>> = BTreeMap::new();
+    for (tp, p) in items {
+        topics.entry(tp.topic.as_str()).or_default().push(p);
+    }
+    topics
+        .into_iter()
+        .map(|(t, ps)| (TopicName(StrBytes::from_string(t.to_string())), ps))
+        .collect()
+}
+
+/// The one group of an answer about one group (`error` its code), or that code as the error.
+fn only_group<G>(
+    mut groups: Vec<G>,
+    error: impl Fn(&G) -> i16,
+    what: &str,
+) -> Result<G, UpstreamError> {
+    let g = groups
+        .pop()
+        .ok_or_else(|| UpstreamError::Protocol(format!("{what}: no group")))?;
+    match error(&g) {
+        0 => Ok(g),
+        code => Err(UpstreamError::refused(code, what)),
+    }
+}
+
+/// OffsetDelete of `group`'s `partitions`.
+fn offset_delete_request(group: &str, partitions: &[TopicPartition]) -> OffsetDeleteRequest {
+    let topics = by_topic(partitions.iter().map(|tp| {
+        let p = OffsetDeleteRequestPartition::default().with_partition_index(tp.partition);
+        (tp, p)
+    }));
+    OffsetDeleteRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(name, ps)| {
+                    OffsetDeleteRequestTopic::default()
+                        .with_name(name)
+                        .with_partitions(ps)
+                })
+                .collect(),
+        )
+}
+
 /// Whether `code` is one of the transaction errors a producer must see itself.
 fn is_txn_error(code: i16) -> bool {
     ResponseError::try_from_code(code).is_some_and(|e| {
@@ -1018,17 +1151,8 @@ fn encode_batch(records: &[KeyValue]) -> Result<Bytes, UpstreamError> {
             headers: Default::default(),
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .map_err(|e| UpstreamError::Protocol(format!("encoding a batch: {e}")))?;
-    Ok(buf.freeze())
+    crate::log::batch::encode_records(&records)
+        .map_err(|e| UpstreamError::Protocol(format!("encoding a batch: {e}")))
 }
 
 /// The records of every whole batch in `data` (a Fetch answer may end in a partial one) at
@@ -1142,6 +1266,32 @@ mod tests {
         negative.extend_from_slice(&0i64.to_be_bytes());
         negative.extend_from_slice(&(-5i32).to_be_bytes());
         assert!(decode_batches(negative.freeze(), 0).is_err());
+    }
+
+    #[test]
+    fn rotation_starts_at_each_broker_in_turn_and_keeps_them_all() {
+        let next = AtomicUsize::new(0);
+        let turns: Vec<Vec<i32>> = (0..4).map(|_| rotated(vec![1, 2, 3], &next)).collect();
+        assert_eq!(
+            turns,
+            vec![vec![1, 2, 3], vec![2, 3, 1], vec![3, 1, 2], vec![1, 2, 3]]
+        );
+        assert!(rotated(Vec::new(), &next).is_empty());
+    }
+
+    #[test]
+    fn partitions_group_by_topic_in_name_order_keeping_their_order() {
+        let tps = [
+            TopicPartition::new("b", 2),
+            TopicPartition::new("a", 1),
+            TopicPartition::new("b", 0),
+        ];
+        let topics = by_topic(tps.iter().map(|tp| (tp, tp.partition)));
+        let names: Vec<(&str, Vec<i32>)> = topics
+            .iter()
+            .map(|(t, ps)| (t.as_str(), ps.clone()))
+            .collect();
+        assert_eq!(names, vec![("a", vec![1]), ("b", vec![2, 0])]);
     }
 
     #[test]

@@ -357,11 +357,7 @@ impl Gateway {
             .keys()
             .copied()
             .collect();
-        if ids.is_empty() {
-            return ids;
-        }
-        let start = self.next_any.fetch_add(1, Ordering::Relaxed) % ids.len();
-        ids[start..].iter().chain(&ids[..start]).copied().collect()
+        client::rotated(ids, &self.next_any)
     }
 
     /// The API versions advertised to clients.

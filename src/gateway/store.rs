@@ -396,7 +396,9 @@ impl Store for UpstreamStore {
                             GroupOp::DeleteOffsets(tps) => {
                                 within(up.delete_offsets(group.as_str(), tps)).await
                             }
-                            GroupOp::Delete => within(up.delete_group(group.as_str())).await,
+                            GroupOp::Delete => within(up.delete_group(group.as_str()))
+                                .await
+                                .map(|_existed| ()),
                         };
                         if let Err(e) = r {
                             error!(group = %group, error = %e, "upstream refused a group write");
