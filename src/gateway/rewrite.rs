@@ -44,14 +44,15 @@ const KOORD_KEYS: &[ApiKey] = &[
     ApiKey::TxnOffsetCommit,
     ApiKey::StreamsGroupHeartbeat,
     ApiKey::StreamsGroupDescribe,
-];
-
-/// Neither served nor forwarded: authentication between client and gateway (the gateway has
-/// none yet), share groups (groups are koord's, and koord has no share groups), and what
-/// brokers and controllers send one another.
-const NOT_SERVED: &[ApiKey] = &[
+    // Authentication between client and gateway is koord's (its credentials, its listeners'
+    // SASL); koord authenticates upstream as itself.
     ApiKey::SaslHandshake,
     ApiKey::SaslAuthenticate,
+];
+
+/// Neither served nor forwarded: share groups (groups are koord's, and koord has no share
+/// groups), and what brokers and controllers send one another.
+const NOT_SERVED: &[ApiKey] = &[
     ApiKey::ShareGroupHeartbeat,
     ApiKey::ShareGroupDescribe,
     ApiKey::ShareFetch,
@@ -471,7 +472,11 @@ mod tests {
         // koord's group APIs are there even when upstream has none of them.
         assert!(range(&adv, ApiKey::OffsetCommit).is_some());
         assert!(range(&adv, ApiKey::ApiVersions).is_some());
-        assert_eq!(range(&adv, ApiKey::SaslHandshake), None);
+        assert_eq!(
+            range(&adv, ApiKey::SaslHandshake),
+            Some((0, 1)),
+            "koord's own, as standalone"
+        );
         assert_eq!(range(&adv, ApiKey::ShareFetch), None);
         // Not offered by upstream, not koord's: not advertised.
         assert_eq!(range(&adv, ApiKey::DeleteRecords), None);
