@@ -7,7 +7,8 @@ user bob, and reaches Kafka's SASL_SSL listener as alice with SCRAM-SHA-512, che
 certificate against the CA. confluent-kafka, talking only to koord over SASL_SSL as bob,
 produces, consumes in a group and commits; the commit is in Kafka's __consumer_offsets. A wrong
 upstream password stops koord at start-up with Kafka's own message; a wrong client password
-at koord fails the client's authentication, and nothing it sent reaches Kafka.
+at koord fails the client's authentication, and nothing it sent reaches Kafka. The other
+pairing too: clients on koord's SSL listener, koord to Kafka's SASL_PLAINTEXT listener with PLAIN.
 
 Run by scripts/test.sh's conformance tier, which sets KOORD_SECURE_KAFKA_DIR to that Kafka's
 directory; skipped without it.
@@ -173,6 +174,51 @@ def test_a_wrong_client_password_forwards_nothing(gateway):
             assert (low, high) == (0, 0), f"partition {q}: {low}..{high}"
     finally:
         upstream.close()
+
+
+def test_ssl_listener_and_sasl_plaintext_plain_upstream(tmp_path):
+    """The other pairing: clients on an SSL listener (no SASL: they are ANONYMOUS to koord),
+    koord to Kafka's SASL_PLAINTEXT listener with PLAIN."""
+    tls = kafka_file("tls")
+    plain, ssl = free_port(), free_port()
+    k = Koord(tmp_path / "koord", [
+        f"upstream.bootstrap.servers={kafka_file('bootstrap.sasl_plaintext').read_text().strip()}",
+        "upstream.security.protocol=SASL_PLAINTEXT", "upstream.sasl.mechanism=PLAIN",
+        f"upstream.sasl.username={UPSTREAM_USER}", f"upstream.sasl.password={UPSTREAM_PASSWORD}",
+        "upstream.groups.topic.name=__koord_groups_secured",
+        f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl}",
+        f"ssl.keystore.location={tls / 'keystore.pem'}", "group.initial.rebalance.delay.ms=0"])
+    k.start(port=plain)
+    try:
+        ssl_roundtrip(ssl, tls)
+    finally:
+        k.stop()
+
+
+def ssl_roundtrip(ssl, tls):
+    """Through koord's SSL listener: a topic, five records produced and consumed in a group."""
+    config = {"bootstrap.servers": f"127.0.0.1:{ssl}", "security.protocol": "SSL",
+              "ssl.ca.location": str(tls / "ca.pem")}
+    topic = f"gwsec-ssl-{uuid.uuid4().hex[:8]}"
+    create_topic(config, topic)
+    p = Producer({**config, "acks": "all"})
+    for i in range(5):
+        p.produce(topic, value=f"v{i}")
+    assert p.flush(DEADLINE) == 0
+    c = Consumer({**config, "group.id": f"gwsec-ssl-{uuid.uuid4().hex[:8]}",
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    values = []
+    deadline = time.monotonic() + DEADLINE
+    try:
+        while len(values) < 5:
+            assert time.monotonic() < deadline, f"read {len(values)} of 5"
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                values.append(m.value().decode())
+    finally:
+        c.close()
+    assert sorted(values) == [f"v{i}" for i in range(5)]
 
 
 def test_a_wrong_upstream_password_stops_koord_with_kafkas_message(tmp_path):
