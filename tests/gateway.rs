@@ -413,4 +413,11 @@ fn a_sasl_listener_forwards_nothing_before_authentication() {
     let r: ProduceResponse = c.send(9, &produce(-1));
     assert_eq!(r.responses[0].name.0.as_str(), "from-upstream");
     assert_eq!(produced(), before + 1);
+    // The users are koord's (upstream, which does not even offer the API, is not asked).
+    let users: kafka_protocol::messages::DescribeUserScramCredentialsResponse = c.send(
+        0,
+        &kafka_protocol::messages::DescribeUserScramCredentialsRequest::default(),
+    );
+    let names: Vec<&str> = users.results.iter().map(|r| r.user.as_str()).collect();
+    assert_eq!(names, ["alice"]);
 }

@@ -225,7 +225,7 @@ async fn request(frame: Bytes, gw: &Arc<Gateway>, client: &mut Client) -> Next {
         debug!(api = ?key, v = version, "API or version not served; closing");
         return Next::Close;
     }
-    let forward = match rewrite::route(key) {
+    let forward = match rewrite::route(key, gw.own_acls()) {
         Route::Forward => true,
         Route::Koord => false,
         Route::FindCoordinator => match codec::decode_request(frame.clone()) {

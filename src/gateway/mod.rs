@@ -300,7 +300,7 @@ impl Gateway {
         self.present(&brokers).await?;
         if !view.versions.is_empty() {
             *self.advertised.write().unwrap_or_else(|e| e.into_inner()) =
-                rewrite::advertised(&view.versions);
+                rewrite::advertised(&view.versions, self.own_acls());
         }
         self.broker.topics.mirror(&view.topics, true);
         Ok(())
@@ -432,6 +432,11 @@ impl Gateway {
         }
         let start = self.next_any.fetch_add(1, Ordering::Relaxed) % ids.len();
         ids[start..].iter().chain(&ids[..start]).copied().collect()
+    }
+
+    /// Whether the ACL APIs are koord's: koord has an authorizer (`authorizer.class.name`).
+    pub fn own_acls(&self) -> bool {
+        !self.broker.config.authorizer_class_name.is_empty()
     }
 
     /// The API versions advertised to clients.
