@@ -11,8 +11,9 @@
 #   kafka   the raw conformance tier (tests/wire.rs, tests/groups.rs, tests/consumer_groups.rs),
 #           the franz-go groups (proto-tests/test_franz.py) and Kafka Streams, a custom assignor
 #           and the admin tools (proto-tests/test_streams.py) again, against Apache Kafka 4.4
-#           (scripts/kafka.sh), proving their expectations are Kafka's own answers; and the same
-#           koord-load smoke run against Kafka
+#           (scripts/kafka.sh), proving their expectations are Kafka's own answers; the same
+#           koord-load smoke run against Kafka; and koord in gateway mode in front of that
+#           Kafka with TLS and SASL on both sides (proto-tests/test_gateway_security.py)
 #   gateway koord in gateway mode in front of a 3-broker Kafka 4.4 (KAFKA_BROKERS=3
 #           scripts/kafka.sh, started once for the tier): real clients produce, consume in a
 #           group scaled 3 -> 5 -> 3 (also while an upstream broker is killed and restarted)
@@ -346,6 +347,12 @@ kafka_conformance() {
     load_smoke_run "$bootstrap"
     load_smoke_tls_run "$(cat "${KAFKA_DIR:-.build/kafka}/bootstrap.sasl_ssl")" \
         "${KAFKA_DIR:-.build/kafka}/tls/ca.pem"
+    # koord in gateway mode in front of this Kafka, secured on both sides: SASL_SSL clients
+    # of koord, koord to Kafka's SASL_SSL listener as alice (SCRAM-SHA-512).
+    say "gateway with TLS and SASL on both sides against Kafka 4.4 (proto-tests/test_gateway_security.py)"
+    KOORD_BIN="$koord_bin" KOORD_SECURE_KAFKA_DIR="${KAFKA_DIR:-$root/.build/kafka}" \
+        "$venv/bin/python" -m pytest proto-tests/test_gateway_security.py -ra --tb=short \
+        -p no:cacheprovider
     # Kafka Streams, a client-side custom assignor, kafka-topics and kafka-configs: the same
     # expectations koord is held to in the python tier are Kafka's own behaviour.
     say "Kafka Streams (classic and streams groups), a custom assignor, the admin tools against Kafka 4.4"

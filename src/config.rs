@@ -95,6 +95,9 @@ pub struct Config {
     /// Its partition count when koord creates it (a group's records live in one partition,
     /// picked by a stable hash of the group id).
     pub upstream_groups_topic_partitions: i32,
+    /// `upstream.security.protocol`, `upstream.sasl.*`, `upstream.ssl.*`: how koord connects
+    /// to the upstream cluster (Kafka's client settings).
+    pub upstream_security: crate::security::client::ClientSettings,
     /// Where durable state lives.
     pub data_dir: PathBuf,
     /// Cluster id reported by Metadata and DescribeCluster. Empty: generated once and kept in
@@ -211,6 +214,7 @@ impl Default for Config {
             upstream_bootstrap_servers: Vec::new(),
             upstream_groups_topic: "__koord_groups".into(),
             upstream_groups_topic_partitions: 50,
+            upstream_security: crate::security::client::ClientSettings::default(),
             data_dir: PathBuf::from("koord-data"),
             cluster_id: String::new(),
             max_connections: 10_000,
@@ -690,6 +694,87 @@ pub static KEYS: &[Key] = &[
         "gateway mode: partitions of upstream.groups.topic.name when koord creates it (an existing topic keeps its count)",
         upstream_groups_topic_partitions: i32, 1, 10_000),
     Key {
+        name: "upstream.security.protocol",
+        kafka: Some("security.protocol (koord's, towards the upstream)"),
+        doc: "gateway mode: how koord connects to the upstream: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+        apply: |c, v| {
+            let s = string(v)?;
+            c.upstream_security.protocol = crate::security::SecurityProtocol::parse(&s)
+                .ok_or_else(|| format!("expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, got `{s}`"))?;
+            Ok(())
+        },
+        show: |c| Value::String(c.upstream_security.protocol.name().to_string()),
+    },
+    Key {
+        name: "upstream.sasl.mechanism",
+        kafka: Some("sasl.mechanism (koord's, towards the upstream)"),
+        doc: "gateway mode, SASL upstream: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+        apply: |c, v| {
+            let s = string(v)?;
+            c.upstream_security.mechanism = crate::security::SaslMechanism::parse(&s)
+                .ok_or_else(|| format!("expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got `{s}`"))?;
+            Ok(())
+        },
+        show: |c| Value::String(c.upstream_security.mechanism.name().to_string()),
+    },
+    Key {
+        name: "upstream.sasl.username",
+        kafka: Some("sasl.jaas.config username (koord's, towards the upstream)"),
+        doc: "gateway mode, SASL upstream: the user koord authenticates as; every forwarded request goes upstream as this user",
+        apply: |c, v| {
+            c.upstream_security.username = string(v)?;
+            Ok(())
+        },
+        show: |c| Value::String(c.upstream_security.username.clone()),
+    },
+    Key {
+        name: "upstream.sasl.password",
+        kafka: Some("sasl.jaas.config password (koord's, towards the upstream)"),
+        doc: "gateway mode, SASL upstream: that user's password (check-config shows it as [hidden])",
+        apply: |c, v| {
+            c.upstream_security.password = string(v)?;
+            Ok(())
+        },
+        show: |c| Value::String(if c.upstream_security.password.is_empty() { String::new() } else { "[hidden]".into() }),
+    },
+    Key {
+        name: "upstream.ssl.truststore.location",
+        kafka: Some("ssl.truststore.location (type PEM; koord's, towards the upstream)"),
+        doc: "gateway mode, SSL upstream: PEM CA certificates the upstream brokers' certificates are checked against (required: no system roots)",
+        apply: |c, v| {
+            let s = string(v)?;
+            c.upstream_security.truststore = (!s.is_empty()).then(|| PathBuf::from(s));
+            Ok(())
+        },
+        show: |c| Value::String(c.upstream_security.truststore.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
+    },
+    Key {
+        name: "upstream.ssl.keystore.location",
+        kafka: Some("ssl.keystore.location (type PEM; koord's, towards the upstream)"),
+        doc: "gateway mode, SSL upstream: PEM certificate chain and private key koord presents, for brokers with ssl.client.auth; empty = none",
+        apply: |c, v| {
+            let s = string(v)?;
+            c.upstream_security.keystore = (!s.is_empty()).then(|| PathBuf::from(s));
+            Ok(())
+        },
+        show: |c| Value::String(c.upstream_security.keystore.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
+    },
+    Key {
+        name: "upstream.ssl.endpoint.identification.algorithm",
+        kafka: Some("ssl.endpoint.identification.algorithm (koord's, towards the upstream)"),
+        doc: "gateway mode, SSL upstream: https = a broker's certificate must name the host koord connects to; empty = any certificate the truststore signed",
+        apply: |c, v| {
+            let s = string(v)?;
+            c.upstream_security.verify_hostname = match s.trim() {
+                "" => false,
+                a if a.eq_ignore_ascii_case("https") => true,
+                other => return Err(format!("expected https or empty, got `{other}`")),
+            };
+            Ok(())
+        },
+        show: |c| Value::String(if c.upstream_security.verify_hostname { "https".into() } else { String::new() }),
+    },
+    Key {
         name: "data.dir",
         kafka: Some("log.dirs"),
         doc: "directory for durable state (created if missing)",
@@ -1059,6 +1144,9 @@ impl Config {
         }
         self.effective_listeners()
             .map_err(|message| invalid("listeners", message))?;
+        self.upstream_security
+            .check("upstream.")
+            .map_err(|message| invalid("upstream.security.protocol", message))?;
         if self.sasl_admin_user.is_empty() != self.sasl_admin_password.is_empty() {
             return Err(invalid(
                 "sasl.admin.user",
@@ -1231,6 +1319,55 @@ mod tests {
                 "config/koord.toml does not document `{}`",
                 k.name
             );
+        }
+    }
+
+    #[test]
+    fn upstream_security_keys_parse_and_check() {
+        let load = |sets: &[&str]| {
+            Config::load(
+                None,
+                &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        let c = load(&[
+            "upstream.security.protocol=sasl_ssl",
+            "upstream.sasl.mechanism=SCRAM-SHA-512",
+            "upstream.sasl.username=koord",
+            "upstream.sasl.password=pw",
+            "upstream.ssl.truststore.location=/etc/ca.pem",
+            "upstream.ssl.endpoint.identification.algorithm=",
+        ])
+        .unwrap();
+        let u = &c.upstream_security;
+        assert_eq!(u.protocol, crate::security::SecurityProtocol::SaslSsl);
+        assert_eq!(u.mechanism.name(), "SCRAM-SHA-512");
+        assert!(!u.verify_hostname);
+        assert!(c.render().contains("upstream.sasl.password = \"[hidden]\""));
+        for (sets, names) in [
+            (
+                &["upstream.security.protocol=TLS"][..],
+                "upstream.security.protocol",
+            ),
+            (
+                &["upstream.sasl.mechanism=GSSAPI"],
+                "upstream.sasl.mechanism",
+            ),
+            (
+                &["upstream.ssl.endpoint.identification.algorithm=http"],
+                "upstream.ssl.endpoint",
+            ),
+            (
+                &["upstream.security.protocol=SASL_PLAINTEXT"],
+                "upstream.sasl.username",
+            ),
+            (
+                &["upstream.security.protocol=SSL"],
+                "upstream.ssl.truststore.location",
+            ),
+        ] {
+            let e = load(sets).unwrap_err().to_string();
+            assert!(e.contains(names), "{sets:?}: {e}");
         }
     }
 

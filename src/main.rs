@@ -295,12 +295,20 @@ fn serve(args: ServeArgs) -> ExitCode {
     };
     runtime.block_on(async move {
         let mut config = config;
+        // Gateway mode: how koord reaches upstream (TLS, SASL), one for every connection.
+        let upstream_security = match koord::security::client::ClientSecurity::new(&config.upstream_security, "upstream.") {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                error!("{e}");
+                return ExitCode::FAILURE;
+            }
+        };
         // Gateway mode: the upstream's brokers and versions first, so koord's coordinator id
         // is chosen clear of every upstream broker id.
         let upstream = if config.upstream_bootstrap_servers.is_empty() {
             None
         } else {
-            match koord::gateway::discover(&config.upstream_bootstrap_servers, std::time::Duration::from_secs(120)).await {
+            match koord::gateway::discover(&config.upstream_bootstrap_servers, &upstream_security, std::time::Duration::from_secs(120)).await {
                 Ok(view) => {
                     let id = koord::gateway::coordinator_node_id(config.node_id, &view);
                     if id != config.node_id {
@@ -321,7 +329,7 @@ fn serve(args: ServeArgs) -> ExitCode {
                 let client = Arc::new(koord::gateway::client::Upstream::new(
                     config.upstream_bootstrap_servers.clone(),
                     view.brokers.clone(),
-                ));
+                ).with_security(upstream_security.clone()));
                 Broker::open_gateway(config, client).await
             }
         };
@@ -419,13 +427,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         match upstream {
             None => koord::server::run_listeners(bound, broker.clone(), stop).await,
             Some(view) => {
-                let mut bound = bound;
-                if bound.len() != 1 {
-                    error!("gateway mode serves one PLAINTEXT listener (listen) for now");
-                    return ExitCode::FAILURE;
-                }
-                let main = bound.remove(0);
-                if let Err(e) = koord::gateway::Gateway::run(main, broker.clone(), view, stop).await {
+                if let Err(e) = koord::gateway::Gateway::run(bound, broker.clone(), view, upstream_security, stop).await {
                     error!("{e}");
                     return ExitCode::FAILURE;
                 }

@@ -2,7 +2,9 @@
 //! told (only koord's endpoints), what is forwarded (frames as sent, correlation ids mapped,
 //! answers in request order), and what happens when the upstream goes away (the client
 //! connection is closed unanswered; the next connection reaches the upstream again).
-//! The real-cluster scenarios are proto-tests/test_gateway.py.
+//! A SASL listener in front of it: nothing forwarded before koord's own authentication.
+//! The real-cluster scenarios are proto-tests/test_gateway.py, and with TLS and SASL on both
+//! sides proto-tests/test_gateway_security.py.
 
 mod common;
 
@@ -743,4 +745,102 @@ fn upstream_groups_koord_does_not_have_are_listed_described_and_deleted_upstream
         asked, 3,
         "each group koord does not have was asked of upstream"
     );
+}
+
+/// Metadata (every topic) over `c`.
+fn metadata_over(c: &mut Client) -> MetadataResponse {
+    c.send(12, &MetadataRequest::default().with_topics(None))
+}
+
+/// A gateway with a SASL_PLAINTEXT listener beside the PLAINTEXT one: each listener has its
+/// own port for the upstream broker and tells its clients only its own ports; on the SASL
+/// listener nothing is forwarded before koord's own authentication succeeds (not after a
+/// wrong password either), and after it the requests reach upstream.
+#[test]
+fn a_sasl_listener_forwards_nothing_before_authentication() {
+    use common::sasl::login;
+    if common::bootstrap().is_some() {
+        eprintln!("SKIPPED a_sasl_listener_forwards_nothing_before_authentication: it needs its own koord");
+        return;
+    }
+    let up = Upstream::start();
+    let sasl_port = common::free_port();
+    let koord = Koord::spawn_with(|addr| {
+        vec![
+            format!("upstream.bootstrap.servers=127.0.0.1:{}", up.addr.port()),
+            "upstream.groups.topic.partitions=1".into(),
+            format!("listeners=PLAINTEXT://{addr},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"),
+            "sasl.admin.user=alice".into(),
+            "sasl.admin.password=alice-secret".into(),
+            "connection.failed.authentication.delay.ms=0".into(),
+        ]
+    });
+    let plain_port = broker_port(&koord);
+    let sasl_addr = SocketAddr::from(([127, 0, 0, 1], sasl_port));
+    let produced = || {
+        up.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|f| f[..2] == [0, 0])
+            .count()
+    };
+
+    // Metadata on the SASL listener: its own ports, never the PLAINTEXT listener's.
+    let mut c = Client::connect(sasl_addr);
+    assert_eq!(
+        login(&mut c, "SCRAM-SHA-512", "alice", "alice-secret").error_code,
+        0
+    );
+    let md = metadata_over(&mut c);
+    let sasl_broker = md.brokers.iter().find(|b| b.node_id.0 == NODE).unwrap();
+    let own = md.brokers.iter().find(|b| b.node_id.0 != NODE).unwrap();
+    assert_eq!(
+        own.port,
+        i32::from(sasl_port),
+        "koord on the client's listener"
+    );
+    let sasl_broker_port = sasl_broker.port as u16;
+    assert_ne!(sasl_broker_port, plain_port, "a port per listener");
+    assert_ne!(sasl_broker_port, up.addr.port());
+    let broker_addr = SocketAddr::from(([127, 0, 0, 1], sasl_broker_port));
+
+    // Unauthenticated: ApiVersions is answered (and names the SASL APIs), a Produce closes.
+    let mut c = Client::connect(broker_addr);
+    let versions: ApiVersionsResponse = c.send(3, &api_versions_request());
+    assert!(versions
+        .api_keys
+        .iter()
+        .any(|a| a.api_key == ApiKey::SaslHandshake as i16));
+    let before = produced();
+    c.send_bytes(&frame(ApiKey::Produce, 9, 1, |b| produce(-1).encode(b, 9)))
+        .unwrap();
+    c.expect_closed();
+
+    // A wrong password: refused, closed, nothing forwarded.
+    let mut c = Client::connect(broker_addr);
+    let r = login(&mut c, "PLAIN", "alice", "wrong");
+    assert_eq!(
+        common::err(r.error_code),
+        Some(kafka_protocol::ResponseError::SaslAuthenticationFailed)
+    );
+    c.expect_closed();
+    assert_eq!(produced(), before, "nothing reached upstream");
+
+    // Authenticated: forwarded.
+    let mut c = Client::connect(broker_addr);
+    assert_eq!(
+        login(&mut c, "PLAIN", "alice", "alice-secret").error_code,
+        0
+    );
+    let r: ProduceResponse = c.send(9, &produce(-1));
+    assert_eq!(r.responses[0].name.0.as_str(), "from-upstream");
+    assert_eq!(produced(), before + 1);
+    // The users are koord's (upstream, which does not even offer the API, is not asked).
+    let users: kafka_protocol::messages::DescribeUserScramCredentialsResponse = c.send(
+        0,
+        &kafka_protocol::messages::DescribeUserScramCredentialsRequest::default(),
+    );
+    let names: Vec<&str> = users.results.iter().map(|r| r.user.as_str()).collect();
+    assert_eq!(names, ["alice"]);
 }

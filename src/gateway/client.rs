@@ -45,7 +45,8 @@ use kafka_protocol::ResponseError;
 use thiserror::Error;
 use tracing::{debug, info};
 
-use super::upstream::UpstreamConn;
+use super::upstream::{connect, UpstreamConn};
+use crate::security::client::ClientSecurity;
 use crate::vocab::{OffsetAndMetadata, TopicPartition};
 
 /// How long one operation may keep retrying a moved leader or coordinator before it fails
@@ -123,6 +124,8 @@ pub struct Upstream {
     /// Group id -> its upstream coordinator.
     coordinators: RwLock<HashMap<String, i32>>,
     next: AtomicUsize,
+    /// How every connection is made (`upstream.security.protocol` and the rest).
+    security: Arc<ClientSecurity>,
 }
 
 impl Upstream {
@@ -135,7 +138,14 @@ impl Upstream {
             leaders: RwLock::new(HashMap::new()),
             coordinators: RwLock::new(HashMap::new()),
             next: AtomicUsize::new(0),
+            security: Arc::new(ClientSecurity::plaintext()),
         }
+    }
+
+    /// This client, connecting with `security` (TLS, SASL) instead of PLAINTEXT.
+    pub fn with_security(mut self, security: Arc<ClientSecurity>) -> Upstream {
+        self.security = security;
+        self
     }
 
     fn addr_of(&self, node: i32) -> Option<String> {
@@ -161,9 +171,9 @@ impl Upstream {
             .addr_of(node)
             .ok_or_else(|| UpstreamError::Unreachable(format!("broker {node} unknown")))?;
         let c = Arc::new(
-            UpstreamConn::connect(&addr)
+            connect(&addr, &self.security)
                 .await
-                .map_err(|e| UpstreamError::Unreachable(format!("{addr}: {e}")))?,
+                .map_err(|e| UpstreamError::Unreachable(e.to_string()))?,
         );
         self.conns
             .lock()
@@ -206,12 +216,12 @@ impl Upstream {
         }
         // Every known broker failed: the bootstrap servers, in case the cluster moved.
         for addr in &self.bootstrap {
-            match UpstreamConn::connect(addr).await {
+            match connect(addr, &self.security).await {
                 Ok(c) => match call_on(&c, v, req).await {
                     Ok(r) => return Ok(r),
                     Err(e) => last = e,
                 },
-                Err(e) => last = UpstreamError::Unreachable(format!("{addr}: {e}")),
+                Err(e) => last = UpstreamError::Unreachable(e.to_string()),
             }
         }
         Err(last)

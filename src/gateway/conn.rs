@@ -10,17 +10,23 @@
 //! this client unanswered, or upstream cannot be reached for it, the client connection is
 //! closed: the client retries on a new one (after refreshing metadata), and nothing upstream
 //! did not acknowledge is acknowledged.
+//!
+//! Before anything is routed, the connection's [`Session`] admits the request, as on a
+//! standalone connection: on a SASL listener nothing but ApiVersions and the SASL exchange
+//! (koord's own, against koord's credentials, run by the same code as standalone) is served
+//! before authentication, so nothing is forwarded for an unauthenticated client; koord's APIs
+//! then run with the session's principal (koord's authorizer applies to them as standalone).
+//! Forwarded requests go upstream on koord's own upstream connections, as koord's upstream
+//! user.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, WriteHalf};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, trace, warn, Instrument};
 
@@ -28,12 +34,16 @@ use super::rewrite::{self, Decoded, Route};
 use super::upstream::{Response, UpstreamConn};
 use super::Gateway;
 use crate::api::{self, Outcome, RequestContext};
+use crate::security::session::{Admit, Session};
 use crate::security::Principal;
 use crate::server::codec::{self, Decoded as Request};
+use crate::server::connection::{failed_authentication_delay, Step};
 use crate::server::frame::read_frame;
 
 /// Answers queued for the writer at once (forwarded requests in flight per connection).
 const PIPELINE: usize = 32;
+/// How long the answers before a failed authentication's may take to be written.
+const DRAIN: Duration = Duration::from_secs(5);
 
 /// One answer, in request order.
 enum Pending {
@@ -54,24 +64,67 @@ enum Next {
     /// Nothing to answer (Produce with acks=0).
     Nothing,
     Close,
+    /// Answer, then close once the answers before it are written (a failed authentication,
+    /// after `connection.failed.authentication.delay.ms`).
+    QueueThenClose(Pending),
+}
+
+/// Where a client connection came in.
+#[derive(Debug, Clone)]
+pub struct At {
+    pub peer: SocketAddr,
+    /// The koord listener (an index into [`Gateway::listeners`]).
+    pub listener: usize,
+    /// The client certificate's principal, on a TLS listener.
+    pub tls_principal: Option<Principal>,
+    /// The upstream broker the port stands for; `None` on the listener's own port.
+    pub target: Option<i32>,
+}
+
+/// The connection's state the reader keeps from request to request.
+struct Client {
+    at: At,
+    ctx: RequestContext,
+    session: Session,
+    upstreams: HashMap<i32, UpstreamConn>,
 }
 
 /// Serves one client connection until it closes, misbehaves, loses its upstream, or shutdown.
-pub async fn serve(stream: TcpStream, peer: SocketAddr, target: Option<i32>, gw: Arc<Gateway>) {
-    let (mut rd, wr) = stream.into_split();
-    let (tx, rx) = mpsc::channel::<Pending>(PIPELINE);
-    let writer = tokio::spawn(write_loop(wr, rx, gw.clone()).in_current_span());
-    let mut stop = gw.stop.clone();
-    let ctx = RequestContext {
-        peer,
-        peer_host: peer.ip().to_string().into(),
-        listener: gw.main.clone(),
-        principal: Principal::anonymous(),
+pub async fn serve<S>(stream: S, at: At, gw: Arc<Gateway>)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let Some(listener) = gw.listeners.get(at.listener).map(|l| l.listener.clone()) else {
+        return;
     };
-    let mut upstreams: HashMap<i32, UpstreamConn> = HashMap::new();
+    let (mut rd, wr) = tokio::io::split(stream);
+    let (tx, rx) = mpsc::channel::<Pending>(PIPELINE);
+    let writer = tokio::spawn(write_loop(wr, rx, gw.clone(), at.listener).in_current_span());
+    let mut stop = gw.stop.clone();
+    let session = Session::new(
+        listener.protocol,
+        at.tls_principal.clone(),
+        gw.broker.config.sasl_enabled_mechanisms.clone(),
+        gw.broker.config.connections_max_reauth_ms,
+    );
+    let ctx = RequestContext {
+        peer: at.peer,
+        peer_host: at.peer.ip().to_string().into(),
+        listener,
+        principal: session.principal().clone(),
+    };
+    let mut client = Client {
+        at,
+        ctx,
+        session,
+        upstreams: HashMap::new(),
+    };
     let mut buf = BytesMut::new();
     let max = gw.broker.config.socket_request_max_bytes;
     let idle = Duration::from_millis(gw.broker.config.connections_max_idle_ms);
+    // Whether the answers queued are written before the connection closes (a failed
+    // authentication's answer), rather than dropped.
+    let mut drain = false;
     debug!("gateway connection open");
     loop {
         let frame = tokio::select! {
@@ -89,7 +142,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, target: Option<i32>, gw:
         let next = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s) => break,
-            n = request(frame, target, &gw, &ctx, &mut upstreams) => n,
+            n = request(frame, &gw, &mut client) => n,
         };
         match next {
             Next::Queue(p) => {
@@ -99,27 +152,52 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, target: Option<i32>, gw:
             }
             Next::Nothing => {}
             Next::Close => break,
+            Next::QueueThenClose(p) => {
+                failed_authentication_delay(&gw.broker, &mut stop).await;
+                drain = tx.send(p).await.is_ok();
+                break;
+            }
         }
     }
     // The client is gone, or is being closed on: answers still waiting (an upstream that does
-    // not answer, a long-poll Fetch) are not waited for. Upstream connections with a request
-    // in flight are dropped rather than pooled.
+    // not answer, a long-poll Fetch) are not waited for, except a failed authentication's,
+    // written with what precedes it (bounded: a client that reads nothing is not waited for).
+    // Upstream connections with a request in flight are dropped rather than pooled.
     drop(tx);
-    writer.abort();
-    let _ = writer.await;
-    for (node, conn) in upstreams {
+    let mut writer = writer;
+    if !drain || tokio::time::timeout(DRAIN, &mut writer).await.is_err() {
+        writer.abort();
+        let _ = writer.await;
+    }
+    for (node, conn) in client.upstreams {
         gw.pool.put(node, conn);
     }
 }
 
-/// Runs one request frame.
-async fn request(
-    frame: Bytes,
-    target: Option<i32>,
-    gw: &Arc<Gateway>,
-    ctx: &RequestContext,
-    upstreams: &mut HashMap<i32, UpstreamConn>,
-) -> Next {
+/// Runs one request frame: admitted by the session, then SASL, koord's own or forwarded.
+async fn request(frame: Bytes, gw: &Arc<Gateway>, client: &mut Client) -> Next {
+    if client.session.expects_raw_token() {
+        // After SaslHandshake v0 the SASL tokens come as bare frames.
+        return match client
+            .session
+            .raw_token(&frame, &gw.broker.credentials, Instant::now())
+            .await
+        {
+            Some(token) => {
+                client.ctx.principal = client.session.principal().clone();
+                let mut out = BytesMut::with_capacity(4 + token.len());
+                out.put_i32(token.len() as i32);
+                out.put_slice(&token);
+                Next::Queue(Pending::Ready(out.freeze()))
+            }
+            None => {
+                debug!("SASL authentication failed; closing");
+                // No answer in v0; the close waits as a failed SaslAuthenticate's does.
+                Next::QueueThenClose(Pending::Ready(Bytes::new()))
+            }
+        };
+    }
+    let target = client.at.target;
     if frame.len() < 8 {
         debug!(len = frame.len(), "request frame too short; closing");
         return Next::Close;
@@ -131,6 +209,14 @@ async fn request(
         debug!(key = raw_key, "unknown API key; closing");
         return Next::Close;
     };
+    match client.session.admit(key, Instant::now()) {
+        Admit::Serve => {}
+        Admit::Sasl => return sasl(frame, gw, client).await,
+        Admit::Close(why) => {
+            debug!(api = ?key, why, "request not admitted; closing");
+            return Next::Close;
+        }
+    }
     let advertised = gw.advertised();
     if key == ApiKey::ApiVersions {
         return api_versions(frame, &advertised);
@@ -139,7 +225,7 @@ async fn request(
         debug!(api = ?key, v = version, "API or version not served; closing");
         return Next::Close;
     }
-    let forward = match rewrite::route(key) {
+    let forward = match rewrite::route(key, gw.own_acls()) {
         Route::Forward => true,
         Route::Koord => false,
         Route::FindCoordinator => match codec::decode_request(frame.clone()) {
@@ -154,7 +240,7 @@ async fn request(
         },
     };
     if !forward {
-        return koord(frame, gw, ctx).await;
+        return koord(frame, gw, &client.ctx).await;
     }
     let expect = if key == ApiKey::Produce {
         match rewrite::produce_expects_response(&frame, version) {
@@ -182,7 +268,7 @@ async fn request(
         None => gw.any_order(),
     };
     for node in candidates {
-        let conn = match upstream_for(node, gw, upstreams).await {
+        let conn = match upstream_for(node, gw, &mut client.upstreams).await {
             Some(c) => c,
             None => continue,
         };
@@ -199,7 +285,7 @@ async fn request(
             Err(_) => {
                 // Ended under us; nothing was sent on it. Earlier requests on it fail in
                 // the writer, which closes this connection.
-                upstreams.remove(&node);
+                client.upstreams.remove(&node);
                 if target.is_some() && !any_broker {
                     return Next::Close;
                 }
@@ -227,7 +313,7 @@ async fn upstream_for<'a>(
                 Some(c) => c,
                 None => {
                     let addr = gw.upstream_addr(node)?;
-                    match UpstreamConn::connect(&addr).await {
+                    match super::upstream::connect(&addr, &gw.security).await {
                         Ok(c) => c,
                         Err(e) => {
                             debug!(node, upstream = %addr, error = %e, "cannot reach upstream broker");
@@ -240,6 +326,34 @@ async fn upstream_for<'a>(
         }
     };
     Some(conn)
+}
+
+/// SaslHandshake or SaslAuthenticate: koord's own exchange against koord's credentials, run
+/// by the standalone connection's code.
+async fn sasl(frame: Bytes, gw: &Arc<Gateway>, client: &mut Client) -> Next {
+    let (header, body) = match codec::decode_request(frame) {
+        Ok(Request::Request { header, body }) => (header, body),
+        _ => {
+            debug!("undecodable SASL request; closing");
+            return Next::Close;
+        }
+    };
+    let mut out = BytesMut::new();
+    let step = crate::server::connection::sasl(
+        &gw.broker,
+        &mut client.ctx,
+        &mut client.session,
+        &header,
+        *body,
+        &mut out,
+    )
+    .await;
+    match step {
+        Step::Wrote => Next::Queue(Pending::Ready(out.freeze())),
+        Step::WriteThenClose => Next::QueueThenClose(Pending::Ready(out.freeze())),
+        Step::Silent => Next::Nothing,
+        Step::Close => Next::Close,
+    }
 }
 
 /// ApiVersions: koord's own answer with the gateway's versions.
@@ -315,7 +429,12 @@ async fn koord(frame: Bytes, gw: &Arc<Gateway>, ctx: &RequestContext) -> Next {
 
 /// Writes the answers in request order; ends (closing the connection) when a forwarded request
 /// gets no answer from upstream or an answer cannot be written.
-async fn write_loop(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Pending>, gw: Arc<Gateway>) {
+async fn write_loop<W: AsyncWrite + Send + 'static>(
+    wr: WriteHalf<W>,
+    mut rx: mpsc::Receiver<Pending>,
+    gw: Arc<Gateway>,
+    listener: usize,
+) {
     let mut wr = BufWriter::new(wr);
     while let Some(p) = rx.recv().await {
         let bytes = match p {
@@ -337,7 +456,7 @@ async fn write_loop(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Pending>, gw: Arc
                         break;
                     }
                 };
-                match answer_frame(&gw, key, version, corr, frame).await {
+                match answer_frame(&gw, listener, key, version, corr, frame).await {
                     Some(Answer::Whole(b)) => b,
                     Some(Answer::Pass(frame)) => {
                         // Upstream's bytes as they came, behind the client's correlation id.
@@ -376,9 +495,11 @@ enum Answer {
 }
 
 /// The client's frame for an upstream answer: the same bytes with the client's correlation id,
-/// or for the responses that name brokers, rewritten to name koord's endpoints.
+/// or for the responses that name brokers, rewritten to name koord's endpoints on the client's
+/// listener.
 async fn answer_frame(
     gw: &Arc<Gateway>,
+    listener: usize,
     key: ApiKey,
     version: i16,
     corr: i32,
@@ -401,7 +522,7 @@ async fn answer_frame(
     if !topics.is_empty() {
         gw.broker.topics.mirror(&topics, false);
     }
-    let body = decoded.rewrite(&gw.endpoints(), &gw.own());
+    let body = decoded.rewrite(&gw.endpoints(listener), &gw.own(listener));
     match codec::encode_response(key, version, corr, &body) {
         Ok(b) => Some(Answer::Whole(b)),
         Err(e) => {

@@ -1,7 +1,11 @@
 //! Gateway mode (`upstream.bootstrap.servers`): koord in front of an existing Kafka cluster.
 //!
 //! koord presents every upstream broker as a listener port of its own (same broker id, koord's
-//! host), so clients reach the upstream leaders only through koord:
+//! host), one per koord listener (`listeners`, with that listener's security protocol and TLS),
+//! so clients reach the upstream leaders only through koord, and a client is told the ports of
+//! the listener it came in on. Clients authenticate to koord as standalone (koord's SASL and
+//! credentials); koord reaches upstream as its own upstream identity ([`upstream::connect`],
+//! `upstream.security.protocol` and the rest):
 //! - [`rewrite`]: the pure rules: which API is koord's and which is forwarded, the versions
 //!   advertised, the Metadata/DescribeCluster/FindCoordinator(transaction) rewrite;
 //! - [`upstream`]: connections to the upstream brokers (correlation ids of their own, frames
@@ -41,9 +45,11 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{debug, info, warn, Instrument};
 
 use crate::broker::Broker;
-use crate::security::{Listener, SecurityProtocol};
+use crate::security::client::ClientSecurity;
+use crate::security::tls::Tls;
+use crate::security::Listener;
 use rewrite::{Decoded, Endpoints};
-use upstream::{Pool, UpstreamConn};
+use upstream::{ConnectError, Pool, UpstreamConn};
 
 /// How often the gateway re-reads the upstream's brokers, topics and API versions.
 const REFRESH: Duration = Duration::from_secs(10);
@@ -63,29 +69,42 @@ pub struct UpstreamView {
 #[derive(Debug, Clone)]
 struct Presented {
     upstream: String,
-    /// The port of koord's listener for this broker.
-    port: i32,
+    /// The port of koord's listener for this broker, one per koord listener (in the order of
+    /// [`Gateway::listeners`]).
+    ports: Vec<i32>,
+}
+
+/// One of koord's listeners (`listeners`) as the gateway serves it: clients bootstrap from it
+/// and find the group coordinator on it, and it has one port per upstream broker with its
+/// security protocol.
+pub struct GatewayListener {
+    pub listener: Arc<Listener>,
+    /// The node's TLS configuration, for an SSL or SASL_SSL listener.
+    tls: Option<Arc<Tls>>,
+    /// Where its broker ports bind (its own address, port 0).
+    bind_ip: IpAddr,
 }
 
 /// Everything gateway connections share.
 pub struct Gateway {
     pub broker: Arc<Broker>,
     bootstrap: Vec<String>,
-    /// The listener clients bootstrap from and find the group coordinator on.
-    pub main: Arc<Listener>,
-    /// Where broker listeners bind (the main listener's address, port 0).
-    bind_ip: IpAddr,
+    /// koord's listeners, each with its own broker ports.
+    pub listeners: Vec<GatewayListener>,
     brokers: RwLock<BTreeMap<i32, Presented>>,
     /// Serialises the binding of new broker listeners.
     binding: tokio::sync::Mutex<()>,
     advertised: RwLock<Vec<ApiVersion>>,
     pub pool: Pool,
+    /// How every upstream connection is made (TLS, SASL).
+    pub security: Arc<ClientSecurity>,
     /// Picks where a request for "any broker" goes first.
     next_any: AtomicUsize,
     stop: watch::Receiver<bool>,
-    /// New broker listeners go to the task that accepts on them (spawned from `run`, so that
-    /// a connection's future does not contain the accept loop that spawns connections).
-    listeners: mpsc::UnboundedSender<(TcpListener, i32)>,
+    /// New broker listeners (socket, koord listener index, broker id) go to the task that
+    /// accepts on them (spawned from `run`, so that a connection's future does not contain the
+    /// accept loop that spawns connections).
+    spawn: mpsc::UnboundedSender<(TcpListener, usize, i32)>,
     limit: Arc<Semaphore>,
     /// Every connection task holds a clone; shutdown waits until all are dropped.
     alive: Mutex<Option<mpsc::Sender<()>>>,
@@ -93,18 +112,26 @@ pub struct Gateway {
 }
 
 /// Connects to the upstream and reads its brokers, topics and API versions, retrying (with a
-/// log line) until it answers or `give_up` passes.
+/// log line) until it answers or `give_up` passes. Credentials upstream refuses, or a
+/// certificate koord does not trust, fail at once: retrying cannot mend them.
 ///
 /// # Errors
-/// No upstream server answered in time.
-pub async fn discover(bootstrap: &[String], give_up: Duration) -> Result<UpstreamView, String> {
+/// No upstream server answered in time, or one refused koord's TLS or SASL.
+pub async fn discover(
+    bootstrap: &[String],
+    security: &ClientSecurity,
+    give_up: Duration,
+) -> Result<UpstreamView, String> {
     let deadline = tokio::time::Instant::now() + give_up;
     let mut backoff = Duration::from_millis(200);
     loop {
         let mut last = String::new();
         for addr in bootstrap {
-            match read_view(addr).await {
+            match read_view(addr, security).await {
                 Ok(v) => return Ok(v),
+                Err(e) if e.is_fatal() => {
+                    return Err(format!("upstream.bootstrap.servers: {e}"));
+                }
                 Err(e) => last = format!("{addr}: {e}"),
             }
         }
@@ -120,15 +147,17 @@ pub async fn discover(bootstrap: &[String], give_up: Duration) -> Result<Upstrea
 }
 
 /// ApiVersions and Metadata (every topic) from one upstream broker.
-async fn read_view(addr: &str) -> Result<UpstreamView, String> {
-    let conn = UpstreamConn::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
+async fn read_view(addr: &str, security: &ClientSecurity) -> Result<UpstreamView, ConnectError> {
+    let conn = upstream::connect(addr, security).await?;
+    read_view_on(&conn).await.map_err(ConnectError::Unreachable)
+}
+
+async fn read_view_on(conn: &UpstreamConn) -> Result<UpstreamView, String> {
     let v = 3;
     let req = ApiVersionsRequest::default()
         .with_client_software_name(StrBytes::from_static_str("koord-gateway"))
         .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-    let mut resp = call(&conn, ApiKey::ApiVersions, v, &req).await?;
+    let mut resp = call(conn, ApiKey::ApiVersions, v, &req).await?;
     ResponseHeader::decode(&mut resp, ApiKey::ApiVersions.response_header_version(v))
         .map_err(|e| format!("ApiVersions: {e}"))?;
     let versions =
@@ -138,7 +167,7 @@ async fn read_view(addr: &str) -> Result<UpstreamView, String> {
     }
     let v = 12;
     let req = MetadataRequest::default().with_topics(None);
-    let frame = call(&conn, ApiKey::Metadata, v, &req).await?;
+    let frame = call(conn, ApiKey::Metadata, v, &req).await?;
     let decoded = Decoded::decode(ApiKey::Metadata, v, &frame)
         .map_err(|e| format!("Metadata: {e}"))?
         .ok_or("Metadata: not decoded")?;
@@ -192,51 +221,64 @@ pub fn coordinator_node_id(configured: i32, view: &UpstreamView) -> i32 {
 }
 
 impl Gateway {
-    /// Serves `main` (the bootstrap and group coordinator listener) and one listener per
-    /// upstream broker until `shutdown` completes, then drains connections.
+    /// Serves every listener of `bound` (where clients bootstrap and find the group
+    /// coordinator) and, per listener, one port per upstream broker until `shutdown`
+    /// completes, then drains connections.
     ///
     /// # Errors
-    /// A listener that is not PLAINTEXT (the gateway has no TLS or SASL yet), or a broker
-    /// listener that cannot bind.
+    /// No listener, or a broker listener that cannot bind.
     pub async fn run(
-        main: crate::server::Bound,
+        bound: Vec<crate::server::Bound>,
         broker: Arc<Broker>,
         view: UpstreamView,
+        security: Arc<ClientSecurity>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), String> {
-        if main.listener.protocol != SecurityProtocol::Plaintext || main.tls.is_some() {
-            return Err("gateway mode serves PLAINTEXT listeners only (for now)".into());
+        if bound.is_empty() {
+            return Err("gateway mode needs a listener".into());
         }
-        let bind_ip = main.tcp.local_addr().map_err(|e| e.to_string())?.ip();
+        let mut listeners = Vec::new();
+        let mut sockets = Vec::new();
+        for b in bound {
+            let bind_ip = b.tcp.local_addr().map_err(|e| e.to_string())?.ip();
+            listeners.push(GatewayListener {
+                listener: b.listener,
+                tls: b.tls,
+                bind_ip,
+            });
+            sockets.push(b.tcp);
+        }
         let (stop_tx, stop_rx) = watch::channel(false);
         let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
-        let (listeners_tx, mut listeners_rx) = mpsc::unbounded_channel::<(TcpListener, i32)>();
+        let (spawn_tx, mut spawn_rx) = mpsc::unbounded_channel::<(TcpListener, usize, i32)>();
         let gw = Arc::new(Gateway {
             limit: Arc::new(Semaphore::new(broker.config.max_connections)),
             broker,
             bootstrap: view.brokers.values().cloned().collect(),
-            main: main.listener.clone(),
-            bind_ip,
+            listeners,
             brokers: RwLock::new(BTreeMap::new()),
             binding: tokio::sync::Mutex::new(()),
             advertised: RwLock::new(Vec::new()),
             pool: Pool::default(),
+            security,
             next_any: AtomicUsize::new(0),
             stop: stop_rx,
-            listeners: listeners_tx,
+            spawn: spawn_tx,
             alive: Mutex::new(Some(alive_tx)),
             next_conn: AtomicU64::new(1),
         });
         let spawner = {
             let gw = gw.clone();
             tokio::spawn(async move {
-                while let Some((tcp, node)) = listeners_rx.recv().await {
-                    tokio::spawn(accept_loop(gw.clone(), tcp, Some(node)));
+                while let Some((tcp, listener, node)) = spawn_rx.recv().await {
+                    tokio::spawn(accept_loop(gw.clone(), tcp, listener, Some(node)));
                 }
             })
         };
         gw.apply(&view).await?;
-        tokio::spawn(accept_loop(gw.clone(), main.tcp, None));
+        for (i, tcp) in sockets.into_iter().enumerate() {
+            tokio::spawn(accept_loop(gw.clone(), tcp, i, None));
+        }
         let refresher = tokio::spawn(refresh_loop(gw.clone()));
         shutdown.await;
         info!("shutting down: no longer accepting");
@@ -258,13 +300,14 @@ impl Gateway {
         self.present(&brokers).await?;
         if !view.versions.is_empty() {
             *self.advertised.write().unwrap_or_else(|e| e.into_inner()) =
-                rewrite::advertised(&view.versions);
+                rewrite::advertised(&view.versions, self.own_acls());
         }
         self.broker.topics.mirror(&view.topics, true);
         Ok(())
     }
 
-    /// Makes sure every broker named has a koord listener, and its upstream address is current.
+    /// Makes sure every broker named has a port on each koord listener, and its upstream
+    /// address is current.
     ///
     /// # Errors
     /// A listener could not bind.
@@ -282,7 +325,7 @@ impl Gateway {
         }
         let _binding = self.binding.lock().await;
         for (id, addr) in missing {
-            let port = {
+            {
                 let mut known = self.brokers.write().unwrap_or_else(|e| e.into_inner());
                 match known.get_mut(&id) {
                     Some(p) if p.upstream == addr => continue,
@@ -292,16 +335,27 @@ impl Gateway {
                         self.pool.forget(id);
                         continue;
                     }
-                    None => None::<i32>,
+                    None => {}
                 }
-            };
-            debug_assert!(port.is_none());
-            let tcp = TcpListener::bind(SocketAddr::new(self.bind_ip, 0))
-                .await
-                .map_err(|e| format!("cannot bind a listener for upstream broker {id}: {e}"))?;
-            let port = tcp.local_addr().map_err(|e| e.to_string())?.port() as i32;
-            info!(node = id, upstream = %addr, listen = %SocketAddr::new(self.bind_ip, port as u16),
-                "presenting upstream broker");
+            }
+            let mut sockets = Vec::new();
+            let mut ports = Vec::new();
+            for l in &self.listeners {
+                let tcp = TcpListener::bind(SocketAddr::new(l.bind_ip, 0))
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "cannot bind a listener for upstream broker {id} ({}): {e}",
+                            l.listener.name
+                        )
+                    })?;
+                let port = tcp.local_addr().map_err(|e| e.to_string())?.port();
+                info!(node = id, upstream = %addr, listener = %l.listener.name,
+                    protocol = %l.listener.protocol, listen = %SocketAddr::new(l.bind_ip, port),
+                    "presenting upstream broker");
+                ports.push(i32::from(port));
+                sockets.push(tcp);
+            }
             self.brokers
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
@@ -309,31 +363,47 @@ impl Gateway {
                     id,
                     Presented {
                         upstream: addr,
-                        port,
+                        ports,
                     },
                 );
-            let _ = self.listeners.send((tcp, id));
+            for (i, tcp) in sockets.into_iter().enumerate() {
+                let _ = self.spawn.send((tcp, i, id));
+            }
         }
         Ok(())
     }
 
-    /// The endpoint koord presents for each upstream broker.
-    pub fn endpoints(&self) -> Endpoints {
-        let host = self.main.advertised_host.clone();
+    /// The endpoint koord presents for each upstream broker to a client of listener
+    /// `listener` (an index into [`Gateway::listeners`]).
+    pub fn endpoints(&self, listener: usize) -> Endpoints {
+        let Some(l) = self.listeners.get(listener) else {
+            return Endpoints::new();
+        };
+        let host = l.listener.advertised_host.clone();
         self.brokers
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .map(|(id, p)| (*id, (host.clone(), p.port)))
+            .filter_map(|(id, p)| Some((*id, (host.clone(), *p.ports.get(listener)?))))
             .collect()
     }
 
-    /// koord as a broker: the coordinator clients find on the main listener.
-    pub fn own(&self) -> rewrite::Own {
+    /// koord as a broker: the coordinator clients of listener `listener` find on it.
+    pub fn own(&self, listener: usize) -> rewrite::Own {
+        let (host, port) = self
+            .listeners
+            .get(listener)
+            .map(|l| {
+                (
+                    l.listener.advertised_host.clone(),
+                    l.listener.advertised_port,
+                )
+            })
+            .unwrap_or_default();
         rewrite::Own {
             node_id: self.broker.node_id(),
-            host: self.main.advertised_host.clone(),
-            port: self.main.advertised_port,
+            host,
+            port,
             internal_topic: self.broker.config.upstream_groups_topic.clone(),
         }
     }
@@ -360,6 +430,11 @@ impl Gateway {
         client::rotated(ids, &self.next_any)
     }
 
+    /// Whether the ACL APIs are koord's: koord has an authorizer (`authorizer.class.name`).
+    pub fn own_acls(&self) -> bool {
+        !self.broker.config.authorizer_class_name.is_empty()
+    }
+
     /// The API versions advertised to clients.
     pub fn advertised(&self) -> Vec<ApiVersion> {
         self.advertised
@@ -381,7 +456,7 @@ async fn refresh_loop(gw: Arc<Gateway>) {
         addrs.extend(gw.bootstrap.iter().cloned());
         let mut done = false;
         for addr in &addrs {
-            match read_view(addr).await {
+            match read_view(addr, &gw.security).await {
                 Ok(view) => {
                     if let Err(e) = gw.apply(&view).await {
                         warn!(error = %e, "upstream refresh not applied");
@@ -398,9 +473,9 @@ async fn refresh_loop(gw: Arc<Gateway>) {
     }
 }
 
-/// Accepts on one listener: `target` is the upstream broker it stands for, `None` for the
-/// main listener (forwarded requests go to any broker).
-async fn accept_loop(gw: Arc<Gateway>, tcp: TcpListener, target: Option<i32>) {
+/// Accepts on one socket of koord listener `listener`: `target` is the upstream broker it
+/// stands for, `None` for the listener's own port (forwarded requests go to any broker).
+async fn accept_loop(gw: Arc<Gateway>, tcp: TcpListener, listener: usize, target: Option<i32>) {
     let mut stop = gw.stop.clone();
     let mut backoff = Duration::from_millis(10);
     loop {
@@ -428,11 +503,17 @@ async fn accept_loop(gw: Arc<Gateway>, tcp: TcpListener, target: Option<i32>) {
             return;
         };
         let id = gw.next_conn.fetch_add(1, Ordering::Relaxed);
-        let span = tracing::debug_span!("gw-conn", %peer, conn = id, node = ?target);
+        let name = gw
+            .listeners
+            .get(listener)
+            .map(|l| l.listener.name.clone())
+            .unwrap_or_default();
+        let span =
+            tracing::debug_span!("gw-conn", %peer, conn = id, listener = %name, node = ?target);
         let gw2 = gw.clone();
         tokio::spawn(
             async move {
-                serve_socket(stream, peer, target, gw2).await;
+                serve_socket(stream, listener, target, gw2).await;
                 drop(permit);
                 drop(alive);
             }
@@ -441,11 +522,43 @@ async fn accept_loop(gw: Arc<Gateway>, tcp: TcpListener, target: Option<i32>) {
     }
 }
 
-async fn serve_socket(stream: TcpStream, peer: SocketAddr, target: Option<i32>, gw: Arc<Gateway>) {
-    let _ = stream.set_nodelay(true);
+/// One accepted socket: on a TLS listener the handshake first (as standalone koord does it),
+/// then the connection.
+async fn serve_socket(stream: TcpStream, listener: usize, target: Option<i32>, gw: Arc<Gateway>) {
+    let Some(peer) = crate::server::tcp_ready(&stream) else {
+        return;
+    };
+    let Some(l) = gw.listeners.get(listener) else {
+        return;
+    };
     let metrics = crate::observe::metrics();
     metrics.connection_opened();
-    conn::serve(stream, peer, target, gw).await;
+    match &l.tls {
+        None => {
+            let at = conn::At {
+                peer,
+                listener,
+                tls_principal: None,
+                target,
+            };
+            conn::serve(stream, at, gw.clone()).await;
+        }
+        Some(tls) => {
+            let idle = Duration::from_millis(gw.broker.config.connections_max_idle_ms);
+            let mut stop = gw.stop.clone();
+            if let Some((stream, principal)) =
+                crate::server::tls_accept(stream, tls, idle, &mut stop).await
+            {
+                let at = conn::At {
+                    peer,
+                    listener,
+                    tls_principal: Some(principal),
+                    target,
+                };
+                conn::serve(stream, at, gw.clone()).await;
+            }
+        }
+    }
     metrics.connection_closed();
 }
 

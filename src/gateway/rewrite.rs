@@ -44,14 +44,21 @@ const KOORD_KEYS: &[ApiKey] = &[
     ApiKey::TxnOffsetCommit,
     ApiKey::StreamsGroupHeartbeat,
     ApiKey::StreamsGroupDescribe,
-];
-
-/// Neither served nor forwarded: authentication between client and gateway (the gateway has
-/// none yet), share groups (groups are koord's, and koord has no share groups), and what
-/// brokers and controllers send one another.
-const NOT_SERVED: &[ApiKey] = &[
+    // Authentication between client and gateway is koord's (its credentials, its listeners'
+    // SASL, the users kafka-configs manages); koord authenticates upstream as itself.
     ApiKey::SaslHandshake,
     ApiKey::SaslAuthenticate,
+    ApiKey::DescribeUserScramCredentials,
+    ApiKey::AlterUserScramCredentials,
+];
+
+/// The ACL APIs: koord's when koord has an authorizer (its ACLs govern what koord answers),
+/// upstream's otherwise.
+const ACL_KEYS: &[ApiKey] = &[ApiKey::DescribeAcls, ApiKey::CreateAcls, ApiKey::DeleteAcls];
+
+/// Neither served nor forwarded: share groups (groups are koord's, and koord has no share
+/// groups), and what brokers and controllers send one another.
+const NOT_SERVED: &[ApiKey] = &[
     ApiKey::ShareGroupHeartbeat,
     ApiKey::ShareGroupDescribe,
     ApiKey::ShareFetch,
@@ -90,11 +97,17 @@ fn forward_cap(key: ApiKey) -> i16 {
     }
 }
 
-/// Where a request with `key` goes.
-pub fn route(key: ApiKey) -> Route {
+/// Whether koord serves `key` itself; `own_acls`: koord has an authorizer.
+fn is_koords(key: ApiKey, own_acls: bool) -> bool {
+    KOORD_KEYS.contains(&key) || (own_acls && ACL_KEYS.contains(&key))
+}
+
+/// Where a request with `key` goes; `own_acls`: koord has an authorizer, and the ACL APIs are
+/// its own.
+pub fn route(key: ApiKey, own_acls: bool) -> Route {
     if key == ApiKey::FindCoordinator {
         Route::FindCoordinator
-    } else if KOORD_KEYS.contains(&key) {
+    } else if is_koords(key, own_acls) {
         Route::Koord
     } else {
         Route::Forward
@@ -103,11 +116,11 @@ pub fn route(key: ApiKey) -> Route {
 
 /// The versions the gateway advertises: koord's own for the group APIs, upstream's (within what
 /// koord's protocol crate knows, and [`forward_cap`]) for what is forwarded, the versions both
-/// serve for FindCoordinator; nothing neither can serve.
-pub fn advertised(upstream: &[ApiVersion]) -> Vec<ApiVersion> {
+/// serve for FindCoordinator; nothing neither can serve. `own_acls` as in [`route`].
+pub fn advertised(upstream: &[ApiVersion], own_acls: bool) -> Vec<ApiVersion> {
     let mut out: BTreeMap<i16, (i16, i16)> = BTreeMap::new();
     for s in crate::api::SUPPORTED {
-        if KOORD_KEYS.contains(&s.key) {
+        if is_koords(s.key, own_acls) {
             // As koord standalone: Produce is the only one advertised below its minimum.
             out.insert(s.key as i16, (s.min, s.max));
         }
@@ -116,7 +129,7 @@ pub fn advertised(upstream: &[ApiVersion]) -> Vec<ApiVersion> {
         let Ok(key) = ApiKey::try_from(u.api_key) else {
             continue;
         };
-        if KOORD_KEYS.contains(&key) || NOT_SERVED.contains(&key) {
+        if is_koords(key, own_acls) || NOT_SERVED.contains(&key) {
             continue;
         }
         let known = key.valid_versions();
@@ -455,7 +468,7 @@ mod tests {
 
     #[test]
     fn advertised_is_koords_groups_and_upstreams_data_plane() {
-        let adv = advertised(&upstream_versions());
+        let adv = advertised(&upstream_versions(), false);
         assert_eq!(
             range(&adv, ApiKey::Produce),
             Some((0, 9)),
@@ -471,12 +484,45 @@ mod tests {
         // koord's group APIs are there even when upstream has none of them.
         assert!(range(&adv, ApiKey::OffsetCommit).is_some());
         assert!(range(&adv, ApiKey::ApiVersions).is_some());
-        assert_eq!(range(&adv, ApiKey::SaslHandshake), None);
+        assert_eq!(
+            range(&adv, ApiKey::SaslHandshake),
+            Some((0, 1)),
+            "koord's own, as standalone"
+        );
         assert_eq!(range(&adv, ApiKey::ShareFetch), None);
         // Not offered by upstream, not koord's: not advertised.
         assert_eq!(range(&adv, ApiKey::DeleteRecords), None);
         assert!(is_advertised(&adv, ApiKey::Produce, 9));
         assert!(!is_advertised(&adv, ApiKey::Produce, 10));
+        let scram = crate::api::supported(ApiKey::AlterUserScramCredentials).unwrap();
+        assert_eq!(
+            range(&adv, ApiKey::AlterUserScramCredentials),
+            Some((scram.min, scram.max)),
+            "koord's users are koord's"
+        );
+    }
+
+    #[test]
+    fn acl_apis_are_koords_only_with_koords_authorizer() {
+        let mut upstream = upstream_versions();
+        upstream.push(
+            ApiVersion::default()
+                .with_api_key(ApiKey::CreateAcls as i16)
+                .with_min_version(2)
+                .with_max_version(3),
+        );
+        let koords = crate::api::supported(ApiKey::CreateAcls).unwrap();
+        assert_eq!(route(ApiKey::CreateAcls, false), Route::Forward);
+        assert_eq!(
+            range(&advertised(&upstream, false), ApiKey::CreateAcls),
+            Some((2, 3))
+        );
+        assert_eq!(route(ApiKey::CreateAcls, true), Route::Koord);
+        assert_eq!(
+            range(&advertised(&upstream, true), ApiKey::CreateAcls),
+            Some((koords.min, koords.max))
+        );
+        assert_eq!(route(ApiKey::Produce, true), Route::Forward);
     }
 
     fn produce_frame(version: i16, txn: Option<&str>, acks: i16) -> Bytes {

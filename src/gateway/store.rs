@@ -376,6 +376,12 @@ impl Store for UpstreamStore {
                 }
             }
         }
+        // Nothing for upstream (koord's users, ACLs, topic configs: its local store): no
+        // runtime needed, so such a write may come from within it (sasl.admin.user, created
+        // while the gateway starts).
+        if records.is_empty() && ops.is_empty() {
+            return results;
+        }
         let up = &self.up;
         let topic = self.topic.as_str();
         let (produced, done) = self.rt.block_on(async {

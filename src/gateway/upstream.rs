@@ -9,6 +9,11 @@
 //! out of step, and the connection is dropped. When a connection ends (the broker went away, a
 //! frame could not be read) every request still pending gets [`UpstreamGone`], and the client
 //! connection that sent it is closed: nothing upstream did not answer is answered.
+//!
+//! [`connect`] is the one way koord reaches an upstream broker (discovery, forwarding, koord's
+//! own client): TCP, then TLS when `upstream.security.protocol` asks for it, then SaslHandshake
+//! and SaslAuthenticate as Kafka's clients run them, before the connection is used for anything
+//! else.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,12 +21,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+use kafka_protocol::protocol::StrBytes;
 use thiserror::Error;
-use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
+use super::client::{call_on, UpstreamError};
+use crate::security::client::{server_name, ClientSecurity, SaslIdentity};
+use crate::security::scram::client::ClientFirst;
+use crate::security::SaslMechanism;
 use crate::server::frame::read_frame;
 
 /// The upstream connection ended before it answered.
@@ -56,22 +67,173 @@ pub struct UpstreamConn {
     in_flight: Arc<AtomicUsize>,
 }
 
+/// Why a connection to an upstream broker could not be made.
+#[derive(Debug, Error)]
+pub enum ConnectError {
+    /// Not reachable (refused, timed out, closed during the exchange): worth retrying.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The TLS handshake failed on a certificate or protocol error: retrying does not mend it.
+    #[error("TLS handshake with {addr} failed: {message}")]
+    Tls { addr: String, message: String },
+    /// Upstream refused koord's SASL authentication (its own message, e.g. wrong password),
+    /// or the exchange went wrong: retrying does not mend it.
+    #[error("SASL authentication to {addr} as {user} failed: {message}")]
+    Authentication {
+        addr: String,
+        user: String,
+        message: String,
+    },
+}
+
+impl ConnectError {
+    /// Whether retrying cannot help (wrong credentials, a certificate not trusted): start-up
+    /// fails at once rather than retrying until its deadline.
+    pub fn is_fatal(&self) -> bool {
+        !matches!(self, ConnectError::Unreachable(_))
+    }
+}
+
+/// Connects to the upstream broker at `addr` (`host:port`) as `security` says: TCP, TLS,
+/// SASL. The connection is ready for requests.
+///
+/// # Errors
+/// [`ConnectError`]: unreachable, a failed TLS handshake, refused credentials.
+pub async fn connect(addr: &str, security: &ClientSecurity) -> Result<UpstreamConn, ConnectError> {
+    let unreachable = |e: std::io::Error| ConnectError::Unreachable(format!("{addr}: {e}"));
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| ConnectError::Unreachable(format!("{addr}: connect timed out")))?
+        .map_err(unreachable)?;
+    let _ = stream.set_nodelay(true);
+    let conn = match &security.tls {
+        None => UpstreamConn::over(stream, addr),
+        Some(tls) => {
+            let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+            let name = server_name(host).map_err(|message| ConnectError::Tls {
+                addr: addr.to_string(),
+                message,
+            })?;
+            let handshake = tokio::time::timeout(CONNECT_TIMEOUT, tls.connect(name, stream));
+            let stream = match handshake.await {
+                Err(_) => {
+                    return Err(ConnectError::Unreachable(format!(
+                        "{addr}: TLS handshake timed out"
+                    )))
+                }
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    // rustls's own errors (a certificate not trusted, no common protocol) are
+                    // for good; an I/O error is the network's.
+                    let tls_error = e
+                        .get_ref()
+                        .is_some_and(|inner| inner.is::<tokio_rustls::rustls::Error>());
+                    return Err(if tls_error {
+                        ConnectError::Tls {
+                            addr: addr.to_string(),
+                            message: e.to_string(),
+                        }
+                    } else {
+                        unreachable(e)
+                    });
+                }
+            };
+            UpstreamConn::over(stream, addr)
+        }
+    };
+    if let Some(identity) = &security.sasl {
+        authenticate(&conn, addr, identity).await?;
+    }
+    Ok(conn)
+}
+
+/// SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate v2, as Kafka's clients
+/// authenticate (KIP-152). Upstream closes the connection after a failure; its error message
+/// is what the caller reports.
+async fn authenticate(
+    conn: &UpstreamConn,
+    addr: &str,
+    identity: &SaslIdentity,
+) -> Result<(), ConnectError> {
+    let failed = |message: String| ConnectError::Authentication {
+        addr: addr.to_string(),
+        user: identity.username.clone(),
+        message,
+    };
+    let call_failed = |e: UpstreamError| match e {
+        UpstreamError::Unreachable(m) => ConnectError::Unreachable(format!("{addr}: {m}")),
+        other => failed(other.to_string()),
+    };
+    let mechanism = identity.mechanism;
+    let handshake = call_on(
+        conn,
+        1,
+        &SaslHandshakeRequest::default()
+            .with_mechanism(StrBytes::from_static_str(mechanism.name())),
+    )
+    .await
+    .map_err(call_failed)?;
+    if handshake.error_code != 0 {
+        let offered: Vec<&str> = handshake.mechanisms.iter().map(|m| m.as_str()).collect();
+        return Err(failed(format!(
+            "SaslHandshake for {} answered error {} (upstream offers {})",
+            mechanism.name(),
+            handshake.error_code,
+            offered.join(", ")
+        )));
+    }
+    let send = |token: Vec<u8>| async move {
+        let r = call_on(
+            conn,
+            2,
+            &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token)),
+        )
+        .await
+        .map_err(call_failed)?;
+        if r.error_code != 0 {
+            return Err(failed(format!(
+                "{} (error {})",
+                r.error_message.as_deref().unwrap_or("no message"),
+                r.error_code
+            )));
+        }
+        Ok(r.auth_bytes)
+    };
+    match mechanism {
+        SaslMechanism::Plain => {
+            let token = format!("\0{}\0{}", identity.username, identity.password);
+            send(token.into_bytes()).await?;
+        }
+        SaslMechanism::Scram(m) => {
+            let nonce = crate::security::scram::server_nonce();
+            let (state, first) =
+                ClientFirst::new(m, &identity.username, &identity.password, &nonce);
+            let server_first = send(first).await?;
+            // PBKDF2 over the password: milliseconds of CPU, off the runtime's workers.
+            let computed = tokio::task::spawn_blocking(move || state.handle(&server_first))
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            let (state, fin) = computed.map_err(|e| failed(format!("SCRAM: {e}")))?;
+            let server_final = send(fin).await?;
+            state
+                .finish(&server_final)
+                .map_err(|e| failed(format!("SCRAM: {e}")))?;
+        }
+    }
+    debug!(upstream = %addr, user = %identity.username, mechanism = mechanism.name(), "authenticated upstream");
+    Ok(())
+}
+
 impl UpstreamConn {
-    /// Connects to `addr` (`host:port`).
-    ///
-    /// # Errors
-    /// The connection failed or timed out.
-    pub async fn connect(addr: &str) -> std::io::Result<UpstreamConn> {
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .map_err(|_| {
-                std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")
-            })??;
-        let _ = stream.set_nodelay(true);
+    /// A connection over `stream` (connected, TLS established if any), its task spawned.
+    fn over<S>(stream: S, addr: &str) -> UpstreamConn
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
         let (tx, rx) = mpsc::channel(QUEUE);
         let in_flight = Arc::new(AtomicUsize::new(0));
         tokio::spawn(run(stream, rx, in_flight.clone(), addr.to_string()));
-        Ok(UpstreamConn { tx, in_flight })
+        UpstreamConn { tx, in_flight }
     }
 
     /// Sends one request frame (header and body, no length prefix; at least 8 bytes, checked
@@ -112,13 +274,11 @@ impl UpstreamConn {
 }
 
 /// The connection's task: writes what is queued, reads answers, until either side ends.
-async fn run(
-    stream: TcpStream,
-    mut rx: mpsc::Receiver<Out>,
-    in_flight: Arc<AtomicUsize>,
-    addr: String,
-) {
-    let (mut rd, wr) = stream.into_split();
+async fn run<S>(stream: S, mut rx: mpsc::Receiver<Out>, in_flight: Arc<AtomicUsize>, addr: String)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (mut rd, wr) = tokio::io::split(stream);
     let mut wr = BufWriter::new(wr);
     let mut buf = BytesMut::new();
     let mut pending: VecDeque<(i32, Option<oneshot::Sender<Response>>)> = VecDeque::new();
@@ -286,7 +446,7 @@ mod tests {
     #[tokio::test]
     async fn correlation_ids_are_the_connections_own_and_answers_return_in_order() {
         let (addr, broker) = echo_broker(2).await;
-        let up = UpstreamConn::connect(&addr).await.unwrap();
+        let up = connect(&addr, &ClientSecurity::plaintext()).await.unwrap();
         let a = up.send(frame(1000, b"ab"), true).await.unwrap().unwrap();
         let b = up.send(frame(1000, b"cd"), true).await.unwrap().unwrap();
         let a = a.await.unwrap().unwrap();
@@ -313,7 +473,7 @@ mod tests {
             s.read_exact(&mut f).await.unwrap();
             // Gone without answering.
         });
-        let up = UpstreamConn::connect(&addr).await.unwrap();
+        let up = connect(&addr, &ClientSecurity::plaintext()).await.unwrap();
         let rx = up.send(frame(5, b"x"), true).await.unwrap().unwrap();
         broker.await.unwrap();
         assert_eq!(rx.await.unwrap(), Err(UpstreamGone));
@@ -333,8 +493,71 @@ mod tests {
             let mut rest = Vec::new();
             let _ = s.read_to_end(&mut rest).await;
         });
-        let up = UpstreamConn::connect(&addr).await.unwrap();
+        let up = connect(&addr, &ClientSecurity::plaintext()).await.unwrap();
         let rx = up.send(frame(5, b"x"), true).await.unwrap().unwrap();
         assert_eq!(rx.await.unwrap(), Err(UpstreamGone));
+    }
+
+    /// A broker that takes the handshake and refuses the password: `connect` fails at once,
+    /// for good, with the broker's own message.
+    #[tokio::test]
+    async fn refused_credentials_fail_with_the_brokers_message() {
+        use bytes::BufMut;
+        use kafka_protocol::messages::{
+            ApiKey, ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse,
+        };
+        use kafka_protocol::protocol::Encodable;
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            for key in [ApiKey::SaslHandshake, ApiKey::SaslAuthenticate] {
+                let len = s.read_i32().await.unwrap() as usize;
+                let mut f = vec![0; len];
+                s.read_exact(&mut f).await.unwrap();
+                assert_eq!(i16::from_be_bytes([f[0], f[1]]), key as i16);
+                let v = i16::from_be_bytes([f[2], f[3]]);
+                let mut out = BytesMut::new();
+                out.put_i32(0);
+                ResponseHeader::default()
+                    .with_correlation_id(i32::from_be_bytes([f[4], f[5], f[6], f[7]]))
+                    .encode(&mut out, key.response_header_version(v))
+                    .unwrap();
+                if key == ApiKey::SaslHandshake {
+                    SaslHandshakeResponse::default()
+                        .with_mechanisms(vec![StrBytes::from_static_str("PLAIN")])
+                        .encode(&mut out, v)
+                        .unwrap();
+                } else {
+                    assert_eq!(&f[f.len() - 13..], b"\0koord\0wrong\0", "{f:?}");
+                    SaslAuthenticateResponse::default()
+                        .with_error_code(58)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "Invalid username or password",
+                        )))
+                        .encode(&mut out, v)
+                        .unwrap();
+                }
+                let n = (out.len() - 4) as i32;
+                out[..4].copy_from_slice(&n.to_be_bytes());
+                s.write_all(&out).await.unwrap();
+            }
+            // Kafka closes a connection whose authentication failed.
+        });
+        let security = ClientSecurity {
+            tls: None,
+            sasl: Some(SaslIdentity {
+                mechanism: SaslMechanism::Plain,
+                username: "koord".into(),
+                password: "wrong".into(),
+            }),
+        };
+        let e = connect(&addr, &security).await.unwrap_err();
+        assert!(e.is_fatal(), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("as koord failed: Invalid username or password (error 58)"),
+            "{text}"
+        );
     }
 }

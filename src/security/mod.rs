@@ -7,6 +7,8 @@
 //!   (`ssl.client.auth`) and reload on SIGHUP.
 //! - [`scram`]: the SCRAM-SHA-256/512 server exchange (RFC 5802/7677) and stored credentials.
 //! - [`plain`]: the PLAIN mechanism's token (RFC 4616).
+//! - [`client`]: koord as a client of a secured Kafka (gateway mode's upstream): TLS client
+//!   configuration and SASL identity from the `upstream.` settings.
 //! - [`credentials`]: the SCRAM users, loaded from the store and changed by
 //!   AlterUserScramCredentials; PLAIN passwords are checked against them too.
 //! - [`acl`]: ACLs and Kafka's authorization rules, pure; [`authorizer`]: the node's ACLs and
@@ -19,6 +21,7 @@
 
 pub mod acl;
 pub mod authorizer;
+pub mod client;
 pub mod credentials;
 pub mod listener;
 pub mod plain;

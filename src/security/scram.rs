@@ -2,7 +2,8 @@
 //! machine: [`ServerFirst::handle`] takes the client-first message and returns the
 //! server-first, [`ServerFirst::finish`] takes the client-final message and returns the
 //! authenticated user and the server-final. No channel binding (Kafka offers none). The
-//! primitives (PBKDF2, HMAC, SHA-2) are RustCrypto's.
+//! primitives (PBKDF2, HMAC, SHA-2) are RustCrypto's. The client side, [`client::ClientFirst`],
+//! is what the gateway authenticates to its upstream with.
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
@@ -159,6 +160,17 @@ pub enum ScramError {
     UnknownUser,
     #[error("invalid user credentials")]
     BadProof,
+    /// Client side: the server ended the exchange with `e=<message>`.
+    #[error("the server refused: {0}")]
+    Refused(String),
+    /// Client side: a server-first whose iteration count is below Kafka's minimum (a server
+    /// could otherwise make a stolen exchange cheap to brute-force).
+    #[error("the server asks for {0} iterations, fewer than {MIN_ITERATIONS}")]
+    TooFewIterations(u32),
+    /// Client side: the server-final's signature is not the one a server that knows the
+    /// password would send.
+    #[error("the server's signature is wrong (it does not know the password)")]
+    ServerSignature,
 }
 
 /// The exchange after the server-first message: what the client-final must match.
@@ -340,7 +352,8 @@ impl ServerFirst {
     }
 }
 
-/// The client side of an exchange, for the wire tests (koord itself is never a SCRAM client).
+/// The client side of an exchange: [`client::ClientFirst`] for the gateway's upstream
+/// connections; [`client::first`] and [`client::fin`] for the wire tests.
 pub mod client {
     use super::*;
 
@@ -359,23 +372,57 @@ pub mod client {
         client_first: &str,
         server_first: &str,
     ) -> Option<(String, Vec<u8>)> {
+        let (nonce, salt, iterations) = parse_server_first(server_first).ok()?;
+        let bare = client_first.strip_prefix("n,,")?;
+        Some(final_message(
+            m,
+            password,
+            bare,
+            server_first,
+            &nonce,
+            &salt,
+            iterations,
+        ))
+    }
+
+    /// The server-first's nonce, salt and iteration count.
+    fn parse_server_first(server_first: &str) -> Result<(String, Vec<u8>, u32), ScramError> {
+        if let Some(e) = server_first.strip_prefix("e=") {
+            return Err(ScramError::Refused(e.to_string()));
+        }
         let mut nonce = None;
         let mut salt = None;
         let mut iterations = None;
         for a in server_first.split(',') {
-            match a.split_at_checked(2)? {
-                ("r=", v) => nonce = Some(v),
-                ("s=", v) => salt = B64.decode(v).ok(),
-                ("i=", v) => iterations = v.parse().ok(),
+            match a.split_at_checked(2) {
+                Some(("r=", v)) => nonce = Some(v.to_string()),
+                Some(("s=", v)) => salt = B64.decode(v).ok(),
+                Some(("i=", v)) => iterations = v.parse().ok(),
                 _ => {}
             }
         }
-        let (nonce, salt, iterations) = (nonce?, salt?, iterations?);
-        let salted = m.salted_password(password.as_bytes(), &salt, iterations);
+        match (nonce, salt, iterations) {
+            (Some(n), Some(s), Some(i)) if !s.is_empty() => Ok((n, s, i)),
+            _ => Err(ScramError::Malformed(
+                "server-first without nonce, salt or iterations",
+            )),
+        }
+    }
+
+    /// The client-final message and the server-final expected (RFC 5802 section 3).
+    fn final_message(
+        m: ScramMechanism,
+        password: &str,
+        bare: &str,
+        server_first: &str,
+        nonce: &str,
+        salt: &[u8],
+        iterations: u32,
+    ) -> (String, Vec<u8>) {
+        let salted = m.salted_password(password.as_bytes(), salt, iterations);
         let client_key = m.hmac(&salted, &[b"Client Key"]);
         let stored_key = m.hash(&client_key);
         let without_proof = format!("c=biws,r={nonce}");
-        let bare = client_first.strip_prefix("n,,")?;
         let auth = format!("{bare},{server_first},{without_proof}");
         let signature = m.hmac(&stored_key, &[auth.as_bytes()]);
         let proof: Vec<u8> = client_key
@@ -385,10 +432,95 @@ pub mod client {
             .collect();
         let server_key = m.hmac(&salted, &[b"Server Key"]);
         let expected = format!("v={}", B64.encode(m.hmac(&server_key, &[auth.as_bytes()])));
-        Some((
+        (
             format!("{without_proof},p={}", B64.encode(proof)),
             expected.into_bytes(),
-        ))
+        )
+    }
+
+    /// A client exchange after its client-first message, as Kafka's `ScramSaslClient` runs it:
+    /// the server-first must extend the client's nonce and ask for at least
+    /// [`MIN_ITERATIONS`]; the server-final must carry the signature only a server that knows
+    /// the password can compute.
+    #[derive(Debug, Clone)]
+    pub struct ClientFirst {
+        mechanism: ScramMechanism,
+        password: String,
+        /// `n=<user>,r=<nonce>`: the start of the AuthMessage.
+        bare: String,
+        nonce: String,
+    }
+
+    /// The exchange after the client-final message: what the server-final must be.
+    #[derive(Debug, Clone)]
+    pub struct ClientFinal {
+        expected: Vec<u8>,
+    }
+
+    impl ClientFirst {
+        /// Starts an exchange for `user` with `nonce` (printable, without ','; random in
+        /// service, fixed in tests); returns the client-first message to send.
+        pub fn new(
+            mechanism: ScramMechanism,
+            user: &str,
+            password: &str,
+            nonce: &str,
+        ) -> (ClientFirst, Vec<u8>) {
+            let msg = first(user, nonce);
+            let state = ClientFirst {
+                mechanism,
+                password: password.to_string(),
+                bare: msg["n,,".len()..].to_string(),
+                nonce: nonce.to_string(),
+            };
+            (state, msg.into_bytes())
+        }
+
+        /// Handles the server-first message; returns the client-final message to send.
+        ///
+        /// # Errors
+        /// A malformed or refusing server-first, a nonce that does not extend the client's, or
+        /// too few iterations.
+        pub fn handle(self, server_first: &[u8]) -> Result<(ClientFinal, Vec<u8>), ScramError> {
+            let text = std::str::from_utf8(server_first)
+                .map_err(|_| ScramError::Malformed("not UTF-8"))?;
+            let (nonce, salt, iterations) = parse_server_first(text)?;
+            if nonce.len() <= self.nonce.len() || !nonce.starts_with(&self.nonce) {
+                return Err(ScramError::Malformed(
+                    "server nonce does not extend the client's",
+                ));
+            }
+            if iterations < MIN_ITERATIONS {
+                return Err(ScramError::TooFewIterations(iterations));
+            }
+            let (msg, expected) = final_message(
+                self.mechanism,
+                &self.password,
+                &self.bare,
+                text,
+                &nonce,
+                &salt,
+                iterations,
+            );
+            Ok((ClientFinal { expected }, msg.into_bytes()))
+        }
+    }
+
+    impl ClientFinal {
+        /// Checks the server-final message.
+        ///
+        /// # Errors
+        /// The server refused (`e=`), or its signature is wrong.
+        pub fn finish(&self, server_final: &[u8]) -> Result<(), ScramError> {
+            if let Some(e) = server_final.strip_prefix(b"e=") {
+                return Err(ScramError::Refused(String::from_utf8_lossy(e).into_owned()));
+            }
+            if server_final.ct_eq(&self.expected).into() {
+                Ok(())
+            } else {
+                Err(ScramError::ServerSignature)
+            }
+        }
     }
 }
 
@@ -424,6 +556,93 @@ mod tests {
         assert_eq!(state.user(), "user");
         assert!(credential.verify_password(m, "pencil"));
         assert!(!credential.verify_password(m, "pencil2"));
+    }
+
+    /// RFC 7677 section 3 from the client's side: the client-final and the server-final of
+    /// the RFC's exchange.
+    #[test]
+    fn rfc7677_test_vector_client_side() {
+        let m = ScramMechanism::Sha256;
+        let (state, first) = client::ClientFirst::new(m, "user", "pencil", "rOprNGfwEbeRWgbNEkqO");
+        assert_eq!(first, b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
+        let (fin, msg) = state
+            .handle(b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(msg).unwrap(),
+            "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+        );
+        assert_eq!(
+            fin.finish(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="),
+            Ok(())
+        );
+        assert_eq!(
+            fin.finish(b"v=7rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="),
+            Err(ScramError::ServerSignature)
+        );
+        assert_eq!(
+            fin.finish(b"e=invalid-proof"),
+            Err(ScramError::Refused("invalid-proof".into()))
+        );
+    }
+
+    /// The client against koord's own server side, both mechanisms; and what a client must
+    /// refuse of a server: a nonce not its own, too few iterations, garbage.
+    #[test]
+    fn client_exchange_against_the_server_and_bad_servers() {
+        for m in [ScramMechanism::Sha256, ScramMechanism::Sha512] {
+            let cred = ScramCredential::from_password(m, "secret", 4096);
+            for (password, ok) in [("secret", true), ("wrong", false)] {
+                let (c, first) = client::ClientFirst::new(m, "a,b", password, "cnonce");
+                let (s, sf) = ServerFirst::handle(
+                    m,
+                    &first,
+                    |u| (u == "a,b").then(|| cred.clone()),
+                    "snonce",
+                )
+                .unwrap();
+                let (cf, fin) = c.handle(&sf).unwrap();
+                match s.finish(&fin) {
+                    Ok(server_final) => {
+                        assert!(ok);
+                        assert_eq!(cf.finish(&server_final), Ok(()));
+                    }
+                    Err(e) => {
+                        assert!(!ok);
+                        assert_eq!(e, ScramError::BadProof);
+                    }
+                }
+            }
+        }
+        let start = || client::ClientFirst::new(ScramMechanism::Sha512, "u", "p", "abc").0;
+        let salt = "s=c2FsdA==";
+        assert!(matches!(
+            start().handle(format!("r=xyzdef,{salt},i=4096").as_bytes()),
+            Err(ScramError::Malformed(_))
+        ));
+        assert!(matches!(
+            start().handle(format!("r=abc,{salt},i=4096").as_bytes()),
+            Err(ScramError::Malformed(_))
+        ));
+        assert_eq!(
+            start()
+                .handle(format!("r=abcdef,{salt},i=1").as_bytes())
+                .map(|_| ()),
+            Err(ScramError::TooFewIterations(1))
+        );
+        assert_eq!(
+            start().handle(b"e=unknown-user").map(|_| ()),
+            Err(ScramError::Refused("unknown-user".into()))
+        );
+        for bad in [
+            &b""[..],
+            b"r=abcdef",
+            b"r=abcdef,s=!!,i=4096",
+            b"\xff",
+            b"r=abcdef,s=c2FsdA==,i=x",
+        ] {
+            assert!(start().handle(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

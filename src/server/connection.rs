@@ -163,7 +163,7 @@ async fn write_out<W: AsyncWrite + Unpin>(wr: &mut W, out: &mut BytesMut) -> std
 /// Kafka's `connection.failed.authentication.delay.ms`: a failed authentication is answered
 /// (and the connection closed) only after this delay, which slows down password guessing; cut
 /// short by shutdown.
-async fn failed_authentication_delay(broker: &Broker, stop: &mut watch::Receiver<bool>) {
+pub(crate) async fn failed_authentication_delay(broker: &Broker, stop: &mut watch::Receiver<bool>) {
     let delay = broker.config.connection_failed_authentication_delay_ms;
     if delay == 0 {
         return;
@@ -176,7 +176,7 @@ async fn failed_authentication_delay(broker: &Broker, stop: &mut watch::Receiver
 
 /// What one request leaves the connection to do.
 #[derive(Debug)]
-enum Step {
+pub(crate) enum Step {
     /// Its response frame is appended to the connection's answers.
     Wrote,
     /// Write nothing (Produce with acks=0), read the next request.
@@ -399,8 +399,9 @@ async fn heartbeats(
     end
 }
 
-/// Runs SaslHandshake or SaslAuthenticate through the connection's session.
-async fn sasl(
+/// Runs SaslHandshake or SaslAuthenticate through the connection's session (standalone and
+/// gateway connections alike), its answer appended to `out`.
+pub(crate) async fn sasl(
     broker: &Broker,
     ctx: &mut RequestContext,
     session: &mut Session,

@@ -154,30 +154,49 @@ async fn serve_tls(
     mut stop: watch::Receiver<bool>,
 ) {
     let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
+    let Some((stream, principal)) = tls_accept(stream, tls, idle, &mut stop).await else {
+        return;
+    };
+    conn.tls_principal = Some(principal);
+    connection::serve(stream, conn, broker, stop).await;
+}
+
+/// The server side of a TLS handshake on an accepted socket, bounded by `idle` and abandoned
+/// when `stop` turns true: the TLS stream and the client certificate's principal (ANONYMOUS
+/// without one), or `None` (logged; the socket is closed) when it fails. Standalone and gateway
+/// listeners alike.
+pub(crate) async fn tls_accept(
+    stream: TcpStream,
+    tls: &Tls,
+    idle: Duration,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<(
+    tokio_rustls::server::TlsStream<TcpStream>,
+    crate::security::Principal,
+)> {
     let handshake = tokio::time::timeout(idle, tls.acceptor().accept(stream));
     let stream = tokio::select! {
-        _ = stop.wait_for(|s| *s) => return,
+        _ = stop.wait_for(|s| *s) => return None,
         r = handshake => match r {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 debug!(error = %e, "TLS handshake failed; closing");
-                return;
+                return None;
             }
             Err(_) => {
                 debug!("TLS handshake timed out; closing");
-                return;
+                return None;
             }
         },
     };
     let principal = tls::principal(stream.get_ref().1);
     debug!(%principal, "TLS established");
-    conn.tls_principal = Some(principal);
-    connection::serve(stream, conn, broker, stop).await;
+    Some((stream, principal))
 }
 
 /// An accepted socket's peer address (`None`, and the socket is closed, when the peer is
 /// already gone), with Nagle off: the flush policy batches answers, so a flush should send.
-fn tcp_ready(stream: &TcpStream) -> Option<SocketAddr> {
+pub(crate) fn tcp_ready(stream: &TcpStream) -> Option<SocketAddr> {
     let peer = match stream.peer_addr() {
         Ok(p) => p,
         Err(e) => {
