@@ -608,10 +608,38 @@ def end_offsets(bootstrap, topic, partitions):
         return None
 
 
+def java_partition(group, partitions):
+    """The partition Kafka (and koord, for __koord_groups) keeps `group` in:
+    Utils.abs(group.hashCode()) % partitions."""
+    h = 0
+    for unit in group.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if signed == -(1 << 31) else abs(signed)) % partitions
+
+
+def data_leader_not_coordinating(g):
+    """An upstream broker that leads a partition of the group's topic but neither the group's
+    __consumer_offsets partition nor its __koord_groups partition: killing it moves data
+    partitions while the upstream partitions koord writes the group to stay up. (A broker that
+    holds those goes away too, but then koord's writes fail until Kafka elects new leaders,
+    about broker.session.timeout.ms: the coordinator's own failover, issue 23.)"""
+    md = AdminClient({"bootstrap.servers": UPSTREAM}).list_topics(timeout=DEADLINE)
+    coordinating = set()
+    for internal in ("__consumer_offsets", "__koord_groups"):
+        parts = md.topics[internal].partitions
+        coordinating.add(parts[java_partition(g.id, len(parts))].leader)
+    leaders = [p.leader for _, p in sorted(md.topics[g.topic].partitions.items())]
+    free = [b for b in leaders if b not in coordinating]
+    assert free, f"every leader of {g.topic} ({leaders}) holds the group's upstream state"
+    return free[0]
+
+
 def scale_3_5_3(k, workdir, protocol, kill_broker=False):
     """Members m1..m3 consume; the Java producer writes its third while m4 and m5 join; the
     confluent-kafka producer writes its third while m1 and m2 leave (with `kill_broker`: the
-    upstream leader of partition 0 is killed with -9 at that moment and restarted once the group
+    upstream leader of one of its partitions, not holding the group's upstream state, is killed
+    with -9 at that moment and restarted once the group
     has settled on three members); kcat writes the last third. Each step waits for the records
     of the previous producer to be arriving and for the coordinator's view of the group; the
     run ends when every record is delivered and the group's committed offsets are the end
@@ -642,8 +670,7 @@ def scale_3_5_3(k, workdir, protocol, kill_broker=False):
         g.ledger.wait("the confluent-kafka producer's records arriving",
                       lambda ledger: ledger.by_source["confluent"] > 0)
         if kill_broker:
-            victim = g.admin.list_topics(g.topic, timeout=DEADLINE).topics[g.topic] \
-                .partitions[0].leader
+            victim = data_leader_not_coordinating(g)
             kafka_sh("kill", victim)
         g.close("m1", "m2")
         g.wait_members(["m3", "m4", "m5"])

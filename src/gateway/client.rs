@@ -367,7 +367,7 @@ impl Upstream {
     pub async fn commit_offsets(
         &self,
         group: &str,
-        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        offsets: &BTreeMap<TopicPartition, OffsetAndMetadata>,
     ) -> Result<(), UpstreamError> {
         let topics = by_topic(offsets.iter().map(|(tp, o)| {
             let p = OffsetCommitRequestPartition::default()

@@ -183,7 +183,9 @@ fn decode(k: &[u8], v: &[u8]) -> Result<Mutation, String> {
 /// What one group asks of upstream's group coordinator, in order.
 #[derive(Debug)]
 enum GroupOp {
-    Commit(Vec<(TopicPartition, OffsetAndMetadata)>),
+    /// The offsets of every write of a run of commits (one upstream OffsetCommit for them all;
+    /// a partition committed twice keeps the later offset).
+    Commit(BTreeMap<TopicPartition, OffsetAndMetadata>),
     DeleteOffsets(Vec<TopicPartition>),
     Delete,
 }
@@ -309,7 +311,8 @@ impl Store for UpstreamStore {
         let mut record_writes: BTreeMap<i32, HashSet<usize>> = BTreeMap::new();
         // Keys that go once their partition's records are acknowledged.
         let mut forgotten: Vec<(GroupId, Bytes)> = Vec::new();
-        let mut ops: BTreeMap<GroupId, Vec<(GroupOp, usize)>> = BTreeMap::new();
+        // A group's upstream operations in order, each with the writes it carries.
+        let mut ops: BTreeMap<GroupId, Vec<(GroupOp, Vec<usize>)>> = BTreeMap::new();
         for (i, write) in writes.into_iter().enumerate() {
             for m in write {
                 if let Some((group, k, v)) = record_of(&m) {
@@ -329,16 +332,24 @@ impl Store for UpstreamStore {
                 match m {
                     Mutation::PutOffset { group, tp, offset } => {
                         let list = ops.entry(group).or_default();
+                        // Commits of one group in a batch, one after another, go upstream
+                        // as one OffsetCommit: one round trip, not one per member.
                         match list.last_mut() {
-                            Some((GroupOp::Commit(c), w)) if *w == i => c.push((tp, offset)),
-                            _ => list.push((GroupOp::Commit(vec![(tp, offset)]), i)),
+                            Some((GroupOp::Commit(c), w)) => {
+                                c.insert(tp, offset);
+                                if w.last() != Some(&i) {
+                                    w.push(i);
+                                }
+                            }
+                            _ => list
+                                .push((GroupOp::Commit(BTreeMap::from([(tp, offset)])), vec![i])),
                         }
                     }
                     Mutation::DeleteOffset { group, tp } => {
                         let list = ops.entry(group).or_default();
                         match list.last_mut() {
-                            Some((GroupOp::DeleteOffsets(d), w)) if *w == i => d.push(tp),
-                            _ => list.push((GroupOp::DeleteOffsets(vec![tp]), i)),
+                            Some((GroupOp::DeleteOffsets(d), w)) if w == &[i] => d.push(tp),
+                            _ => list.push((GroupOp::DeleteOffsets(vec![tp]), vec![i])),
                         }
                     }
                     Mutation::DeleteGroup { group } => {
@@ -349,7 +360,9 @@ impl Store for UpstreamStore {
                             &mut record_writes,
                             &mut forgotten,
                         );
-                        ops.entry(group).or_default().push((GroupOp::Delete, i));
+                        ops.entry(group)
+                            .or_default()
+                            .push((GroupOp::Delete, vec![i]));
                     }
                     Mutation::ClearGroupRecords { group } => {
                         self.tombstone_all(
@@ -394,7 +407,7 @@ impl Store for UpstreamStore {
             };
             let groups =
                 futures_util::future::join_all(ops.iter().map(|(group, list)| async move {
-                    for (op, i) in list {
+                    for (at, (op, _)) in list.iter().enumerate() {
                         let r = match op {
                             GroupOp::Commit(offsets) => {
                                 within(up.commit_offsets(group.as_str(), offsets)).await
@@ -408,8 +421,8 @@ impl Store for UpstreamStore {
                         };
                         if let Err(e) = r {
                             error!(group = %group, error = %e, "upstream refused a group write");
-                            // This op's write and every later one of the group fail.
-                            return Err((*i, e));
+                            // This op's writes and every later one of the group fail.
+                            return Err((at, e));
                         }
                     }
                     Ok(())
@@ -437,7 +450,7 @@ impl Store for UpstreamStore {
         }
         for ((_, list), outcome) in ops.iter().zip(done) {
             if let Err((failed_at, e)) = outcome {
-                for (_, i) in list.iter().filter(|(_, i)| *i >= failed_at) {
+                for i in list[failed_at..].iter().flat_map(|(_, w)| w) {
                     results[*i] = Err(io(&e));
                 }
             }
@@ -545,6 +558,9 @@ mod tests {
         assert_eq!(decode(&k, &v.unwrap()).unwrap(), m);
     }
 
+    /// The OffsetCommits [`offsets_broker`] received for group "merged".
+    static MERGED_COMMITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
     /// A fake upstream broker (node 7) for offsets only: FindCoordinator names itself,
     /// OffsetCommit is refused with GROUP_AUTHORIZATION_FAILED for group "refused" and
     /// accepted for every other.
@@ -602,6 +618,10 @@ mod tests {
                             }
                             ApiKey::OffsetCommit => {
                                 let req = OffsetCommitRequest::decode(&mut b, v).unwrap();
+                                if req.group_id.as_str() == "merged" {
+                                    MERGED_COMMITS
+                                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                }
                                 let code = if req.group_id.as_str() == "refused" {
                                     30
                                 } else {
@@ -671,15 +691,34 @@ mod tests {
                 },
             }]
         };
-        let results = store.apply_writes(vec![commit("a"), commit("refused"), commit("b")], true);
-        assert!(results[0].is_ok(), "{results:?}");
-        assert!(
-            matches!(&results[1], Err(StoreError::Io(m)) if m.contains("30")),
-            "{results:?}"
+        let results = store.apply_writes(
+            vec![
+                commit("a"),
+                commit("refused"),
+                commit("b"),
+                commit("refused"),
+                commit("merged"),
+                commit("merged"),
+                commit("merged"),
+            ],
+            true,
         );
+        assert!(results[0].is_ok(), "{results:?}");
+        for i in [1, 3] {
+            assert!(
+                matches!(&results[i], Err(StoreError::Io(m)) if m.contains("30")),
+                "every write of the refused group fails: {results:?}"
+            );
+        }
         assert!(
             results[2].is_ok(),
             "another group's commit is not touched: {results:?}"
+        );
+        assert!(results[4..].iter().all(Result::is_ok), "{results:?}");
+        assert_eq!(
+            MERGED_COMMITS.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "a group's commits in one batch go upstream as one OffsetCommit"
         );
     }
 

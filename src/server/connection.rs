@@ -293,27 +293,30 @@ fn take_heartbeat(buf: &mut BytesMut, max: usize) -> Option<Bytes> {
 }
 
 /// One Heartbeat of a pipelined run.
-struct SentHeartbeat {
+struct PipelinedHeartbeat {
     version: i16,
     corr: i32,
     started: Option<Instant>,
-    answer: HeartbeatAnswer,
 }
 
-enum HeartbeatAnswer {
+/// A pipelined heartbeat checked, then queued.
+enum Checked<T> {
     /// Refused by the authorizer.
     Denied(Box<ResponseKind>),
-    /// Taken by the coordinator.
-    Sent(HeartbeatSent),
+    /// The request admitted, then what the coordinator made of it.
+    Admitted(T),
 }
 
 /// Heartbeats a client pipelined (`first` and every complete Heartbeat buffered after it, up to
-/// [`PIPELINED_HEARTBEATS`]): each is decoded, admitted and checked as [`step`] does, all are
-/// queued with their groups, then their answers are awaited and encoded in request order. The
-/// connection wakes once for the run instead of once per heartbeat. Observably the same as one
-/// at a time: a group's heartbeats reach it in order (one queue per shard), heartbeats change
-/// nothing another group reads, and the answers leave in request order. A heartbeat that closes
-/// the connection ends the run; the answers before it still leave.
+/// [`PIPELINED_HEARTBEATS`]), in three passes: each is decoded, admitted and checked as [`step`]
+/// does; all are queued with their groups, back to back; their answers are awaited, the last
+/// first, and encoded in request order. The shards answer a run in about the order it was
+/// queued, so the last answer's wake-up finds the others there already: the connection wakes
+/// about once per run rather than once per heartbeat, and the shards are woken about once per
+/// run rather than for every heartbeat decoded. Observably the same as one at a time: a
+/// group's heartbeats reach it in order (one queue per shard), heartbeats change nothing
+/// another group reads, and the answers leave in request order. A heartbeat that closes the
+/// connection ends the run; the answers before it still leave.
 async fn heartbeats(
     first: Bytes,
     buf: &mut BytesMut,
@@ -324,7 +327,8 @@ async fn heartbeats(
     out: &mut BytesMut,
 ) -> Step {
     let metrics = crate::observe::metrics();
-    let mut sent = Vec::new();
+    let mut run = Vec::new();
+    let mut checked = Vec::new();
     let mut end = Step::Wrote;
     let mut next = Some(first);
     while let Some(frame) = next.take() {
@@ -352,11 +356,9 @@ async fn heartbeats(
         let started = metrics.enabled().then(Instant::now);
         let answer = match api::authz::deny_request(broker, ctx, header.request_api_version, &body)
         {
-            Some(denied) => HeartbeatAnswer::Denied(Box::new(denied)),
+            Some(denied) => Checked::Denied(Box::new(denied)),
             None => match *body {
-                RequestKind::Heartbeat(req) => {
-                    HeartbeatAnswer::Sent(api::heartbeat::submit(broker, &req))
-                }
+                RequestKind::Heartbeat(req) => Checked::Admitted(req),
                 // The frame's key said Heartbeat.
                 _ => {
                     end = Step::Close;
@@ -364,23 +366,33 @@ async fn heartbeats(
                 }
             },
         };
-        sent.push(SentHeartbeat {
+        run.push(PipelinedHeartbeat {
             version: header.request_api_version,
             corr: header.correlation_id,
             started,
-            answer,
         });
-        if sent.len() < PIPELINED_HEARTBEATS {
+        checked.push(answer);
+        if run.len() < PIPELINED_HEARTBEATS {
             next = take_heartbeat(buf, max);
         }
     }
-    for hb in sent {
-        let resp = match hb.answer {
-            HeartbeatAnswer::Denied(resp) => *resp,
-            HeartbeatAnswer::Sent(sent) => {
+    let queued: Vec<Checked<HeartbeatSent>> = checked
+        .into_iter()
+        .map(|c| match c {
+            Checked::Denied(resp) => Checked::Denied(resp),
+            Checked::Admitted(req) => Checked::Admitted(api::heartbeat::submit(broker, &req)),
+        })
+        .collect();
+    let mut answers = Vec::with_capacity(queued.len());
+    for q in queued.into_iter().rev() {
+        answers.push(match q {
+            Checked::Denied(resp) => *resp,
+            Checked::Admitted(sent) => {
                 ResponseKind::Heartbeat(api::heartbeat::response(sent).await)
             }
-        };
+        });
+    }
+    for (hb, resp) in run.iter().zip(answers.into_iter().rev()) {
         if let Some(started) = hb.started {
             metrics.request(
                 ApiKey::Heartbeat as i16,
