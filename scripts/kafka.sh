@@ -39,7 +39,9 @@
 # replicated to min(N, 3) with min.insync.replicas 2; a broker that stops (kill -9) leaves the
 # in-sync replicas within 5 s (replica.lag.time.max.ms; Kafka's default 30 s would hold every
 # acks=all write, the group coordinators' included, for that long, past the tests' 6 s
-# sessions). The bootstrap file lists every broker,
+# sessions), and its partitions get new leaders within about 3 s (broker.session.timeout.ms,
+# after which the controller fences it; Kafka's default is 9 s: koord holds a group's writes
+# through that, upstream.write.timeout.ms, and the tests' 6 s sessions must outlast it). The bootstrap file lists every broker,
 # comma-separated. KAFKA_SECURITY is not combined with it.
 #
 # KAFKA_DIR: the directory of this Kafka (default .build/kafka), so that several can run at
@@ -329,6 +331,8 @@ group.initial.rebalance.delay.ms=0
 group.min.session.timeout.ms=1000
 transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 replica.lag.time.max.ms=5000
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=3000
 PROPS
     local kv
     for kv in ${KAFKA_CONFIG:-}; do

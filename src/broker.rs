@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::config::Config;
 use crate::coordinator::{Clock, Coordinator, Settings};
 use crate::gateway::client::Upstream;
-use crate::gateway::store::UpstreamStore;
+use crate::gateway::store::{partition_of, UpstreamStore};
 use crate::log::Logs;
 use crate::metadata::topic_config::{LogSettings, TopicConfigs};
 use crate::metadata::{CreateError, Topic, Topics};
@@ -22,7 +22,7 @@ use crate::security::authorizer::Authorizer;
 use crate::security::credentials::CredentialChange;
 use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::security::Credentials;
-use crate::storage::{EmbeddedStore, Mutation, Storage, Store, StoreError};
+use crate::storage::{EmbeddedStore, Mutation, Router, Storage, Store, StoreError};
 use crate::transactions::Transactions;
 
 /// Iterations of the bootstrap admin's credentials (Kafka's default for kafka-configs).
@@ -158,7 +158,7 @@ impl Broker {
         let store = Arc::new(
             EmbeddedStore::open(&Self::prepare_data_dir(&config)?).map_err(io::Error::other)?,
         );
-        Broker::assemble(config, store, None)
+        Broker::assemble(config, store, None, None)
     }
 
     /// [`Broker::open`] for gateway mode: the groups' records and offsets live upstream
@@ -176,6 +176,7 @@ impl Broker {
             local,
             &config.upstream_groups_topic,
             config.upstream_groups_topic_partitions,
+            std::time::Duration::from_millis(config.upstream_write_timeout_ms),
         )
         .await
         .map_err(|e| {
@@ -184,7 +185,18 @@ impl Broker {
                 config.upstream_groups_topic
             ))
         })?;
-        Broker::assemble(config, Arc::new(store), Some(up))
+        // A storage lane per partition of koord's topic: a group's writes wait only on its
+        // own upstream partitions (one whose leader is being re-elected holds no other
+        // group's writes), and writes without a group (users, ACLs, topics) have their own.
+        let partitions = store.partitions();
+        let route: Router = Arc::new(move |write: &[Mutation], lanes: usize| {
+            match write.iter().find_map(Mutation::group) {
+                Some(group) => partition_of(group.as_str(), partitions) as usize,
+                None => lanes - 1,
+            }
+        });
+        let lanes = (partitions as usize + 1, route);
+        Broker::assemble(config, Arc::new(store), Some(up), Some(lanes))
     }
 
     /// Creates the data dir if needed and returns it.
@@ -204,6 +216,7 @@ impl Broker {
         config: Config,
         store: Arc<dyn Store>,
         upstream: Option<Arc<Upstream>>,
+        lanes: Option<(usize, Router)>,
     ) -> io::Result<Broker> {
         let cluster_id = if config.cluster_id.is_empty() {
             load_or_create_cluster_id(&config.data_dir)?
@@ -246,7 +259,12 @@ impl Broker {
             )
         };
         let (advertised_host, advertised_port) = config.advertised();
-        let storage = Storage::start(store.clone(), config.offsets_commit_sync);
+        let storage = match lanes {
+            Some((n, route)) => {
+                Storage::start_lanes(store.clone(), config.offsets_commit_sync, n, route)
+            }
+            None => Storage::start(store.clone(), config.offsets_commit_sync),
+        };
         let coordinator = Coordinator::with_storage(
             Settings::from_config(&config, topics.clone()),
             Clock::system(),

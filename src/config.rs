@@ -95,6 +95,10 @@ pub struct Config {
     /// Its partition count when koord creates it (a group's records live in one partition,
     /// picked by a stable hash of the group id).
     pub upstream_groups_topic_partitions: i32,
+    /// How long a group's write upstream (its records, its offsets) may keep retrying while
+    /// upstream moves the partition it needs (a leader re-elected after a broker died) before
+    /// the client is told NOT_COORDINATOR.
+    pub upstream_write_timeout_ms: u64,
     /// `upstream.security.protocol`, `upstream.sasl.*`, `upstream.ssl.*`: how koord connects
     /// to the upstream cluster (Kafka's client settings).
     pub upstream_security: crate::security::client::ClientSettings,
@@ -214,6 +218,7 @@ impl Default for Config {
             upstream_bootstrap_servers: Vec::new(),
             upstream_groups_topic: "__koord_groups".into(),
             upstream_groups_topic_partitions: 50,
+            upstream_write_timeout_ms: 10_000,
             upstream_security: crate::security::client::ClientSettings::default(),
             data_dir: PathBuf::from("koord-data"),
             cluster_id: String::new(),
@@ -693,6 +698,9 @@ pub static KEYS: &[Key] = &[
     int_key!("upstream.groups.topic.partitions", Some("offsets.topic.num.partitions"),
         "gateway mode: partitions of upstream.groups.topic.name when koord creates it (an existing topic keeps its count)",
         upstream_groups_topic_partitions: i32, 1, 10_000),
+    int_key!("upstream.write.timeout.ms", Some("offsets.commit.timeout.ms"),
+        "gateway mode: how long a group's write upstream (records, offsets) may retry while upstream elects the leader it needs; then NOT_COORDINATOR",
+        upstream_write_timeout_ms: u64, 100, 600_000),
     Key {
         name: "upstream.security.protocol",
         kafka: Some("security.protocol (koord's, towards the upstream)"),

@@ -9,6 +9,7 @@ use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use super::check_group_id;
 use super::table::RequestContext;
 use crate::broker::Broker;
+use crate::gateway::client::RETRY_FOR;
 use crate::group::{GroupError, GroupId};
 use crate::security::acl::{Operation, ResourceType};
 
@@ -50,7 +51,7 @@ async fn upstream_only(broker: &Broker, group: &GroupId) -> Result<(), i16> {
     let Some(up) = &broker.upstream else {
         return Err(GroupError::GroupIdNotFound.code());
     };
-    match up.delete_group(group.as_str()).await {
+    match up.delete_group(group.as_str(), RETRY_FOR).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(GroupError::GroupIdNotFound.code()),
         Err(e) => Err(e

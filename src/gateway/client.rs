@@ -49,11 +49,13 @@ use super::upstream::{connect, UpstreamConn};
 use crate::security::client::ClientSecurity;
 use crate::vocab::{OffsetAndMetadata, TopicPartition};
 
-/// How long one operation may keep retrying a moved leader or coordinator before it fails
-/// (NOT_COORDINATOR to the client, which retries): long enough for a metadata refresh after a
-/// leader change, short enough that a write needing a dead broker fails at once rather than
-/// holding the node's other writes until upstream elects a new leader (seconds).
+/// How long a client's forwarded operation (a lookup, an upstream-only group's deletion) may
+/// keep retrying a moved leader or coordinator before it fails (the client retries): long
+/// enough for a metadata refresh after a leader change. koord's own writes take their budget
+/// from `upstream.write.timeout.ms` instead.
 pub const RETRY_FOR: Duration = Duration::from_millis(500);
+/// Longest pause between two tries of a retried operation.
+const MAX_BACKOFF: Duration = Duration::from_millis(500);
 /// How long start-up may wait for upstream (creating and reading koord's topic).
 pub const STARTUP: Duration = Duration::from_secs(60);
 /// How long one request may wait for its answer.
@@ -325,14 +327,19 @@ impl Upstream {
     }
 
     /// Runs `op` against `group`'s coordinator until it succeeds, fails for good, or
-    /// [`RETRY_FOR`] passes; a retriable failure (or an unreachable broker) looks the
+    /// `retry_for` passes; a retriable failure (or an unreachable broker) looks the
     /// coordinator up again first.
-    async fn with_coordinator<T, F, Fut>(&self, group: &str, op: F) -> Result<T, UpstreamError>
+    async fn with_coordinator<T, F, Fut>(
+        &self,
+        group: &str,
+        retry_for: Duration,
+        op: F,
+    ) -> Result<T, UpstreamError>
     where
         F: Fn(i32) -> Fut,
         Fut: std::future::Future<Output = Result<T, UpstreamError>>,
     {
-        let deadline = tokio::time::Instant::now() + RETRY_FOR;
+        let deadline = tokio::time::Instant::now() + retry_for;
         let mut backoff = Duration::from_millis(50);
         loop {
             let result = match self.coordinator(group).await {
@@ -353,7 +360,7 @@ impl Upstream {
                     debug!(group, error = %e, "upstream coordinator: retrying");
                     self.forget_coordinator(group);
                     tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             }
         }
@@ -368,6 +375,7 @@ impl Upstream {
         &self,
         group: &str,
         offsets: &BTreeMap<TopicPartition, OffsetAndMetadata>,
+        retry_for: Duration,
     ) -> Result<(), UpstreamError> {
         let topics = by_topic(offsets.iter().map(|(tp, o)| {
             let p = OffsetCommitRequestPartition::default()
@@ -391,7 +399,7 @@ impl Upstream {
                     })
                     .collect(),
             );
-        self.with_coordinator(group, |node| {
+        self.with_coordinator(group, retry_for, |node| {
             let req = &req;
             async move {
                 let resp = self.call(node, 8, req).await?;
@@ -420,9 +428,10 @@ impl Upstream {
         &self,
         group: &str,
         partitions: &[TopicPartition],
+        retry_for: Duration,
     ) -> Result<(), UpstreamError> {
         let req = offset_delete_request(group, partitions);
-        self.with_coordinator(group, |node| {
+        self.with_coordinator(group, retry_for, |node| {
             let req = &req;
             async move {
                 let codes = match self.offset_delete_on(node, req).await {
@@ -453,7 +462,7 @@ impl Upstream {
         partitions: &[TopicPartition],
     ) -> Result<Vec<(TopicPartition, i16)>, UpstreamError> {
         let req = offset_delete_request(group, partitions);
-        self.with_coordinator(group, |node| self.offset_delete_on(node, &req))
+        self.with_coordinator(group, RETRY_FOR, |node| self.offset_delete_on(node, &req))
             .await
     }
 
@@ -486,10 +495,14 @@ impl Upstream {
     ///
     /// # Errors
     /// Upstream refused (a group with members upstream: NON_EMPTY_GROUP), or was unreachable.
-    pub async fn delete_group(&self, group: &str) -> Result<bool, UpstreamError> {
+    pub async fn delete_group(
+        &self,
+        group: &str,
+        retry_for: Duration,
+    ) -> Result<bool, UpstreamError> {
         let req = DeleteGroupsRequest::default()
             .with_groups_names(vec![GroupId(StrBytes::from_string(group.to_string()))]);
-        self.with_coordinator(group, |node| {
+        self.with_coordinator(group, retry_for, |node| {
             let req = &req;
             async move {
                 let resp = self.call(node, 2, req).await?;
@@ -558,7 +571,7 @@ impl Upstream {
     pub async fn describe_group(&self, group: &str) -> Result<DescribedGroup, UpstreamError> {
         let req = DescribeGroupsRequest::default()
             .with_groups(vec![GroupId(StrBytes::from_string(group.to_string()))]);
-        self.with_coordinator(group, |node| {
+        self.with_coordinator(group, RETRY_FOR, |node| {
             let req = &req;
             async move {
                 let resp = self.call(node, 5, req).await?;
@@ -593,7 +606,7 @@ impl Upstream {
                         })
                         .collect()
                 }))]);
-        self.with_coordinator(group, |node| {
+        self.with_coordinator(group, RETRY_FOR, |node| {
             let req = &req;
             async move {
                 let resp = self.call(node, 8, req).await?;
@@ -615,7 +628,7 @@ impl Upstream {
         version: i16,
     ) -> Result<TxnOffsetCommitResponse, UpstreamError> {
         let group = req.group_id.as_str();
-        self.with_coordinator(group, |node| async move {
+        self.with_coordinator(group, RETRY_FOR, |node| async move {
             let resp = self.call(node, version, req).await?;
             let code = resp
                 .topics
@@ -743,9 +756,10 @@ impl Upstream {
         &self,
         topic: &str,
         records: &BTreeMap<i32, Vec<KeyValue>>,
+        retry_for: Duration,
     ) -> Result<(), UpstreamError> {
         let mut left: Vec<i32> = records.keys().copied().collect();
-        let deadline = tokio::time::Instant::now() + RETRY_FOR;
+        let deadline = tokio::time::Instant::now() + retry_for;
         let mut backoff = Duration::from_millis(50);
         let mut last = UpstreamError::Unreachable("no attempt".into());
         while !left.is_empty() {
@@ -837,7 +851,7 @@ impl Upstream {
                 return Err(last);
             }
             tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(1));
+            backoff = (backoff * 2).min(MAX_BACKOFF);
             if refresh {
                 if let Err(e) = self.refresh(&[topic]).await {
                     debug!(error = %e, "metadata refresh failed");

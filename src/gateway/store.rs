@@ -28,6 +28,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::runtime::Handle;
@@ -199,6 +200,8 @@ pub struct UpstreamStore {
     partitions: i32,
     /// Every key each group has in the topic (a deleted group tombstones them all).
     keys: Mutex<HashMap<GroupId, HashSet<Bytes>>>,
+    /// `upstream.write.timeout.ms`.
+    write_timeout: Duration,
 }
 
 impl std::fmt::Debug for UpstreamStore {
@@ -221,6 +224,7 @@ impl UpstreamStore {
         local: Arc<dyn Store>,
         topic: &str,
         partitions: i32,
+        write_timeout: Duration,
     ) -> Result<UpstreamStore, UpstreamError> {
         let partitions = up.ensure_compacted_topic(topic, partitions).await?;
         Ok(UpstreamStore {
@@ -230,7 +234,13 @@ impl UpstreamStore {
             topic: topic.to_string(),
             partitions,
             keys: Mutex::new(HashMap::new()),
+            write_timeout,
         })
+    }
+
+    /// Partitions of koord's topic upstream.
+    pub fn partitions(&self) -> i32 {
+        self.partitions
     }
 
     fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<GroupId, HashSet<Bytes>>> {
@@ -263,28 +273,26 @@ impl UpstreamStore {
     }
 }
 
-/// How long a write may wait for upstream before it fails (NOT_COORDINATOR to the client,
-/// which retries). Well within a member's session: while upstream moves a partition off a broker
-/// that died (its leadership, its place in the in-sync replicas: seconds), the writes that need
-/// it fail, as Kafka's coordinator is unavailable meanwhile, rather than hold the node's other
-/// writes, and the heartbeats queued behind a commit on a member's connection, until sessions
-/// lapse.
-const WRITE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// `op`, failed as unreachable if upstream has not answered within [`WRITE_DEADLINE`]. (Its
-/// outcome upstream is then unknown, as a timed-out produce's is to any Kafka client: the
-/// writer is told it failed, and the next write of the same key settles it.)
+/// `op`, failed as unreachable if upstream has not answered within `limit`, the write's budget
+/// (`upstream.write.timeout.ms`; its retries stop by then too). Its outcome upstream is then
+/// unknown, as a timed-out produce's is to any Kafka client: the writer is told it failed, and
+/// the next write of the same key settles it.
+///
+/// The budget is what a group's write may wait while upstream moves the partition it needs
+/// (a broker died: its leaderships move once the controller fences it, broker.session.timeout.ms,
+/// 9 s by default). Kafka holds an offset commit for its replicas up to offsets.commit.timeout.ms
+/// the same way. Meanwhile only the writes of the groups in the same storage lane (the same
+/// partition of koord's topic) wait; a member's session was renewed by the commit it sent.
 async fn within<T>(
+    limit: Duration,
     op: impl std::future::Future<Output = Result<T, UpstreamError>>,
 ) -> Result<T, UpstreamError> {
-    tokio::time::timeout(WRITE_DEADLINE, op)
-        .await
-        .unwrap_or_else(|_| {
-            Err(UpstreamError::Unreachable(format!(
-                "no answer within {} s",
-                WRITE_DEADLINE.as_secs()
-            )))
-        })
+    tokio::time::timeout(limit, op).await.unwrap_or_else(|_| {
+        Err(UpstreamError::Unreachable(format!(
+            "no answer within {} ms",
+            limit.as_millis()
+        )))
+    })
 }
 
 fn io(e: &UpstreamError) -> StoreError {
@@ -397,12 +405,14 @@ impl Store for UpstreamStore {
         }
         let up = &self.up;
         let topic = self.topic.as_str();
+        let limit = self.write_timeout;
+        let started = std::time::Instant::now();
         let (produced, done) = self.rt.block_on(async {
             let produce = async {
                 if records.is_empty() {
                     Ok(())
                 } else {
-                    within(up.produce(topic, &records)).await
+                    within(limit, up.produce(topic, &records, limit)).await
                 }
             };
             let groups =
@@ -410,14 +420,17 @@ impl Store for UpstreamStore {
                     for (at, (op, _)) in list.iter().enumerate() {
                         let r = match op {
                             GroupOp::Commit(offsets) => {
-                                within(up.commit_offsets(group.as_str(), offsets)).await
+                                within(limit, up.commit_offsets(group.as_str(), offsets, limit))
+                                    .await
                             }
                             GroupOp::DeleteOffsets(tps) => {
-                                within(up.delete_offsets(group.as_str(), tps)).await
+                                within(limit, up.delete_offsets(group.as_str(), tps, limit)).await
                             }
-                            GroupOp::Delete => within(up.delete_group(group.as_str()))
-                                .await
-                                .map(|_existed| ()),
+                            GroupOp::Delete => {
+                                within(limit, up.delete_group(group.as_str(), limit))
+                                    .await
+                                    .map(|_existed| ())
+                            }
                         };
                         if let Err(e) = r {
                             error!(group = %group, error = %e, "upstream refused a group write");
@@ -429,6 +442,14 @@ impl Store for UpstreamStore {
                 }));
             tokio::join!(produce, groups)
         });
+        let waited = started.elapsed();
+        if waited > Duration::from_secs(1) {
+            warn!(
+                waited_ms = waited.as_millis() as u64,
+                ok = produced.is_ok() && done.iter().all(Result::is_ok),
+                "upstream writes waited (a leader being elected upstream?)"
+            );
+        }
         match produced {
             Ok(()) => {
                 let mut keys = self.keys();
@@ -677,6 +698,7 @@ mod tests {
             topic: "__koord_groups".into(),
             partitions: 1,
             keys: Mutex::new(HashMap::new()),
+            write_timeout: Duration::from_secs(2),
         };
         let commit = |group: &str| {
             vec![Mutation::PutOffset {

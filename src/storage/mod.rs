@@ -320,9 +320,43 @@ pub struct Storage {
 enum Target {
     /// The storage thread.
     Task(mpsc::UnboundedSender<Request>),
+    /// Storage threads, each with its own queue, and which one takes a write (all of one
+    /// group's writes in one lane, so they stay in order).
+    Lanes(Arc<[mpsc::UnboundedSender<Request>]>, Router),
     /// Applied on the caller's thread, completion included (tests: with tokio's paused clock a
     /// write never leaves the runtime idle, which would let it jump to the next timer).
     Inline(Arc<dyn Store>),
+}
+
+/// The lane of a write: `(write, lanes) -> 0..lanes`.
+pub type Router = Arc<dyn Fn(&[Mutation], usize) -> usize + Send + Sync>;
+
+impl Mutation {
+    /// The group the mutation belongs to, if any.
+    pub fn group(&self) -> Option<&GroupId> {
+        match self {
+            Mutation::PutOffset { group, .. }
+            | Mutation::DeleteOffset { group, .. }
+            | Mutation::PutGroup { group, .. }
+            | Mutation::DeleteGroup { group }
+            | Mutation::PutConsumerGroup { group, .. }
+            | Mutation::PutConsumerMember { group, .. }
+            | Mutation::DeleteConsumerMember { group, .. }
+            | Mutation::PutStreamsGroup { group, .. }
+            | Mutation::PutStreamsMember { group, .. }
+            | Mutation::DeleteStreamsMember { group, .. }
+            | Mutation::ClearGroupRecords { group }
+            | Mutation::PutPendingOffset { group, .. }
+            | Mutation::DeletePendingOffsets { group, .. } => Some(group),
+            Mutation::PutTopic { .. }
+            | Mutation::DeleteTopic { .. }
+            | Mutation::Credential(_)
+            | Mutation::PutAcl(_)
+            | Mutation::DeleteAcl(_)
+            | Mutation::PutTxn(_)
+            | Mutation::DeleteTxn { .. } => None,
+        }
+    }
 }
 
 impl fmt::Debug for Storage {
@@ -334,18 +368,29 @@ impl fmt::Debug for Storage {
 impl Storage {
     /// Starts the storage task (a thread of its own: the store's calls block) over `store`.
     pub fn start(store: Arc<dyn Store>, policy: SyncPolicy) -> Storage {
-        let (tx, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(StorageStats::default());
-        let task_stats = stats.clone();
-        let spawned = std::thread::Builder::new()
-            .name("koord-storage".into())
-            .spawn(move || run(store, policy, rx, &task_stats));
-        if let Err(e) = spawned {
-            // Without the thread every write fails with Closed (rx was dropped with it).
-            tracing::error!("cannot start the storage thread: {e}");
-        }
         Storage {
-            target: Target::Task(tx),
+            target: Target::Task(spawn_lane("koord-storage".into(), store, policy, &stats)),
+            stats,
+        }
+    }
+
+    /// Starts `lanes` storage threads over `store`, each applying its own writes in order and
+    /// group-committing them as [`Storage::start`]'s one does; `route` picks a write's lane.
+    /// For a store whose writes wait on others (gateway mode: upstream partitions), so a write
+    /// held by one (its leader being re-elected) holds only the writes routed with it.
+    pub fn start_lanes(
+        store: Arc<dyn Store>,
+        policy: SyncPolicy,
+        lanes: usize,
+        route: Router,
+    ) -> Storage {
+        let stats = Arc::new(StorageStats::default());
+        let senders = (0..lanes.max(1))
+            .map(|i| spawn_lane(format!("koord-storage-{i}"), store.clone(), policy, &stats))
+            .collect();
+        Storage {
+            target: Target::Lanes(senders, route),
             stats,
         }
     }
@@ -366,19 +411,20 @@ impl Storage {
     /// Queues `batch`; `done` runs on the storage thread once it is applied (durable under
     /// `always`) or failed. Batches are applied in submission order.
     pub fn submit(&self, batch: Vec<Mutation>, done: Done) {
-        match &self.target {
-            Target::Task(tx) => {
-                if let Err(mpsc::error::SendError(Request::Write(_, done))) =
-                    tx.send(Request::Write(batch, done))
-                {
-                    done(Err(StoreError::Closed));
-                }
-            }
+        let tx = match &self.target {
+            Target::Task(tx) => tx,
+            Target::Lanes(lanes, route) => &lanes[route(&batch, lanes.len()).min(lanes.len() - 1)],
             Target::Inline(store) => {
                 self.stats.commits.fetch_add(1, Ordering::Relaxed);
                 self.stats.writes.fetch_add(1, Ordering::Relaxed);
                 done(store.apply(&batch, true));
+                return;
             }
+        };
+        if let Err(mpsc::error::SendError(Request::Write(_, done))) =
+            tx.send(Request::Write(batch, done))
+        {
+            done(Err(StoreError::Closed));
         }
     }
 
@@ -400,18 +446,40 @@ impl Storage {
     /// Applies and syncs everything submitted so far, then stops the task; later writes fail
     /// with [`StoreError::Closed`].
     pub async fn shutdown(&self) {
-        let Target::Task(task) = &self.target else {
-            return;
+        let lanes = match &self.target {
+            Target::Task(task) => std::slice::from_ref(task),
+            Target::Lanes(lanes, _) => &lanes[..],
+            Target::Inline(_) => return,
         };
-        let (tx, rx) = oneshot::channel();
-        if task.send(Request::Shutdown(tx)).is_ok() {
-            let _ = rx.await;
-        }
+        let acks = lanes.iter().filter_map(|lane| {
+            let (tx, rx) = oneshot::channel();
+            lane.send(Request::Shutdown(tx)).ok().map(|()| rx)
+        });
+        futures_util::future::join_all(acks).await;
     }
 
     pub fn stats(&self) -> &StorageStats {
         &self.stats
     }
+}
+
+/// Starts one storage thread (named `name`) over `store` and returns its queue.
+fn spawn_lane(
+    name: String,
+    store: Arc<dyn Store>,
+    policy: SyncPolicy,
+    stats: &Arc<StorageStats>,
+) -> mpsc::UnboundedSender<Request> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let stats = stats.clone();
+    let spawned = std::thread::Builder::new()
+        .name(name)
+        .spawn(move || run(store, policy, rx, &stats));
+    if let Err(e) = spawned {
+        // Without the thread every write fails with Closed (rx was dropped with it).
+        tracing::error!("cannot start a storage thread: {e}");
+    }
+    tx
 }
 
 fn run(

@@ -302,6 +302,111 @@ async fn writes_that_queue_during_a_sync_share_the_next_one() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A store whose writes of group `held` wait until it is let go (an upstream partition whose
+/// leader is being re-elected); every write is recorded in order of application.
+#[derive(Debug, Default)]
+struct HoldingStore {
+    inner: MemoryStore,
+    held: std::sync::Mutex<bool>,
+    let_go: std::sync::Condvar,
+    applied: std::sync::Mutex<Vec<Mutation>>,
+}
+
+impl Store for HoldingStore {
+    fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
+        if batch
+            .iter()
+            .any(|m| m.group().map(GroupId::as_str) == Some("held"))
+        {
+            let mut held = self.held.lock().unwrap();
+            while *held {
+                held = self.let_go.wait(held).unwrap();
+            }
+        }
+        self.applied.lock().unwrap().extend_from_slice(batch);
+        self.inner.apply(batch, durable)
+    }
+    fn sync(&self) -> Result<(), StoreError> {
+        self.inner.sync()
+    }
+    fn load_topics(&self) -> Result<Vec<StoredTopic>, StoreError> {
+        self.inner.load_topics()
+    }
+    fn load_groups(&self) -> Result<Vec<LoadedGroup>, StoreError> {
+        self.inner.load_groups()
+    }
+    fn load_credentials(&self) -> Result<Vec<StoredCredential>, StoreError> {
+        self.inner.load_credentials()
+    }
+    fn load_acls(&self) -> Result<Vec<crate::security::acl::Acl>, StoreError> {
+        self.inner.load_acls()
+    }
+    fn load_txns(&self) -> Result<Vec<TxnRecord>, StoreError> {
+        self.inner.load_txns()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lane_holds_only_its_own_writes() {
+    let store = Arc::new(HoldingStore::default());
+    *store.held.lock().unwrap() = true;
+    // Group "held" in lane 0, every other group in lane 1, group-less writes in lane 2.
+    let route: Router =
+        Arc::new(
+            |write: &[Mutation], lanes: usize| match write.iter().find_map(Mutation::group) {
+                Some(g) if g.as_str() == "held" => 0,
+                Some(_) => 1,
+                None => lanes - 1,
+            },
+        );
+    let storage = Storage::start_lanes(store.clone(), SyncPolicy::Always, 3, route);
+    let mut held: Vec<_> = (0..20)
+        .map(|i| {
+            let (tx, rx) = oneshot::channel();
+            storage.submit(
+                vec![put("held", "t", 0, i)],
+                Box::new(move |r| {
+                    let _ = tx.send(r);
+                }),
+            );
+            rx
+        })
+        .collect();
+    // The others are applied while "held" waits.
+    for i in 0..20 {
+        storage.write(vec![put("free", "t", 0, i)]).await.unwrap();
+    }
+    storage
+        .write(vec![Mutation::DeleteTopic { name: "x".into() }])
+        .await
+        .unwrap();
+    assert!(held.iter_mut().all(|rx| rx.try_recv().is_err()));
+    *store.held.lock().unwrap() = false;
+    store.let_go.notify_all();
+    for rx in held {
+        rx.await.unwrap().unwrap();
+    }
+    // Each group's writes were applied in the order they were submitted.
+    let applied = store.applied.lock().unwrap().clone();
+    for group in ["held", "free"] {
+        let offsets: Vec<i64> = applied
+            .iter()
+            .filter_map(|m| match m {
+                Mutation::PutOffset {
+                    group: g, offset, ..
+                } if g.as_str() == group => Some(offset.offset),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(offsets, (0..20).collect::<Vec<_>>(), "{group}");
+    }
+    storage.shutdown().await;
+    assert_eq!(
+        storage.write(vec![put("free", "t", 0, 99)]).await,
+        Err(StoreError::Closed)
+    );
+}
+
 #[tokio::test]
 async fn a_failed_write_reaches_its_writer() {
     let store = Arc::new(MemoryStore::default());
