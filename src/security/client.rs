@@ -8,17 +8,16 @@
 //! [`super::scram::client`].
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio_rustls::rustls::client::danger::{
     HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
 };
 use tokio_rustls::rustls::client::WebPkiServerVerifier;
 use tokio_rustls::rustls::{
-    self, CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+    self, CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme,
 };
 use tokio_rustls::TlsConnector;
 
@@ -163,10 +162,6 @@ pub fn server_name(host: &str) -> Result<ServerName<'static>, String> {
         .map_err(|e| format!("{host}: not a TLS server name: {e}"))
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-}
-
 /// The rustls client configuration of `settings`.
 ///
 /// # Errors
@@ -176,13 +171,7 @@ pub fn client_config(settings: &ClientSettings) -> Result<Arc<ClientConfig>, Str
         .truststore
         .as_deref()
         .ok_or("a TLS client needs ssl.truststore.location")?;
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&read(trust)?) {
-        let cert = cert.map_err(|e| format!("{}: {e}", trust.display()))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("{}: {e}", trust.display()))?;
-    }
+    let roots = super::tls::roots(trust)?;
     if roots.is_empty() {
         return Err(format!("{}: no CA certificate", trust.display()));
     }
@@ -203,15 +192,7 @@ pub fn client_config(settings: &ClientSettings) -> Result<Arc<ClientConfig>, Str
     let config = match &settings.keystore {
         None => builder.with_no_client_auth(),
         Some(keystore) => {
-            let pem = read(keystore)?;
-            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
-                .collect::<Result<_, _>>()
-                .map_err(|e| format!("{}: {e}", keystore.display()))?;
-            if certs.is_empty() {
-                return Err(format!("{}: no certificate", keystore.display()));
-            }
-            let key = PrivateKeyDer::from_pem_slice(&pem)
-                .map_err(|e| format!("{}: no private key: {e}", keystore.display()))?;
+            let (certs, key) = super::tls::identity(keystore, None)?;
             builder
                 .with_client_auth_cert(certs, key)
                 .map_err(|e| format!("{}: {e}", keystore.display()))?

@@ -60,6 +60,46 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
+/// The certificate chain and private key of a PEM keystore (`key`, if set, holds the key
+/// instead), for a server's or a client's own identity.
+///
+/// # Errors
+/// A file that cannot be read, or holds no certificate or no key.
+pub(crate) fn identity(
+    keystore: &Path,
+    key: Option<&Path>,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+    let pem = read(keystore)?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", keystore.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no certificate", keystore.display()));
+    }
+    let key = match key {
+        Some(path) => PrivateKeyDer::from_pem_slice(&read(path)?)
+            .map_err(|e| format!("{}: no private key: {e}", path.display()))?,
+        None => PrivateKeyDer::from_pem_slice(&pem)
+            .map_err(|e| format!("{}: no private key: {e}", keystore.display()))?,
+    };
+    Ok((certs, key))
+}
+
+/// The CA certificates of a PEM truststore.
+///
+/// # Errors
+/// A file that cannot be read or holds a certificate that does not parse.
+pub(crate) fn roots(truststore: &Path) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&read(truststore)?) {
+        let cert = cert.map_err(|e| format!("{}: {e}", truststore.display()))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("{}: {e}", truststore.display()))?;
+    }
+    Ok(roots)
+}
+
 /// Builds the server configuration from the files `settings` names.
 ///
 /// # Errors
@@ -70,16 +110,7 @@ pub fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>, String
         .keystore
         .as_deref()
         .ok_or("a TLS listener needs ssl.keystore.location")?;
-    let pem = read(keystore)?;
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: {e}", keystore.display()))?;
-    if certs.is_empty() {
-        return Err(format!("{}: no certificate", keystore.display()));
-    }
-    let key_path = settings.key.as_deref().unwrap_or(keystore);
-    let key = PrivateKeyDer::from_pem_slice(&read(key_path)?)
-        .map_err(|e| format!("{}: no private key: {e}", key_path.display()))?;
+    let (certs, key) = identity(keystore, settings.key.as_deref())?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -91,13 +122,7 @@ pub fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>, String
                 .truststore
                 .as_deref()
                 .ok_or("ssl.client.auth needs ssl.truststore.location")?;
-            let mut roots = RootCertStore::empty();
-            for cert in CertificateDer::pem_slice_iter(&read(trust)?) {
-                let cert = cert.map_err(|e| format!("{}: {e}", trust.display()))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("{}: {e}", trust.display()))?;
-            }
+            let roots = roots(trust)?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             let verifier = if auth == ClientAuth::Requested {
                 verifier.allow_unauthenticated()
