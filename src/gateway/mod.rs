@@ -448,15 +448,26 @@ impl Gateway {
 async fn refresh_loop(gw: Arc<Gateway>) {
     loop {
         tokio::time::sleep(REFRESH).await;
-        let mut addrs: Vec<String> = gw
+        let mut addrs: Vec<(Option<i32>, String)> = gw
             .any_order()
             .into_iter()
-            .filter_map(|id| gw.upstream_addr(id))
+            .filter_map(|id| Some((Some(id), gw.upstream_addr(id)?)))
             .collect();
-        addrs.extend(gw.bootstrap.iter().cloned());
+        addrs.extend(gw.bootstrap.iter().map(|a| (None, a.clone())));
         let mut done = false;
-        for addr in &addrs {
-            match read_view(addr, &gw.security).await {
+        for (node, addr) in &addrs {
+            // A pooled connection to the broker if there is one (no new TLS and SASL
+            // handshake every few seconds), given back afterwards.
+            let pooled = node.and_then(|id| Some((id, gw.pool.take(id)?)));
+            let read = match pooled {
+                Some((id, conn)) => {
+                    let view = read_view_on(&conn).await.map_err(ConnectError::Unreachable);
+                    gw.pool.put(id, conn);
+                    view
+                }
+                None => read_view(addr, &gw.security).await,
+            };
+            match read {
                 Ok(view) => {
                     if let Err(e) = gw.apply(&view).await {
                         warn!(error = %e, "upstream refresh not applied");
