@@ -95,6 +95,10 @@ pub struct Config {
     /// Its partition count when koord creates it (a group's records live in one partition,
     /// picked by a stable hash of the group id).
     pub upstream_groups_topic_partitions: i32,
+    /// Where upstream brokers are presented: 0, on free ports picked at start-up; otherwise
+    /// node id N on `base + N` (`base + 1000 * i + N` on koord's listener i), the same after
+    /// every restart.
+    pub upstream_broker_port_base: u16,
     /// How long a group's write upstream (its records, its offsets) may keep retrying while
     /// upstream moves the partition it needs (a leader re-elected after a broker died) before
     /// the client is told NOT_COORDINATOR.
@@ -219,6 +223,7 @@ impl Default for Config {
             upstream_groups_topic: "__koord_groups".into(),
             upstream_groups_topic_partitions: 50,
             upstream_write_timeout_ms: 10_000,
+            upstream_broker_port_base: 0,
             upstream_security: crate::security::client::ClientSettings::default(),
             data_dir: PathBuf::from("koord-data"),
             cluster_id: String::new(),
@@ -698,6 +703,9 @@ pub static KEYS: &[Key] = &[
     int_key!("upstream.groups.topic.partitions", Some("offsets.topic.num.partitions"),
         "gateway mode: partitions of upstream.groups.topic.name when koord creates it (an existing topic keeps its count)",
         upstream_groups_topic_partitions: i32, 1, 10_000),
+    int_key!("upstream.broker.port.base", None,
+        "gateway mode: 0 presents each upstream broker on a free port picked at start-up; otherwise node id N (0-999) is presented on base + N (base + 1000 * i + N on listener i), the same after every restart",
+        upstream_broker_port_base: u16, 0, 65_535),
     int_key!("upstream.write.timeout.ms", Some("offsets.commit.timeout.ms"),
         "gateway mode: how long a group's write upstream (records, offsets) may retry while upstream elects the leader it needs; then NOT_COORDINATOR",
         upstream_write_timeout_ms: u64, 100, 600_000),

@@ -483,6 +483,35 @@ fn clients_learn_only_koords_endpoints_and_get_upstreams_answers() {
 }
 
 #[test]
+fn upstream_broker_port_base_keeps_a_brokers_port_across_restarts() {
+    let up = Upstream::start();
+    // A port free now, for the fake broker (node id NODE) to be presented on.
+    let want = {
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let base = format!("upstream.broker.port.base={}", want - NODE as u16);
+    let sets = [
+        format!("upstream.bootstrap.servers=127.0.0.1:{}", up.addr.port()),
+        "upstream.groups.topic.partitions=1".to_string(),
+        base,
+    ];
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    for _ in 0..2 {
+        let Some(koord) = Koord::start_owned("gateway", &sets) else {
+            return;
+        };
+        assert_eq!(broker_port(&koord), want);
+        // Served there: the fake broker answers through it.
+        let mut c = Client::connect(SocketAddr::from(([127, 0, 0, 1], want)));
+        let r: ProduceResponse = c.send(9, &produce(-1));
+        assert_eq!(r.responses[0].name.0.as_str(), "from-upstream");
+        drop(c);
+        drop(koord); // stops it, releasing the port for the next start
+    }
+}
+
+#[test]
 fn pipelined_requests_are_answered_in_order_and_acks_0_gets_no_answer() {
     let up = Upstream::start();
     let Some(koord) = gateway(&up) else { return };

@@ -340,8 +340,9 @@ impl Gateway {
             }
             let mut sockets = Vec::new();
             let mut ports = Vec::new();
-            for l in &self.listeners {
-                let tcp = TcpListener::bind(SocketAddr::new(l.bind_ip, 0))
+            for (i, l) in self.listeners.iter().enumerate() {
+                let port = broker_port(self.broker.config.upstream_broker_port_base, i, id)?;
+                let tcp = TcpListener::bind(SocketAddr::new(l.bind_ip, port))
                     .await
                     .map_err(|e| {
                         format!(
@@ -442,6 +443,30 @@ impl Gateway {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
+}
+
+/// The port upstream broker `node` is presented on at koord's listener `listener`
+/// (`upstream.broker.port.base`; 0 lets the system pick a free one).
+///
+/// # Errors
+/// A node id outside 0-999, or a port past 65535.
+fn broker_port(base: u16, listener: usize, node: i32) -> Result<u16, String> {
+    if base == 0 {
+        return Ok(0);
+    }
+    if !(0..1000).contains(&node) {
+        return Err(format!(
+            "upstream.broker.port.base={base}: upstream broker {node} has a node id outside \
+             0-999; set it to 0 (free ports)"
+        ));
+    }
+    let port = usize::from(base) + 1000 * listener + node as usize;
+    u16::try_from(port).map_err(|_| {
+        format!(
+            "upstream.broker.port.base={base}: upstream broker {node} on listener {listener} \
+             would need port {port}"
+        )
+    })
 }
 
 /// Re-reads the upstream every [`REFRESH`]: new brokers, moved brokers, topics.
@@ -585,5 +610,15 @@ mod tests {
         assert_eq!(coordinator_node_id(7, &view), 7);
         assert_eq!(coordinator_node_id(1, &view), 1002);
         assert_eq!(coordinator_node_id(2, &view), 1002);
+    }
+
+    #[test]
+    fn broker_ports_follow_the_node_id_from_a_base() {
+        assert_eq!(broker_port(0, 3, 5000), Ok(0), "0: free ports, any node id");
+        assert_eq!(broker_port(19_000, 0, 1), Ok(19_001));
+        assert_eq!(broker_port(19_000, 2, 999), Ok(21_999));
+        assert!(broker_port(19_000, 0, 1000).unwrap_err().contains("0-999"));
+        assert!(broker_port(19_000, 0, -1).is_err());
+        assert!(broker_port(65_000, 1, 3).unwrap_err().contains("66003"));
     }
 }
