@@ -411,10 +411,9 @@ fn serve(args: ServeArgs) -> ExitCode {
                 let _ = load_failed_tx.send(());
             }
         });
-        // In gateway mode the offsets are upstream's, and so is their retention.
-        if broker.upstream.is_none() {
-            broker.coordinator.spawn_retention();
-        }
+        // In gateway mode the offsets are upstream's, and so is their retention: the task
+        // only forgets groups long Empty (`OffsetConfig::kept_upstream`).
+        broker.coordinator.spawn_retention();
         koord::transactions::spawn_timers(&broker);
         let mut load_failed = false;
         let stop = async {

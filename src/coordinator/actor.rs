@@ -207,6 +207,11 @@ pub(super) struct GroupActor {
     next_submission: u64,
     /// The reply of a DeleteGroups whose tombstone the core is about to emit.
     delete_reply: Option<oneshot::Sender<Result<(), GroupError>>>,
+    /// Gateway mode: since when retention has seen the group Empty.
+    empty_since: Option<Timestamp>,
+    /// Gateway mode: the group is being forgotten (its tombstone clears its records only;
+    /// its offsets stay upstream).
+    forgetting: bool,
     /// The deadline this group has in its shard's timer set.
     armed: Option<Timestamp>,
     /// The last consumer-group write still in flight: heartbeats answered while it is wait
@@ -423,6 +428,8 @@ impl GroupActor {
             pending: HashMap::new(),
             next_submission: 0,
             delete_reply: None,
+            empty_since: None,
+            forgetting: false,
             armed: None,
             last_consumer_write: None,
             history: History::default(),
@@ -1499,6 +1506,10 @@ impl GroupActor {
 
     fn expire_offsets(&mut self, ctx: &Ctx) {
         let now = ctx.clock.now();
+        if ctx.settings.offsets.kept_upstream {
+            self.forget_if_long_empty(ctx, now);
+            return;
+        }
         let id = self.group.id().clone();
         let current = self.offsets.group_offsets(&id);
         // An offset with a commit still on its way to disk is not expired under it.
@@ -1556,6 +1567,47 @@ impl GroupActor {
                 let _span = self.log_span();
                 info!("empty group with no offsets left deleted");
             }
+        }
+    }
+
+    /// Gateway mode's retention: an Empty group (with no transaction's offsets pending) that
+    /// retention has seen Empty for `offsets.retention.minutes` is forgotten. Its records are
+    /// cleared and it leaves koord's memory; its offsets stay upstream (koord holds only those
+    /// committed since it started, so it cannot tell whether upstream's have expired, and
+    /// deleting the group upstream could lose them). The clock starts at the first check that
+    /// sees the group Empty, so a restart only delays it.
+    fn forget_if_long_empty(&mut self, ctx: &Ctx, now: Timestamp) {
+        if self.group.is_dead() || !self.group.is_empty() || !self.pending_offsets.is_empty() {
+            self.empty_since = None;
+            return;
+        }
+        let since = *self.empty_since.get_or_insert(now);
+        if now.as_millis().saturating_sub(since.as_millis()) < ctx.settings.offsets.retention_ms {
+            return;
+        }
+        let id = self.group.id().clone();
+        self.forgetting = true;
+        let forgotten = match self.group.delete_unless_classic() {
+            Some(result) => {
+                if result.is_ok() {
+                    let batch = vec![Mutation::ClearGroupRecords { group: id.clone() }];
+                    self.submit_consumer(ctx, batch, Vec::new(), None);
+                }
+                result.is_ok()
+            }
+            None => match &mut self.group {
+                Core::Classic(group) => group.handle_delete(now).is_ok(),
+                _ => false,
+            },
+        };
+        self.forgetting = forgotten;
+        if forgotten {
+            let offsets = self.offsets.remove_group(&id);
+            let _span = self.log_span();
+            info!(
+                offsets_in_memory = offsets,
+                "group Empty for offsets.retention.minutes forgotten (its offsets stay upstream)"
+            );
         }
     }
 
@@ -1632,6 +1684,9 @@ impl GroupActor {
                     let (mutation, delete_reply) = match record {
                         GroupRecord::Metadata(record) => {
                             (Mutation::PutGroup { group, record }, None)
+                        }
+                        GroupRecord::Tombstone if self.forgetting => {
+                            (Mutation::ClearGroupRecords { group }, None)
                         }
                         GroupRecord::Tombstone => {
                             (Mutation::DeleteGroup { group }, self.delete_reply.take())

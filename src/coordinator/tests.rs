@@ -464,6 +464,83 @@ async fn expiry_and_delete_groups_remove_data_from_the_store() {
     assert!(stored_group_ids(&store).is_empty());
 }
 
+/// Gateway mode (offsets kept upstream, with upstream's retention): retention expires no
+/// offset and never deletes a group's offsets; a group Empty for `offsets.retention.minutes`
+/// is forgotten: its records cleared and it leaves memory, its offsets left where they are.
+#[tokio::test(start_paused = true)]
+async fn gateway_retention_forgets_a_long_empty_group_but_never_its_offsets() {
+    let store = Arc::new(MemoryStore::default());
+    let mut s = settings();
+    s.offsets.kept_upstream = true;
+    let c = Coordinator::with_storage(
+        s,
+        Clock::starting_at(1_000_000),
+        Storage::inline(store.clone()),
+        true,
+    );
+    c.load(Vec::new());
+    let a = c
+        .join(gid("g"), join(&MemberId::unknown(), "a"))
+        .await
+        .member_id;
+    let reply = c
+        .sync(
+            gid("g"),
+            sync(
+                &a,
+                Generation(1),
+                vec![(a.clone(), Bytes::from_static(b"A"))],
+            ),
+        )
+        .await;
+    assert_eq!(reply.error, None);
+    let mut commit = anonymous_commit("t", 7);
+    commit.auth.member_id = a.clone();
+    commit.auth.generation = Generation(1);
+    c.commit_offsets(gid("g"), commit).await.unwrap();
+    let left = c
+        .leave(
+            gid("g"),
+            LeaveGroup {
+                members: vec![LeavingMember {
+                    member_id: a.clone(),
+                    instance_id: None,
+                    reason: None,
+                }],
+            },
+        )
+        .await;
+    assert_eq!(left.members[0].error, None);
+    let record = |store: &MemoryStore| {
+        store
+            .load_groups()
+            .unwrap()
+            .into_iter()
+            .find(|g| g.id.as_str() == "g")
+            .and_then(|g| g.metadata)
+    };
+    assert!(record(&store).is_some());
+
+    // Long past retention since the commit (standalone would expire the offset and delete the
+    // group): the first check that sees the group Empty only starts its clock.
+    tokio::time::advance(Duration::from_millis(120_000)).await;
+    c.expire_offsets();
+    assert_eq!(c.fetch_offsets(gid("g"), None).await.len(), 1);
+    assert_eq!(c.list().len(), 1);
+
+    tokio::time::advance(Duration::from_millis(60_001)).await;
+    c.expire_offsets();
+    // The fetch queues behind the check: the group is gone from memory...
+    assert_eq!(c.fetch_offsets(gid("g"), None).await, vec![]);
+    assert!(c.list().is_empty());
+    // ... and its record from the store, but not its offset.
+    assert!(record(&store).is_none());
+    assert_eq!(
+        stored_offsets(&store, "g"),
+        [(TopicPartition::new("t", 0), 7)]
+    );
+}
+
 /// A Stable group comes back Stable in the same generation after a restart, with its offsets,
 /// and members that keep heartbeating keep their assignment without a rebalance.
 #[tokio::test(start_paused = true)]
