@@ -464,21 +464,9 @@ async fn expiry_and_delete_groups_remove_data_from_the_store() {
     assert!(stored_group_ids(&store).is_empty());
 }
 
-/// Gateway mode (offsets kept upstream, with upstream's retention): retention expires no
-/// offset and never deletes a group's offsets; a group Empty for `offsets.retention.minutes`
-/// is forgotten: its records cleared and it leaves memory, its offsets left where they are.
-#[tokio::test(start_paused = true)]
-async fn gateway_retention_forgets_a_long_empty_group_but_never_its_offsets() {
-    let store = Arc::new(MemoryStore::default());
-    let mut s = settings();
-    s.offsets.kept_upstream = true;
-    let c = Coordinator::with_storage(
-        s,
-        Clock::starting_at(1_000_000),
-        Storage::inline(store.clone()),
-        true,
-    );
-    c.load(Vec::new());
+/// Group "g" Stable in generation 1 with member "a" (returned), which committed offset 7 of
+/// t-0.
+async fn stable_with_commit(c: &Coordinator) -> MemberId {
     let a = c
         .join(gid("g"), join(&MemberId::unknown(), "a"))
         .await
@@ -498,6 +486,25 @@ async fn gateway_retention_forgets_a_long_empty_group_but_never_its_offsets() {
     commit.auth.member_id = a.clone();
     commit.auth.generation = Generation(1);
     c.commit_offsets(gid("g"), commit).await.unwrap();
+    a
+}
+
+/// Gateway mode (offsets kept upstream, with upstream's retention): retention expires no
+/// offset and never deletes a group's offsets; a group Empty for `offsets.retention.minutes`
+/// is forgotten: its records cleared and it leaves memory, its offsets left where they are.
+#[tokio::test(start_paused = true)]
+async fn gateway_retention_forgets_a_long_empty_group_but_never_its_offsets() {
+    let store = Arc::new(MemoryStore::default());
+    let mut s = settings();
+    s.offsets.kept_upstream = true;
+    let c = Coordinator::with_storage(
+        s,
+        Clock::starting_at(1_000_000),
+        Storage::inline(store.clone()),
+        true,
+    );
+    c.load(Vec::new());
+    let a = stable_with_commit(&c).await;
     let left = c
         .leave(
             gid("g"),
@@ -547,25 +554,7 @@ async fn gateway_retention_forgets_a_long_empty_group_but_never_its_offsets() {
 async fn a_stable_group_survives_a_restart_in_its_generation() {
     let store = Arc::new(MemoryStore::default());
     let before = coordinator_on(&store);
-    let a = before
-        .join(gid("g"), join(&MemberId::unknown(), "a"))
-        .await
-        .member_id;
-    let reply = before
-        .sync(
-            gid("g"),
-            sync(
-                &a,
-                Generation(1),
-                vec![(a.clone(), Bytes::from_static(b"A"))],
-            ),
-        )
-        .await;
-    assert_eq!(reply.error, None);
-    let mut commit = anonymous_commit("t", 7);
-    commit.auth.member_id = a.clone();
-    commit.auth.generation = Generation(1);
-    before.commit_offsets(gid("g"), commit).await.unwrap();
+    let a = stable_with_commit(&before).await;
     drop(before);
 
     let after = coordinator_on(&store);
