@@ -32,7 +32,11 @@ pub const LATEST_OFFSET: i64 = -2;
 pub fn lag(learner: &StreamsMember, owner: Option<&StreamsMember>, task: &TaskId) -> Option<i64> {
     let offset = *learner.task_offsets.get(task)?;
     if offset == LATEST_OFFSET {
-        return Some(0);
+        // "Running it": caught up only while the member still runs the task. A report from
+        // before it gave the task up is stale; the task's new owner has moved on since.
+        let running = learner.assigned.active.contains(task)
+            || learner.pending_revocation.active.contains(task);
+        return running.then_some(0);
     }
     if offset < 0 {
         return None;
