@@ -21,6 +21,7 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /**
@@ -96,6 +97,8 @@ public final class GroupClient {
         long stopAfter = Long.MAX_VALUE;
         long consumed;
         String regex;
+        /** Offsets whose commit a rebalance in progress deferred; see {@link #commit}. */
+        final Map<TopicPartition, OffsetAndMetadata> deferred = new LinkedHashMap<>();
 
         Member(String[] w) {
             name = w[1];
@@ -157,6 +160,9 @@ public final class GroupClient {
         void poll() {
             ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(100));
             if (records.isEmpty()) {
+                if (commit && !deferred.isEmpty()) {
+                    commit(Map.of());
+                }
                 return;
             }
             List<String> ranges = new ArrayList<>();
@@ -172,17 +178,40 @@ public final class GroupClient {
             emit(name, "records", "\"ranges\":[" + String.join(",", ranges) + "]"
                     + (print ? ",\"records\":" + printed(records) : ""));
             if (commit) {
-                try {
-                    consumer.commitSync(offsets);
-                    List<String> committed = new ArrayList<>();
-                    offsets.forEach((tp, o) ->
-                            committed.add(str(String.valueOf(tp.partition())) + ":" + o.offset()));
-                    emit(name, "committed", "\"offsets\":{" + String.join(",", committed) + "}");
-                } catch (Exception e) {
-                    emit(name, "commit_failed", "\"error\":" + str(e.getClass().getSimpleName())
-                            + ",\"message\":" + str(String.valueOf(e.getMessage())));
-                }
+                commit(offsets);
             }
+        }
+
+        /**
+         * Commits these offsets, after any a rebalance deferred. A commit the client refuses
+         * while a cooperative rebalance runs (RebalanceInProgressException) is no failure: as
+         * the exception asks, its offsets are committed after the next poll, or when their
+         * partitions are revoked.
+         */
+        void commit(Map<TopicPartition, OffsetAndMetadata> offsets) {
+            Map<TopicPartition, OffsetAndMetadata> all = new LinkedHashMap<>(deferred);
+            all.putAll(offsets);
+            deferred.clear();
+            try {
+                consumer.commitSync(all);
+                emitCommitted(all);
+            } catch (RebalanceInProgressException e) {
+                deferred.putAll(all);
+            } catch (Exception e) {
+                emitCommitFailed(e);
+            }
+        }
+
+        private void emitCommitted(Map<TopicPartition, OffsetAndMetadata> offsets) {
+            List<String> committed = new ArrayList<>();
+            offsets.forEach((tp, o) ->
+                    committed.add(str(String.valueOf(tp.partition())) + ":" + o.offset()));
+            emit(name, "committed", "\"offsets\":{" + String.join(",", committed) + "}");
+        }
+
+        private void emitCommitFailed(Exception e) {
+            emit(name, "commit_failed", "\"error\":" + str(e.getClass().getSimpleName())
+                    + ",\"message\":" + str(String.valueOf(e.getMessage())));
         }
 
         @Override
@@ -192,11 +221,27 @@ public final class GroupClient {
 
         @Override
         public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+            Map<TopicPartition, OffsetAndMetadata> leaving = new LinkedHashMap<>();
+            for (TopicPartition tp : partitions) {
+                OffsetAndMetadata o = deferred.remove(tp);
+                if (o != null) {
+                    leaving.put(tp, o);
+                }
+            }
+            if (!leaving.isEmpty()) {
+                try {
+                    consumer.commitSync(leaving);
+                    emitCommitted(leaving);
+                } catch (Exception e) {
+                    emitCommitFailed(e);
+                }
+            }
             callback("revoked", partitions, without(consumer.assignment(), partitions));
         }
 
         @Override
         public void onPartitionsLost(Collection<TopicPartition> partitions) {
+            deferred.keySet().removeAll(partitions);
             callback("lost", partitions, without(consumer.assignment(), partitions));
         }
 
