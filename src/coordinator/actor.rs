@@ -1550,20 +1550,7 @@ impl GroupActor {
         }
         // A group with an open transaction's offsets stays (Kafka's cleanupGroupMetadata).
         if expired.all_expired && self.group.is_empty() && self.pending_offsets.is_empty() {
-            let deleted = match self.group.delete_unless_classic() {
-                Some(result) => {
-                    if result.is_ok() {
-                        let batch = vec![Mutation::DeleteGroup { group: id.clone() }];
-                        self.submit_consumer(ctx, batch, Vec::new(), None);
-                    }
-                    result.is_ok()
-                }
-                None => match &mut self.group {
-                    Core::Classic(group) => group.handle_delete(now).is_ok(),
-                    _ => false,
-                },
-            };
-            if deleted {
+            if self.delete_empty(ctx, now, false) {
                 let _span = self.log_span();
                 info!("empty group with no offsets left deleted");
             }
@@ -1585,13 +1572,32 @@ impl GroupActor {
         if now.as_millis().saturating_sub(since.as_millis()) < ctx.settings.offsets.retention_ms {
             return;
         }
-        let id = self.group.id().clone();
-        self.forgetting = true;
-        let forgotten = match self.group.delete_unless_classic() {
+        if self.delete_empty(ctx, now, true) {
+            let id = self.group.id().clone();
+            let offsets = self.offsets.remove_group(&id);
+            let _span = self.log_span();
+            info!(
+                offsets_in_memory = offsets,
+                "group Empty for offsets.retention.minutes forgotten (its offsets stay upstream)"
+            );
+        }
+    }
+
+    /// Deletes this Empty group, true when it is gone. Its tombstone deletes its records and
+    /// offsets, or with `forget` (gateway retention) clears only its records: its offsets stay
+    /// upstream. A classic group's tombstone comes out of the core as Output::Persist.
+    fn delete_empty(&mut self, ctx: &Ctx, now: Timestamp, forget: bool) -> bool {
+        let group = self.group.id().clone();
+        self.forgetting = forget;
+        let deleted = match self.group.delete_unless_classic() {
             Some(result) => {
                 if result.is_ok() {
-                    let batch = vec![Mutation::ClearGroupRecords { group: id.clone() }];
-                    self.submit_consumer(ctx, batch, Vec::new(), None);
+                    let tombstone = if forget {
+                        Mutation::ClearGroupRecords { group }
+                    } else {
+                        Mutation::DeleteGroup { group }
+                    };
+                    self.submit_consumer(ctx, vec![tombstone], Vec::new(), None);
                 }
                 result.is_ok()
             }
@@ -1600,15 +1606,8 @@ impl GroupActor {
                 _ => false,
             },
         };
-        self.forgetting = forgotten;
-        if forgotten {
-            let offsets = self.offsets.remove_group(&id);
-            let _span = self.log_span();
-            info!(
-                offsets_in_memory = offsets,
-                "group Empty for offsets.retention.minutes forgotten (its offsets stay upstream)"
-            );
-        }
+        self.forgetting &= deleted;
+        deleted
     }
 
     /// Delivers every output of the core; records go to the storage task, and their
