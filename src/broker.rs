@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::cluster::Ownership;
 use crate::config::Config;
 use crate::coordinator::{Clock, Coordinator, Settings};
 use crate::gateway::client::Upstream;
@@ -89,6 +90,9 @@ pub struct Broker {
     pub upstream: Option<Arc<Upstream>>,
     /// The node's storage task: every durable write goes through it.
     pub storage: Storage,
+    /// Gateway mode: the store of the groups' records upstream (cluster mode loads and drops
+    /// shards of it while running).
+    pub groups_store: Option<Arc<UpstreamStore>>,
     /// Held by each change of a topic's stored record (create, configs, partitions, delete)
     /// from reading the topic to applying the change: each writes the whole record, so two at
     /// once could store a stale count or stale configs last.
@@ -158,7 +162,7 @@ impl Broker {
         let store = Arc::new(
             EmbeddedStore::open(&Self::prepare_data_dir(&config)?).map_err(io::Error::other)?,
         );
-        Broker::assemble(config, store, None, None)
+        Broker::assemble(config, store, None, None, Arc::new(Ownership::single()))
     }
 
     /// [`Broker::open`] for gateway mode: the groups' records and offsets live upstream
@@ -196,7 +200,22 @@ impl Broker {
             }
         });
         let lanes = (partitions as usize + 1, route);
-        Broker::assemble(config, Arc::new(store), Some(up), Some(lanes))
+        // Cluster mode: this node serves only the shards (partitions) its membership gives it.
+        let ownership = if config.cluster_name.is_empty() {
+            Ownership::single()
+        } else {
+            Ownership::cluster(config.node_id, partitions)
+        };
+        let store = Arc::new(store);
+        let mut broker = Broker::assemble(
+            config,
+            store.clone(),
+            Some(up),
+            Some(lanes),
+            Arc::new(ownership),
+        )?;
+        broker.groups_store = Some(store);
+        Ok(broker)
     }
 
     /// Creates the data dir if needed and returns it.
@@ -217,6 +236,7 @@ impl Broker {
         store: Arc<dyn Store>,
         upstream: Option<Arc<Upstream>>,
         lanes: Option<(usize, Router)>,
+        ownership: Arc<Ownership>,
     ) -> io::Result<Broker> {
         let cluster_id = if config.cluster_id.is_empty() {
             load_or_create_cluster_id(&config.data_dir)?
@@ -265,12 +285,12 @@ impl Broker {
             }
             None => Storage::start(store.clone(), config.offsets_commit_sync),
         };
-        let coordinator = Coordinator::with_storage(
-            Settings::from_config(&config, topics.clone()),
-            Clock::system(),
-            storage.clone(),
-            true,
-        );
+        let settings = Settings {
+            ownership,
+            ..Settings::from_config(&config, topics.clone())
+        };
+        let coordinator =
+            Coordinator::with_storage(settings, Clock::system(), storage.clone(), true);
         let txns = Transactions::new(config.transaction_max_timeout_ms, storage.clone());
         Ok(Broker {
             config,
@@ -287,6 +307,7 @@ impl Broker {
             store,
             storage,
             upstream,
+            groups_store: None,
             topic_writes: tokio::sync::Mutex::new(()),
         })
     }
@@ -303,7 +324,13 @@ impl Broker {
         let coordinator = self.coordinator.clone();
         let started = std::time::Instant::now();
         let txns = tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
-            coordinator.load(store.load_groups()?);
+            // Cluster mode: a node loads the groups of the shards it is given, when it is.
+            let groups = if coordinator.ownership().is_cluster() {
+                Vec::new()
+            } else {
+                store.load_groups()?
+            };
+            coordinator.load(groups);
             store.load_txns()
         })
         .await

@@ -99,6 +99,15 @@ pub struct Config {
     /// node id N on `base + N` (`base + 1000 * i + N` on koord's listener i), the same after
     /// every restart.
     pub upstream_broker_port_base: u16,
+    /// Cluster mode (gateway mode): the nodes with the same name in front of the same upstream
+    /// share the groups; empty, this node serves every group alone.
+    pub cluster_name: String,
+    /// Cluster mode: the session of this node in the nodes' upstream group; a node not heard
+    /// from for this long loses its shards to the others.
+    pub cluster_session_timeout_ms: u64,
+    pub cluster_heartbeat_interval_ms: u64,
+    /// Cluster mode: how long a rebalance of the nodes' group waits for every node to rejoin.
+    pub cluster_rebalance_timeout_ms: u64,
     /// How long a group's write upstream (its records, its offsets) may keep retrying while
     /// upstream moves the partition it needs (a leader re-elected after a broker died) before
     /// the client is told NOT_COORDINATOR.
@@ -224,6 +233,10 @@ impl Default for Config {
             upstream_groups_topic_partitions: 50,
             upstream_write_timeout_ms: 10_000,
             upstream_broker_port_base: 0,
+            cluster_name: String::new(),
+            cluster_session_timeout_ms: 6_000,
+            cluster_heartbeat_interval_ms: 1_000,
+            cluster_rebalance_timeout_ms: 20_000,
             upstream_security: crate::security::client::ClientSettings::default(),
             data_dir: PathBuf::from("koord-data"),
             cluster_id: String::new(),
@@ -706,6 +719,25 @@ pub static KEYS: &[Key] = &[
     int_key!("upstream.broker.port.base", None,
         "gateway mode: 0 presents each upstream broker on a free port picked at start-up; otherwise node id N (0-999) is presented on base + N (base + 1000 * i + N on listener i), the same after every restart",
         upstream_broker_port_base: u16, 0, 65_535),
+    Key {
+        name: "cluster.name",
+        kafka: None,
+        doc: "gateway mode: koord nodes with the same cluster.name in front of the same upstream share the groups (each group served by the node its shard of upstream.groups.topic.name is assigned to, through the upstream group koord-cluster-<name>), and take over from a node that fails; every node needs its own node.id; empty: this node serves every group alone",
+        apply: |c, v| {
+            c.cluster_name = string(v)?;
+            Ok(())
+        },
+        show: |c| Value::String(c.cluster_name.clone()),
+    },
+    int_key!("cluster.session.timeout.ms", Some("session.timeout.ms (of a node in the nodes' upstream group)"),
+        "cluster mode: a node not heard from by upstream for this long loses its shards to the others; it stops serving them on its own by then",
+        cluster_session_timeout_ms: u64, 1_000, 300_000),
+    int_key!("cluster.heartbeat.interval.ms", Some("heartbeat.interval.ms (of a node in the nodes' upstream group)"),
+        "cluster mode: how often a node heartbeats in the nodes' upstream group (well under cluster.session.timeout.ms)",
+        cluster_heartbeat_interval_ms: u64, 100, 60_000),
+    int_key!("cluster.rebalance.timeout.ms", Some("max.poll.interval.ms (of a node in the nodes' upstream group)"),
+        "cluster mode: how long a rebalance of the nodes' group waits for every node to rejoin (a node gives up a shard's groups only once their writes are upstream)",
+        cluster_rebalance_timeout_ms: u64, 1_000, 25_000),
     int_key!("upstream.write.timeout.ms", Some("offsets.commit.timeout.ms"),
         "gateway mode: how long a group's write upstream (records, offsets) may retry while upstream elects the leader it needs; then NOT_COORDINATOR",
         upstream_write_timeout_ms: u64, 100, 600_000),

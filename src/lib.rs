@@ -62,6 +62,7 @@
 pub mod api;
 pub mod assignor;
 pub mod broker;
+pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod gateway;

@@ -46,9 +46,9 @@ async fn describe(
                 .with_group_state(str_bytes(""))
         }
     };
-    if broker.coordinator.is_loading() {
+    if let Err(e) = broker.coordinator.admit(&group) {
         return base
-            .with_error_code(GroupError::CoordinatorLoadInProgress.code())
+            .with_error_code(e.code())
             .with_group_state(str_bytes(""));
     }
     let described = broker.coordinator.describe(group.clone()).await;

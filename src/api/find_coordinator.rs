@@ -21,7 +21,42 @@ const SHARE: i8 = 2;
 
 /// The answer for one key: `Ok(())` when this node is its coordinator. As Kafka, the principal
 /// must first be allowed to DESCRIBE the group or transactional id.
+/// The node that coordinates `key`: this one, or in a cluster the node its group's shard is
+/// assigned to (its endpoint on the listener the request came in on).
 fn lookup(
+    broker: &Broker,
+    ctx: &RequestContext,
+    key: &str,
+    key_type: i8,
+) -> Result<(i32, StrBytes, i32), (ResponseError, String)> {
+    check(broker, ctx, key, key_type)?;
+    let listener = &*ctx.listener;
+    let own = || {
+        (
+            broker.node_id(),
+            str_bytes(listener.advertised_host.clone()),
+            listener.advertised_port,
+        )
+    };
+    if key_type != GROUP {
+        return Ok(own());
+    }
+    match broker
+        .coordinator
+        .ownership()
+        .coordinator(key, &listener.name)
+    {
+        Ok(None) => Ok(own()),
+        Ok(Some((node, e))) => Ok((node, str_bytes(e.host), e.port)),
+        Err(e) => {
+            let e = ResponseError::try_from_code(e.code())
+                .unwrap_or(ResponseError::CoordinatorNotAvailable);
+            Err((e, "the group's shard is moving between koord nodes".into()))
+        }
+    }
+}
+
+fn check(
     broker: &Broker,
     ctx: &RequestContext,
     key: &str,
@@ -57,19 +92,15 @@ pub fn handle(
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
-    let listener = &*ctx.listener;
-    let node = broker.node_id();
-    let host = str_bytes(listener.advertised_host.clone());
-    let port = listener.advertised_port;
     if version >= 4 {
         let coordinators = req
             .coordinator_keys
             .into_iter()
             .map(|key| match lookup(broker, ctx, &key, req.key_type) {
-                Ok(()) => Coordinator::default()
+                Ok((node, host, port)) => Coordinator::default()
                     .with_key(key)
                     .with_node_id(node.into())
-                    .with_host(host.clone())
+                    .with_host(host)
                     .with_port(port)
                     .with_error_message(None),
                 Err((e, msg)) => Coordinator::default()
@@ -87,7 +118,7 @@ pub fn handle(
     let key_type = if version >= 1 { req.key_type } else { GROUP };
     let resp = FindCoordinatorResponse::default();
     match lookup(broker, ctx, &req.key, key_type) {
-        Ok(()) => resp
+        Ok((node, host, port)) => resp
             .with_node_id(node.into())
             .with_host(host)
             .with_port(port)

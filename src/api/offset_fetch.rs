@@ -83,9 +83,7 @@ async fn fetch_authorized(
     require_stable: bool,
 ) -> GroupAnswer {
     let group = check_group_id(group_id).map_err(GroupError::code)?;
-    if broker.coordinator.is_loading() {
-        return Err(GroupError::CoordinatorLoadInProgress.code());
-    }
+    broker.coordinator.admit(&group).map_err(GroupError::code)?;
     if let Some(up) = &broker.upstream {
         // Gateway mode: koord checks the member (v9+), upstream has the offsets.
         broker

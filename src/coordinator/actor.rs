@@ -112,6 +112,9 @@ pub(super) enum Command {
     WriteDone(u64, Result<(), StoreError>),
     Delete(oneshot::Sender<Result<(), GroupError>>),
     ExpireOffsets,
+    /// Cluster mode: the group's shard is no longer this node's. It has left the directory,
+    /// so this is the last command it gets.
+    Unload,
 }
 
 /// A submitted write and what to do once it is durable (or failed).
@@ -301,6 +304,11 @@ impl Shard {
                     self.retired.remove(&group);
                 }
             }
+            Command::Unload => {
+                if let Some(slot) = self.index.remove(&group) {
+                    self.unload_slot(slot);
+                }
+            }
             cmd => {
                 if let Some(&slot) = self.index.get(&group) {
                     if let Some(actor) = self.slots[slot as usize].as_mut() {
@@ -378,6 +386,31 @@ impl Shard {
         if actor.group.is_dead() && actor.pending.is_empty() {
             self.retire_slot(slot);
         }
+    }
+
+    /// Drops the group in `slot` (its shard went to another node): what it had parked is told
+    /// NOT_COORDINATOR, so those members find the new coordinator; the replies of writes still
+    /// in flight are dropped (COORDINATOR_NOT_AVAILABLE: the client retries with the new one).
+    fn unload_slot(&mut self, slot: u32) {
+        let Some(mut actor) = self.slots[slot as usize].take() else {
+            return;
+        };
+        self.free.push(slot);
+        metrics().learners_changed(actor.history.learners().len(), 0);
+        if let Some(at) = actor.armed {
+            self.timers.remove(&(at, slot));
+        }
+        for (_, tx) in actor.parked_joins.drain() {
+            let _ = tx.send(JoinReply::error(
+                GroupError::NotCoordinator,
+                MemberId::unknown(),
+            ));
+        }
+        for (_, tx) in actor.parked_syncs.drain() {
+            let _ = tx.send(SyncReply::error(GroupError::NotCoordinator));
+        }
+        let _span = actor.log_span();
+        debug!("group unloaded (its shard moved)");
     }
 
     /// Takes the group in `slot` out of the directory and of the live groups; what is already
@@ -833,7 +866,7 @@ impl GroupActor {
             Command::Delete(reply) => self.delete(ctx, reply, now),
             Command::ExpireOffsets => self.expire_offsets(ctx),
             // Served by the shard.
-            Command::Create(_) | Command::Forget(_) => {}
+            Command::Create(_) | Command::Forget(_) | Command::Unload => {}
         }
     }
 
@@ -1549,11 +1582,13 @@ impl GroupActor {
             self.submit(ctx, batch, Pending::Expired(expired.expired));
         }
         // A group with an open transaction's offsets stays (Kafka's cleanupGroupMetadata).
-        if expired.all_expired && self.group.is_empty() && self.pending_offsets.is_empty() {
-            if self.delete_empty(ctx, now, false) {
-                let _span = self.log_span();
-                info!("empty group with no offsets left deleted");
-            }
+        if expired.all_expired
+            && self.group.is_empty()
+            && self.pending_offsets.is_empty()
+            && self.delete_empty(ctx, now, false)
+        {
+            let _span = self.log_span();
+            info!("empty group with no offsets left deleted");
         }
     }
 

@@ -40,6 +40,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use clock::Clock;
 
 use crate::assignor::policy::AssignmentPolicy;
+use crate::cluster::Ownership;
 use crate::config::Config;
 use crate::group::consumer::{
     ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerHeartbeat,
@@ -82,6 +83,8 @@ pub struct Settings {
     pub streams: Arc<StreamsGroupConfig>,
     /// The topics consumer groups subscribe to.
     pub image: Arc<dyn TopicImage + Send + Sync>,
+    /// Which groups this node serves (all of them outside a cluster).
+    pub ownership: Arc<Ownership>,
 }
 
 impl Settings {
@@ -119,6 +122,7 @@ impl Settings {
                 ..StreamsGroupConfig::default()
             }),
             image: topics.clone(),
+            ownership: Arc::new(Ownership::single()),
             assignment: AssignmentPolicy::new(
                 &c.group_assignor,
                 &c.group_assignment_overrides,
@@ -405,6 +409,30 @@ impl Coordinator {
     /// Stable in its generation with every member's session starting now; offsets come back
     /// with it. Then the directory serves requests. Must run inside a tokio runtime.
     pub fn load(&self, groups: Vec<LoadedGroup>) {
+        let (count, offsets, pending) = self.insert_loaded(groups);
+        self.loading.store(false, Ordering::Release);
+        crate::observe::metrics().set_store_loading(false);
+        tracing::info!(
+            groups = count,
+            offsets,
+            pending_transactional_offsets = pending,
+            "groups loaded"
+        );
+    }
+
+    /// Adds loaded groups (cluster mode: those of a shard this node gained) to a directory
+    /// that already serves others. A group already here keeps its state (cannot happen: its
+    /// shard was not this node's). Returns how many groups were added.
+    pub fn load_more(&self, groups: Vec<LoadedGroup>) -> usize {
+        let groups = groups
+            .into_iter()
+            .filter(|g| !self.groups.contains_key(&g.id))
+            .collect();
+        self.insert_loaded(groups).0
+    }
+
+    /// Spawns an actor for each loaded group: (groups, offsets, pending offsets) counts.
+    fn insert_loaded(&self, groups: Vec<LoadedGroup>) -> (usize, usize, usize) {
         let now = self.clock.now();
         let (mut count, mut offsets, mut pending) = (0usize, 0usize, 0usize);
         for loaded in groups {
@@ -446,19 +474,55 @@ impl Coordinator {
             self.groups.insert(loaded.id, handle);
             count += 1;
         }
-        self.loading.store(false, Ordering::Release);
-        crate::observe::metrics().set_store_loading(false);
-        tracing::info!(
-            groups = count,
-            offsets,
-            pending_transactional_offsets = pending,
-            "groups loaded"
-        );
+        (count, offsets, pending)
     }
 
     /// Whether the stored groups are still being loaded.
     pub fn is_loading(&self) -> bool {
         self.loading.load(Ordering::Acquire)
+    }
+
+    /// Whether this node serves group `id` now: COORDINATOR_LOAD_IN_PROGRESS while the store
+    /// (or, in a cluster, the group's shard) loads, NOT_COORDINATOR when another node of the
+    /// cluster serves it ([`Ownership::admit`]).
+    ///
+    /// # Errors
+    /// Those two.
+    pub fn admit(&self, id: &GroupId) -> Result<(), GroupError> {
+        if self.is_loading() {
+            return Err(GroupError::CoordinatorLoadInProgress);
+        }
+        self.settings.ownership.admit(id.as_str(), self.clock.now())
+    }
+
+    /// Which node serves which group (one node outside a cluster).
+    pub fn ownership(&self) -> &Arc<Ownership> {
+        &self.settings.ownership
+    }
+
+    /// Drops every group of `shards` (cluster mode: they are no longer this node's). Each
+    /// leaves the directory first, so no command reaches it after its unload; its parked
+    /// JoinGroup and SyncGroup replies are answered NOT_COORDINATOR and it is gone from memory.
+    /// Returns how many groups were dropped.
+    pub fn unload(&self, shards: &[i32]) -> usize {
+        let ownership = &self.settings.ownership;
+        let ids: Vec<GroupId> = self
+            .groups
+            .iter()
+            .filter(|e| shards.contains(&ownership.shard_of(e.key().as_str())))
+            .map(|e| e.key().clone())
+            .collect();
+        let mut n = 0;
+        for id in ids {
+            if self.groups.remove(&id).is_some() {
+                let _ = self.shard(&id).send(Envelope {
+                    group: id,
+                    cmd: Command::Unload,
+                });
+                n += 1;
+            }
+        }
+        n
     }
 
     /// The storage task every actor writes through.
@@ -578,12 +642,27 @@ impl Coordinator {
                 .send(Envelope { group: id, cmd })
                 .map_err(|mpsc::error::SendError(env)| env.cmd)
         };
+        // Checked again while the entry is held: a group whose shard was just given up has
+        // left the directory (Coordinator::unload) or is refused here; never created again.
+        let served = || {
+            self.settings
+                .ownership
+                .admit(id.as_str(), self.clock.now())
+                .is_ok()
+        };
         if let Some(_entry) = self.groups.get(&id) {
-            return queue(id, cmd);
+            if !served() {
+                // Dropping the reply sender answers COORDINATOR_NOT_AVAILABLE: find it again.
+                return Ok(());
+            }
+            return queue(id.clone(), cmd);
         }
         let Some(how) = create else {
             return Err(cmd);
         };
+        if !served() {
+            return Ok(());
+        }
         let _entry = self
             .groups
             .entry(id.clone())
@@ -599,8 +678,8 @@ impl Coordinator {
 
     /// JoinGroup. Parks until the join phase completes.
     pub async fn join(&self, id: GroupId, req: JoinGroup) -> JoinReply {
-        if self.is_loading() {
-            return JoinReply::error(GroupError::CoordinatorLoadInProgress, req.member_id);
+        if let Err(e) = self.admit(&id) {
+            return JoinReply::error(e, req.member_id);
         }
         let member = req.member_id.clone();
         let create = missing::join(&req).is_none().then_some(Create::Classic);
@@ -620,8 +699,8 @@ impl Coordinator {
 
     /// SyncGroup. Parks until the leader's assignment is installed.
     pub async fn sync(&self, id: GroupId, req: SyncGroup) -> SyncReply {
-        if self.is_loading() {
-            return SyncReply::error(GroupError::CoordinatorLoadInProgress);
+        if let Err(e) = self.admit(&id) {
+            return SyncReply::error(e);
         }
         let (tx, rx) = oneshot::channel();
         match self.send(id, None, Command::Sync(Box::new(req), tx)) {
@@ -641,8 +720,10 @@ impl Coordinator {
     /// then await their answers in order (one wake-up of the connection for many heartbeats).
     pub fn submit_heartbeat(&self, id: GroupId, req: Heartbeat) -> HeartbeatSent {
         // Kafka answers NONE while loading (GroupCoordinatorService.heartbeat).
-        if self.is_loading() {
-            return HeartbeatSent::Answered(Ok(()));
+        match self.admit(&id) {
+            Ok(()) => {}
+            Err(GroupError::CoordinatorLoadInProgress) => return HeartbeatSent::Answered(Ok(())),
+            Err(e) => return HeartbeatSent::Answered(Err(e)),
         }
         let (tx, rx) = oneshot::channel();
         match self.send(id, None, Command::Heartbeat(req, tx)) {
@@ -652,9 +733,9 @@ impl Coordinator {
     }
 
     pub async fn leave(&self, id: GroupId, req: LeaveGroup) -> LeaveOutcome {
-        if self.is_loading() {
+        if let Err(e) = self.admit(&id) {
             return LeaveOutcome {
-                error: Some(GroupError::CoordinatorLoadInProgress),
+                error: Some(e),
                 members: Vec::new(),
             };
         }
@@ -681,9 +762,7 @@ impl Coordinator {
         id: GroupId,
         commit: OffsetCommit,
     ) -> Result<PartitionResults, GroupError> {
-        if self.is_loading() {
-            return Err(GroupError::CoordinatorLoadInProgress);
-        }
+        self.admit(&id)?;
         let create = missing::offset_commit(&commit.auth, commit.group_id_not_found_supported)
             .is_ok()
             .then_some(Create::Simple);
@@ -705,9 +784,7 @@ impl Coordinator {
         id: GroupId,
         commit: TxnOffsetCommit,
     ) -> Result<PartitionResults, GroupError> {
-        if self.is_loading() {
-            return Err(GroupError::CoordinatorLoadInProgress);
-        }
+        self.admit(&id)?;
         // A missing group: generation -1 creates a simple group, any other is
         // ILLEGAL_GENERATION (Kafka's validateTransactionalOffsetCommit, at every version).
         let create = missing::offset_commit(&commit.auth, false)
@@ -786,9 +863,7 @@ impl Coordinator {
         id: GroupId,
         partitions: Vec<TopicPartition>,
     ) -> Result<PartitionResults, GroupError> {
-        if self.is_loading() {
-            return Err(GroupError::CoordinatorLoadInProgress);
-        }
+        self.admit(&id)?;
         let (tx, rx) = oneshot::channel();
         match self.send(id, None, Command::DeleteOffsets(partitions, tx)) {
             Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
@@ -804,9 +879,7 @@ impl Coordinator {
         id: GroupId,
         req: ConsumerHeartbeat,
     ) -> Result<ConsumerHeartbeatReply, Refusal> {
-        if self.is_loading() {
-            return Err(GroupError::CoordinatorLoadInProgress.into());
-        }
+        self.admit(&id)?;
         let create = (req.member_epoch == 0).then_some(Create::Consumer);
         let leaving = req.member_epoch < 0;
         let (tx, rx) = oneshot::channel();
@@ -831,9 +904,7 @@ impl Coordinator {
     /// ConsumerGroupDescribe for one group: GROUP_ID_NOT_FOUND when it does not exist or is
     /// not a consumer group.
     pub async fn consumer_describe(&self, id: GroupId) -> Result<ConsumerGroupView, Refusal> {
-        if self.is_loading() {
-            return Err(GroupError::CoordinatorLoadInProgress.into());
-        }
+        self.admit(&id)?;
         let missing = || {
             Refusal::new(
                 GroupError::GroupIdNotFound,
@@ -860,9 +931,7 @@ impl Coordinator {
         id: GroupId,
         req: StreamsHeartbeat,
     ) -> Result<StreamsHeartbeatReply, Refusal> {
-        if self.is_loading() {
-            return Err(GroupError::CoordinatorLoadInProgress.into());
-        }
+        self.admit(&id)?;
         let create = (req.member_epoch == 0).then_some(Create::Streams);
         let (tx, rx) = oneshot::channel();
         match self.send(
@@ -881,9 +950,7 @@ impl Coordinator {
     /// StreamsGroupDescribe for one group: GROUP_ID_NOT_FOUND when it does not exist or is
     /// not a streams group.
     pub async fn streams_describe(&self, id: GroupId) -> Result<StreamsGroupView, Refusal> {
-        if self.is_loading() {
-            return Err(GroupError::CoordinatorLoadInProgress.into());
-        }
+        self.admit(&id)?;
         let missing = || {
             Refusal::new(
                 GroupError::GroupIdNotFound,
@@ -984,9 +1051,7 @@ impl Coordinator {
     /// DeleteGroups for one group: GROUP_ID_NOT_FOUND when missing or Dead, NON_EMPTY_GROUP
     /// unless Empty.
     pub async fn delete_group(&self, id: GroupId) -> Result<(), GroupError> {
-        if self.is_loading() {
-            return Err(GroupError::CoordinatorLoadInProgress);
-        }
+        self.admit(&id)?;
         let (tx, rx) = oneshot::channel();
         match self.send(id, None, Command::Delete(tx)) {
             Ok(()) => Self::answer(rx, || Err(GroupError::GroupIdNotFound)).await,

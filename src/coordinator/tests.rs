@@ -29,6 +29,7 @@ fn coordinator_on(store: &Arc<MemoryStore>) -> Arc<Coordinator> {
 
 fn settings() -> Settings {
     Settings {
+        ownership: Arc::new(crate::cluster::Ownership::single()),
         group: GroupConfig {
             initial_rebalance_delay_ms: 0,
             ..GroupConfig::default()
@@ -606,4 +607,89 @@ async fn requests_while_loading_get_load_in_progress() {
     c.commit_offsets(gid("g"), anonymous_commit("t", 1))
         .await
         .unwrap();
+}
+
+/// Cluster mode: a group is served only while its shard is this node's. Taken away, the
+/// member parked in JoinGroup is told NOT_COORDINATOR, every later request too (no group is
+/// created for it again here), and the group is gone from memory; given back, its stored
+/// record brings it back Stable in the same generation, so the member keeps its place.
+#[tokio::test(start_paused = true)]
+async fn a_group_whose_shard_moves_away_is_refused_and_dropped_and_comes_back_loaded() {
+    use crate::cluster::{Ownership, ShardState};
+    let ownership = Arc::new(Ownership::cluster(1, 4));
+    let store = Arc::new(MemoryStore::default());
+    let c = Coordinator::with_storage(
+        Settings {
+            ownership: ownership.clone(),
+            ..settings()
+        },
+        Clock::starting_at(1_000_000),
+        Storage::inline(store.clone()),
+        true,
+    );
+    c.load(Vec::new());
+    let shard = ownership.shard_of("g");
+    let lease = crate::group::Timestamp(10_000_000);
+    ownership.renew_lease(lease);
+    assert_eq!(
+        c.join(gid("g"), join(&MemberId::unknown(), "a"))
+            .await
+            .error,
+        Some(GroupError::NotCoordinator),
+        "no shard is this node's yet"
+    );
+    ownership.set(&[shard], ShardState::Owned);
+    let a = c
+        .join(gid("g"), join(&MemberId::unknown(), "a"))
+        .await
+        .member_id;
+    c.sync(gid("g"), sync(&a, Generation(1), vec![])).await;
+    // A second member parks in JoinGroup.
+    let c2 = c.clone();
+    let parked =
+        tokio::spawn(async move { c2.join(gid("g"), join(&MemberId::unknown(), "b")).await });
+    tokio::task::yield_now().await;
+
+    ownership.set(&[shard], ShardState::Elsewhere(2));
+    assert_eq!(c.unload(&[shard]), 1);
+    assert_eq!(
+        parked.await.unwrap().error,
+        Some(GroupError::NotCoordinator)
+    );
+    assert_eq!(
+        c.heartbeat(gid("g"), hb(&a, Generation(1))).await,
+        Err(GroupError::NotCoordinator)
+    );
+    assert_eq!(
+        c.commit_offsets(gid("g"), anonymous_commit("t", 1))
+            .await
+            .err(),
+        Some(GroupError::NotCoordinator),
+        "a commit would have created a simple group"
+    );
+    assert!(c.list().is_empty(), "the group left memory");
+
+    // Given back: loaded from what was stored, Stable in generation 1 (the rebalance the
+    // parked member started was never stored), the member heartbeats on.
+    ownership.set(&[shard], ShardState::Loading);
+    assert_eq!(
+        c.heartbeat(gid("g"), hb(&a, Generation(1))).await,
+        Ok(()),
+        "Kafka answers a heartbeat NONE while loading"
+    );
+    let loaded: Vec<LoadedGroup> = store
+        .load_groups()
+        .unwrap()
+        .into_iter()
+        .filter(|g| ownership.shard_of(g.id.as_str()) == shard)
+        .collect();
+    assert_eq!(c.load_more(loaded), 1);
+    ownership.set(&[shard], ShardState::Owned);
+    assert_eq!(c.heartbeat(gid("g"), hb(&a, Generation(1))).await, Ok(()));
+    // The lease runs out: nothing is served, though the shard is still held.
+    tokio::time::advance(Duration::from_millis(lease.as_millis() - 1_000_000)).await;
+    assert_eq!(
+        c.heartbeat(gid("g"), hb(&a, Generation(1))).await,
+        Err(GroupError::NotCoordinator)
+    );
 }

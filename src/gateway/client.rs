@@ -319,6 +319,22 @@ impl Upstream {
         Ok(node)
     }
 
+    /// A connection of its own to `group`'s upstream coordinator, looked up afresh: for a
+    /// member of that group, whose JoinGroup holds the connection until the rebalance ends.
+    ///
+    /// # Errors
+    /// No coordinator could be found or reached.
+    pub async fn coordinator_conn(&self, group: &str) -> Result<UpstreamConn, UpstreamError> {
+        self.forget_coordinator(group);
+        let node = self.coordinator(group).await?;
+        let addr = self
+            .addr_of(node)
+            .ok_or_else(|| UpstreamError::Unreachable(format!("broker {node} unknown")))?;
+        connect(&addr, &self.security)
+            .await
+            .map_err(|e| UpstreamError::Unreachable(e.to_string()))
+    }
+
     fn forget_coordinator(&self, group: &str) {
         self.coordinators
             .write()
@@ -871,10 +887,23 @@ impl Upstream {
         topic: &str,
         partitions: i32,
     ) -> Result<BTreeMap<i32, Vec<KeyValue>>, UpstreamError> {
+        let all: Vec<i32> = (0..partitions).collect();
+        self.read_partitions(topic, &all).await
+    }
+
+    /// [`Upstream::read_topic`] of `partitions` only.
+    ///
+    /// # Errors
+    /// A partition could not be read by the deadline.
+    pub async fn read_partitions(
+        &self,
+        topic: &str,
+        partitions: &[i32],
+    ) -> Result<BTreeMap<i32, Vec<KeyValue>>, UpstreamError> {
         let mut out: BTreeMap<i32, Vec<KeyValue>> = BTreeMap::new();
         // Partition -> (next offset to read, end offset).
         let mut todo: BTreeMap<i32, Option<(i64, i64)>> =
-            (0..partitions).map(|p| (p, None)).collect();
+            partitions.iter().map(|p| (*p, None)).collect();
         let deadline = tokio::time::Instant::now() + STARTUP;
         let mut last = UpstreamError::Unreachable("no attempt".into());
         self.refresh(&[topic]).await.ok();

@@ -280,16 +280,59 @@ impl Gateway {
             tokio::spawn(accept_loop(gw.clone(), tcp, i, None));
         }
         let refresher = tokio::spawn(refresh_loop(gw.clone()));
+        let member = gw.join_cluster();
         shutdown.await;
         info!("shutting down: no longer accepting");
         refresher.abort();
         spawner.abort();
         let _ = stop_tx.send(true);
+        if let Some(member) = member {
+            // It gives its shards up (their writes upstream first) and leaves the group.
+            let _ = member.await;
+        }
         gw.alive.lock().unwrap_or_else(|e| e.into_inner()).take();
         drop(gw);
         while alive_rx.recv().await.is_some() {}
         info!("all connections closed");
         Ok(())
+    }
+
+    /// Cluster mode: starts this node's membership in the nodes' upstream group, with the
+    /// endpoint of each of its listeners; `None` outside a cluster.
+    fn join_cluster(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let config = &self.broker.config;
+        if !self.broker.coordinator.ownership().is_cluster() {
+            return None;
+        }
+        let (Some(up), Some(store)) = (&self.broker.upstream, &self.broker.groups_store) else {
+            return None;
+        };
+        let node = crate::cluster::Node {
+            id: self.broker.node_id(),
+            endpoints: self
+                .listeners
+                .iter()
+                .map(|l| crate::cluster::Endpoint {
+                    listener: l.listener.name.clone(),
+                    host: l.listener.advertised_host.clone(),
+                    port: l.listener.advertised_port,
+                })
+                .collect(),
+        };
+        let settings = crate::cluster::member::Settings {
+            group: format!("koord-cluster-{}", config.cluster_name),
+            session_timeout_ms: config.cluster_session_timeout_ms,
+            heartbeat_interval_ms: config.cluster_heartbeat_interval_ms,
+            rebalance_timeout_ms: config.cluster_rebalance_timeout_ms,
+            node,
+        };
+        Some(tokio::spawn(crate::cluster::member::run(
+            self.broker.clone(),
+            up.clone(),
+            store.clone(),
+            settings,
+            self.stop.clone(),
+        )))
     }
 
     /// Takes in what upstream says: new brokers get a listener, moved ones their new address,
@@ -391,21 +434,33 @@ impl Gateway {
 
     /// koord as a broker: the coordinator clients of listener `listener` find on it.
     pub fn own(&self, listener: usize) -> rewrite::Own {
-        let (host, port) = self
-            .listeners
-            .get(listener)
-            .map(|l| {
-                (
-                    l.listener.advertised_host.clone(),
-                    l.listener.advertised_port,
-                )
+        let Some(l) = self.listeners.get(listener) else {
+            return rewrite::Own {
+                node_id: self.broker.node_id(),
+                host: String::new(),
+                port: 0,
+                internal_topic: self.broker.config.upstream_groups_topic.clone(),
+                peers: Vec::new(),
+            };
+        };
+        let name = &l.listener.name;
+        let peers = self
+            .broker
+            .coordinator
+            .ownership()
+            .others()
+            .into_iter()
+            .filter_map(|n| {
+                let e = n.endpoint(name)?;
+                Some((n.id, e.host.clone(), e.port))
             })
-            .unwrap_or_default();
+            .collect();
         rewrite::Own {
             node_id: self.broker.node_id(),
-            host,
-            port,
+            host: l.listener.advertised_host.clone(),
+            port: l.listener.advertised_port,
             internal_topic: self.broker.config.upstream_groups_topic.clone(),
+            peers,
         }
     }
 

@@ -231,6 +231,17 @@ pub struct Own {
     pub host: String,
     pub port: i32,
     pub internal_topic: String,
+    /// Cluster mode: the other koord nodes (id, host, port on the same listener), listed
+    /// beside it as brokers: FindCoordinator may name any of them.
+    pub peers: Vec<(i32, String, i32)>,
+}
+
+impl Own {
+    /// This node and its peers: (id, host, port).
+    fn nodes(&self) -> impl Iterator<Item = (i32, &str, i32)> {
+        std::iter::once((self.node_id, self.host.as_str(), self.port))
+            .chain(self.peers.iter().map(|(id, h, p)| (*id, h.as_str(), *p)))
+    }
 }
 
 /// An upstream response decoded for rewriting.
@@ -343,13 +354,15 @@ impl Decoded {
                     }
                     None => false,
                 });
-                if !m.brokers.iter().any(|b| b.node_id.0 == own.node_id) {
-                    m.brokers.push(
-                        kafka_protocol::messages::metadata_response::MetadataResponseBroker::default()
-                            .with_node_id(own.node_id.into())
-                            .with_host(StrBytes::from(own.host.clone()))
-                            .with_port(own.port),
-                    );
+                for (id, host, port) in own.nodes() {
+                    if !m.brokers.iter().any(|b| b.node_id.0 == id) {
+                        m.brokers.push(
+                            kafka_protocol::messages::metadata_response::MetadataResponseBroker::default()
+                                .with_node_id(id.into())
+                                .with_host(StrBytes::from(host.to_string()))
+                                .with_port(port),
+                        );
+                    }
                 }
                 for t in &mut m.topics {
                     if t.name
@@ -370,13 +383,15 @@ impl Decoded {
                     }
                     None => false,
                 });
-                if !d.brokers.iter().any(|b| b.broker_id.0 == own.node_id) {
-                    d.brokers.push(
-                        kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker::default()
-                            .with_broker_id(own.node_id.into())
-                            .with_host(StrBytes::from(own.host.clone()))
-                            .with_port(own.port),
-                    );
+                for (id, host, port) in own.nodes() {
+                    if !d.brokers.iter().any(|b| b.broker_id.0 == id) {
+                        d.brokers.push(
+                            kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker::default()
+                                .with_broker_id(id.into())
+                                .with_host(StrBytes::from(host.to_string()))
+                                .with_port(port),
+                        );
+                    }
                 }
                 ResponseKind::DescribeCluster(d)
             }
@@ -433,6 +448,7 @@ mod tests {
     fn own() -> Own {
         Own {
             node_id: 1003,
+            peers: Vec::new(),
             host: "127.0.0.1".into(),
             port: 9092,
             internal_topic: "__koord_groups".into(),

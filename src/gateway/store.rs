@@ -243,6 +243,68 @@ impl UpstreamStore {
         self.partitions
     }
 
+    /// The groups of `shards` (partitions of koord's topic), read back whole: the last value
+    /// of each key, tombstones applied. The keys each group has are remembered (a deleted
+    /// group tombstones them all); those of other partitions are left as they are.
+    ///
+    /// # Errors
+    /// A partition could not be read, or holds a record that does not decode.
+    pub fn load_shards(&self, shards: &[i32]) -> Result<Vec<LoadedGroup>, StoreError> {
+        let read = self
+            .rt
+            .block_on(self.up.read_partitions(&self.topic, shards))
+            .map_err(|e| StoreError::Io(format!("reading {}: {e}", self.topic)))?;
+        let replay = MemoryStore::default();
+        let mut keys = self.keys();
+        keys.retain(|g, _| !shards.contains(&partition_of(g.as_str(), self.partitions)));
+        for (p, records) in read {
+            let mut latest: BTreeMap<Bytes, Option<Bytes>> = BTreeMap::new();
+            for (k, v) in records {
+                latest.insert(k, v);
+            }
+            // Group records before members, so that a member finds its group.
+            let mut live: Vec<Mutation> = Vec::new();
+            for (k, v) in latest {
+                let Some(v) = v else { continue };
+                let m = decode(&k, &v).map_err(|message| StoreError::Corrupt {
+                    path: format!("{}-{p}", self.topic).into(),
+                    message,
+                })?;
+                let group = match &m {
+                    Mutation::PutGroup { group, .. }
+                    | Mutation::PutConsumerGroup { group, .. }
+                    | Mutation::PutStreamsGroup { group, .. }
+                    | Mutation::PutConsumerMember { group, .. }
+                    | Mutation::PutStreamsMember { group, .. } => group.clone(),
+                    _ => continue,
+                };
+                if partition_of(group.as_str(), self.partitions) != p {
+                    warn!(group = %group, partition = p, "a group record in another group's partition; skipped");
+                    continue;
+                }
+                keys.entry(group).or_default().insert(k);
+                live.push(m);
+            }
+            live.sort_by_key(|m| {
+                !matches!(
+                    m,
+                    Mutation::PutGroup { .. }
+                        | Mutation::PutConsumerGroup { .. }
+                        | Mutation::PutStreamsGroup { .. }
+                )
+            });
+            replay.apply(&live, true)?;
+        }
+        drop(keys);
+        replay.load_groups()
+    }
+
+    /// Forgets the keys of the groups of `shards` (cluster mode: no longer this node's).
+    pub fn forget_shards(&self, shards: &[i32]) {
+        self.keys()
+            .retain(|g, _| !shards.contains(&partition_of(g.as_str(), self.partitions)));
+    }
+
     fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<GroupId, HashSet<Bytes>>> {
         self.keys.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -490,53 +552,9 @@ impl Store for UpstreamStore {
     /// Reads the whole topic: the last value of each key, tombstones applied. Offsets are not
     /// loaded: OffsetFetch reads them from upstream.
     fn load_groups(&self) -> Result<Vec<LoadedGroup>, StoreError> {
-        let read = self
-            .rt
-            .block_on(self.up.read_topic(&self.topic, self.partitions))
-            .map_err(|e| StoreError::Io(format!("reading {}: {e}", self.topic)))?;
-        let replay = MemoryStore::default();
-        let mut keys = self.keys();
-        keys.clear();
-        for (p, records) in read {
-            let mut latest: BTreeMap<Bytes, Option<Bytes>> = BTreeMap::new();
-            for (k, v) in records {
-                latest.insert(k, v);
-            }
-            // Group records before members, so that a member finds its group.
-            let mut live: Vec<Mutation> = Vec::new();
-            for (k, v) in latest {
-                let Some(v) = v else { continue };
-                let m = decode(&k, &v).map_err(|message| StoreError::Corrupt {
-                    path: format!("{}-{p}", self.topic).into(),
-                    message,
-                })?;
-                let group = match &m {
-                    Mutation::PutGroup { group, .. }
-                    | Mutation::PutConsumerGroup { group, .. }
-                    | Mutation::PutStreamsGroup { group, .. }
-                    | Mutation::PutConsumerMember { group, .. }
-                    | Mutation::PutStreamsMember { group, .. } => group.clone(),
-                    _ => continue,
-                };
-                if partition_of(group.as_str(), self.partitions) != p {
-                    warn!(group = %group, partition = p, "a group record in another group's partition; skipped");
-                    continue;
-                }
-                keys.entry(group).or_default().insert(k);
-                live.push(m);
-            }
-            live.sort_by_key(|m| {
-                !matches!(
-                    m,
-                    Mutation::PutGroup { .. }
-                        | Mutation::PutConsumerGroup { .. }
-                        | Mutation::PutStreamsGroup { .. }
-                )
-            });
-            replay.apply(&live, true)?;
-        }
-        drop(keys);
-        replay.load_groups()
+        self.keys().clear();
+        let all: Vec<i32> = (0..self.partitions).collect();
+        self.load_shards(&all)
     }
 
     fn load_credentials(&self) -> Result<Vec<StoredCredential>, StoreError> {

@@ -443,6 +443,23 @@ impl Storage {
         rx.await.unwrap_or(Err(StoreError::Closed))
     }
 
+    /// Waits until every write submitted so far to lane `lane` (of [`Storage::start_lanes`];
+    /// the one task otherwise) is applied or failed.
+    pub async fn drained(&self, lane: usize) {
+        let tx = match &self.target {
+            Target::Task(tx) => tx,
+            Target::Lanes(lanes, _) => &lanes[lane.min(lanes.len() - 1)],
+            Target::Inline(_) => return,
+        };
+        let (done_tx, done_rx) = oneshot::channel();
+        let done: Done = Box::new(move |_| {
+            let _ = done_tx.send(());
+        });
+        if tx.send(Request::Write(Vec::new(), done)).is_ok() {
+            let _ = done_rx.await;
+        }
+    }
+
     /// Applies and syncs everything submitted so far, then stops the task; later writes fail
     /// with [`StoreError::Closed`].
     pub async fn shutdown(&self) {

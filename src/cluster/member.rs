@@ -1,0 +1,470 @@
+//! The node's membership in the nodes' upstream group (`koord-cluster-<cluster.name>`), as a
+//! Kafka classic-protocol member: JoinGroup (its metadata: who it is, where clients reach it,
+//! which shards it holds), SyncGroup (the leader computes the assignment, [`super::assign`]),
+//! Heartbeat every `cluster.heartbeat.interval.ms`, LeaveGroup on shutdown. On a connection of
+//! its own to the upstream coordinator, since a JoinGroup holds it until the rebalance ends.
+//!
+//! What the assignment decides is carried out here, in order:
+//! - a shard taken away: NOT_COORDINATOR for its groups at once, its storage lane drained (the
+//!   writes already accepted reach upstream before anyone else reads the shard), its groups
+//!   dropped; then the node rejoins, so the next round can hand the shard on;
+//! - a shard gained: COORDINATOR_LOAD_IN_PROGRESS while its groups are read from koord's topic,
+//!   then they are served.
+//!
+//! The lease: every answer of the upstream coordinator that keeps the member in the group
+//! (a heartbeat, a join, a sync) lets the node serve its shards until the time that request
+//! was sent plus the session timeout, before which upstream cannot have given them away. A node
+//! that hears nothing (paused, cut off) stops serving when the lease runs out; it keeps the
+//! groups in memory, and drops them only when upstream says it is no longer the member it was.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use super::assign::{assign, Candidate};
+use super::wire::{self, Assigned, Metadata};
+use super::{Node, ShardState};
+use crate::broker::Broker;
+use crate::gateway::client::{call_on, Upstream};
+use crate::gateway::store::UpstreamStore;
+use crate::gateway::upstream::UpstreamConn;
+use crate::group::Timestamp;
+
+/// The protocol type of the nodes' group (not "consumer": upstream's tools must not read it as
+/// a consumer group) and its one protocol.
+const PROTOCOL_TYPE: &str = "koord";
+const PROTOCOL: &str = "shards-v0";
+
+/// How this node takes part in its cluster.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The upstream group: `koord-cluster-<cluster.name>`.
+    pub group: String,
+    pub session_timeout_ms: u64,
+    pub heartbeat_interval_ms: u64,
+    pub rebalance_timeout_ms: u64,
+    /// This node as the others see it.
+    pub node: Node,
+}
+
+/// Why the member stopped its current round.
+enum Next {
+    /// Join again, keeping the shards (a rebalance began, or a shard was given up).
+    Rejoin,
+    /// Upstream no longer knows this member: drop every shard, join as a new member.
+    Reset,
+    /// The connection or the coordinator is gone: find it again, keeping the shards.
+    Reconnect,
+    Stop,
+}
+
+struct Member {
+    broker: Arc<Broker>,
+    up: Arc<Upstream>,
+    store: Arc<UpstreamStore>,
+    settings: Settings,
+    member_id: String,
+    generation: i32,
+    conn: Option<UpstreamConn>,
+    stop: watch::Receiver<bool>,
+}
+
+/// Runs this node's membership until `stop`, then leaves the group.
+pub async fn run(
+    broker: Arc<Broker>,
+    up: Arc<Upstream>,
+    store: Arc<UpstreamStore>,
+    settings: Settings,
+    stop: watch::Receiver<bool>,
+) {
+    info!(group = %settings.group, node = settings.node.id, "joining the cluster's nodes");
+    let mut m = Member {
+        broker,
+        up,
+        store,
+        settings,
+        member_id: String::new(),
+        generation: -1,
+        conn: None,
+        stop,
+    };
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if *m.stop.borrow() {
+            break;
+        }
+        let next = m.round().await;
+        match next {
+            Next::Stop => break,
+            Next::Rejoin => backoff = Duration::from_millis(100),
+            Next::Reset => {
+                m.release(&m.ownership().held()).await;
+                m.member_id.clear();
+                m.generation = -1;
+            }
+            Next::Reconnect => {
+                m.conn = None;
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = m.stop.changed() => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+    m.leave().await;
+}
+
+impl Member {
+    fn ownership(&self) -> &super::Ownership {
+        self.broker.coordinator.ownership()
+    }
+
+    fn now(&self) -> Timestamp {
+        self.broker.coordinator.clock().now()
+    }
+
+    fn group_id(&self) -> GroupId {
+        GroupId(StrBytes::from_string(self.settings.group.clone()))
+    }
+
+    /// Upstream kept this member in the group as of `sent` (when the request went out).
+    fn renew(&self, sent: Timestamp) {
+        self.ownership().renew_lease(Timestamp(
+            sent.as_millis() + self.settings.session_timeout_ms,
+        ));
+    }
+
+    /// One join, sync and the heartbeats of the generation that follows.
+    async fn round(&mut self) -> Next {
+        if self.conn.as_ref().is_none_or(|c| !c.is_alive()) {
+            match self.up.coordinator_conn(&self.settings.group).await {
+                Ok(c) => self.conn = Some(c),
+                Err(e) => {
+                    debug!(error = %e, "cluster group coordinator not reachable");
+                    return Next::Reconnect;
+                }
+            }
+        }
+        let (leader, members) = match self.join().await {
+            Ok(x) => x,
+            Err(next) => return next,
+        };
+        let assignments = if leader {
+            self.lead(&members)
+        } else {
+            Vec::new()
+        };
+        let assigned = match self.sync(assignments).await {
+            Ok(a) => a,
+            Err(next) => return next,
+        };
+        if self.apply(assigned).await {
+            // Shards were given up: join again, so they can be handed on.
+            return Next::Rejoin;
+        }
+        self.heartbeats().await
+    }
+
+    /// The answer of one request on the member's connection.
+    async fn call<R: kafka_protocol::protocol::Request>(
+        &mut self,
+        v: i16,
+        req: &R,
+    ) -> Result<R::Response, Next> {
+        let Some(conn) = &self.conn else {
+            return Err(Next::Reconnect);
+        };
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            r = call_on(conn, v, req) => r.map_err(|e| {
+                debug!(error = %e, "cluster group request failed");
+                Next::Reconnect
+            }),
+            _ = stop.wait_for(|s| *s) => Err(Next::Stop),
+        }
+    }
+
+    /// What an error code of the group means for the member.
+    fn on_error(&self, code: i16, what: &str) -> Next {
+        let e = ResponseError::try_from_code(code);
+        match e {
+            Some(
+                ResponseError::UnknownMemberId
+                | ResponseError::IllegalGeneration
+                | ResponseError::FencedInstanceId,
+            ) => {
+                warn!(what, error = ?e, "no longer a member of the cluster's group: dropping every shard");
+                Next::Reset
+            }
+            Some(ResponseError::RebalanceInProgress) => Next::Rejoin,
+            _ => {
+                debug!(what, error = ?e, "cluster group: finding the coordinator again");
+                Next::Reconnect
+            }
+        }
+    }
+
+    /// JoinGroup until upstream takes the member: (whether it leads, the members' metadata).
+    async fn join(&mut self) -> Result<(bool, Vec<(String, Metadata)>), Next> {
+        loop {
+            let metadata = wire::encode_metadata(&Metadata {
+                node: self.settings.node.clone(),
+                owned: self.ownership().held(),
+            });
+            let req = JoinGroupRequest::default()
+                .with_group_id(self.group_id())
+                .with_session_timeout_ms(self.settings.session_timeout_ms as i32)
+                .with_rebalance_timeout_ms(self.settings.rebalance_timeout_ms as i32)
+                .with_member_id(StrBytes::from_string(self.member_id.clone()))
+                .with_protocol_type(StrBytes::from_static_str(PROTOCOL_TYPE))
+                .with_protocols(vec![JoinGroupRequestProtocol::default()
+                    .with_name(StrBytes::from_static_str(PROTOCOL))
+                    .with_metadata(metadata)]);
+            let sent = self.now();
+            let resp = self.call(8, &req).await?;
+            if resp.error_code == ResponseError::MemberIdRequired.code() {
+                self.member_id = resp.member_id.to_string();
+                continue;
+            }
+            if resp.error_code != 0 {
+                if resp.error_code == ResponseError::UnknownMemberId.code() {
+                    self.member_id.clear();
+                }
+                return Err(self.on_error(resp.error_code, "JoinGroup"));
+            }
+            self.renew(sent);
+            self.member_id = resp.member_id.to_string();
+            self.generation = resp.generation_id;
+            let leader = resp.leader == resp.member_id;
+            let mut members = Vec::new();
+            for m in resp.members {
+                match wire::decode_metadata(&m.metadata) {
+                    Ok(md) => members.push((m.member_id.to_string(), md)),
+                    Err(e) => {
+                        warn!(member = %m.member_id, error = %e, "a cluster member's metadata does not decode; it gets no shard")
+                    }
+                }
+            }
+            debug!(
+                generation = self.generation,
+                leader,
+                members = members.len(),
+                "joined the cluster's group"
+            );
+            return Ok((leader, members));
+        }
+    }
+
+    /// The leader's assignment: every member's shards and the whole table.
+    fn lead(&self, members: &[(String, Metadata)]) -> Vec<SyncGroupRequestAssignment> {
+        let shards = self.ownership().shards();
+        let candidates: Vec<Candidate> = members
+            .iter()
+            .map(|(id, md)| Candidate {
+                member: id.clone(),
+                owned: md.owned.clone(),
+            })
+            .collect();
+        let a = assign(shards, &candidates);
+        let node_of = |member: &str| {
+            members
+                .iter()
+                .find(|(id, _)| id == member)
+                .map(|(_, md)| md.node.id)
+        };
+        let mut owners = vec![-1; shards as usize];
+        for (member, ss) in &a.shards {
+            let node = node_of(member).unwrap_or(-1);
+            for &s in ss {
+                owners[s as usize] = node;
+            }
+        }
+        let mut nodes: Vec<Node> = members.iter().map(|(_, md)| md.node.clone()).collect();
+        nodes.sort_by_key(|n| n.id);
+        nodes.dedup_by_key(|n| n.id);
+        info!(
+            generation = self.generation,
+            nodes = nodes.len(),
+            revoking = a.revoking.len(),
+            "assigning the cluster's shards"
+        );
+        a.shards
+            .iter()
+            .map(|(member, ss)| {
+                let bytes = wire::encode_assigned(&Assigned {
+                    shards: ss.clone(),
+                    owners: owners.clone(),
+                    nodes: nodes.clone(),
+                });
+                SyncGroupRequestAssignment::default()
+                    .with_member_id(StrBytes::from_string(member.clone()))
+                    .with_assignment(bytes)
+            })
+            .collect()
+    }
+
+    async fn sync(
+        &mut self,
+        assignments: Vec<SyncGroupRequestAssignment>,
+    ) -> Result<Assigned, Next> {
+        let req = SyncGroupRequest::default()
+            .with_group_id(self.group_id())
+            .with_generation_id(self.generation)
+            .with_member_id(StrBytes::from_string(self.member_id.clone()))
+            .with_protocol_type(Some(StrBytes::from_static_str(PROTOCOL_TYPE)))
+            .with_protocol_name(Some(StrBytes::from_static_str(PROTOCOL)))
+            .with_assignments(assignments);
+        let sent = self.now();
+        let resp = self.call(5, &req).await?;
+        if resp.error_code != 0 {
+            return Err(self.on_error(resp.error_code, "SyncGroup"));
+        }
+        self.renew(sent);
+        let bytes: Bytes = resp.assignment;
+        wire::decode_assigned(&bytes).map_err(|e| {
+            warn!(error = %e, "the cluster's assignment does not decode; joining again");
+            Next::Rejoin
+        })
+    }
+
+    /// Carries the assignment out; true when shards were given up (join again).
+    async fn apply(&mut self, assigned: Assigned) -> bool {
+        let shards = self.ownership().shards();
+        let mine: BTreeSet<i32> = assigned
+            .shards
+            .iter()
+            .copied()
+            .filter(|s| (0..shards).contains(s))
+            .collect();
+        let held: BTreeSet<i32> = self.ownership().held().into_iter().collect();
+        let lost: Vec<i32> = held.difference(&mine).copied().collect();
+        let gained: Vec<i32> = mine.difference(&held).copied().collect();
+        if !lost.is_empty() {
+            self.release(&lost).await;
+        }
+        self.ownership().set_table(&assigned.owners, assigned.nodes);
+        if !gained.is_empty() {
+            self.load(&gained).await;
+        }
+        info!(
+            generation = self.generation,
+            shards = mine.len(),
+            gained = gained.len(),
+            given_up = lost.len(),
+            "cluster assignment applied"
+        );
+        !lost.is_empty()
+    }
+
+    /// Serves no more of `shards`: NOT_COORDINATOR at once, the writes already accepted for
+    /// them made durable upstream, then their groups dropped.
+    async fn release(&self, shards: &[i32]) {
+        if shards.is_empty() {
+            return;
+        }
+        self.ownership().set(shards, ShardState::Unassigned);
+        for &s in shards {
+            self.broker.storage.drained(s as usize).await;
+        }
+        let groups = self.broker.coordinator.unload(shards);
+        self.store.forget_shards(shards);
+        info!(shards = ?shards, groups, "shards given up");
+    }
+
+    /// Reads the groups of `shards` and serves them (COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+    /// A shard that cannot be read stays unserved; the next round tries again.
+    async fn load(&self, shards: &[i32]) {
+        self.ownership().set(shards, ShardState::Loading);
+        let started = std::time::Instant::now();
+        let store = self.store.clone();
+        let wanted = shards.to_vec();
+        let read = tokio::task::spawn_blocking(move || store.load_shards(&wanted)).await;
+        match read {
+            Ok(Ok(groups)) => {
+                let n = self.broker.coordinator.load_more(groups);
+                self.ownership().set(shards, ShardState::Owned);
+                info!(
+                    shards = ?shards,
+                    groups = n,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "shards loaded and served"
+                );
+            }
+            Ok(Err(e)) => {
+                warn!(shards = ?shards, error = %e, "shards could not be loaded; not serving them");
+                self.ownership().set(shards, ShardState::Unassigned);
+            }
+            Err(e) => {
+                warn!(error = %e, "loading shards failed");
+                self.ownership().set(shards, ShardState::Unassigned);
+            }
+        }
+    }
+
+    /// Heartbeats until the generation ends (or the node stops).
+    async fn heartbeats(&mut self) -> Next {
+        let interval = Duration::from_millis(self.settings.heartbeat_interval_ms);
+        loop {
+            let mut stop = self.stop.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = stop.wait_for(|s| *s) => return Next::Stop,
+            }
+            let req = HeartbeatRequest::default()
+                .with_group_id(self.group_id())
+                .with_generation_id(self.generation)
+                .with_member_id(StrBytes::from_string(self.member_id.clone()));
+            let sent = self.now();
+            match self.call(4, &req).await {
+                Ok(resp) if resp.error_code == 0 => self.renew(sent),
+                Ok(resp) => {
+                    if resp.error_code == ResponseError::RebalanceInProgress.code() {
+                        // Still a member while it rejoins within the rebalance timeout.
+                        self.renew(sent);
+                    }
+                    return self.on_error(resp.error_code, "Heartbeat");
+                }
+                Err(next) => return next,
+            }
+        }
+    }
+
+    /// Leaves the group (shutdown): the others take the shards without waiting for the
+    /// session to expire. Best effort.
+    async fn leave(&mut self) {
+        let held = self.ownership().held();
+        self.ownership().set(&held, ShardState::Unassigned);
+        for &s in &held {
+            self.broker.storage.drained(s as usize).await;
+        }
+        if self.member_id.is_empty() {
+            return;
+        }
+        let Some(conn) = &self.conn else { return };
+        let req = LeaveGroupRequest::default()
+            .with_group_id(self.group_id())
+            .with_members(vec![MemberIdentity::default()
+                .with_member_id(StrBytes::from_string(self.member_id.clone()))
+                .with_reason(Some(StrBytes::from_static_str(
+                    "koord node shutting down",
+                )))]);
+        match tokio::time::timeout(Duration::from_secs(5), call_on(conn, 5, &req)).await {
+            Ok(Ok(_)) => info!("left the cluster's group"),
+            Ok(Err(e)) => warn!(error = %e, "leaving the cluster's group failed"),
+            Err(_) => warn!("leaving the cluster's group timed out"),
+        }
+    }
+}
