@@ -19,7 +19,9 @@
 #           group scaled 3 -> 5 -> 3 (also while an upstream broker is killed and restarted)
 #           and read metadata only through koord (proto-tests/test_gateway.py); the offsets
 #           are upstream's and a group survives koord killed, Kafka Streams exactly_once_v2
-#           through koord (proto-tests/test_gateway_state.py)
+#           through koord (proto-tests/test_gateway_state.py); three koord nodes in cluster
+#           mode sharing 50 groups of Java and confluent-kafka members, one node killed -9 and
+#           restarted under them (proto-tests/test_cluster.py)
 # Exits non-zero if any step fails, after printing a summary of all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -374,7 +376,8 @@ gateway_tier() {
     trap "KAFKA_DIR='$dir' scripts/kafka.sh stop" EXIT
     echo "Kafka 4.4 cluster at $bootstrap"
     KOORD_BIN="$koord_bin" KOORD_UPSTREAM="$bootstrap" KAFKA_DIR="$dir" "$venv/bin/python" -m pytest \
-        proto-tests/test_gateway.py proto-tests/test_gateway_state.py -ra --tb=short \
+        proto-tests/test_gateway.py proto-tests/test_gateway_state.py proto-tests/test_cluster.py \
+        -ra --tb=short \
         -p no:cacheprovider
 }
 

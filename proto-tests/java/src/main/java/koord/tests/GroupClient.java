@@ -14,6 +14,7 @@ import java.util.Properties;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentLinkedQueue;
 
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -184,8 +185,9 @@ public final class GroupClient {
 
         /**
          * Commits these offsets, after any a rebalance deferred. A commit the client refuses
-         * while a cooperative rebalance runs (RebalanceInProgressException) is no failure: as
-         * the exception asks, its offsets are committed after the next poll, or when their
+         * while a cooperative rebalance runs (RebalanceInProgressException), or a consumer-
+         * protocol commit whose member epoch moved on meanwhile, is no failure: as the
+         * exception asks, its offsets are committed after the next poll, or when their
          * partitions are revoked.
          */
         void commit(Map<TopicPartition, OffsetAndMetadata> offsets) {
@@ -197,6 +199,15 @@ public final class GroupClient {
                 emitCommitted(all);
             } catch (RebalanceInProgressException e) {
                 deferred.putAll(all);
+            } catch (CommitFailedException e) {
+                // The consumer protocol's STALE_MEMBER_EPOCH: the member's epoch moved on while
+                // the commit was in flight, and it "must retry after receiving its updated
+                // member epoch" (the client's own words; it has no exception class of its own).
+                if (String.valueOf(e.getMessage()).contains("stale member epoch")) {
+                    deferred.putAll(all);
+                } else {
+                    emitCommitFailed(e);
+                }
             } catch (Exception e) {
                 emitCommitFailed(e);
             }
