@@ -21,7 +21,8 @@
 #           are upstream's and a group survives koord killed, Kafka Streams exactly_once_v2
 #           through koord (proto-tests/test_gateway_state.py); three koord nodes in cluster
 #           mode sharing 50 groups of Java and confluent-kafka members, one node killed -9 and
-#           restarted under them (proto-tests/test_cluster.py)
+#           restarted under them (proto-tests/test_cluster.py), and a former shard owner's
+#           writes refused once the next owner claimed the shard (tests/cluster.rs)
 # Exits non-zero if any step fails, after printing a summary of all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -375,6 +376,8 @@ gateway_tier() {
     # shellcheck disable=SC2064  # expanded now
     trap "KAFKA_DIR='$dir' scripts/kafka.sh stop" EXIT
     echo "Kafka 4.4 cluster at $bootstrap"
+    # Cluster mode's fencing: a former shard owner's writes refused by Kafka itself.
+    KOORD_UPSTREAM="$bootstrap" cargo test --release --workspace --test cluster
     KOORD_BIN="$koord_bin" KOORD_UPSTREAM="$bootstrap" KAFKA_DIR="$dir" "$venv/bin/python" -m pytest \
         proto-tests/test_gateway.py proto-tests/test_gateway_state.py proto-tests/test_cluster.py \
         -ra --tb=short \

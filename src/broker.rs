@@ -206,7 +206,11 @@ impl Broker {
         } else {
             Ownership::cluster(config.node_id, partitions)
         };
-        let store = Arc::new(store);
+        let store = Arc::new(if config.cluster_name.is_empty() {
+            store
+        } else {
+            store.with_fencing(&config.cluster_name, config.node_id)
+        });
         let mut broker = Broker::assemble(
             config,
             store.clone(),

@@ -381,6 +381,7 @@ impl Member {
         }
         let groups = self.broker.coordinator.unload(shards);
         self.store.forget_shards(shards);
+        self.store.unclaim(shards);
         info!(shards = ?shards, groups, "shards given up");
     }
 
@@ -389,6 +390,24 @@ impl Member {
     async fn load(&self, shards: &[i32]) {
         self.ownership().set(shards, ShardState::Loading);
         let started = std::time::Instant::now();
+        // Fence the former owner first: what it wrote before is then all there is to read.
+        let claims = shards
+            .iter()
+            .map(|&s| async move { (s, self.store.claim(s).await) });
+        let mut wanted = Vec::new();
+        for (s, claimed) in futures_util::future::join_all(claims).await {
+            match claimed {
+                Ok(()) => wanted.push(s),
+                Err(e) => {
+                    warn!(shard = s, error = %e, "shard could not be claimed; not serving it");
+                    self.ownership().set(&[s], ShardState::Unassigned);
+                }
+            }
+        }
+        let shards = &wanted[..];
+        if shards.is_empty() {
+            return;
+        }
         let store = self.store.clone();
         let wanted = shards.to_vec();
         let read = tokio::task::spawn_blocking(move || store.load_shards(&wanted)).await;
@@ -422,6 +441,12 @@ impl Member {
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
                 _ = stop.wait_for(|s| *s) => return Next::Stop,
+            }
+            // A shard upstream refused a write of as fenced is another node's already.
+            let fenced = self.store.take_fenced();
+            if !fenced.is_empty() {
+                self.release(&fenced).await;
+                return Next::Rejoin;
             }
             let req = HeartbeatRequest::default()
                 .with_group_id(self.group_id())

@@ -35,9 +35,10 @@ use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseGroup;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, BrokerId, CreateTopicsRequest, DeleteGroupsRequest, DescribeGroupsRequest,
-    FetchRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest, ListOffsetsRequest,
-    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest,
-    RequestHeader, ResponseHeader, TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    FetchRequest, FindCoordinatorRequest, GroupId, InitProducerIdRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader, ResponseHeader, TopicName,
+    TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use kafka_protocol::records::{Record, RecordBatchDecoder, TimestampType};
@@ -317,6 +318,72 @@ impl Upstream {
             .unwrap_or_else(|e| e.into_inner())
             .insert(group.to_string(), node);
         Ok(node)
+    }
+
+    /// InitProducerId for `transactional_id`: its producer id and a new epoch, which fences
+    /// every holder of an older one. With `current` (the id and epoch the caller holds, KIP-360)
+    /// upstream bumps the epoch only if it is still the newest, and answers PRODUCER_FENCED if
+    /// another has taken a newer one. Retried while the transaction coordinator moves or loads.
+    ///
+    /// # Errors
+    /// Upstream refused, or did not answer by `retry_for`.
+    pub async fn init_producer_id(
+        &self,
+        transactional_id: &str,
+        current: Option<(i64, i16)>,
+        retry_for: Duration,
+    ) -> Result<(i64, i16), UpstreamError> {
+        let (current_id, current_epoch) = current.unwrap_or((-1, -1));
+        let deadline = tokio::time::Instant::now() + retry_for;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let result = async {
+                let find = FindCoordinatorRequest::default()
+                    .with_key_type(1)
+                    .with_coordinator_keys(vec![StrBytes::from_string(
+                        transactional_id.to_string(),
+                    )]);
+                let found = self.call_any(4, &find).await?;
+                let c = only_group(found.coordinators, |c| c.error_code, "FindCoordinator")?;
+                let node = c.node_id.0;
+                self.brokers
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(node)
+                    .or_insert_with(|| format!("{}:{}", c.host.as_str(), c.port));
+                let req = InitProducerIdRequest::default()
+                    .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
+                        transactional_id.to_string(),
+                    ))))
+                    .with_transaction_timeout_ms(60_000)
+                    .with_producer_id(ProducerId(current_id))
+                    .with_producer_epoch(current_epoch);
+                let resp = self.call(node, 4, &req).await?;
+                if resp.error_code != 0 {
+                    return Err(UpstreamError::refused(resp.error_code, "InitProducerId"));
+                }
+                Ok((resp.producer_id.0, resp.producer_epoch))
+            }
+            .await;
+            match result {
+                Ok(r) => return Ok(r),
+                Err(e) => {
+                    let again = match &e {
+                        UpstreamError::Refused { error, .. } => {
+                            retriable(*error)
+                                || *error == ResponseError::ConcurrentTransactions.code()
+                        }
+                        UpstreamError::Unreachable(_) => true,
+                        UpstreamError::Protocol(_) => false,
+                    };
+                    if !again || tokio::time::Instant::now() + backoff > deadline {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
     }
 
     /// A connection of its own to `group`'s upstream coordinator, looked up afresh: for a
@@ -768,10 +835,17 @@ impl Upstream {
     ///
     /// # Errors
     /// A partition's append failed for good or did not succeed by the deadline.
+    ///
+    /// `stamps` gives a partition's batch an idempotent producer's id, epoch and base sequence
+    /// (cluster mode: the shard's producer, so that a former owner's writes are refused with
+    /// INVALID_PRODUCER_EPOCH once the next owner wrote with a newer epoch); a retried batch
+    /// keeps its sequence, so upstream appends it once. Partitions without one are written
+    /// without a producer.
     pub async fn produce(
         &self,
         topic: &str,
         records: &BTreeMap<i32, Vec<KeyValue>>,
+        stamps: &BTreeMap<i32, ProducerStamp>,
         retry_for: Duration,
     ) -> Result<(), UpstreamError> {
         let mut left: Vec<i32> = records.keys().copied().collect();
@@ -792,7 +866,7 @@ impl Upstream {
                 let data = ps
                     .iter()
                     .map(|p| {
-                        let batch = encode_batch(&records[p])?;
+                        let batch = encode_batch(&records[p], stamps.get(p).copied())?;
                         Ok(PartitionProduceData::default()
                             .with_index(*p)
                             .with_records(Some(batch)))
@@ -1175,9 +1249,15 @@ pub async fn call_on<R: Request>(
     R::Response::decode(&mut frame, v).map_err(|e| UpstreamError::Protocol(format!("{key:?}: {e}")))
 }
 
-/// One uncompressed v2 batch of `records`, no producer id (koord's topic is written by one
-/// writer at a time per partition; a retried append of the same key and value is harmless).
-fn encode_batch(records: &[KeyValue]) -> Result<Bytes, UpstreamError> {
+/// A producer's id, epoch and the base sequence of one batch.
+pub type ProducerStamp = (i64, i16, i32);
+
+/// One uncompressed v2 batch of `records`, from producer `stamp` (or none: a retried append
+/// of the same key and value is harmless to a compacted topic).
+fn encode_batch(
+    records: &[KeyValue],
+    stamp: Option<ProducerStamp>,
+) -> Result<Bytes, UpstreamError> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
@@ -1189,15 +1269,18 @@ fn encode_batch(records: &[KeyValue]) -> Result<Bytes, UpstreamError> {
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id: stamp.map_or(-1, |s| s.0),
+            producer_epoch: stamp.map_or(-1, |s| s.1),
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             // kafka-protocol starts a new batch where offset - sequence changes: this keeps
-            // the records in one batch whose base sequence is -1 (no producer), as Kafka
-            // wants a batch from a producer without an id; Kafka rejects any but the first
-            // batch of a request's partition (base offset not 0) with INVALID_RECORD.
-            sequence: i32::try_from(i).unwrap_or(i32::MAX).wrapping_sub(1),
+            // the records in one batch whose base sequence is the stamp's, or -1 (no
+            // producer), as Kafka wants a batch from a producer without an id; Kafka rejects
+            // any but the first batch of a request's partition (base offset not 0) with
+            // INVALID_RECORD.
+            sequence: i32::try_from(i)
+                .unwrap_or(i32::MAX)
+                .wrapping_add(stamp.map_or(-1, |s| s.2)),
             timestamp: now,
             key: Some(k.clone()),
             value: v.clone(),
@@ -1256,16 +1339,19 @@ mod tests {
 
     #[test]
     fn batches_decode_back_and_a_partial_trailing_batch_waits() {
-        let a = encode_batch(&[
-            (Bytes::from_static(b"k1"), Some(Bytes::from_static(b"v1"))),
-            (Bytes::from_static(b"k2"), None),
-        ])
+        let a = encode_batch(
+            &[
+                (Bytes::from_static(b"k1"), Some(Bytes::from_static(b"v1"))),
+                (Bytes::from_static(b"k2"), None),
+            ],
+            None,
+        )
         .unwrap();
         let mut data = BytesMut::new();
         data.extend_from_slice(&a);
         // A second batch at offset 2, cut short.
         let mut b =
-            BytesMut::from(&encode_batch(&[(Bytes::from_static(b"k3"), None)]).unwrap()[..]);
+            BytesMut::from(&encode_batch(&[(Bytes::from_static(b"k3"), None)], None).unwrap()[..]);
         b[..8].copy_from_slice(&2i64.to_be_bytes());
         data.extend_from_slice(&b[..b.len() - 3]);
         let (records, next) = decode_batches(data.freeze(), 0).unwrap();
@@ -1284,7 +1370,7 @@ mod tests {
         let records: Vec<KeyValue> = (0..5)
             .map(|i| (Bytes::from(format!("k{i}")), Some(Bytes::from_static(b"v"))))
             .collect();
-        let mut b = encode_batch(&records).unwrap();
+        let mut b = encode_batch(&records, None).unwrap();
         let info = RecordBatchDecoder::decode_batch_info(&mut b).unwrap();
         assert_eq!(info.len(), 1, "one batch: {info:?}");
         assert_eq!(info[0].min_offset, 0);
@@ -1294,11 +1380,34 @@ mod tests {
     }
 
     #[test]
+    fn a_stamped_batch_is_one_batch_from_its_producer_at_its_base_sequence() {
+        let records: Vec<KeyValue> = (0..3)
+            .map(|i| (Bytes::from(format!("k{i}")), None))
+            .collect();
+        let mut b = encode_batch(&records, Some((42, 7, 10))).unwrap();
+        let info = RecordBatchDecoder::decode_batch_info(&mut b).unwrap();
+        assert_eq!(info.len(), 1, "one batch: {info:?}");
+        assert_eq!(info[0].min_offset, 0);
+        assert_eq!(info[0].record_count, 3);
+        assert_eq!(
+            (
+                info[0].producer_id,
+                info[0].producer_epoch,
+                info[0].base_sequence
+            ),
+            (42, 7, 10)
+        );
+    }
+
+    #[test]
     fn records_before_the_fetch_offset_are_skipped() {
-        let a = encode_batch(&[
-            (Bytes::from_static(b"k1"), Some(Bytes::from_static(b"v1"))),
-            (Bytes::from_static(b"k2"), Some(Bytes::from_static(b"v2"))),
-        ])
+        let a = encode_batch(
+            &[
+                (Bytes::from_static(b"k1"), Some(Bytes::from_static(b"v1"))),
+                (Bytes::from_static(b"k2"), Some(Bytes::from_static(b"v2"))),
+            ],
+            None,
+        )
         .unwrap();
         let (records, next) = decode_batches(a, 1).unwrap();
         assert_eq!(

@@ -26,7 +26,7 @@
 //!
 //! Deleting a group writes a tombstone for every key it has, so compaction leaves nothing.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -45,6 +45,9 @@ const VERSION: u8 = 0;
 const GROUP: u8 = b'G';
 const CONSUMER_MEMBER: u8 = b'C';
 const STREAMS_MEMBER: u8 = b'S';
+/// Cluster mode: the key of a shard's fence record, written by each new owner of the shard
+/// with its newer producer epoch (value: version 0, the owner's node id).
+const FENCE: u8 = b'F';
 const CLASSIC: u8 = b'c';
 const CONSUMER: u8 = b'k';
 const STREAMS: u8 = b's';
@@ -191,8 +194,45 @@ enum GroupOp {
     Delete,
 }
 
+/// Cluster mode: each held shard's producer. Its transactional id is the shard's, so the
+/// InitProducerId of the shard's next owner bumps the epoch; the next owner then writes a
+/// fence record with it, and from then on upstream refuses any write to the shard's partition
+/// under an older epoch (INVALID_PRODUCER_EPOCH): a former owner that was paused or cut off
+/// cannot write its groups any more, and gives the shard up. Every write of a shard goes
+/// through its partition first (a fence record if it has no record of its own), and a group's
+/// offsets go upstream only after that succeeded.
+#[derive(Debug)]
+struct Fencing {
+    /// `koord-<cluster.name>-shard-`: the shard's number completes it.
+    prefix: String,
+    node: i32,
+    producers: Mutex<HashMap<i32, ShardProducer>>,
+    /// Shards whose writes upstream refused as fenced, until [`UpstreamStore::take_fenced`].
+    fenced: Mutex<Vec<i32>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ShardProducer {
+    id: i64,
+    epoch: i16,
+    /// The next batch's base sequence.
+    next: i32,
+    /// A write's outcome is unknown (its sequence may or may not have been used): the next
+    /// write asks for a new epoch first.
+    stale: bool,
+}
+
+/// Whether an upstream error says another producer holds a newer epoch.
+fn is_fenced(e: &UpstreamError) -> bool {
+    use kafka_protocol::ResponseError as R;
+    e.code()
+        .is_some_and(|c| c == R::InvalidProducerEpoch.code() || c == R::ProducerFenced.code())
+}
+
 /// The store of a gateway: group records and offsets upstream, the rest in `local`.
 pub struct UpstreamStore {
+    /// Cluster mode: the shards' producers.
+    fencing: Option<Fencing>,
     local: Arc<dyn Store>,
     up: Arc<Upstream>,
     rt: Handle,
@@ -228,6 +268,7 @@ impl UpstreamStore {
     ) -> Result<UpstreamStore, UpstreamError> {
         let partitions = up.ensure_compacted_topic(topic, partitions).await?;
         Ok(UpstreamStore {
+            fencing: None,
             local,
             up,
             rt: Handle::current(),
@@ -241,6 +282,144 @@ impl UpstreamStore {
     /// Partitions of koord's topic upstream.
     pub fn partitions(&self) -> i32 {
         self.partitions
+    }
+
+    /// Cluster mode (`cluster.name`): every write of a shard is fenced by the shard's producer
+    /// ([`UpstreamStore::claim`]); a shard not claimed is not written at all.
+    pub fn with_fencing(mut self, cluster: &str, node: i32) -> UpstreamStore {
+        self.fencing = Some(Fencing {
+            prefix: format!("koord-{cluster}-shard-"),
+            node,
+            producers: Mutex::new(HashMap::new()),
+            fenced: Mutex::new(Vec::new()),
+        });
+        self
+    }
+
+    fn producers(&self) -> Option<std::sync::MutexGuard<'_, HashMap<i32, ShardProducer>>> {
+        self.fencing
+            .as_ref()
+            .map(|f| f.producers.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Cluster mode: makes `shard` this node's to write: a new epoch of the shard's producer
+    /// (which fences the former owner's), and the fence record written with it, before the
+    /// shard is read. Outside a cluster, nothing to do.
+    ///
+    /// # Errors
+    /// Upstream refused or did not answer within `upstream.write.timeout.ms`.
+    pub async fn claim(&self, shard: i32) -> Result<(), UpstreamError> {
+        let Some(f) = &self.fencing else {
+            return Ok(());
+        };
+        let limit = self.write_timeout;
+        let txn_id = format!("{}{shard}", f.prefix);
+        let (id, epoch) = within(limit, self.up.init_producer_id(&txn_id, None, limit)).await?;
+        let fence = (key(FENCE, "", ""), Some(value(None, &f.node.to_be_bytes())));
+        let records = BTreeMap::from([(shard, vec![fence])]);
+        let stamps = BTreeMap::from([(shard, (id, epoch, 0))]);
+        within(
+            limit,
+            self.up.produce(&self.topic, &records, &stamps, limit),
+        )
+        .await?;
+        if let Some(mut producers) = self.producers() {
+            producers.insert(
+                shard,
+                ShardProducer {
+                    id,
+                    epoch,
+                    next: 1,
+                    stale: false,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Cluster mode: `shards` are no longer this node's to write.
+    pub fn unclaim(&self, shards: &[i32]) {
+        if let Some(mut producers) = self.producers() {
+            producers.retain(|s, _| !shards.contains(s));
+        }
+    }
+
+    /// The shards whose writes upstream refused as fenced since the last call (another node
+    /// owns them now).
+    pub fn take_fenced(&self) -> Vec<i32> {
+        self.fencing.as_ref().map_or_else(Vec::new, |f| {
+            std::mem::take(&mut *f.fenced.lock().unwrap_or_else(|e| e.into_inner()))
+        })
+    }
+
+    /// The producer stamp each partition of `records` is written with (cluster mode), a new
+    /// epoch asked first where the last write's outcome is unknown; partitions this node holds
+    /// no producer for are left out (and their writes fail).
+    fn stamps(&self, partitions: &[i32]) -> BTreeMap<i32, crate::gateway::client::ProducerStamp> {
+        let Some(f) = &self.fencing else {
+            return BTreeMap::new();
+        };
+        let mut out = BTreeMap::new();
+        for &p in partitions {
+            let held = self.producers().and_then(|m| m.get(&p).copied());
+            let Some(mut producer) = held else { continue };
+            if producer.stale {
+                let txn_id = format!("{}{p}", f.prefix);
+                let limit = self.write_timeout;
+                let current = Some((producer.id, producer.epoch));
+                match self.rt.block_on(within(
+                    limit,
+                    self.up.init_producer_id(&txn_id, current, limit),
+                )) {
+                    Ok((id, epoch)) => {
+                        producer = ShardProducer {
+                            id,
+                            epoch,
+                            next: 0,
+                            stale: false,
+                        };
+                        if let Some(mut m) = self.producers() {
+                            m.insert(p, producer);
+                        }
+                    }
+                    Err(e) => {
+                        // Fenced: another node took the shard. Otherwise tried again next time.
+                        self.written(&BTreeMap::from([(p, 0)]), &Err(e));
+                        continue;
+                    }
+                }
+            }
+            out.insert(p, (producer.id, producer.epoch, producer.next));
+        }
+        out
+    }
+
+    /// After a fenced write of `partitions`: the sequences used, or the outcome unknown, or
+    /// (refused as fenced) the shards lost.
+    fn written(&self, stamped: &BTreeMap<i32, usize>, result: &Result<(), UpstreamError>) {
+        let Some(f) = &self.fencing else { return };
+        let Some(mut producers) = self.producers() else {
+            return;
+        };
+        for (p, n) in stamped {
+            match result {
+                Ok(()) => {
+                    if let Some(producer) = producers.get_mut(p) {
+                        producer.next = producer.next.wrapping_add(*n as i32);
+                    }
+                }
+                Err(e) if is_fenced(e) => {
+                    producers.remove(p);
+                    error!(shard = p, error = %e, "fenced: another koord node owns this shard now");
+                    f.fenced.lock().unwrap_or_else(|e| e.into_inner()).push(*p);
+                }
+                Err(_) => {
+                    if let Some(producer) = producers.get_mut(p) {
+                        producer.stale = true;
+                    }
+                }
+            }
+        }
     }
 
     /// The groups of `shards` (partitions of koord's topic), read back whole: the last value
@@ -266,6 +445,9 @@ impl UpstreamStore {
             let mut live: Vec<Mutation> = Vec::new();
             for (k, v) in latest {
                 let Some(v) = v else { continue };
+                if k.get(1) == Some(&FENCE) {
+                    continue;
+                }
                 let m = decode(&k, &v).map_err(|message| StoreError::Corrupt {
                     path: format!("{}-{p}", self.topic).into(),
                     message,
@@ -459,6 +641,44 @@ impl Store for UpstreamStore {
                 }
             }
         }
+        // Cluster mode: a shard's writes go only under its producer, through its partition
+        // first; a shard not held here is not written at all.
+        let mut stamped: BTreeMap<i32, usize> = BTreeMap::new();
+        let mut stamps = BTreeMap::new();
+        if let Some(f) = &self.fencing {
+            let n = self.partitions;
+            let mut parts: BTreeSet<i32> = records.keys().copied().collect();
+            parts.extend(ops.keys().map(|g| partition_of(g.as_str(), n)));
+            let parts: Vec<i32> = parts.into_iter().collect();
+            stamps = self.stamps(&parts);
+            for p in parts.iter().filter(|p| !stamps.contains_key(p)) {
+                let refused = || StoreError::Io(format!("shard {p} is not this koord node's"));
+                for i in record_writes.remove(p).into_iter().flatten() {
+                    results[i] = Err(refused());
+                }
+                records.remove(p);
+                ops.retain(|g, list| {
+                    if partition_of(g.as_str(), n) != *p {
+                        return true;
+                    }
+                    for i in list.iter().flat_map(|(_, w)| w) {
+                        results[*i] = Err(refused());
+                    }
+                    false
+                });
+            }
+            // Offsets of a shard with no record of its own: its fence record goes first, so
+            // they go upstream only once the shard's epoch is confirmed the newest.
+            for g in ops.keys() {
+                records
+                    .entry(partition_of(g.as_str(), n))
+                    .or_insert_with(|| {
+                        let fence = value(None, &f.node.to_be_bytes());
+                        vec![(key(FENCE, "", ""), Some(fence))]
+                    });
+            }
+            stamped = records.iter().map(|(p, r)| (*p, r.len())).collect();
+        }
         // Nothing for upstream (koord's users, ACLs, topic configs: its local store): no
         // runtime needed, so such a write may come from within it (sasl.admin.user, created
         // while the gateway starts).
@@ -474,7 +694,7 @@ impl Store for UpstreamStore {
                 if records.is_empty() {
                     Ok(())
                 } else {
-                    within(limit, up.produce(topic, &records, limit)).await
+                    within(limit, up.produce(topic, &records, &stamps, limit)).await
                 }
             };
             let groups =
@@ -502,8 +722,19 @@ impl Store for UpstreamStore {
                     }
                     Ok(())
                 }));
-            tokio::join!(produce, groups)
+            if self.fencing.is_none() {
+                return tokio::join!(produce, groups);
+            }
+            // Cluster mode: the offsets only after the shard's partition took the write.
+            match produce.await {
+                Ok(()) => (Ok(()), groups.await),
+                Err(e) => {
+                    let skipped = ops.iter().map(|_| Err((0, e.clone()))).collect();
+                    (Err(e), skipped)
+                }
+            }
         });
+        self.written(&stamped, &produced);
         let waited = started.elapsed();
         if waited > Duration::from_secs(1) {
             warn!(
@@ -710,6 +941,7 @@ mod tests {
             [(7, addr)].into_iter().collect(),
         ));
         let store = UpstreamStore {
+            fencing: None,
             local: Arc::new(MemoryStore::default()),
             up,
             rt: rt.handle().clone(),

@@ -1,0 +1,113 @@
+//! Cluster mode's fencing against a real Apache Kafka 4.4 (KOORD_UPSTREAM: its bootstrap list;
+//! scripts/test.sh's gateway tier sets it; without it these tests return at once).
+//!
+//! Two stores stand for two koord nodes of one cluster writing one shard: the second claims
+//! it (a newer epoch of the shard's producer, its fence record written), and from then on
+//! upstream refuses the first's writes, which gives the shard up, while the second's land.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use koord::gateway::client::Upstream;
+use koord::gateway::store::{partition_of, UpstreamStore};
+use koord::storage::{MemoryStore, Mutation, Store};
+use koord::vocab::records::GroupMetadataRecord;
+use koord::vocab::{Generation, GroupId, Timestamp};
+
+fn upstream() -> Option<Vec<String>> {
+    let v = std::env::var("KOORD_UPSTREAM").ok()?;
+    Some(v.split(',').map(str::to_string).collect())
+}
+
+fn record(generation: i32) -> GroupMetadataRecord {
+    GroupMetadataRecord {
+        protocol_type: Some("consumer".into()),
+        generation: Generation(generation),
+        protocol_name: None,
+        leader: None,
+        state_timestamp: Timestamp(0),
+        members: Vec::new(),
+        assignor_state: Bytes::new(),
+        follow_up: None,
+    }
+}
+
+fn put(group: &str, generation: i32) -> Vec<Mutation> {
+    vec![Mutation::PutGroup {
+        group: GroupId::new(group),
+        record: record(generation),
+    }]
+}
+
+#[test]
+fn a_former_owner_s_writes_are_refused_once_the_next_owner_claimed_the_shard() {
+    let Some(bootstrap) = upstream() else {
+        eprintln!("KOORD_UPSTREAM not set: skipped");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let suffix = format!("{:x}", std::process::id() ^ 0x5eed);
+    let topic = format!("__koord_fencing_{suffix}");
+    let cluster = format!("fencing-{suffix}");
+    let open = |node: i32| {
+        rt.block_on(async {
+            let view = koord::gateway::discover(
+                &bootstrap,
+                &koord::security::client::ClientSecurity::plaintext(),
+                Duration::from_secs(30),
+            )
+            .await
+            .unwrap();
+            let up = Arc::new(Upstream::new(bootstrap.clone(), view.brokers));
+            UpstreamStore::open(
+                up,
+                Arc::new(MemoryStore::default()),
+                &topic,
+                2,
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap()
+            .with_fencing(&cluster, node)
+        })
+    };
+    let first = open(1);
+    let second = open(2);
+    let group = "fenced-group";
+    let shard = partition_of(group, 2);
+
+    // Not claimed: not written.
+    assert!(first.apply(&put(group, 1), true).is_err());
+    rt.block_on(first.claim(shard)).unwrap();
+    first.apply(&put(group, 1), true).unwrap();
+    first.apply(&put(group, 2), true).unwrap();
+
+    // The next owner claims the shard: the first one's next write is refused, and it learns
+    // the shard is gone.
+    rt.block_on(second.claim(shard)).unwrap();
+    assert!(first.apply(&put(group, 3), true).is_err());
+    assert_eq!(first.take_fenced(), vec![shard]);
+    assert!(
+        first.apply(&put(group, 4), true).is_err(),
+        "a fenced shard is not written again"
+    );
+    second.apply(&put(group, 5), true).unwrap();
+
+    // What the shard holds: the first owner's writes from before the claim, then the second's.
+    let loaded = second.load_shards(&[shard]).unwrap();
+    let g = loaded
+        .iter()
+        .find(|g| g.id.as_str() == group)
+        .expect("the group is stored");
+    assert_eq!(g.metadata.as_ref().unwrap().generation, Generation(5));
+
+    // The first node claims it back (say the assignment returned it): the second is fenced.
+    rt.block_on(first.claim(shard)).unwrap();
+    assert!(second.apply(&put(group, 6), true).is_err());
+    assert_eq!(second.take_fenced(), vec![shard]);
+    first.apply(&put(group, 7), true).unwrap();
+    let loaded = first.load_shards(&[shard]).unwrap();
+    let g = loaded.iter().find(|g| g.id.as_str() == group).unwrap();
+    assert_eq!(g.metadata.as_ref().unwrap().generation, Generation(7));
+}
