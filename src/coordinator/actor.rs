@@ -388,27 +388,26 @@ impl Shard {
         }
     }
 
-    /// Drops the group in `slot` (its shard went to another node): what it had parked is told
-    /// NOT_COORDINATOR, so those members find the new coordinator; the replies of writes still
-    /// in flight are dropped (COORDINATOR_NOT_AVAILABLE: the client retries with the new one).
-    fn unload_slot(&mut self, slot: u32) {
-        let Some(mut actor) = self.slots[slot as usize].take() else {
-            return;
-        };
+    /// Takes the group in `slot` out of the live groups and their timers.
+    fn take_slot(&mut self, slot: u32) -> Option<Box<GroupActor>> {
+        let actor = self.slots[slot as usize].take()?;
         self.free.push(slot);
+        // Its learners are no longer in flight.
         metrics().learners_changed(actor.history.learners().len(), 0);
         if let Some(at) = actor.armed {
             self.timers.remove(&(at, slot));
         }
-        for (_, tx) in actor.parked_joins.drain() {
-            let _ = tx.send(JoinReply::error(
-                GroupError::NotCoordinator,
-                MemberId::unknown(),
-            ));
-        }
-        for (_, tx) in actor.parked_syncs.drain() {
-            let _ = tx.send(SyncReply::error(GroupError::NotCoordinator));
-        }
+        Some(actor)
+    }
+
+    /// Drops the group in `slot` (its shard went to another node): what it had parked is told
+    /// NOT_COORDINATOR, so those members find the new coordinator; the replies of writes still
+    /// in flight are dropped (COORDINATOR_NOT_AVAILABLE: the client retries with the new one).
+    fn unload_slot(&mut self, slot: u32) {
+        let Some(mut actor) = self.take_slot(slot) else {
+            return;
+        };
+        actor.answer_parked(GroupError::NotCoordinator);
         let _span = actor.log_span();
         debug!("group unloaded (its shard moved)");
     }
@@ -416,15 +415,9 @@ impl Shard {
     /// Takes the group in `slot` out of the directory and of the live groups; what is already
     /// queued for it is answered as a Dead group does, until its [`Command::Forget`].
     fn retire_slot(&mut self, slot: u32) {
-        let Some(actor) = self.slots[slot as usize].take() else {
+        let Some(actor) = self.take_slot(slot) else {
             return;
         };
-        self.free.push(slot);
-        // Its learners are no longer in flight.
-        metrics().learners_changed(actor.history.learners().len(), 0);
-        if let Some(at) = actor.armed {
-            self.timers.remove(&(at, slot));
-        }
         let id = actor.group.id().clone();
         if self.index.get(&id) == Some(&slot) {
             self.index.remove(&id);
@@ -954,19 +947,21 @@ impl GroupActor {
         );
     }
 
+    /// Answers every parked JoinGroup and SyncGroup with `error`.
+    fn answer_parked(&mut self, error: GroupError) {
+        for (_, tx) in self.parked_joins.drain() {
+            let _ = tx.send(JoinReply::error(error, MemberId::unknown()));
+        }
+        for (_, tx) in self.parked_syncs.drain() {
+            let _ = tx.send(SyncReply::error(error));
+        }
+    }
+
     /// A classic group upgraded to `group` (a heartbeat joined it): what the classic group
     /// had parked is told to join again, and the mutation that clears its stored records is
     /// returned, to go before the consumer group's.
     fn upgrade(&mut self, group: Box<ConsumerGroup>) -> Mutation {
-        for (_, tx) in self.parked_joins.drain() {
-            let _ = tx.send(JoinReply::error(
-                GroupError::RebalanceInProgress,
-                MemberId::unknown(),
-            ));
-        }
-        for (_, tx) in self.parked_syncs.drain() {
-            let _ = tx.send(SyncReply::error(GroupError::RebalanceInProgress));
-        }
+        self.answer_parked(GroupError::RebalanceInProgress);
         let id = group.id().clone();
         self.group = Core::Consumer(group);
         let _span = self.log_span();
