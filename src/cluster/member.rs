@@ -79,6 +79,9 @@ struct Member {
     generation: i32,
     conn: Option<UpstreamConn>,
     stop: watch::Receiver<bool>,
+    /// The loading of the shards last gained (how many could not be), while it runs beside
+    /// the heartbeats.
+    loading: Option<tokio::task::JoinHandle<usize>>,
 }
 
 /// Runs this node's membership until `stop`, then leaves the group.
@@ -99,6 +102,7 @@ pub async fn run(
         generation: -1,
         conn: None,
         stop,
+        loading: None,
     };
     let mut backoff = Duration::from_millis(100);
     loop {
@@ -110,7 +114,9 @@ pub async fn run(
             Next::Stop => break,
             Next::Rejoin => backoff = Duration::from_millis(100),
             Next::Reset => {
-                m.release(&m.ownership().held()).await;
+                m.finish_loading().await;
+                let held = m.ownership().held();
+                m.release(&held).await;
                 m.member_id.clear();
                 m.generation = -1;
             }
@@ -349,6 +355,8 @@ impl Member {
             .copied()
             .filter(|s| (0..shards).contains(s))
             .collect();
+        // A load still running finishes first: a shard is never dropped while it loads.
+        self.finish_loading().await;
         let held: BTreeSet<i32> = self.ownership().held().into_iter().collect();
         let lost: Vec<i32> = held.difference(&mine).copied().collect();
         let gained: Vec<i32> = mine.difference(&held).copied().collect();
@@ -357,7 +365,11 @@ impl Member {
         }
         self.ownership().set_table(&assigned.owners, assigned.nodes);
         if !gained.is_empty() {
-            self.load(&gained).await;
+            // Loaded beside the heartbeats (a first InitProducerId may wait for upstream to
+            // create its transaction log: longer than a session).
+            self.ownership().set(&gained, ShardState::Loading);
+            let (broker, store) = (self.broker.clone(), self.store.clone());
+            self.loading = Some(tokio::spawn(load(broker, store, gained.clone())));
         }
         info!(
             generation = self.generation,
@@ -369,15 +381,35 @@ impl Member {
         !lost.is_empty()
     }
 
+    /// Waits for the shards being loaded; how many could not be.
+    async fn finish_loading(&mut self) -> usize {
+        match self.loading.take() {
+            Some(task) => task.await.unwrap_or(0),
+            None => 0,
+        }
+    }
+
     /// Serves no more of `shards`: NOT_COORDINATOR at once, the writes already accepted for
     /// them made durable upstream, then their groups dropped.
-    async fn release(&self, shards: &[i32]) {
+    async fn release(&mut self, shards: &[i32]) {
         if shards.is_empty() {
             return;
         }
+        self.finish_loading().await;
         self.ownership().set(shards, ShardState::Unassigned);
-        for &s in shards {
-            self.broker.storage.drained(s as usize).await;
+        // The writes already accepted reach upstream first, so the next owner reads them;
+        // but not for longer than half a session (no heartbeat goes out meanwhile): a write
+        // still held by upstream after that lands before the next owner's fence, or is
+        // refused by it and fails (never acknowledged, never lost).
+        let drains = shards
+            .iter()
+            .map(|&s| self.broker.storage.drained(s as usize));
+        let patience = Duration::from_millis(self.settings.session_timeout_ms / 2);
+        if tokio::time::timeout(patience, futures_util::future::join_all(drains))
+            .await
+            .is_err()
+        {
+            warn!(shards = ?shards, "writes of shards given up still held upstream; not waiting longer");
         }
         let groups = self.broker.coordinator.unload(shards);
         self.store.forget_shards(shards);
@@ -385,62 +417,31 @@ impl Member {
         info!(shards = ?shards, groups, "shards given up");
     }
 
-    /// Reads the groups of `shards` and serves them (COORDINATOR_LOAD_IN_PROGRESS meanwhile).
-    /// A shard that cannot be read stays unserved; the next round tries again.
-    async fn load(&self, shards: &[i32]) {
-        self.ownership().set(shards, ShardState::Loading);
-        let started = std::time::Instant::now();
-        // Fence the former owner first: what it wrote before is then all there is to read.
-        let claims = shards
-            .iter()
-            .map(|&s| async move { (s, self.store.claim(s).await) });
-        let mut wanted = Vec::new();
-        for (s, claimed) in futures_util::future::join_all(claims).await {
-            match claimed {
-                Ok(()) => wanted.push(s),
-                Err(e) => {
-                    warn!(shard = s, error = %e, "shard could not be claimed; not serving it");
-                    self.ownership().set(&[s], ShardState::Unassigned);
-                }
-            }
-        }
-        let shards = &wanted[..];
-        if shards.is_empty() {
-            return;
-        }
-        let store = self.store.clone();
-        let wanted = shards.to_vec();
-        let read = tokio::task::spawn_blocking(move || store.load_shards(&wanted)).await;
-        match read {
-            Ok(Ok(groups)) => {
-                let n = self.broker.coordinator.load_more(groups);
-                self.ownership().set(shards, ShardState::Owned);
-                info!(
-                    shards = ?shards,
-                    groups = n,
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "shards loaded and served"
-                );
-            }
-            Ok(Err(e)) => {
-                warn!(shards = ?shards, error = %e, "shards could not be loaded; not serving them");
-                self.ownership().set(shards, ShardState::Unassigned);
-            }
-            Err(e) => {
-                warn!(error = %e, "loading shards failed");
-                self.ownership().set(shards, ShardState::Unassigned);
-            }
-        }
-    }
-
     /// Heartbeats until the generation ends (or the node stops).
     async fn heartbeats(&mut self) -> Next {
         let interval = Duration::from_millis(self.settings.heartbeat_interval_ms);
         loop {
             let mut stop = self.stop.clone();
-            tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
+            let loaded = async {
+                match self.loading.as_mut() {
+                    Some(task) => task.await.unwrap_or(0),
+                    None => std::future::pending().await,
+                }
+            };
+            let failed = tokio::select! {
+                _ = tokio::time::sleep(interval) => None,
                 _ = stop.wait_for(|s| *s) => return Next::Stop,
+                failed = loaded => Some(failed),
+            };
+            if let Some(failed) = failed {
+                self.loading = None;
+                if failed > 0 {
+                    // Join again to be given them again, after a pause (upstream may be
+                    // moving).
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    return Next::Rejoin;
+                }
+                continue;
             }
             // A shard upstream refused a write of as fenced is another node's already.
             let fenced = self.store.take_fenced();
@@ -470,6 +471,7 @@ impl Member {
     /// Leaves the group (shutdown): the others take the shards without waiting for the
     /// session to expire. Best effort.
     async fn leave(&mut self) {
+        self.finish_loading().await;
         let held = self.ownership().held();
         self.ownership().set(&held, ShardState::Unassigned);
         for &s in &held {
@@ -490,6 +492,62 @@ impl Member {
             Ok(Ok(_)) => info!("left the cluster's group"),
             Ok(Err(e)) => warn!(error = %e, "leaving the cluster's group failed"),
             Err(_) => warn!("leaving the cluster's group timed out"),
+        }
+    }
+}
+
+/// Reads the groups of `shards` and serves them (COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+/// A shard that cannot be claimed or read stays unserved; returns how many, for the next
+/// round to try again.
+async fn load(broker: Arc<Broker>, store: Arc<UpstreamStore>, shards: Vec<i32>) -> usize {
+    let ownership = broker.coordinator.ownership();
+    let started = std::time::Instant::now();
+    // Fence the former owner first: what it wrote before is then all there is to read.
+    let claims = shards.iter().map(|&s| {
+        let store = &store;
+        async move { (s, store.claim(s).await) }
+    });
+    let mut wanted = Vec::new();
+    for (s, claimed) in futures_util::future::join_all(claims).await {
+        match claimed {
+            Ok(()) => wanted.push(s),
+            Err(e) => {
+                warn!(shard = s, error = %e, "shard could not be claimed; not serving it");
+                ownership.set(&[s], ShardState::Unassigned);
+            }
+        }
+    }
+    let unclaimed = shards.len() - wanted.len();
+    let shards = &wanted[..];
+    if shards.is_empty() {
+        return unclaimed;
+    }
+    let reader = store.clone();
+    let wanted = shards.to_vec();
+    let read = tokio::task::spawn_blocking(move || reader.load_shards(&wanted)).await;
+    match read {
+        Ok(Ok(groups)) => {
+            let n = broker.coordinator.load_more(groups);
+            ownership.set(shards, ShardState::Owned);
+            info!(
+                shards = ?shards,
+                groups = n,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "shards loaded and served"
+            );
+            unclaimed
+        }
+        Ok(Err(e)) => {
+            warn!(shards = ?shards, error = %e, "shards could not be loaded; not serving them");
+            ownership.set(shards, ShardState::Unassigned);
+            store.unclaim(shards);
+            unclaimed + shards.len()
+        }
+        Err(e) => {
+            warn!(error = %e, "loading shards failed");
+            ownership.set(shards, ShardState::Unassigned);
+            store.unclaim(shards);
+            unclaimed + shards.len()
         }
     }
 }

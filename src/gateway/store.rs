@@ -405,7 +405,9 @@ impl UpstreamStore {
             match result {
                 Ok(()) => {
                     if let Some(producer) = producers.get_mut(p) {
-                        producer.next = producer.next.wrapping_add(*n as i32);
+                        producer.next = producer.next.saturating_add(*n as i32);
+                        // Far from where sequences wrap: a new epoch starts them at 0 again.
+                        producer.stale |= producer.next > i32::MAX / 2;
                     }
                 }
                 Err(e) if is_fenced(e) => {
