@@ -218,6 +218,11 @@ impl Broker {
             Some(lanes),
             Arc::new(ownership),
         )?;
+        let (ownership, clock) = (
+            broker.coordinator.ownership().clone(),
+            broker.coordinator.clock().clone(),
+        );
+        store.set_lease_check(Box::new(move || !ownership.lease_expired(clock.now())));
         broker.groups_store = Some(store);
         Ok(broker)
     }

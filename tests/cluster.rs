@@ -13,7 +13,7 @@ use koord::gateway::client::Upstream;
 use koord::gateway::store::{partition_of, UpstreamStore};
 use koord::storage::{MemoryStore, Mutation, Store};
 use koord::vocab::records::GroupMetadataRecord;
-use koord::vocab::{Generation, GroupId, Timestamp};
+use koord::vocab::{Generation, GroupId, OffsetAndMetadata, Timestamp, TopicPartition};
 
 fn upstream() -> Option<Vec<String>> {
     let v = std::env::var("KOORD_UPSTREAM").ok()?;
@@ -110,4 +110,44 @@ fn a_former_owner_s_writes_are_refused_once_the_next_owner_claimed_the_shard() {
     let loaded = first.load_shards(&[shard]).unwrap();
     let g = loaded.iter().find(|g| g.id.as_str() == group).unwrap();
     assert_eq!(g.metadata.as_ref().unwrap().generation, Generation(7));
+
+    // Offsets are not fenced by the producer epoch: a node whose lease ran out writes none,
+    // though it still holds the shard's newest epoch.
+    let commit = |offset: i64| {
+        vec![Mutation::PutOffset {
+            group: GroupId::new(group),
+            tp: TopicPartition::new(topic.as_str(), 0),
+            offset: OffsetAndMetadata {
+                offset,
+                leader_epoch: None,
+                metadata: String::new(),
+                commit_timestamp: Timestamp(0),
+                expire_timestamp: None,
+            },
+        }]
+    };
+    let lapsed = open(3);
+    lapsed.set_lease_check(Box::new(|| false));
+    rt.block_on(lapsed.claim(shard)).unwrap();
+    assert!(lapsed.apply(&commit(5), true).is_err());
+    let fetch = || {
+        let view = rt
+            .block_on(koord::gateway::discover(
+                &bootstrap,
+                &koord::security::client::ClientSecurity::plaintext(),
+                Duration::from_secs(30),
+            ))
+            .unwrap();
+        let up = Upstream::new(bootstrap.clone(), view.brokers);
+        let g = rt.block_on(up.fetch_offsets(group, None, false)).unwrap();
+        g.topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.committed_offset))
+            .collect::<Vec<i64>>()
+    };
+    assert_eq!(fetch(), Vec::<i64>::new(), "no offset went upstream");
+    let leased = open(4);
+    rt.block_on(leased.claim(shard)).unwrap();
+    leased.apply(&commit(7), true).unwrap();
+    assert_eq!(fetch(), vec![7]);
 }

@@ -201,7 +201,6 @@ enum GroupOp {
 /// cannot write its groups any more, and gives the shard up. Every write of a shard goes
 /// through its partition first (a fence record if it has no record of its own), and a group's
 /// offsets go upstream only after that succeeded.
-#[derive(Debug)]
 struct Fencing {
     /// `koord-<cluster.name>-shard-`: the shard's number completes it.
     prefix: String,
@@ -209,6 +208,21 @@ struct Fencing {
     producers: Mutex<HashMap<i32, ShardProducer>>,
     /// Shards whose writes upstream refused as fenced, until [`UpstreamStore::take_fenced`].
     fenced: Mutex<Vec<i32>>,
+    /// Whether the node's lease still holds ([`crate::cluster::Ownership`]): checked just
+    /// before a shard's offsets go upstream, which its producer epoch does not fence.
+    lease: std::sync::OnceLock<LeaseCheck>,
+}
+
+/// Whether this node may still write its shards.
+pub type LeaseCheck = Box<dyn Fn() -> bool + Send + Sync>;
+
+impl std::fmt::Debug for Fencing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fencing")
+            .field("prefix", &self.prefix)
+            .field("node", &self.node)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -292,8 +306,24 @@ impl UpstreamStore {
             node,
             producers: Mutex::new(HashMap::new()),
             fenced: Mutex::new(Vec::new()),
+            lease: std::sync::OnceLock::new(),
         });
         self
+    }
+
+    /// Cluster mode: how the store asks whether the node's lease still holds.
+    pub fn set_lease_check(&self, check: LeaseCheck) {
+        if let Some(f) = &self.fencing {
+            let _ = f.lease.set(check);
+        }
+    }
+
+    /// Whether the node's lease holds (always, outside a cluster or before it is set).
+    fn leased(&self) -> bool {
+        self.fencing
+            .as_ref()
+            .and_then(|f| f.lease.get())
+            .is_none_or(|check| check())
     }
 
     fn producers(&self) -> Option<std::sync::MutexGuard<'_, HashMap<i32, ShardProducer>>> {
@@ -727,9 +757,16 @@ impl Store for UpstreamStore {
             if self.fencing.is_none() {
                 return tokio::join!(produce, groups);
             }
-            // Cluster mode: the offsets only after the shard's partition took the write.
+            // Cluster mode: the offsets only after the shard's partition took the write (so
+            // the epoch is still the newest), and only while the lease holds (so no newer
+            // owner can have taken the shard since).
             match produce.await {
-                Ok(()) => (Ok(()), groups.await),
+                Ok(()) if self.leased() => (Ok(()), groups.await),
+                Ok(()) => {
+                    let e = UpstreamError::Unreachable("this node's lease ran out".into());
+                    let skipped = ops.iter().map(|_| Err((0, e.clone()))).collect();
+                    (Ok(()), skipped)
+                }
                 Err(e) => {
                     let skipped = ops.iter().map(|_| Err((0, e.clone()))).collect();
                     (Err(e), skipped)
