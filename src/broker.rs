@@ -521,6 +521,31 @@ impl Broker {
         Ok(())
     }
 
+    /// Cluster mode: whether this node may still act for `group` upstream outside its store
+    /// (the deletion of a group only upstream has): its shard's fence record taken with this
+    /// node's producer epoch, in the shard's storage lane, and its lease holding. A node that
+    /// lost the shard meanwhile must not delete what the next owner serves. Outside a
+    /// cluster, always.
+    ///
+    /// # Errors
+    /// NOT_COORDINATOR when the shard is another node's now, COORDINATOR_LOAD_IN_PROGRESS when
+    /// upstream did not take the fence record in time.
+    pub async fn fence(
+        &self,
+        group: &crate::vocab::GroupId,
+    ) -> Result<(), crate::vocab::GroupError> {
+        if !self.coordinator.ownership().is_cluster() {
+            return Ok(());
+        }
+        self.storage
+            .write(vec![Mutation::Fence {
+                group: group.clone(),
+            }])
+            .await
+            .map_err(|e| e.group_error())?;
+        self.coordinator.admit(group)
+    }
+
     pub fn node_id(&self) -> i32 {
         self.config.node_id
     }

@@ -108,9 +108,10 @@ pub struct Config {
     pub cluster_heartbeat_interval_ms: u64,
     /// Cluster mode: how long a rebalance of the nodes' group waits for every node to rejoin.
     pub cluster_rebalance_timeout_ms: u64,
-    /// How long a group's write upstream (its records, its offsets) may keep retrying while
-    /// upstream moves the partition it needs (a leader re-elected after a broker died) before
-    /// the client is told NOT_COORDINATOR.
+    /// How long a group's operation upstream (its records, its offsets written or read, an
+    /// upstream-only group described or deleted) may keep retrying while upstream moves or
+    /// loads what it needs (a leader or coordinator re-elected after a broker died) before the
+    /// client is told COORDINATOR_LOAD_IN_PROGRESS (REBALANCE_IN_PROGRESS for SyncGroup).
     pub upstream_write_timeout_ms: u64,
     /// `upstream.security.protocol`, `upstream.sasl.*`, `upstream.ssl.*`: how koord connects
     /// to the upstream cluster (Kafka's client settings).
@@ -739,7 +740,7 @@ pub static KEYS: &[Key] = &[
         "cluster mode: how long a rebalance of the nodes' group waits for every node to rejoin (a node gives up a shard's groups only once their writes are upstream)",
         cluster_rebalance_timeout_ms: u64, 1_000, 25_000),
     int_key!("upstream.write.timeout.ms", Some("offsets.commit.timeout.ms"),
-        "gateway mode: how long a group's write upstream (records, offsets) may retry while upstream elects the leader it needs; then NOT_COORDINATOR",
+        "gateway mode: how long a group's operation upstream (records and offsets written or read) may retry while upstream moves or loads what it needs; then COORDINATOR_LOAD_IN_PROGRESS, which clients retry",
         upstream_write_timeout_ms: u64, 100, 600_000),
     Key {
         name: "upstream.security.protocol",

@@ -329,7 +329,8 @@ fn serve(args: ServeArgs) -> ExitCode {
                 let client = Arc::new(koord::gateway::client::Upstream::new(
                     config.upstream_bootstrap_servers.clone(),
                     view.brokers.clone(),
-                ).with_security(upstream_security.clone()));
+                ).with_security(upstream_security.clone())
+                .with_retry_for(std::time::Duration::from_millis(config.upstream_write_timeout_ms)));
                 Broker::open_gateway(config, client).await
             }
         };

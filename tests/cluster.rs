@@ -13,7 +13,7 @@ use koord::gateway::client::Upstream;
 use koord::gateway::store::{partition_of, UpstreamStore};
 use koord::storage::{MemoryStore, Mutation, Store};
 use koord::vocab::records::GroupMetadataRecord;
-use koord::vocab::{Generation, GroupId, OffsetAndMetadata, Timestamp, TopicPartition};
+use koord::vocab::{Generation, GroupError, GroupId, OffsetAndMetadata, Timestamp, TopicPartition};
 
 fn upstream() -> Option<Vec<String>> {
     let v = std::env::var("KOORD_UPSTREAM").ok()?;
@@ -150,4 +150,20 @@ fn a_former_owner_s_writes_are_refused_once_the_next_owner_claimed_the_shard() {
     rt.block_on(leased.claim(shard)).unwrap();
     leased.apply(&commit(7), true).unwrap();
     assert_eq!(fetch(), vec![7]);
+
+    // What a node does upstream outside its store for a group (an upstream-only group's
+    // deletion) waits for a fence write: done only by the shard's owner within its lease. The
+    // others are told the group moved (NOT_COORDINATOR), not that upstream is unavailable.
+    let fence = [Mutation::Fence {
+        group: GroupId::new(group),
+    }];
+    leased.apply(&fence, true).unwrap();
+    for (node, store) in [("fenced", &first), ("lapsed", &lapsed)] {
+        let e = store.apply(&fence, true).unwrap_err();
+        assert_eq!(
+            e.group_error(),
+            GroupError::NotCoordinator,
+            "{node} node: {e}"
+        );
+    }
 }

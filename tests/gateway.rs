@@ -10,7 +10,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -27,6 +27,12 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };
@@ -40,13 +46,21 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartitions, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::produce_response::TopicProduceResponse;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, GroupId, ListGroupsRequest,
     ListGroupsResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
-    OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
-    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse, ProducerId,
+    RequestHeader, ResponseHeader, TopicName, TransactionalId, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -56,10 +70,34 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 /// OffsetFetch by the group's name ([`offset_fetch_answer`]), and has two groups of its own
 /// ([`UPSTREAM_GROUPS`]) that ListGroups lists, DescribeGroups describes and DeleteGroups
 /// deletes (any other group: Dead, GROUP_ID_NOT_FOUND).
+///
+/// Its group coordinator moves on request ([`Moves`]): the next `moving` group requests are
+/// answered as a coordinator that moved or is loading, and groups named `moved*` are never
+/// served (NOT_COORDINATOR, every time).
 struct Upstream {
     addr: SocketAddr,
     drop_produce: Arc<AtomicBool>,
     seen: Arc<Mutex<Vec<Bytes>>>,
+    moving: Arc<AtomicUsize>,
+}
+
+/// How the fake answers group requests while its coordinator moves: the codes it cycles
+/// through (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE), and
+/// whether a group is served at all.
+struct Moves<'a>(&'a AtomicUsize);
+
+impl Moves<'_> {
+    /// The error this group request gets, if any.
+    fn error(&self, group: &str) -> Option<i16> {
+        if group.starts_with("moved") {
+            return Some(16);
+        }
+        let left = self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .ok()?;
+        Some([16, 14, 15][left % 3])
+    }
 }
 
 const NODE: i32 = 7;
@@ -72,20 +110,39 @@ impl Upstream {
             addr,
             drop_produce: Arc::new(AtomicBool::new(false)),
             seen: Arc::new(Mutex::new(Vec::new())),
+            moving: Arc::new(AtomicUsize::new(0)),
         };
-        let (drop_produce, seen) = (up.drop_produce.clone(), up.seen.clone());
+        let (drop_produce, seen, moving) =
+            (up.drop_produce.clone(), up.seen.clone(), up.moving.clone());
         std::thread::spawn(move || {
             for s in l.incoming() {
                 let Ok(s) = s else { return };
-                let (drop_produce, seen) = (drop_produce.clone(), seen.clone());
-                std::thread::spawn(move || serve(s, addr, &drop_produce, &seen));
+                let (drop_produce, seen, moving) =
+                    (drop_produce.clone(), seen.clone(), moving.clone());
+                std::thread::spawn(move || serve(s, addr, &drop_produce, &seen, &Moves(&moving)));
             }
         });
         up
     }
+
+    /// How many requests of `key` it has read.
+    fn asked(&self, key: ApiKey) -> usize {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|f| f[..2] == (key as i16).to_be_bytes())
+            .count()
+    }
 }
 
-fn serve(mut s: TcpStream, me: SocketAddr, drop_produce: &AtomicBool, seen: &Mutex<Vec<Bytes>>) {
+fn serve(
+    mut s: TcpStream,
+    me: SocketAddr,
+    drop_produce: &AtomicBool,
+    seen: &Mutex<Vec<Bytes>>,
+    moves: &Moves,
+) {
     loop {
         let mut len = [0u8; 4];
         if s.read_exact(&mut len).is_err() {
@@ -213,13 +270,20 @@ fn serve(mut s: TcpStream, me: SocketAddr, drop_produce: &AtomicBool, seen: &Mut
                     .with_coordinators(
                         req.coordinator_keys
                             .into_iter()
-                            .map(|k| {
-                                Coordinator::default()
-                                    .with_key(k)
-                                    .with_node_id(NODE.into())
-                                    .with_host(StrBytes::from(me.ip().to_string()))
-                                    .with_port(i32::from(me.port()))
-                            })
+                            // Groups named found-late* meet the moves in FindCoordinator too.
+                            .map(
+                                |k| match k.starts_with("found-late").then(|| moves.error(&k)) {
+                                    Some(Some(_)) => Coordinator::default()
+                                        .with_key(k)
+                                        .with_node_id((-1).into())
+                                        .with_error_code(15),
+                                    _ => Coordinator::default()
+                                        .with_key(k)
+                                        .with_node_id(NODE.into())
+                                        .with_host(StrBytes::from(me.ip().to_string()))
+                                        .with_port(i32::from(me.port())),
+                                },
+                            )
                             .collect(),
                     )
                     .encode(&mut out, v)
@@ -231,13 +295,19 @@ fn serve(mut s: TcpStream, me: SocketAddr, drop_produce: &AtomicBool, seen: &Mut
                     .with_groups(
                         req.groups
                             .iter()
-                            .map(|g| offset_fetch_answer(g, req.require_stable))
+                            .map(|g| match moves.error(g.group_id.as_str()) {
+                                Some(code) => OffsetFetchResponseGroup::default()
+                                    .with_group_id(g.group_id.clone())
+                                    .with_error_code(code),
+                                None => offset_fetch_answer(g, req.require_stable),
+                            })
                             .collect(),
                     )
                     .encode(&mut out, v)
                     .unwrap()
             }
             ApiKey::ListGroups => ListGroupsResponse::default()
+                .with_error_code(moves.error("").unwrap_or(0))
                 .with_groups(
                     UPSTREAM_GROUPS
                         .iter()
@@ -263,8 +333,10 @@ fn serve(mut s: TcpStream, me: SocketAddr, drop_produce: &AtomicBool, seen: &Mut
                                     .iter()
                                     .find(|(g, _)| *g == id.as_str())
                                     .map_or("Dead", |(_, s)| s);
+                                let code = moves.error(id.as_str()).unwrap_or(0);
                                 DescribedGroup::default()
                                     .with_group_id(id)
+                                    .with_error_code(code)
                                     .with_group_state(StrBytes::from_static_str(state))
                                     .with_protocol_type(StrBytes::from_static_str("consumer"))
                             })
@@ -276,7 +348,9 @@ fn serve(mut s: TcpStream, me: SocketAddr, drop_produce: &AtomicBool, seen: &Mut
             // "legacy" consumes partition 1 of every topic upstream; any other group is missing.
             ApiKey::OffsetDelete => {
                 let req = OffsetDeleteRequest::decode(&mut b, v).unwrap();
-                if req.group_id.as_str() == "legacy" {
+                if let Some(code) = moves.error(req.group_id.as_str()) {
+                    OffsetDeleteResponse::default().with_error_code(code)
+                } else if req.group_id.as_str() == "legacy" {
                     OffsetDeleteResponse::default().with_topics(
                         req.topics
                             .into_iter()
@@ -319,9 +393,63 @@ fn serve(mut s: TcpStream, me: SocketAddr, drop_produce: &AtomicBool, seen: &Mut
                                         Some(_) => 68,
                                         None => 69,
                                     };
+                                let code = moves.error(id.as_str()).unwrap_or(code);
                                 DeletableGroupResult::default()
                                     .with_group_id(id)
                                     .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+                    .encode(&mut out, v)
+                    .unwrap()
+            }
+            // Every partition taken, or the group's coordinator error on each.
+            ApiKey::OffsetCommit => {
+                let req = OffsetCommitRequest::decode(&mut b, v).unwrap();
+                let code = moves.error(req.group_id.as_str()).unwrap_or(0);
+                OffsetCommitResponse::default()
+                    .with_topics(
+                        req.topics
+                            .into_iter()
+                            .map(|t| {
+                                OffsetCommitResponseTopic::default()
+                                    .with_name(t.name)
+                                    .with_partitions(
+                                        t.partitions
+                                            .iter()
+                                            .map(|p| {
+                                                OffsetCommitResponsePartition::default()
+                                                    .with_partition_index(p.partition_index)
+                                                    .with_error_code(code)
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    )
+                    .encode(&mut out, v)
+                    .unwrap()
+            }
+            ApiKey::TxnOffsetCommit => {
+                let req = TxnOffsetCommitRequest::decode(&mut b, v).unwrap();
+                let code = moves.error(req.group_id.as_str()).unwrap_or(0);
+                TxnOffsetCommitResponse::default()
+                    .with_topics(
+                        req.topics
+                            .into_iter()
+                            .map(|t| {
+                                TxnOffsetCommitResponseTopic::default()
+                                    .with_name(t.name)
+                                    .with_partitions(
+                                        t.partitions
+                                            .iter()
+                                            .map(|p| {
+                                                TxnOffsetCommitResponsePartition::default()
+                                                    .with_partition_index(p.partition_index)
+                                                    .with_error_code(code)
+                                            })
+                                            .collect(),
+                                    )
                             })
                             .collect(),
                     )
@@ -413,12 +541,14 @@ fn offset_fetch_answer(
     )
 }
 
+/// koord in front of `up`; a group's upstream operation retries for at most 1 s.
 fn gateway(up: &Upstream) -> Option<Koord> {
     Koord::start_owned(
         "gateway",
         &[
             &format!("upstream.bootstrap.servers=127.0.0.1:{}", up.addr.port()),
             "upstream.groups.topic.partitions=1",
+            "upstream.write.timeout.ms=1000",
         ],
     )
 }
@@ -618,11 +748,12 @@ fn offset_fetch_passes_upstreams_error_codes_on() {
             Ok(vec![(-1, 88), (42, 0)]),
             Ok(vec![(-1, STORAGE_ERROR), (-1, STORAGE_ERROR)]),
             Err(14),
-            Err(16),
+            Err(14),
             Ok(vec![(7, 0), (7, 0)]),
         ],
-        "UNSTABLE_OFFSET_COMMIT, a code koord has no name for, and upstream's retriable group \
-         errors reach the client as upstream answered"
+        "UNSTABLE_OFFSET_COMMIT and a code koord has no name for reach the client as upstream \
+         answered; an upstream coordinator still loading or moved once koord's retries end is \
+         COORDINATOR_LOAD_IN_PROGRESS, never NOT_COORDINATOR (koord is the coordinator)"
     );
     let unstable: OffsetFetchResponse = c.send(8, &ask(false));
     assert_eq!(answers(&unstable)[0], Ok(vec![(41, 0), (42, 0)]));
@@ -650,6 +781,166 @@ fn offset_fetch_passes_upstreams_error_codes_on() {
         .all(|p| p.error_code == STORAGE_ERROR));
     let r: OffsetFetchResponse = c.send(7, &one("loading"));
     assert_eq!(r.error_code, 14);
+}
+
+/// Upstream's group coordinator moving or loading is koord's business, not its clients': every
+/// group API koord sends upstream retries through NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS
+/// and COORDINATOR_NOT_AVAILABLE (FindCoordinator's too) and answers as if nothing happened;
+/// a coordinator that never comes back within `upstream.write.timeout.ms` is answered
+/// COORDINATOR_LOAD_IN_PROGRESS, which clients retry on the same coordinator, never
+/// NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE.
+#[test]
+fn upstream_coordinator_moves_are_retried_and_never_reach_the_client() {
+    let up = Upstream::start();
+    let Some(koord) = gateway(&up) else { return };
+    let mut c = koord.connect();
+    let gid = |id: &str| GroupId(StrBytes::from_string(id.to_string()));
+    let t = || TopicName(StrBytes::from_static_str("t"));
+    // Each request below meets three coordinator errors upstream first.
+    let moving = |key: ApiKey| {
+        up.moving.store(3, Ordering::SeqCst);
+        up.asked(key)
+    };
+
+    let fetch = |c: &mut Client, id: &str| -> Result<Vec<i64>, i16> {
+        let r: OffsetFetchResponse = c.send(
+            8,
+            &OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+                .with_group_id(gid(id))
+                .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                    .with_name(t())
+                    .with_partition_indexes(vec![0, 1])]))]),
+        );
+        let g = &r.groups[0];
+        if g.error_code != 0 {
+            return Err(g.error_code);
+        }
+        Ok(g.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.committed_offset)
+            .collect())
+    };
+    let before = moving(ApiKey::OffsetFetch);
+    assert_eq!(fetch(&mut c, "plain"), Ok(vec![7, 7]));
+    assert_eq!(
+        up.asked(ApiKey::OffsetFetch) - before,
+        4,
+        "three refused, then served"
+    );
+    assert_eq!(fetch(&mut c, "moved"), Err(14));
+
+    let commit = |c: &mut Client, id: &str| -> Vec<i16> {
+        let r: OffsetCommitResponse = c.send(
+            8,
+            &OffsetCommitRequest::default()
+                .with_group_id(gid(id))
+                .with_generation_id_or_member_epoch(-1)
+                .with_topics(vec![OffsetCommitRequestTopic::default()
+                    .with_name(t())
+                    .with_partitions(vec![OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(5)])]),
+        );
+        r.topics[0]
+            .partitions
+            .iter()
+            .map(|p| p.error_code)
+            .collect()
+    };
+    let before = moving(ApiKey::OffsetCommit);
+    assert_eq!(commit(&mut c, "committer"), vec![0]);
+    assert_eq!(up.asked(ApiKey::OffsetCommit) - before, 4);
+    assert_eq!(commit(&mut c, "moved-commit"), vec![14]);
+
+    let txn_commit = |c: &mut Client, id: &str| -> Vec<i16> {
+        let r: TxnOffsetCommitResponse = c.send(
+            3,
+            &TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("tx")))
+                .with_group_id(gid(id))
+                .with_producer_id(ProducerId(1))
+                .with_producer_epoch(0)
+                .with_generation_id(-1)
+                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                    .with_name(t())
+                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(5)])]),
+        );
+        r.topics[0]
+            .partitions
+            .iter()
+            .map(|p| p.error_code)
+            .collect()
+    };
+    let before = moving(ApiKey::TxnOffsetCommit);
+    assert_eq!(txn_commit(&mut c, "txn-committer"), vec![0]);
+    assert_eq!(up.asked(ApiKey::TxnOffsetCommit) - before, 4);
+    assert_eq!(txn_commit(&mut c, "moved-txn"), vec![14]);
+
+    let describe = |c: &mut Client, id: &str| -> (i16, String) {
+        let r: DescribeGroupsResponse = c.send(
+            5,
+            &DescribeGroupsRequest::default().with_groups(vec![gid(id)]),
+        );
+        (r.groups[0].error_code, r.groups[0].group_state.to_string())
+    };
+    let before = moving(ApiKey::DescribeGroups);
+    assert_eq!(describe(&mut c, "legacy"), (0, "Empty".into()));
+    assert_eq!(up.asked(ApiKey::DescribeGroups) - before, 4);
+    assert_eq!(describe(&mut c, "moved").0, 14);
+
+    let offset_delete = |c: &mut Client, id: &str| -> (i16, Vec<i16>) {
+        let r: OffsetDeleteResponse = c.send(
+            0,
+            &OffsetDeleteRequest::default()
+                .with_group_id(gid(id))
+                .with_topics(vec![OffsetDeleteRequestTopic::default()
+                    .with_name(t())
+                    .with_partitions(vec![
+                        OffsetDeleteRequestPartition::default().with_partition_index(0)
+                    ])]),
+        );
+        let codes = r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.error_code)
+            .collect();
+        (r.error_code, codes)
+    };
+    let before = moving(ApiKey::OffsetDelete);
+    assert_eq!(offset_delete(&mut c, "legacy"), (0, vec![0]));
+    assert_eq!(up.asked(ApiKey::OffsetDelete) - before, 4);
+    assert_eq!(offset_delete(&mut c, "moved").0, 14);
+
+    let delete = |c: &mut Client, id: &str| -> i16 {
+        let r: DeleteGroupsResponse = c.send(
+            2,
+            &DeleteGroupsRequest::default().with_groups_names(vec![gid(id)]),
+        );
+        r.results[0].error_code
+    };
+    let before = moving(ApiKey::DeleteGroups);
+    assert_eq!(delete(&mut c, "legacy"), 0);
+    assert_eq!(up.asked(ApiKey::DeleteGroups) - before, 4);
+    assert_eq!(delete(&mut c, "moved"), 14);
+
+    let before = moving(ApiKey::ListGroups);
+    let r: ListGroupsResponse = c.send(4, &ListGroupsRequest::default());
+    assert_eq!(r.error_code, 0);
+    assert!(r.groups.iter().any(|g| g.group_id.as_str() == "legacy"));
+    assert_eq!(up.asked(ApiKey::ListGroups) - before, 4);
+
+    // FindCoordinator upstream answering COORDINATOR_NOT_AVAILABLE is retried too.
+    let before = moving(ApiKey::OffsetFetch);
+    assert_eq!(fetch(&mut c, "found-late"), Ok(vec![7, 7]));
+    assert!(up.asked(ApiKey::OffsetFetch) - before >= 1);
+    assert!(
+        up.moving.load(Ordering::SeqCst) == 0,
+        "every upstream error was met"
+    );
 }
 
 /// The upstream's groups koord does not have: listed through koord as upstream lists them

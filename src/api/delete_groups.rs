@@ -9,7 +9,6 @@ use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use super::check_group_id;
 use super::table::RequestContext;
 use crate::broker::Broker;
-use crate::gateway::client::RETRY_FOR;
 use crate::group::{GroupError, GroupId};
 use crate::security::acl::{Operation, ResourceType};
 
@@ -46,16 +45,16 @@ pub async fn handle(
 /// Gateway mode, a group koord does not have: the upstream's (offsets only, or from before
 /// koord), deleted there as Kafka deletes it; GROUP_ID_NOT_FOUND if upstream has none either,
 /// upstream's code if it refuses (NON_EMPTY_GROUP: members talking to it directly),
-/// COORDINATOR_NOT_AVAILABLE if it cannot be reached (clients retry).
+/// COORDINATOR_LOAD_IN_PROGRESS if it could not serve in time (clients retry).
 async fn upstream_only(broker: &Broker, group: &GroupId) -> Result<(), i16> {
     let Some(up) = &broker.upstream else {
         return Err(GroupError::GroupIdNotFound.code());
     };
-    match up.delete_group(group.as_str(), RETRY_FOR).await {
+    // Cluster mode: only while the group's shard is still this node's.
+    broker.fence(group).await.map_err(GroupError::code)?;
+    match up.delete_group(group.as_str(), up.retry_for()).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(GroupError::GroupIdNotFound.code()),
-        Err(e) => Err(e
-            .code()
-            .unwrap_or(GroupError::CoordinatorNotAvailable.code())),
+        Err(e) => Err(e.answer(group.as_str(), "DeleteGroups")),
     }
 }

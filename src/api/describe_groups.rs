@@ -75,10 +75,7 @@ async fn describe(
                 Ok(_) => {}
                 Err(e) => {
                     return base
-                        .with_error_code(
-                            e.code()
-                                .unwrap_or(GroupError::CoordinatorNotAvailable.code()),
-                        )
+                        .with_error_code(e.answer(group.as_str(), "DescribeGroups"))
                         .with_group_state(str_bytes(""))
                 }
             }

@@ -41,11 +41,11 @@ fn lookup(
     if key_type != GROUP {
         return Ok(own());
     }
-    match broker
-        .coordinator
-        .ownership()
-        .coordinator(key, &listener.name)
-    {
+    match broker.coordinator.ownership().coordinator(
+        key,
+        &listener.name,
+        broker.coordinator.clock().now(),
+    ) {
         Ok(None) => Ok(own()),
         Ok(Some((node, e))) => Ok((node, str_bytes(e.host), e.port)),
         Err(e) => {

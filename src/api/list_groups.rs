@@ -78,13 +78,10 @@ pub async fn handle(
                 );
                 listed.sort_by(|a, b| a.id.cmp(&b.id));
             }
-            // Kafka's code (COORDINATOR_LOAD_IN_PROGRESS while upstream loads), or
-            // COORDINATOR_NOT_AVAILABLE when no upstream broker answers: clients retry both.
+            // Retried for upstream.write.timeout.ms, then COORDINATOR_LOAD_IN_PROGRESS, which
+            // clients retry.
             Err(e) => {
-                return ListGroupsResponse::default().with_error_code(
-                    e.code()
-                        .unwrap_or(GroupError::CoordinatorNotAvailable.code()),
-                )
+                return ListGroupsResponse::default().with_error_code(e.answer("", "ListGroups"))
             }
         }
     }

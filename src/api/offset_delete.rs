@@ -88,8 +88,8 @@ pub async fn handle(
 /// Gateway mode, a group koord does not have: the upstream's (offsets only, or from before
 /// koord), its offsets deleted there as Kafka deletes them. Each passed partition's error as
 /// upstream answered it (a code koord has no name for as UNKNOWN_SERVER_ERROR), or the group's
-/// code: upstream's (GROUP_ID_NOT_FOUND when it has none either), COORDINATOR_NOT_AVAILABLE
-/// when it cannot be reached (clients retry).
+/// code: upstream's (GROUP_ID_NOT_FOUND when it has none either), COORDINATOR_LOAD_IN_PROGRESS
+/// when it could not serve in time (clients retry).
 async fn upstream_only(
     broker: &Broker,
     group: &GroupId,
@@ -98,13 +98,12 @@ async fn upstream_only(
     let Some(up) = &broker.upstream else {
         return Err(GroupError::GroupIdNotFound.code());
     };
+    // Cluster mode: only while the group's shard is still this node's.
+    broker.fence(group).await.map_err(GroupError::code)?;
     let answered = up
         .offset_delete(group.as_str(), partitions)
         .await
-        .map_err(|e| {
-            e.code()
-                .unwrap_or(GroupError::CoordinatorNotAvailable.code())
-        })?;
+        .map_err(|e| e.answer(group.as_str(), "OffsetDelete"))?;
     let code_of: HashMap<&TopicPartition, i16> = answered.iter().map(|(tp, c)| (tp, *c)).collect();
     Ok(partitions
         .iter()

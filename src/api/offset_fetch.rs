@@ -136,8 +136,9 @@ async fn fetch_authorized(
 /// asked for and not answered gets an empty entry. Upstream's error codes, the group's and each
 /// partition's, are passed on as they came (UNSTABLE_OFFSET_COMMIT for an open transaction's
 /// offset with `require_stable`, COORDINATOR_LOAD_IN_PROGRESS while upstream loads, ...): a
-/// client retries what Kafka tells it to retry. An unreachable upstream is
-/// COORDINATOR_NOT_AVAILABLE, which clients retry.
+/// client retries what Kafka tells it to retry. An upstream coordinator that moves, loads or
+/// cannot be reached is retried for `upstream.write.timeout.ms`, then answered
+/// COORDINATOR_LOAD_IN_PROGRESS ([`crate::gateway::client::UpstreamError::client_code`]).
 async fn from_upstream(
     up: &crate::gateway::client::Upstream,
     group: &str,
@@ -147,10 +148,7 @@ async fn from_upstream(
     let answer = up
         .fetch_offsets(group, wanted.as_deref(), require_stable)
         .await
-        .map_err(|e| {
-            e.code()
-                .unwrap_or(GroupError::CoordinatorNotAvailable.code())
-        })?;
+        .map_err(|e| e.answer(group, "OffsetFetch"))?;
     let mut by_topic: Vec<(String, Vec<(FetchedOffset, i16)>)> = answer
         .topics
         .into_iter()

@@ -176,7 +176,7 @@ pub async fn handle(
 /// Gateway mode: the `forwarded` partitions of `req` committed inside the producer's upstream
 /// transaction, as a commit of no member (generation -1): koord has checked the member, and
 /// upstream verifies the transaction. Each partition's code, or the code of them all when
-/// upstream could not be asked (COORDINATOR_NOT_AVAILABLE when unreachable: clients retry).
+/// upstream could not serve in time (COORDINATOR_LOAD_IN_PROGRESS: clients retry).
 async fn upstream_commit(
     up: &crate::gateway::client::Upstream,
     req: &TxnOffsetCommitRequest,
@@ -206,9 +206,7 @@ async fn upstream_commit(
                 })
             })
             .collect()),
-        Err(e) => Err(e
-            .code()
-            .unwrap_or(ResponseError::CoordinatorNotAvailable.code())),
+        Err(e) => Err(e.answer(req.group_id.as_str(), "TxnOffsetCommit")),
     }
 }
 

@@ -115,10 +115,11 @@ pub async fn run(
             Next::Rejoin => backoff = Duration::from_millis(100),
             Next::Reset => {
                 m.finish_loading().await;
-                let held = m.ownership().held();
-                m.release(&held).await;
+                // No longer a member: no heartbeat while the shards are given up.
                 m.member_id.clear();
                 m.generation = -1;
+                let held = m.ownership().held();
+                m.release(&held).await;
             }
             Next::Reconnect => {
                 m.conn = None;
@@ -186,7 +187,7 @@ impl Member {
 
     /// The answer of one request on the member's connection.
     async fn call<R: kafka_protocol::protocol::Request>(
-        &mut self,
+        &self,
         v: i16,
         req: &R,
     ) -> Result<R::Response, Next> {
@@ -398,18 +399,31 @@ impl Member {
         self.finish_loading().await;
         self.ownership().set(shards, ShardState::Unassigned);
         // The writes already accepted reach upstream first, so the next owner reads them;
-        // but not for longer than half a session (no heartbeat goes out meanwhile): a write
-        // still held by upstream after that lands before the next owner's fence, or is
-        // refused by it and fails (never acknowledged, never lost).
-        let drains = shards
-            .iter()
-            .map(|&s| self.broker.storage.drained(s as usize));
-        let patience = Duration::from_millis(self.settings.session_timeout_ms / 2);
-        if tokio::time::timeout(patience, futures_util::future::join_all(drains))
-            .await
-            .is_err()
-        {
-            warn!(shards = ?shards, "writes of shards given up still held upstream; not waiting longer");
+        // but not for longer than half a session: a write still held by upstream after that
+        // lands before the next owner's fence, or is refused by it and fails (never
+        // acknowledged, never lost). The node heartbeats meanwhile, so its lease on the
+        // shards it keeps does not run out while upstream holds these writes.
+        let drains = futures_util::future::join_all(
+            shards
+                .iter()
+                .map(|&s| self.broker.storage.drained(s as usize)),
+        );
+        let patience =
+            tokio::time::sleep(Duration::from_millis(self.settings.session_timeout_ms / 2));
+        tokio::pin!(drains, patience);
+        let interval = Duration::from_millis(self.settings.heartbeat_interval_ms);
+        loop {
+            tokio::select! {
+                _ = &mut drains => break,
+                _ = &mut patience => {
+                    warn!(shards = ?shards, "writes of shards given up still held upstream; not waiting longer");
+                    break;
+                }
+                _ = tokio::time::sleep(interval), if !self.member_id.is_empty() => {
+                    // Its answer only renews the lease: the node rejoins after this anyway.
+                    self.heartbeat_once().await.ok();
+                }
+            }
         }
         let groups = self.broker.coordinator.unload(shards);
         self.store.forget_shards(shards);
@@ -449,23 +463,30 @@ impl Member {
                 self.release(&fenced).await;
                 return Next::Rejoin;
             }
-            let req = HeartbeatRequest::default()
-                .with_group_id(self.group_id())
-                .with_generation_id(self.generation)
-                .with_member_id(StrBytes::from_string(self.member_id.clone()));
-            let sent = self.now();
-            match self.call(4, &req).await {
-                Ok(resp) if resp.error_code == 0 => self.renew(sent),
-                Ok(resp) => {
-                    if resp.error_code == ResponseError::RebalanceInProgress.code() {
-                        // Still a member while it rejoins within the rebalance timeout.
-                        self.renew(sent);
-                    }
-                    return self.on_error(resp.error_code, "Heartbeat");
-                }
-                Err(next) => return next,
+            if let Err(next) = self.heartbeat_once().await {
+                return next;
             }
         }
+    }
+
+    /// One heartbeat; the lease renewed if upstream kept the member. `Err`: what to do next
+    /// (the generation ended, or the coordinator is gone).
+    async fn heartbeat_once(&self) -> Result<(), Next> {
+        let req = HeartbeatRequest::default()
+            .with_group_id(self.group_id())
+            .with_generation_id(self.generation)
+            .with_member_id(StrBytes::from_string(self.member_id.clone()));
+        let sent = self.now();
+        let resp = self.call(4, &req).await?;
+        if resp.error_code == 0 {
+            self.renew(sent);
+            return Ok(());
+        }
+        if resp.error_code == ResponseError::RebalanceInProgress.code() {
+            // Still a member while it rejoins within the rebalance timeout.
+            self.renew(sent);
+        }
+        Err(self.on_error(resp.error_code, "Heartbeat"))
     }
 
     /// Leaves the group (shutdown): the others take the shards without waiting for the

@@ -157,21 +157,29 @@ impl Ownership {
         }
     }
 
-    /// The node that serves `group`: `None` for this one (or outside a cluster), else the
-    /// other node and its endpoint on listener `listener`.
+    /// The node that serves `group` at `now`: `None` for this one (or outside a cluster), else
+    /// the other node and its endpoint on listener `listener`.
     ///
     /// # Errors
-    /// COORDINATOR_NOT_AVAILABLE while nobody serves it (or its node has no such listener).
+    /// COORDINATOR_NOT_AVAILABLE while nobody serves it (or its node has no such listener),
+    /// and while this node holds its shard with its lease run out (it answers NOT_COORDINATOR
+    /// until it has rejoined; naming itself would send the client back to it).
     pub fn coordinator(
         &self,
         group: &str,
         listener: &str,
+        now: Timestamp,
     ) -> Result<Option<(i32, Endpoint)>, GroupError> {
         let Some(c) = &self.cluster else {
             return Ok(None);
         };
         let table = Self::table(c);
         match table.states[partition_of(group, c.shards) as usize] {
+            ShardState::Owned | ShardState::Loading
+                if now.as_millis() >= c.lease_until.load(Ordering::Acquire) =>
+            {
+                Err(GroupError::CoordinatorNotAvailable)
+            }
             ShardState::Owned | ShardState::Loading => Ok(None),
             ShardState::Elsewhere(n) => table
                 .nodes
@@ -276,7 +284,7 @@ mod tests {
     fn outside_a_cluster_every_group_is_served_here() {
         let o = Ownership::single();
         assert_eq!(o.admit("g", Timestamp(0)), Ok(()));
-        assert_eq!(o.coordinator("g", "PLAINTEXT"), Ok(None));
+        assert_eq!(o.coordinator("g", "PLAINTEXT", Timestamp(10)), Ok(None));
     }
 
     #[test]
@@ -291,7 +299,7 @@ mod tests {
             "no assignment yet"
         );
         assert_eq!(
-            o.coordinator(mine, "PLAINTEXT"),
+            o.coordinator(mine, "PLAINTEXT", Timestamp(10)),
             Err(GroupError::CoordinatorNotAvailable)
         );
         o.renew_lease(Timestamp(1_000));
@@ -305,23 +313,37 @@ mod tests {
         );
         o.set(&[m], ShardState::Owned);
         assert_eq!(o.admit(mine, Timestamp(10)), Ok(()));
-        assert_eq!(o.coordinator(mine, "PLAINTEXT"), Ok(None));
+        assert_eq!(o.coordinator(mine, "PLAINTEXT", Timestamp(10)), Ok(None));
         assert_eq!(
             o.admit(theirs, Timestamp(10)),
             Err(GroupError::NotCoordinator)
         );
-        let (n, e) = o.coordinator(theirs, "PLAINTEXT").unwrap().unwrap();
+        let (n, e) = o
+            .coordinator(theirs, "PLAINTEXT", Timestamp(10))
+            .unwrap()
+            .unwrap();
         assert_eq!((n, e.port), (2, 9002));
         assert_eq!(
-            o.coordinator(theirs, "SSL"),
+            o.coordinator(theirs, "SSL", Timestamp(10)),
             Err(GroupError::CoordinatorNotAvailable)
         );
         assert_eq!(o.others(), vec![node(2, 9002)]);
         assert_eq!(o.held(), vec![m]);
-        // The lease ran out: nothing is served here, even what the table says is owned.
+        // The lease ran out: nothing is served here, even what the table says is owned, and
+        // FindCoordinator names nobody until the node rejoined.
         assert_eq!(
             o.admit(mine, Timestamp(1_000)),
             Err(GroupError::NotCoordinator)
+        );
+        assert_eq!(
+            o.coordinator(mine, "PLAINTEXT", Timestamp(1_000)),
+            Err(GroupError::CoordinatorNotAvailable)
+        );
+        assert_eq!(
+            o.coordinator(theirs, "PLAINTEXT", Timestamp(1_000))
+                .map(|c| c.map(|(n, _)| n)),
+            Ok(Some(2)),
+            "another node's shard is named as before"
         );
         assert!(o.lease_expired(Timestamp(1_000)));
     }

@@ -44,17 +44,17 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, Str
 use kafka_protocol::records::{Record, RecordBatchDecoder, TimestampType};
 use kafka_protocol::ResponseError;
 use thiserror::Error;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::upstream::{connect, UpstreamConn};
 use crate::security::client::ClientSecurity;
 use crate::vocab::{OffsetAndMetadata, TopicPartition};
 
-/// How long a client's forwarded operation (a lookup, an upstream-only group's deletion) may
-/// keep retrying a moved leader or coordinator before it fails (the client retries): long
-/// enough for a metadata refresh after a leader change. koord's own writes take their budget
-/// from `upstream.write.timeout.ms` instead.
-pub const RETRY_FOR: Duration = Duration::from_millis(500);
+/// How long an operation for a group retries upstream's coordinator while it moves or loads,
+/// unless [`Upstream::with_retry_for`] says otherwise (`upstream.write.timeout.ms`, Kafka's
+/// `offsets.commit.timeout.ms`): long enough for upstream to elect a new leader of the group's
+/// `__consumer_offsets` partition and load it.
+pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(10);
 /// Longest pause between two tries of a retried operation.
 const MAX_BACKOFF: Duration = Duration::from_millis(500);
 /// How long start-up may wait for upstream (creating and reading koord's topic).
@@ -63,6 +63,12 @@ pub const STARTUP: Duration = Duration::from_secs(60);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long ListGroups waits for each upstream broker (a client's ListGroups waits on it).
 const LIST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one try of a group's operation waits for upstream's coordinator before it looks
+/// the coordinator up again and retries (within the operation's budget).
+const ATTEMPT: Duration = Duration::from_secs(5);
+/// How long a request to any broker (Metadata, FindCoordinator, CreateTopics) waits for one
+/// broker before it asks the next.
+const ANY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest answer asked of one Fetch while reading koord's topic back.
 const FETCH_MAX_BYTES: i32 = 16 << 20;
 
@@ -73,7 +79,7 @@ pub enum UpstreamError {
     #[error("upstream unreachable: {0}")]
     Unreachable(String),
     /// Upstream refused with a Kafka error that retrying does not mend (or kept answering a
-    /// retriable one until the deadline).
+    /// retriable one until the deadline: [`UpstreamError::client_code`]).
     #[error("upstream answered {error:?} ({what})")]
     Refused { error: i16, what: String },
     /// An answer that does not decode.
@@ -95,6 +101,39 @@ impl UpstreamError {
             UpstreamError::Refused { error, .. } => Some(*error),
             _ => None,
         }
+    }
+
+    /// Whether upstream could not serve yet (unreachable, or a retriable answer such as a
+    /// coordinator moving or loading, kept up until the deadline), as opposed to a refusal.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            UpstreamError::Unreachable(_) => true,
+            UpstreamError::Refused { error, .. } => retriable(*error),
+            UpstreamError::Protocol(_) => false,
+        }
+    }
+
+    /// What a client of koord is told when a group operation koord sent upstream failed.
+    /// koord is the group's coordinator, so upstream's coordinator moving or loading, or
+    /// upstream unreachable, is never NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE (a client
+    /// would look its coordinator up, find koord again, and may not retry: librdkafka does
+    /// not re-send an OffsetFetch then). It is COORDINATOR_LOAD_IN_PROGRESS, Kafka's answer
+    /// while a coordinator cannot serve a group yet, which every client retries on the same
+    /// coordinator for the group APIs. Any other refusal is upstream's code, passed on.
+    pub fn client_code(&self) -> i16 {
+        match self {
+            UpstreamError::Refused { error, .. } if !retriable(*error) => *error,
+            UpstreamError::Protocol(_) => ResponseError::UnknownServerError.code(),
+            _ => ResponseError::CoordinatorLoadInProgress.code(),
+        }
+    }
+
+    /// [`UpstreamError::client_code`], logged: `api` for `group` failed upstream and its
+    /// client is told so.
+    pub fn answer(&self, group: &str, api: &str) -> i16 {
+        let code = self.client_code();
+        warn!(group, api, error = %self, answered = code, "upstream could not serve the group's request in time");
+        code
     }
 }
 
@@ -129,6 +168,8 @@ pub struct Upstream {
     next: AtomicUsize,
     /// How every connection is made (`upstream.security.protocol` and the rest).
     security: Arc<ClientSecurity>,
+    /// How long a group's operation retries upstream ([`DEFAULT_RETRY_FOR`]).
+    retry_for: Duration,
 }
 
 impl Upstream {
@@ -142,7 +183,20 @@ impl Upstream {
             coordinators: RwLock::new(HashMap::new()),
             next: AtomicUsize::new(0),
             security: Arc::new(ClientSecurity::plaintext()),
+            retry_for: DEFAULT_RETRY_FOR,
         }
+    }
+
+    /// This client, retrying a group's operations through upstream's coordinator moves and
+    /// loads for `retry_for` (`upstream.write.timeout.ms`) before they fail.
+    pub fn with_retry_for(mut self, retry_for: Duration) -> Upstream {
+        self.retry_for = retry_for;
+        self
+    }
+
+    /// How long a group's operation retries upstream.
+    pub fn retry_for(&self) -> Duration {
+        self.retry_for
     }
 
     /// This client, connecting with `security` (TLS, SASL) instead of PLAINTEXT.
@@ -212,19 +266,26 @@ impl Upstream {
     async fn call_any<R: Request>(&self, v: i16, req: &R) -> Result<R::Response, UpstreamError> {
         let mut last = UpstreamError::Unreachable("no upstream broker known".into());
         for node in self.any_order() {
-            match self.call(node, v, req).await {
-                Ok(r) => return Ok(r),
-                Err(e) => last = e,
+            match tokio::time::timeout(ANY_TIMEOUT, self.call(node, v, req)).await {
+                Ok(Ok(r)) => return Ok(r),
+                Ok(Err(e)) => last = e,
+                Err(_) => {
+                    last = UpstreamError::Unreachable(format!("broker {node} did not answer"))
+                }
             }
         }
         // Every known broker failed: the bootstrap servers, in case the cluster moved.
         for addr in &self.bootstrap {
-            match connect(addr, &self.security).await {
-                Ok(c) => match call_on(&c, v, req).await {
-                    Ok(r) => return Ok(r),
-                    Err(e) => last = e,
-                },
-                Err(e) => last = UpstreamError::Unreachable(e.to_string()),
+            let once = async {
+                let c = connect(addr, &self.security)
+                    .await
+                    .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
+                call_on(&c, v, req).await
+            };
+            match tokio::time::timeout(ANY_TIMEOUT, once).await {
+                Ok(Ok(r)) => return Ok(r),
+                Ok(Err(e)) => last = e,
+                Err(_) => last = UpstreamError::Unreachable(format!("{addr} did not answer")),
             }
         }
         Err(last)
@@ -425,10 +486,20 @@ impl Upstream {
         let deadline = tokio::time::Instant::now() + retry_for;
         let mut backoff = Duration::from_millis(50);
         loop {
-            let result = match self.coordinator(group).await {
-                Ok(node) => op(node).await,
-                Err(e) => Err(e),
+            // A coordinator that does not answer (a broker paused, or cut off) is given up
+            // after ATTEMPT and looked up again: upstream moves its groups once it fences it.
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let attempt = async {
+                let node = self.coordinator(group).await?;
+                op(node).await
             };
+            let result = tokio::time::timeout(left.min(ATTEMPT), attempt)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(UpstreamError::Unreachable(format!(
+                        "{group}'s coordinator did not answer"
+                    )))
+                });
             match result {
                 Ok(t) => return Ok(t),
                 Err(e) => {
@@ -545,8 +616,10 @@ impl Upstream {
         partitions: &[TopicPartition],
     ) -> Result<Vec<(TopicPartition, i16)>, UpstreamError> {
         let req = offset_delete_request(group, partitions);
-        self.with_coordinator(group, RETRY_FOR, |node| self.offset_delete_on(node, &req))
-            .await
+        self.with_coordinator(group, self.retry_for, |node| {
+            self.offset_delete_on(node, &req)
+        })
+        .await
     }
 
     /// One OffsetDelete to `node`: each partition's code, or the group's error.
@@ -603,12 +676,29 @@ impl Upstream {
     /// Every group upstream has, as its brokers list them (ListGroups v5, unfiltered, to every
     /// known broker: each lists the groups of the `__consumer_offsets` partitions it leads).
     /// A broker that cannot be reached is passed over (once upstream has moved its partitions,
-    /// their new leaders list its groups).
+    /// their new leaders list its groups); one that cannot list yet (COORDINATOR_LOAD_IN_PROGRESS
+    /// while it loads) is asked again, for up to the client's retry budget.
     ///
     /// # Errors
-    /// A broker answered an error (COORDINATOR_LOAD_IN_PROGRESS while it loads), or none could
-    /// be reached.
+    /// A broker kept answering an error, or none could be reached.
     pub async fn list_groups(&self) -> Result<Vec<ListedGroup>, UpstreamError> {
+        let deadline = tokio::time::Instant::now() + self.retry_for;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            match self.list_groups_once().await {
+                Err(e)
+                    if e.is_unavailable() && tokio::time::Instant::now() + backoff < deadline =>
+                {
+                    debug!(error = %e, "upstream ListGroups: retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn list_groups_once(&self) -> Result<Vec<ListedGroup>, UpstreamError> {
         let req = ListGroupsRequest::default();
         let asks = self.any_order().into_iter().map(|node| {
             let req = &req;
@@ -654,7 +744,7 @@ impl Upstream {
     pub async fn describe_group(&self, group: &str) -> Result<DescribedGroup, UpstreamError> {
         let req = DescribeGroupsRequest::default()
             .with_groups(vec![GroupId(StrBytes::from_string(group.to_string()))]);
-        self.with_coordinator(group, RETRY_FOR, |node| {
+        self.with_coordinator(group, self.retry_for, |node| {
             let req = &req;
             async move {
                 let resp = self.call(node, 5, req).await?;
@@ -689,7 +779,7 @@ impl Upstream {
                         })
                         .collect()
                 }))]);
-        self.with_coordinator(group, RETRY_FOR, |node| {
+        self.with_coordinator(group, self.retry_for, |node| {
             let req = &req;
             async move {
                 let resp = self.call(node, 8, req).await?;
@@ -711,7 +801,7 @@ impl Upstream {
         version: i16,
     ) -> Result<TxnOffsetCommitResponse, UpstreamError> {
         let group = req.group_id.as_str();
-        self.with_coordinator(group, RETRY_FOR, |node| async move {
+        self.with_coordinator(group, self.retry_for, |node| async move {
             let resp = self.call(node, version, req).await?;
             let code = resp
                 .topics
@@ -756,19 +846,37 @@ impl Upstream {
                         })
                         .collect(),
                 )]);
-        let resp = self.call_any(5, &req).await?;
-        let t = resp
-            .topics
-            .first()
-            .ok_or_else(|| UpstreamError::Protocol("CreateTopics: no result".into()))?;
-        match t.error_code {
-            0 => Ok(Some(crate::metadata::Topic {
-                name: topic.to_string(),
-                id: t.topic_id,
-                partitions: t.num_partitions,
-            })),
-            c if c == ResponseError::TopicAlreadyExists.code() => Ok(None),
-            c => Err(UpstreamError::refused(c, format!("CreateTopics {topic}"))),
+        let deadline = tokio::time::Instant::now() + self.retry_for;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let created = async {
+                let resp = self.call_any(5, &req).await?;
+                let t = resp
+                    .topics
+                    .first()
+                    .ok_or_else(|| UpstreamError::Protocol("CreateTopics: no result".into()))?;
+                match t.error_code {
+                    0 => Ok(Some(crate::metadata::Topic {
+                        name: topic.to_string(),
+                        id: t.topic_id,
+                        partitions: t.num_partitions,
+                    })),
+                    c if c == ResponseError::TopicAlreadyExists.code() => Ok(None),
+                    c => Err(UpstreamError::refused(c, format!("CreateTopics {topic}"))),
+                }
+            }
+            .await;
+            match created {
+                // The controller moving, or a broker not reachable: asked again.
+                Err(e)
+                    if e.is_unavailable() && tokio::time::Instant::now() + backoff < deadline =>
+                {
+                    debug!(topic, error = %e, "upstream CreateTopics: retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+                other => return other,
+            }
         }
     }
 

@@ -318,6 +318,19 @@ impl UpstreamStore {
         }
     }
 
+    /// What a write that failed upstream with `e` reports: the group moved to another node
+    /// (cluster mode: fenced by its next owner, or this node's lease ran out) is
+    /// [`StoreError::Io`] (NOT_COORDINATOR); anything else (upstream moving, loading,
+    /// unreachable, or refusing koord's write) is [`StoreError::Unavailable`]: koord still
+    /// serves the group, and its client retries here.
+    fn failed(&self, e: &UpstreamError) -> StoreError {
+        if self.fencing.is_some() && (is_fenced(e) || !self.leased()) {
+            StoreError::Io(e.to_string())
+        } else {
+            StoreError::Unavailable(e.to_string())
+        }
+    }
+
     /// Whether the node's lease holds (always, outside a cluster or before it is set).
     fn leased(&self) -> bool {
         self.fencing
@@ -571,10 +584,6 @@ async fn within<T>(
     })
 }
 
-fn io(e: &UpstreamError) -> StoreError {
-    StoreError::Io(e.to_string())
-}
-
 impl Store for UpstreamStore {
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
         self.apply_writes(vec![batch.to_vec()], durable)
@@ -597,6 +606,8 @@ impl Store for UpstreamStore {
         let mut forgotten: Vec<(GroupId, Bytes)> = Vec::new();
         // A group's upstream operations in order, each with the writes it carries.
         let mut ops: BTreeMap<GroupId, Vec<(GroupOp, Vec<usize>)>> = BTreeMap::new();
+        // Cluster mode: the shards writes confirm this node still owns (partition, write).
+        let mut fences: Vec<(i32, usize)> = Vec::new();
         for (i, write) in writes.into_iter().enumerate() {
             for m in write {
                 if let Some((group, k, v)) = record_of(&m) {
@@ -648,6 +659,11 @@ impl Store for UpstreamStore {
                             .or_default()
                             .push((GroupOp::Delete, vec![i]));
                     }
+                    Mutation::Fence { group } => {
+                        if self.fencing.is_some() {
+                            fences.push((partition_of(group.as_str(), self.partitions), i));
+                        }
+                    }
                     Mutation::ClearGroupRecords { group } => {
                         self.tombstone_all(
                             &group,
@@ -681,6 +697,7 @@ impl Store for UpstreamStore {
             let n = self.partitions;
             let mut parts: BTreeSet<i32> = records.keys().copied().collect();
             parts.extend(ops.keys().map(|g| partition_of(g.as_str(), n)));
+            parts.extend(fences.iter().map(|(p, _)| *p));
             let parts: Vec<i32> = parts.into_iter().collect();
             stamps = self.stamps(&parts);
             for p in parts.iter().filter(|p| !stamps.contains_key(p)) {
@@ -688,6 +705,10 @@ impl Store for UpstreamStore {
                 for i in record_writes.remove(p).into_iter().flatten() {
                     results[i] = Err(refused());
                 }
+                for (_, i) in fences.iter().filter(|(fp, _)| fp == p) {
+                    results[*i] = Err(refused());
+                }
+                fences.retain(|(fp, _)| fp != p);
                 records.remove(p);
                 ops.retain(|g, list| {
                     if partition_of(g.as_str(), n) != *p {
@@ -700,14 +721,20 @@ impl Store for UpstreamStore {
                 });
             }
             // Offsets of a shard with no record of its own: its fence record goes first, so
-            // they go upstream only once the shard's epoch is confirmed the newest.
-            for g in ops.keys() {
-                records
-                    .entry(partition_of(g.as_str(), n))
-                    .or_insert_with(|| {
-                        let fence = value(None, &f.node.to_be_bytes());
-                        vec![(key(FENCE, "", ""), Some(fence))]
-                    });
+            // they go upstream only once the shard's epoch is confirmed the newest. A fence
+            // write is done once its shard's partition took a record under that epoch.
+            let fenced_parts = ops
+                .keys()
+                .map(|g| partition_of(g.as_str(), n))
+                .chain(fences.iter().map(|(p, _)| *p));
+            for p in fenced_parts {
+                records.entry(p).or_insert_with(|| {
+                    let fence = value(None, &f.node.to_be_bytes());
+                    vec![(key(FENCE, "", ""), Some(fence))]
+                });
+            }
+            for (p, i) in &fences {
+                record_writes.entry(*p).or_default().insert(*i);
             }
             stamped = records.iter().map(|(p, r)| (*p, r.len())).collect();
         }
@@ -774,6 +801,11 @@ impl Store for UpstreamStore {
             }
         });
         self.written(&stamped, &produced);
+        if produced.is_ok() && !fences.is_empty() && !self.leased() {
+            for (_, i) in &fences {
+                results[*i] = Err(StoreError::Io("this node's lease ran out".into()));
+            }
+        }
         let waited = started.elapsed();
         if waited > Duration::from_secs(1) {
             warn!(
@@ -797,14 +829,14 @@ impl Store for UpstreamStore {
             Err(e) => {
                 error!(topic, error = %e, "group records not written upstream");
                 for i in record_writes.values().flatten() {
-                    results[*i] = Err(io(&e));
+                    results[*i] = Err(self.failed(&e));
                 }
             }
         }
         for ((_, list), outcome) in ops.iter().zip(done) {
             if let Err((failed_at, e)) = outcome {
                 for i in list[failed_at..].iter().flat_map(|(_, w)| w) {
-                    results[*i] = Err(io(&e));
+                    results[*i] = Err(self.failed(&e));
                 }
             }
         }
@@ -843,6 +875,7 @@ impl Store for UpstreamStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::GroupError;
 
     #[test]
     fn groups_land_where_kafka_would_put_them() {
@@ -1017,8 +1050,10 @@ mod tests {
         assert!(results[0].is_ok(), "{results:?}");
         for i in [1, 3] {
             assert!(
-                matches!(&results[i], Err(StoreError::Io(m)) if m.contains("30")),
-                "every write of the refused group fails: {results:?}"
+                matches!(&results[i], Err(e @ StoreError::Unavailable(m))
+                    if m.contains("30") && e.group_error() == GroupError::CoordinatorLoadInProgress),
+                "every write of the refused group fails, and koord, its coordinator still, \
+                 tells its clients to retry (not NOT_COORDINATOR): {results:?}"
             );
         }
         assert!(

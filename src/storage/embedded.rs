@@ -314,6 +314,7 @@ impl EmbeddedStore {
                 Mutation::DeleteTxn { transactional_id } => {
                     txns.remove(transactional_id.as_bytes())?;
                 }
+                Mutation::Fence { .. } => {}
                 Mutation::PutPendingOffset { group, pending } => {
                     let key = codec::pending_key(group.as_str(), pending.producer_id, &pending.tp);
                     let value = codec::encode_pending(&pending.offset, pending.superseded);

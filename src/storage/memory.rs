@@ -144,6 +144,7 @@ impl Store for MemoryStore {
                 Mutation::DeleteTxn { transactional_id } => {
                     d.txns.remove(transactional_id);
                 }
+                Mutation::Fence { .. } => {}
                 Mutation::PutPendingOffset { group, pending } => {
                     d.pending.insert(
                         (group.clone(), pending.producer_id, pending.tp.clone()),

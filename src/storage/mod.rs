@@ -42,6 +42,10 @@ pub enum StoreError {
     /// A write or sync failed.
     #[error("store write failed: {0}")]
     Io(String),
+    /// Gateway mode: upstream did not take the write in time (its leader or coordinator moving
+    /// or loading, or unreachable); a later write may well succeed.
+    #[error("upstream did not take the write: {0}")]
+    Unavailable(String),
     /// The storage task has stopped (shutdown).
     #[error("store is closed")]
     Closed,
@@ -51,8 +55,14 @@ impl StoreError {
     /// The error a client gets for a failed write (Kafka's append-error remap, spec §0): a
     /// storage error (KAFKA_STORAGE_ERROR) and an unloading coordinator both read as
     /// NOT_COORDINATOR, which clients answer by finding the coordinator again and retrying.
+    /// An upstream that did not take a write in time (gateway mode) is not a coordinator that
+    /// moved (koord still is the group's): COORDINATOR_LOAD_IN_PROGRESS, which clients retry
+    /// on the same coordinator (SyncGroup turns it into REBALANCE_IN_PROGRESS, as Kafka does).
     pub fn group_error(&self) -> GroupError {
-        GroupError::NotCoordinator
+        match self {
+            StoreError::Unavailable(_) => GroupError::CoordinatorLoadInProgress,
+            _ => GroupError::NotCoordinator,
+        }
     }
 }
 
@@ -146,6 +156,13 @@ pub enum Mutation {
         group: GroupId,
         producer_id: i64,
         tp: Option<TopicPartition>,
+    },
+    /// Nothing stored. Cluster mode: succeeds only while this node still owns the group's
+    /// shard (the shard's fence record taken upstream with this node's producer epoch, and
+    /// its lease holding), before something is done for the group outside the store (the
+    /// deletion of a group only upstream has). Every other store: nothing to do.
+    Fence {
+        group: GroupId,
     },
 }
 
@@ -347,7 +364,8 @@ impl Mutation {
             | Mutation::DeleteStreamsMember { group, .. }
             | Mutation::ClearGroupRecords { group }
             | Mutation::PutPendingOffset { group, .. }
-            | Mutation::DeletePendingOffsets { group, .. } => Some(group),
+            | Mutation::DeletePendingOffsets { group, .. }
+            | Mutation::Fence { group } => Some(group),
             Mutation::PutTopic { .. }
             | Mutation::DeleteTopic { .. }
             | Mutation::Credential(_)

@@ -161,7 +161,16 @@ impl ClassicGroup {
                 }
                 match result {
                     Err(error) => {
-                        self.reset_and_propagate_assignment_with_error(error, now);
+                        // SyncGroup never answers COORDINATOR_LOAD_IN_PROGRESS (clients do not
+                        // expect it there, Kafka's GroupCoordinator): the group rebalances, so
+                        // its members rejoin.
+                        let answered = match error {
+                            GroupError::CoordinatorLoadInProgress => {
+                                GroupError::RebalanceInProgress
+                            }
+                            e => e,
+                        };
+                        self.reset_and_propagate_assignment_with_error(answered, now);
                         self.maybe_prepare_rebalance_or_complete_join(
                             RebalanceReason::AssignmentWriteFailed(error),
                             now,

@@ -178,6 +178,26 @@ fn assignment_write_failure_fails_parked_syncs_and_rebalances() {
     assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
 }
 
+/// Gateway mode: upstream did not take the assignment in time (COORDINATOR_LOAD_IN_PROGRESS,
+/// which SyncGroup never answers: the Java client would throw it from poll). The members are
+/// told to rejoin, as Kafka's coordinator tells them while it loads.
+#[test]
+fn assignment_write_upstream_did_not_take_is_answered_rebalance_in_progress() {
+    let mut ctx = Ctx::new();
+    let ids = ctx.completing_group(2);
+    let f = ctx.sync(&ids[1], Generation(1), &[]);
+    ctx.hold_writes = true;
+    let l = ctx.sync(&ids[0], Generation(1), &[(&ids[0], b"a"), (&ids[1], b"b")]);
+    ctx.complete_held_writes(Err(GroupError::CoordinatorLoadInProgress));
+    for t in [f, l] {
+        assert_eq!(
+            ctx.sync_reply(t).error,
+            Some(GroupError::RebalanceInProgress)
+        );
+    }
+    assert_eq!(ctx.group.state(), GroupState::PreparingRebalance);
+}
+
 #[test]
 fn sync_in_stable_returns_the_stored_assignment() {
     let mut ctx = Ctx::new();
