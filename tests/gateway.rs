@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use common::{api_versions_request, frame, Client, Koord};
+use common::{api_versions_request, frame, free_port, http_path, Client, Koord};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
@@ -1064,6 +1064,65 @@ fn upstream_groups_koord_does_not_have_are_listed_described_and_deleted_upstream
     assert_eq!(
         asked, 3,
         "each group koord does not have was asked of upstream"
+    );
+}
+
+/// /metrics counts every request a gateway serves, koord's own and forwarded alike, per API
+/// and version, with its latency.
+#[test]
+fn metrics_count_every_request_forwarded_or_not() {
+    let up = Upstream::start();
+    let port = free_port();
+    let Some(koord) = Koord::start_owned(
+        "metrics_count_every_request_forwarded_or_not",
+        &[
+            &format!("upstream.bootstrap.servers=127.0.0.1:{}", up.addr.port()),
+            "upstream.groups.topic.partitions=1",
+            &format!("http.listen=127.0.0.1:{port}"),
+        ],
+    ) else {
+        return;
+    };
+    let http = SocketAddr::from(([127, 0, 0, 1], port));
+    let fake = broker_port(&koord);
+    // Forwarded: Produce (acks=1 answered, acks=0 not) on the fake broker's port.
+    let mut b = Client::connect(SocketAddr::from(([127, 0, 0, 1], fake)));
+    let _: ProduceResponse = b.send(9, &produce(1));
+    let corr = b.correlation_id();
+    b.send_bytes(&frame(ApiKey::Produce, 9, corr, |w| {
+        produce(0).encode(w, 9)
+    }))
+    .unwrap();
+    // koord's own: OffsetFetch (answered from upstream's offsets) and DescribeGroups.
+    let mut c = koord.connect();
+    let _: OffsetFetchResponse = c.send(
+        8,
+        &OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("plain")))]),
+    );
+    // Answered after the acks=0 one was forwarded: every Produce has been counted.
+    let _: ProduceResponse = b.send(9, &produce(1));
+    let text = http_path(http, "/metrics").1;
+    let count = |api: &str, v: i16| -> u64 {
+        let line = format!("koord_requests_total{{api=\"{api}\",version=\"{v}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        count("Produce", 9),
+        3,
+        "forwarded, acks=0 included:\n{text}"
+    );
+    assert_eq!(count("OffsetFetch", 8), 1, "koord's own:\n{text}");
+    assert!(
+        count("Metadata", 12) >= 1,
+        "forwarded and rewritten:\n{text}"
+    );
+    assert!(
+        text.contains("koord_request_duration_seconds_count{api=\"Produce\"}"),
+        "latency too:\n{text}"
     );
 }
 

@@ -55,6 +55,8 @@ enum Pending {
         corr: i32,
         key: ApiKey,
         version: i16,
+        /// When it went upstream (request metrics on).
+        sent: Option<Instant>,
     },
 }
 
@@ -272,6 +274,8 @@ async fn request(frame: Bytes, gw: &Arc<Gateway>, client: &mut Client) -> Next {
             Some(c) => c,
             None => continue,
         };
+        let metrics = crate::observe::metrics();
+        let sent = metrics.enabled().then(Instant::now);
         match conn.send(frame.clone(), expect).await {
             Ok(Some(rx)) => {
                 return Next::Queue(Pending::Upstream {
@@ -279,9 +283,16 @@ async fn request(frame: Bytes, gw: &Arc<Gateway>, client: &mut Client) -> Next {
                     corr,
                     key,
                     version,
+                    sent,
                 })
             }
-            Ok(None) => return Next::Nothing,
+            Ok(None) => {
+                // Produce with acks=0: served once sent.
+                if let Some(sent) = sent {
+                    metrics.request(raw_key, version, sent.elapsed(), None);
+                }
+                return Next::Nothing;
+            }
             Err(_) => {
                 // Ended under us; nothing was sent on it. Earlier requests on it fail in
                 // the writer, which closes this connection.
@@ -411,10 +422,19 @@ async fn koord(frame: Bytes, gw: &Arc<Gateway>, ctx: &RequestContext) -> Next {
     let key = ApiKey::try_from(header.request_api_key).unwrap_or(ApiKey::ApiVersions);
     let (v, corr) = (header.request_api_version, header.correlation_id);
     let span = tracing::debug_span!("req", api = ?key, v, corr);
-    match api::dispatch(&gw.broker, &header, ctx, body)
+    let metrics = crate::observe::metrics();
+    let started = metrics.enabled().then(Instant::now);
+    let outcome = api::dispatch(&gw.broker, &header, ctx, body)
         .instrument(span)
-        .await
-    {
+        .await;
+    if let Some(started) = started {
+        let response = match &outcome {
+            Outcome::Respond(r) => Some(&**r),
+            _ => None,
+        };
+        metrics.request(header.request_api_key, v, started.elapsed(), response);
+    }
+    match outcome {
         Outcome::Respond(resp) => match codec::encode_response(key, v, corr, &resp) {
             Ok(b) => Next::Queue(Pending::Ready(b)),
             Err(e) => {
@@ -444,6 +464,7 @@ async fn write_loop<W: AsyncWrite + Send + 'static>(
                 corr,
                 key,
                 version,
+                sent,
             } => {
                 // Flush what is ready before waiting (a long-poll Fetch may take a while).
                 if wr.flush().await.is_err() {
@@ -456,6 +477,11 @@ async fn write_loop<W: AsyncWrite + Send + 'static>(
                         break;
                     }
                 };
+                // Forwarded: counted with its latency; its error codes are upstream's own
+                // (upstream's metrics count them), not decoded here.
+                if let Some(sent) = sent {
+                    crate::observe::metrics().request(key as i16, version, sent.elapsed(), None);
+                }
                 match answer_frame(&gw, listener, key, version, corr, frame).await {
                     Some(Answer::Whole(b)) => b,
                     Some(Answer::Pass(frame)) => {
