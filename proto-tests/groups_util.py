@@ -611,9 +611,10 @@ class FranzMember:
     """One franz-go member: a franz-member process (franz/main.go; scripts/test.sh builds it,
     FRANZ_MEMBER_BIN overrides where it is) whose JSON lines go to the group's events. Closing
     sends SIGTERM: it commits, leaves the group and reports "closed". An exit without "closed"
-    is reported as an "error" event. franz-go's own log goes to a file beside the test."""
+    is reported as an "error" event. franz-go's own log goes to a file beside the test.
+    `session_ms`: its session.timeout.ms (SESSION_TIMEOUT_MS unless a test needs longer)."""
 
-    def __init__(self, group, name, balancer):
+    def __init__(self, group, name, balancer, session_ms=SESSION_TIMEOUT_MS):
         if not FRANZ_BIN.exists():
             pytest.fail(f"{FRANZ_BIN} missing: run scripts/test.sh (it builds proto-tests/franz)")
         self.group = group
@@ -623,7 +624,7 @@ class FranzMember:
         self.proc = subprocess.Popen(
             [str(FRANZ_BIN), "-bootstrap", group.bootstrap, "-group", group.id,
              "-topic", group.topic, "-balancer", balancer, "-name", name,
-             "-session-ms", str(SESSION_TIMEOUT_MS), "-heartbeat-ms", str(HEARTBEAT_INTERVAL_MS)],
+             "-session-ms", str(session_ms), "-heartbeat-ms", str(HEARTBEAT_INTERVAL_MS)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -767,11 +768,14 @@ def librdkafka_generation(consumer):
 
 
 class KafkaPythonMember(PythonMember):
+    """`session_ms`: its session_timeout_ms (SESSION_TIMEOUT_MS unless a test needs longer)."""
+
     client = "kafka-python"
 
-    def __init__(self, group, name, assignor):
+    def __init__(self, group, name, assignor, session_ms=SESSION_TIMEOUT_MS):
         super().__init__(group, name)
         self.assignor = KAFKA_PYTHON_ASSIGNORS[assignor]
+        self.session_ms = session_ms
         self.consumer = None
 
     def identity(self):
@@ -794,7 +798,7 @@ class KafkaPythonMember(PythonMember):
         self.consumer = KafkaConsumer(
             bootstrap_servers=self.group.bootstrap, group_id=self.group.id, client_id=self.name,
             partition_assignment_strategy=[self.assignor],
-            session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+            session_timeout_ms=self.session_ms, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             enable_auto_commit=False, auto_offset_reset="earliest")
         # Work-around for a kafka-python 3.0.12 race: a leader that assigns before it has the
         # topic's metadata rejoins once the metadata arrives, and if that JoinGroup outlasts a

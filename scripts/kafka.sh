@@ -47,6 +47,11 @@
 # KAFKA_DIR: the directory of this Kafka (default .build/kafka), so that several can run at
 # once (each on its own free ports).
 #
+# KAFKA_READY=broker: start (and restart) wait only until the broker answers ApiVersions, not
+# until its group coordinator answers FindCoordinator, which makes Kafka create
+# __consumer_offsets: the Kafka starts with no internal topic at all, as a new cluster does
+# (proto-tests/test_gateway_faults.py: its groups' first requests create and load it).
+#
 # KAFKA_CONFIG="key=value ...": broker settings that replace these (bench/vs-kafka.sh's consumer
 # protocol scenarios); "key=" with no value drops kafka.sh's line, leaving Kafka's own default.
 set -euo pipefail
@@ -76,11 +81,13 @@ running() {
   done < "$pidfile"
 }
 
-# Sends FindCoordinator v0 for a group until the coordinator answers with no error.
+# Sends FindCoordinator v0 for a group until the coordinator answers with no error (with
+# KAFKA_READY=broker: ApiVersions v0 until the broker answers it).
 wait_ready() {
-  python3 - "$1" "$2" <<'PY'
+  python3 - "$1" "$2" "${KAFKA_READY:-}" <<'PY'
 import socket, struct, sys, time
 port, pid = int(sys.argv[1]), int(sys.argv[2])
+broker_only = sys.argv[3] == "broker"
 deadline = time.time() + 120
 def alive():
     try:
@@ -93,7 +100,10 @@ while time.time() < deadline:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             key = b"koord-probe"
-            body = struct.pack(">hhih", 10, 0, 1, 8) + b"kafka.sh" + struct.pack(">h", len(key)) + key
+            if broker_only:  # ApiVersions v0: no body
+                body = struct.pack(">hhih", 18, 0, 1, 8) + b"kafka.sh"
+            else:  # FindCoordinator v0 for the group koord-probe
+                body = struct.pack(">hhih", 10, 0, 1, 8) + b"kafka.sh" + struct.pack(">h", len(key)) + key
             s.sendall(struct.pack(">i", len(body)) + body)
             data = b""
             while len(data) < 10:

@@ -22,7 +22,11 @@
 #           through koord (proto-tests/test_gateway_state.py); three koord nodes in cluster
 #           mode sharing 50 groups of Java and confluent-kafka members, one node killed -9 and
 #           restarted under them (proto-tests/test_cluster.py), and a former shard owner's
-#           writes refused once the next owner claimed the shard (tests/cluster.rs)
+#           writes refused once the next owner claimed the shard (tests/cluster.rs); upstream's
+#           coordinator loading or moving (a fresh single-broker Kafka of its own with both
+#           cores busy, the groups' __consumer_offsets leader killed as they join) never
+#           reaches librdkafka, Java, franz-go or kafka-python members as an error they do not
+#           retry (proto-tests/test_gateway_faults.py)
 # Exits non-zero if any step fails, after printing a summary of all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -380,7 +384,7 @@ gateway_tier() {
     KOORD_UPSTREAM="$bootstrap" cargo test --release --workspace --test cluster -- --include-ignored
     KOORD_BIN="$koord_bin" KOORD_UPSTREAM="$bootstrap" KAFKA_DIR="$dir" "$venv/bin/python" -m pytest \
         proto-tests/test_gateway.py proto-tests/test_gateway_state.py proto-tests/test_cluster.py \
-        -ra --tb=short \
+        proto-tests/test_gateway_faults.py -ra --tb=short \
         -p no:cacheprovider
 }
 

@@ -774,7 +774,8 @@ impl Store for UpstreamStore {
                             }
                         };
                         if let Err(e) = r {
-                            error!(group = %group, error = %e, "upstream refused a group write");
+                            let answered = self.failed(&e).group_error().code();
+                            error!(group = %group, error = %e, answered, "upstream refused a group write");
                             // This op's writes and every later one of the group fail.
                             return Err((at, e));
                         }
