@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -34,19 +34,18 @@ use kafka_protocol::messages::offset_fetch_request::{
 use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseGroup;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, CreateTopicsRequest, DeleteGroupsRequest, DescribeGroupsRequest,
-    FetchRequest, FindCoordinatorRequest, GroupId, InitProducerIdRequest, ListGroupsRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader, ResponseHeader, TopicName,
-    TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    BrokerId, CreateTopicsRequest, DeleteGroupsRequest, DescribeGroupsRequest, FetchRequest,
+    FindCoordinatorRequest, GroupId, InitProducerIdRequest, ListGroupsRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest,
+    ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::records::{Record, RecordBatchDecoder, TimestampType};
 use kafka_protocol::ResponseError;
-use thiserror::Error;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
-use super::upstream::{connect, UpstreamConn};
+pub use super::upstream::{call_on, UpstreamError};
+use super::upstream::{connect, retriable, UpstreamConn};
 use crate::security::client::ClientSecurity;
 use crate::vocab::{OffsetAndMetadata, TopicPartition};
 
@@ -59,8 +58,6 @@ pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(10);
 const MAX_BACKOFF: Duration = Duration::from_millis(500);
 /// How long start-up may wait for upstream (creating and reading koord's topic).
 pub const STARTUP: Duration = Duration::from_secs(60);
-/// How long one request may wait for its answer.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long ListGroups waits for each upstream broker (a client's ListGroups waits on it).
 const LIST_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one try of a group's operation waits for upstream's coordinator before it looks
@@ -71,85 +68,6 @@ const ATTEMPT: Duration = Duration::from_secs(5);
 const ANY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest answer asked of one Fetch while reading koord's topic back.
 const FETCH_MAX_BYTES: i32 = 16 << 20;
-
-/// Why an upstream operation failed.
-#[derive(Debug, Clone, Error, PartialEq, Eq)]
-pub enum UpstreamError {
-    /// No broker (or not the one needed) could be reached, or it did not answer in time.
-    #[error("upstream unreachable: {0}")]
-    Unreachable(String),
-    /// Upstream refused with a Kafka error that retrying does not mend (or kept answering a
-    /// retriable one until the deadline: [`UpstreamError::client_code`]).
-    #[error("upstream answered {error:?} ({what})")]
-    Refused { error: i16, what: String },
-    /// An answer that does not decode.
-    #[error("upstream protocol error: {0}")]
-    Protocol(String),
-}
-
-impl UpstreamError {
-    fn refused(code: i16, what: impl Into<String>) -> UpstreamError {
-        UpstreamError::Refused {
-            error: code,
-            what: what.into(),
-        }
-    }
-
-    /// The Kafka error code, if upstream answered one.
-    pub fn code(&self) -> Option<i16> {
-        match self {
-            UpstreamError::Refused { error, .. } => Some(*error),
-            _ => None,
-        }
-    }
-
-    /// Whether upstream could not serve yet (unreachable, or a retriable answer such as a
-    /// coordinator moving or loading, kept up until the deadline), as opposed to a refusal.
-    pub fn is_unavailable(&self) -> bool {
-        match self {
-            UpstreamError::Unreachable(_) => true,
-            UpstreamError::Refused { error, .. } => retriable(*error),
-            UpstreamError::Protocol(_) => false,
-        }
-    }
-
-    /// What a client of koord is told when a group operation koord sent upstream failed.
-    /// koord is the group's coordinator, so upstream's coordinator moving or loading, or
-    /// upstream unreachable, is never NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE (a client
-    /// would look its coordinator up, find koord again, and may not retry: librdkafka does
-    /// not re-send an OffsetFetch then). It is COORDINATOR_LOAD_IN_PROGRESS, Kafka's answer
-    /// while a coordinator cannot serve a group yet, which every client retries on the same
-    /// coordinator for the group APIs. Any other refusal is upstream's code, passed on.
-    pub fn client_code(&self) -> i16 {
-        match self {
-            UpstreamError::Refused { error, .. } if !retriable(*error) => *error,
-            UpstreamError::Protocol(_) => ResponseError::UnknownServerError.code(),
-            _ => ResponseError::CoordinatorLoadInProgress.code(),
-        }
-    }
-
-    /// [`UpstreamError::client_code`], logged: `api` for `group` failed upstream and its
-    /// client is told so.
-    pub fn answer(&self, group: &str, api: &str) -> i16 {
-        let code = self.client_code();
-        warn!(group, api, error = %self, answered = code, "upstream could not serve the group's request in time");
-        code
-    }
-}
-
-/// Whether `code` is worth retrying after re-reading where to send (Kafka's retriable errors,
-/// and a coordinator that moved or is loading).
-fn retriable(code: i16) -> bool {
-    ResponseError::try_from_code(code).is_some_and(|e| {
-        e.is_retriable()
-            || matches!(
-                e,
-                ResponseError::NotCoordinator
-                    | ResponseError::CoordinatorNotAvailable
-                    | ResponseError::CoordinatorLoadInProgress
-            )
-    })
-}
 
 /// A record of koord's topic as read back: key and value (`None`: a tombstone).
 pub type KeyValue = (Bytes, Option<Bytes>);
@@ -982,7 +900,7 @@ impl Upstream {
                     .collect::<Result<Vec<_>, UpstreamError>>()?;
                 let req = ProduceRequest::default()
                     .with_acks(-1)
-                    .with_timeout_ms(REQUEST_TIMEOUT.as_millis() as i32)
+                    .with_timeout_ms(super::upstream::REQUEST_TIMEOUT.as_millis() as i32)
                     .with_topic_data(vec![TopicProduceData::default()
                         .with_name(TopicName(StrBytes::from_string(topic.to_string())))
                         .with_partition_data(data)]);
@@ -1324,39 +1242,6 @@ fn is_txn_error(code: i16) -> bool {
     })
 }
 
-/// Sends `req` on `conn` at version `v` and decodes the answer.
-pub async fn call_on<R: Request>(
-    conn: &UpstreamConn,
-    v: i16,
-    req: &R,
-) -> Result<R::Response, UpstreamError> {
-    let key = ApiKey::try_from(R::KEY)
-        .map_err(|_| UpstreamError::Protocol(format!("unknown api key {}", R::KEY)))?;
-    let mut f = BytesMut::new();
-    RequestHeader::default()
-        .with_request_api_key(R::KEY)
-        .with_request_api_version(v)
-        .with_client_id(Some(StrBytes::from_static_str("koord-gateway")))
-        .encode(&mut f, R::header_version(v))
-        .map_err(|e| UpstreamError::Protocol(e.to_string()))?;
-    req.encode(&mut f, v)
-        .map_err(|e| UpstreamError::Protocol(format!("{key:?} v{v}: {e}")))?;
-    let gone = |what: &str| UpstreamError::Unreachable(format!("{key:?}: {what}"));
-    let rx = conn
-        .send(f.freeze(), true)
-        .await
-        .map_err(|_| gone("connection ended"))?
-        .ok_or_else(|| gone("no response expected"))?;
-    let mut frame = tokio::time::timeout(REQUEST_TIMEOUT, rx)
-        .await
-        .map_err(|_| gone("timed out"))?
-        .map_err(|_| gone("connection ended"))?
-        .map_err(|_| gone("connection ended"))?;
-    ResponseHeader::decode(&mut frame, R::Response::header_version(v))
-        .map_err(|e| UpstreamError::Protocol(format!("{key:?} header: {e}")))?;
-    R::Response::decode(&mut frame, v).map_err(|e| UpstreamError::Protocol(format!("{key:?}: {e}")))
-}
-
 /// A producer's id, epoch and the base sequence of one batch.
 pub type ProducerStamp = (i64, i16, i32);
 
@@ -1444,6 +1329,7 @@ fn decode_batches(mut data: Bytes, from: i64) -> Result<(Vec<KeyValue>, i64), Up
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
 
     #[test]
     fn batches_decode_back_and_a_partial_trailing_batch_waits() {

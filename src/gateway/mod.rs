@@ -34,12 +34,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, RequestHeader, ResponseHeader,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, MetadataRequest};
+use kafka_protocol::protocol::StrBytes;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{debug, info, warn, Instrument};
@@ -157,17 +154,17 @@ async fn read_view_on(conn: &UpstreamConn) -> Result<UpstreamView, String> {
     let req = ApiVersionsRequest::default()
         .with_client_software_name(StrBytes::from_static_str("koord-gateway"))
         .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-    let mut resp = call(conn, ApiKey::ApiVersions, v, &req).await?;
-    ResponseHeader::decode(&mut resp, ApiKey::ApiVersions.response_header_version(v))
-        .map_err(|e| format!("ApiVersions: {e}"))?;
-    let versions =
-        ApiVersionsResponse::decode(&mut resp, v).map_err(|e| format!("ApiVersions: {e}"))?;
+    let versions = upstream::call_on(conn, v, &req)
+        .await
+        .map_err(|e| e.to_string())?;
     if versions.error_code != 0 {
         return Err(format!("ApiVersions error {}", versions.error_code));
     }
     let v = 12;
     let req = MetadataRequest::default().with_topics(None);
-    let frame = call(conn, ApiKey::Metadata, v, &req).await?;
+    let frame = upstream::call_frame(conn, ApiKey::Metadata, v, &req)
+        .await
+        .map_err(|e| e.to_string())?;
     let decoded = Decoded::decode(ApiKey::Metadata, v, &frame)
         .map_err(|e| format!("Metadata: {e}"))?
         .ok_or("Metadata: not decoded")?;
@@ -180,33 +177,6 @@ async fn read_view_on(conn: &UpstreamConn) -> Result<UpstreamView, String> {
         versions: versions.api_keys,
         topics: decoded.topics(),
     })
-}
-
-/// Sends one request of the gateway's own and returns the response frame (header included).
-async fn call<R: Encodable>(
-    conn: &UpstreamConn,
-    key: ApiKey,
-    v: i16,
-    req: &R,
-) -> Result<Bytes, String> {
-    let mut f = BytesMut::new();
-    RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(v)
-        .with_client_id(Some(StrBytes::from_static_str("koord-gateway")))
-        .encode(&mut f, key.request_header_version(v))
-        .map_err(|e| e.to_string())?;
-    req.encode(&mut f, v).map_err(|e| e.to_string())?;
-    let rx = conn
-        .send(f.freeze(), true)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or("no response expected")?;
-    tokio::time::timeout(Duration::from_secs(30), rx)
-        .await
-        .map_err(|_| format!("{key:?} timed out"))?
-        .map_err(|_| "connection ended".to_string())?
-        .map_err(|e| e.to_string())
 }
 
 /// koord's broker id in gateway mode: `node.id`, unless an upstream broker has it; then one

@@ -21,15 +21,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{
+    ApiKey, RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::ResponseError;
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
-use tracing::debug;
+use tracing::{debug, warn};
 
-use super::client::{call_on, UpstreamError};
 use crate::security::client::{server_name, ClientSecurity, SaslIdentity};
 use crate::security::scram::client::ClientFirst;
 use crate::security::SaslMechanism;
@@ -40,6 +42,8 @@ use crate::server::frame::read_frame;
 #[error("the upstream connection ended before answering")]
 pub struct UpstreamGone;
 
+/// How long one request of koord's own may wait for its answer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a connection attempt to an upstream broker may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Requests queued for one upstream connection's writer.
@@ -560,4 +564,127 @@ mod tests {
             "{text}"
         );
     }
+}
+
+/// Why an upstream operation failed.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum UpstreamError {
+    /// No broker (or not the one needed) could be reached, or it did not answer in time.
+    #[error("upstream unreachable: {0}")]
+    Unreachable(String),
+    /// Upstream refused with a Kafka error that retrying does not mend (or kept answering a
+    /// retriable one until the deadline: [`UpstreamError::client_code`]).
+    #[error("upstream answered {error:?} ({what})")]
+    Refused { error: i16, what: String },
+    /// An answer that does not decode.
+    #[error("upstream protocol error: {0}")]
+    Protocol(String),
+}
+
+impl UpstreamError {
+    pub(super) fn refused(code: i16, what: impl Into<String>) -> UpstreamError {
+        UpstreamError::Refused {
+            error: code,
+            what: what.into(),
+        }
+    }
+
+    /// The Kafka error code, if upstream answered one.
+    pub fn code(&self) -> Option<i16> {
+        match self {
+            UpstreamError::Refused { error, .. } => Some(*error),
+            _ => None,
+        }
+    }
+
+    /// Whether upstream could not serve yet (unreachable, or a retriable answer such as a
+    /// coordinator moving or loading, kept up until the deadline), as opposed to a refusal.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            UpstreamError::Unreachable(_) => true,
+            UpstreamError::Refused { error, .. } => retriable(*error),
+            UpstreamError::Protocol(_) => false,
+        }
+    }
+
+    /// What a client of koord is told when a group operation koord sent upstream failed.
+    /// koord is the group's coordinator, so upstream's coordinator moving or loading, or
+    /// upstream unreachable, is never NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE (a client
+    /// would look its coordinator up, find koord again, and may not retry: librdkafka does
+    /// not re-send an OffsetFetch then). It is COORDINATOR_LOAD_IN_PROGRESS, Kafka's answer
+    /// while a coordinator cannot serve a group yet, which every client retries on the same
+    /// coordinator for the group APIs. Any other refusal is upstream's code, passed on.
+    pub fn client_code(&self) -> i16 {
+        match self {
+            UpstreamError::Refused { error, .. } if !retriable(*error) => *error,
+            UpstreamError::Protocol(_) => ResponseError::UnknownServerError.code(),
+            _ => ResponseError::CoordinatorLoadInProgress.code(),
+        }
+    }
+
+    /// [`UpstreamError::client_code`], logged: `api` for `group` failed upstream and its
+    /// client is told so.
+    pub fn answer(&self, group: &str, api: &str) -> i16 {
+        let code = self.client_code();
+        warn!(group, api, error = %self, answered = code, "upstream could not serve the group's request in time");
+        code
+    }
+}
+
+/// Whether `code` is worth retrying after re-reading where to send (Kafka's retriable errors,
+/// and a coordinator that moved or is loading).
+pub(super) fn retriable(code: i16) -> bool {
+    ResponseError::try_from_code(code).is_some_and(|e| {
+        e.is_retriable()
+            || matches!(
+                e,
+                ResponseError::NotCoordinator
+                    | ResponseError::CoordinatorNotAvailable
+                    | ResponseError::CoordinatorLoadInProgress
+            )
+    })
+}
+
+/// Sends `req` on `conn` at version `v` and decodes the answer.
+pub async fn call_on<R: Request>(
+    conn: &UpstreamConn,
+    v: i16,
+    req: &R,
+) -> Result<R::Response, UpstreamError> {
+    let key = ApiKey::try_from(R::KEY)
+        .map_err(|_| UpstreamError::Protocol(format!("unknown api key {}", R::KEY)))?;
+    let mut frame = call_frame(conn, key, v, req).await?;
+    ResponseHeader::decode(&mut frame, R::Response::header_version(v))
+        .map_err(|e| UpstreamError::Protocol(format!("{key:?} header: {e}")))?;
+    R::Response::decode(&mut frame, v).map_err(|e| UpstreamError::Protocol(format!("{key:?}: {e}")))
+}
+
+/// Sends `req` (API `key`) on `conn` at version `v`; the answer's frame as it came, response
+/// header included, for a caller that reads it its own way.
+pub async fn call_frame<R: Encodable>(
+    conn: &UpstreamConn,
+    key: ApiKey,
+    v: i16,
+    req: &R,
+) -> Result<Bytes, UpstreamError> {
+    let mut f = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(v)
+        .with_client_id(Some(StrBytes::from_static_str("koord-gateway")))
+        .encode(&mut f, key.request_header_version(v))
+        .map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+    req.encode(&mut f, v)
+        .map_err(|e| UpstreamError::Protocol(format!("{key:?} v{v}: {e}")))?;
+    let gone = |what: &str| UpstreamError::Unreachable(format!("{key:?}: {what}"));
+    let rx = conn
+        .send(f.freeze(), true)
+        .await
+        .map_err(|_| gone("connection ended"))?
+        .ok_or_else(|| gone("no response expected"))?;
+    tokio::time::timeout(REQUEST_TIMEOUT, rx)
+        .await
+        .map_err(|_| gone("timed out"))?
+        .map_err(|_| gone("connection ended"))?
+        .map_err(|_| gone("connection ended"))
 }
