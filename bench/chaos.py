@@ -230,6 +230,7 @@ class ChaosEvents(Events):
         self.best = {}  # (group, partition) -> (offset, t, member): highest commit acknowledged
         self.advances = collections.defaultdict(list)  # (group, partition) -> [(t, offset)]
         self.behind = []  # commits acknowledged below one acknowledged before
+        self.last = {}  # (group, partition) -> (offset, t, member): the latest acknowledged
 
     def add(self, event):
         now = time.time()
@@ -240,6 +241,7 @@ class ChaosEvents(Events):
             with self._cond:
                 for p, o in event["offsets"].items():
                     key = (gid, int(p))
+                    self.last[key] = (o, event["t"], event["member"])
                     prev = self.best.get(key)
                     if prev is None or o > prev[0]:
                         self.best[key] = (o, event["t"], event["member"])
@@ -309,6 +311,8 @@ class SteadyProducer(threading.Thread):
         self.gaps = []  # (seconds between acknowledgements, at)
         self.last_ack = None
         self.sentences = 0
+        self.unknown_offsets = 0
+        self.failure = None  # what stopped the producing thread, if anything did
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.producer = Producer({"bootstrap.servers": run.bootstrap, "enable.idempotence": True,
@@ -321,6 +325,12 @@ class SteadyProducer(threading.Thread):
             return
         with self.lock:
             key = (msg.topic(), msg.partition())
+            if msg.offset() is None:
+                # Acknowledged without an offset: librdkafka's idempotent producer reports a
+                # batch upstream already had (a retry after a closed connection; Kafka's
+                # DUPLICATE_SEQUENCE_NUMBER) as delivered, offset unknown.
+                self.unknown_offsets += 1
+                return
             self.acked[key][msg.offset()] = now
             self.ends[key] = max(self.ends.get(key, 0), msg.offset() + 1)
             if self.last_ack is not None:
@@ -340,6 +350,13 @@ class SteadyProducer(threading.Thread):
                 self.producer.poll(0.5)  # the queue is full: serve callbacks, then again
 
     def run(self):
+        try:
+            self.produce()
+        except Exception as e:  # noqa: BLE001 - a check fails on it (no workload without it)
+            self.failure = f"{type(e).__name__}: {e}"
+            print(f"the producer stopped: {self.failure}", flush=True)
+
+    def produce(self):
         i = 0
         interval = 1.0 / self.rate
         next_at = time.monotonic()
@@ -475,6 +492,7 @@ class Run:
         self.busy_loops = []
         # (group, partition, acknowledged offset) -> an upstream read that was behind it
         self.behind_reads = {}
+        self.client_regressions = []
         self.offsets_log = {}  # (group, partition) -> [(record time, offset)] in log order
         self.respawned = collections.Counter()  # kind -> members replaced after a crash
         self.crashes = []  # (kind, member, event)
@@ -1343,27 +1361,42 @@ class Run:
         below the highest acknowledged. Returns (lost, reads): `reads` are the checker's reads
         that were behind, each marked "overwritten" when a record explains it, else "stale"
         (upstream's OffsetFetch answered an older offset for a while, as Kafka's coordinator
-        does right after a leader change until the new leader's high watermark catches up)."""
+        does right after a leader change until the new leader's high watermark catches up).
+        A record below is no loss when a client itself had that lower offset committed (its
+        acknowledgement came after the record): those are `self.client_regressions`."""
         lost = []
+        self.client_regressions = []
         drops = collections.defaultdict(list)  # (group, partition) -> [(time, offset)]
+        lower_acks = collections.defaultdict(list)  # (group, partition) -> [(ack time, offset)]
+        for key, o, _prev, _member, t in self.events.behind:
+            lower_acks[key].append((t, o))
         for (g, p), records in self.offsets_log.items():
             acks = self.events.advances.get((g, p), [])
             for ts, off in records:
                 value = -1 if off is None else off
                 before = [o for t, o in acks if t + 0.05 < ts]
-                if before and value < max(before):
-                    drops[(g, p)].append((ts, value))
-                    lost.append({"what": "a record below an acknowledged commit",
-                                 "group": g, "kind": self.groups[g].kind, "partition": p,
-                                 "record_offset": off, "acknowledged_before": max(before),
-                                 "record_at": round(ts - (self.t0 or ts), 2)})
+                if not before or value >= max(before):
+                    continue
+                drops[(g, p)].append((ts, value))
+                x = {"group": g, "kind": self.groups[g].kind, "partition": p,
+                     "record_offset": off, "acknowledged_before": max(before),
+                     "record_at": round(ts - (self.t0 or ts), 2)}
+                if any(o == value and ts - 0.05 <= t <= ts + 30 for t, o in lower_acks[(g, p)]):
+                    self.client_regressions.append(x)
+                else:
+                    lost.append(dict(x, what="a record below an acknowledged commit"))
         best = self.events.acknowledged()
         for (g, p), o in best.items():
             final = self.final_offsets.get(g, {}).get(p)
-            if final is not None and final < o:
-                lost.append({"what": "final upstream offset below the acknowledged", "group": g,
-                             "kind": self.groups[g].kind, "partition": p, "upstream": final,
-                             "acknowledged": o})
+            last = self.events.last.get((g, p))
+            if final is None or final >= o:
+                continue
+            x = {"group": g, "kind": self.groups[g].kind, "partition": p, "upstream": final,
+                 "acknowledged": o}
+            if last is not None and last[0] == final:  # the client's own last commit
+                self.client_regressions.append(x)
+            else:
+                lost.append(dict(x, what="final upstream offset below the acknowledged"))
         reads = []
         for (g, p, o), x in self.behind_reads.items():
             cause = any(t <= x["read_at"] + 0.05 and v < o for t, v in drops.get((g, p), []))
@@ -1375,6 +1408,7 @@ class Run:
         s = self.settings
         lost, behind_reads = self.commits_lost()
         stalls = self.stalls()
+        spans = merged([(f.start, f.end or time.time()) for f in self.faults])
         stuck = [x for x in stalls if x[6] >= s.stall_bound]
         late = {g for g, spec in self.groups.items() for p in range(s.partitions)
                 if self.events.acknowledged().get((g, p), 0) < self.ends.get((spec.topic, p), 0)}
@@ -1410,6 +1444,7 @@ class Run:
             "commits_lost": lost,
             "behind_reads": behind_reads,
             "commits_behind": self.events.behind,
+            "client_regressions": self.client_regressions,
             "overlaps": overlaps,
             "streams_exact": self.streams_exact,
             "streams_problem": self.streams_problem,
@@ -1422,6 +1457,10 @@ class Run:
             "koord_errors": self.errors_seen,
             "producer_errors": self.producer.errors,
             "producer_longest_gap": max((g for g, _ in self.producer.gaps), default=0.0),
+            "producer_stalled": max(((g - covered(a, a + g, spans), a) for g, a in
+                                     self.producer.gaps), default=(0.0, None)),
+            "producer_failure": self.producer.failure,
+            "unknown_offsets": self.producer.unknown_offsets,
             "records": {k: sum(self.ends.get((t, p), 0) for p in range(s.partitions))
                         for k, t in self.topics.items()},
             "sentences": sum(self.input_ends.values()),
@@ -1440,6 +1479,10 @@ def checks(r):
         ("Streams output exact", r["streams_exact"], "yes" if r["streams_exact"] else "NO"),
         ("members crashed", not r["crashes"], len(r["crashes"])),
         ("koord process failures", not r["koord_failures"], len(r["koord_failures"])),
+        # Without records coming, no stall could be seen: the producer must keep going.
+        ("producer kept producing", not r["producer_failure"]
+         and r["producer_stalled"][0] < r["settings"]["stall_bound"],
+         r["producer_failure"] or f"{r['producer_stalled'][0]:.1f}s"),
     ]
 
 
@@ -1466,7 +1509,7 @@ def report(run, r):
                      f"{r['lost_events'].get(kind, 0):>22} {crashes.get(kind, 0):>8}")
     lines.append(f"{'producer':<16} {'':>6} {r['producer_longest_gap']:>16.1f}   "
                  f"(longest gap between acknowledgements; {len(r['producer_errors'])} "
-                 "delivery errors)")
+                 f"delivery errors, {r['unknown_offsets']} acknowledged without an offset)")
     lines.append("")
     for name, ok, detail in checks(r):
         lines.append(f"{name:<28} {str(detail):>6}   {'ok' if ok else 'FAILED'}")
@@ -1500,8 +1543,12 @@ def report(run, r):
                      "offset for a while)")
         lines += [f"  {json.dumps(x)}" for x in r["behind_reads"][:10]]
     if r["commits_behind"]:
-        lines.append(f"commits acknowledged below an earlier acknowledged one: "
-                     f"{len(r['commits_behind'])}; first: {r['commits_behind'][:3]}")
+        lines.append(f"commits a client had acknowledged below an offset acknowledged before "
+                     f"(the client's own doing): {len(r['commits_behind'])}; first: "
+                     f"{r['commits_behind'][:3]}")
+    if r["client_regressions"]:
+        lines.append("upstream went behind by those clients' own commits (no loss):")
+        lines += [f"  {json.dumps(x)}" for x in r["client_regressions"][:10]]
     for gid, found in r["overlaps"].items():
         lines.append(f"ownership overlaps in {gid}:")
         lines += [f"  {what}: {x} {json.dumps(e)[:300] if e else ''}" for what, x, e in found[:8]]
@@ -1676,6 +1723,8 @@ def run_chaos(settings):
         finally:
             r.stop_all()  # what koord does on SIGTERM is part of the result
             r.restore_upstream()
+    (settings.workdir / "offsets-log.json").write_text(json.dumps(
+        {f"{g} {p}": v for (g, p), v in r.offsets_log.items()}))
     with open(settings.workdir / "events.jsonl", "w") as f:
         for e in r.events.snapshot() + r.streams_events.snapshot():
             f.write(json.dumps(e, default=str) + "\n")
