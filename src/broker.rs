@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::cluster::Ownership;
 use crate::config::Config;
+use crate::coordinator::ownership::Ownership;
 use crate::coordinator::{Clock, Coordinator, Settings};
 use crate::gateway::client::Upstream;
-use crate::gateway::store::{partition_of, UpstreamStore};
+use crate::gateway::store::UpstreamStore;
 use crate::log::Logs;
 use crate::metadata::topic_config::{LogSettings, TopicConfigs};
 use crate::metadata::{CreateError, Topic, Topics};
@@ -25,6 +25,7 @@ use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::security::Credentials;
 use crate::storage::{EmbeddedStore, Mutation, Router, Storage, Store, StoreError};
 use crate::transactions::Transactions;
+use crate::vocab::partition_of;
 
 /// Iterations of the bootstrap admin's credentials (Kafka's default for kafka-configs).
 const ADMIN_ITERATIONS: u32 = 8192;
@@ -253,13 +254,19 @@ impl Broker {
             config.cluster_id.clone()
         };
         let topics = Arc::new(Topics::default());
-        let logs = Logs::with_default(LogSettings::new(&TopicConfigs::new(), &config));
+        let logs = Logs::with_default(LogSettings::new(
+            &TopicConfigs::new(),
+            &config.topic_defaults(),
+        ));
         for (name, partitions, configs) in store.load_topics().map_err(io::Error::other)? {
             let topic = topics
                 .create(&name, partitions)
                 .map_err(|e| io::Error::other(format!("stored topic {name}: {e:?}")))?;
             if !configs.is_empty() {
-                logs.configure(topic.id, LogSettings::new(&configs, &config));
+                logs.configure(
+                    topic.id,
+                    LogSettings::new(&configs, &config.topic_defaults()),
+                );
                 topics.set_configs(&name, configs);
             }
         }
@@ -395,8 +402,10 @@ impl Broker {
     ) -> Result<(Topic, Result<(), StoreError>), CreateError> {
         let _writes = self.topic_writes().await;
         let topic = self.topics.create(name, partitions)?;
-        self.logs
-            .configure(topic.id, LogSettings::new(&configs, &self.config));
+        self.logs.configure(
+            topic.id,
+            LogSettings::new(&configs, &self.config.topic_defaults()),
+        );
         self.topics.set_configs(name, configs.clone());
         let stored = self
             .storage
@@ -432,8 +441,10 @@ impl Broker {
                 configs: configs.clone(),
             }])
             .await?;
-        self.logs
-            .configure(topic.id, LogSettings::new(&configs, &self.config));
+        self.logs.configure(
+            topic.id,
+            LogSettings::new(&configs, &self.config.topic_defaults()),
+        );
         self.topics.set_configs(&topic.name, configs);
         Ok(())
     }

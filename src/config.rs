@@ -1083,6 +1083,13 @@ fn flatten<'a>(prefix: &str, table: &'a toml::Table, out: &mut Vec<(String, &'a 
 }
 
 impl Config {
+    /// What of this configuration sets topic configs' defaults (their broker synonyms).
+    pub fn topic_defaults(&self) -> crate::metadata::topic_config::BrokerDefaults {
+        crate::metadata::topic_config::BrokerDefaults {
+            log_retention_bytes: self.log_retention_bytes,
+        }
+    }
+
     /// The assignors groups can be given, with their configured settings (`learner.*`).
     pub fn assignors(&self) -> Registry {
         let mut registry = Registry::builtin();

@@ -43,9 +43,11 @@
 //! - [`simulate`]: `koord simulate`, a deterministic simulator of rebalances over the same
 //!   group core and assignors (simulated clock, members and store; no sockets): rebalance
 //!   counts, per-task downtime, time until balanced, and an SVG timeline.
-//! - [`observe`]: the metrics registry (Prometheus text at `/metrics`), the groups' status
-//!   snapshots and rebalance history, and the HTTP listener (`http.listen`) serving them with
-//!   `/healthz`, `/readyz` and a self-refreshing status page.
+//! - [`metrics`]: the metrics registry every layer records into (Prometheus text at
+//!   `/metrics`): a leaf, so the lowest layers may record.
+//! - [`observe`]: the HTTP listener (`http.listen`) serving the metrics, the groups' status
+//!   snapshots and rebalance history ([`coordinator::status`]) with `/healthz`, `/readyz` and a
+//!   self-refreshing status page.
 //! - [`txn`]: the PURE transaction coordinator (no tokio, no clock, no I/O): transactional ids,
 //!   producer epochs and fencing, the transaction states and timeouts; its inputs take `now` and
 //!   return the records to persist and the markers to write.
@@ -69,6 +71,7 @@ pub mod gateway;
 pub mod group;
 pub mod log;
 pub mod metadata;
+pub mod metrics;
 pub mod observe;
 pub mod offsets;
 pub mod security;

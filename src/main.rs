@@ -382,7 +382,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         // The HTTP listener (metrics, health, status page) comes up before the store loads,
         // so /readyz can say it is not ready yet. One that cannot bind is reported and left
         // off: the Kafka listener is what clients need.
-        koord::observe::metrics().set_enabled(broker.config.http_listen.is_some());
+        koord::metrics::metrics().set_enabled(broker.config.http_listen.is_some());
         let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
         let http = match broker.config.http_listen {
             Some(addr) => match tokio::net::TcpListener::bind(addr).await {

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use koord::gateway::client::Upstream;
-use koord::gateway::store::{partition_of, UpstreamStore};
+use koord::gateway::store::UpstreamStore;
 use koord::storage::{MemoryStore, Mutation, Store};
+use koord::vocab::partition_of;
 use koord::vocab::records::GroupMetadataRecord;
 use koord::vocab::{Generation, GroupError, GroupId, OffsetAndMetadata, Timestamp, TopicPartition};
 

@@ -104,7 +104,7 @@ fn configs(t: &CreatableTopic) -> Result<TopicConfigs, Failure> {
 fn described(broker: &Broker, configs: &TopicConfigs) -> Vec<CreatableTopicConfigs> {
     DEFS.iter()
         .map(|d| {
-            let (value, source) = effective(d, configs, &broker.config);
+            let (value, source) = effective(d, configs, &broker.config.topic_defaults());
             CreatableTopicConfigs::default()
                 .with_name(str_bytes(d.name))
                 .with_value(Some(str_bytes(value)))

@@ -32,7 +32,12 @@ fn delete(broker: &Broker, topic: &str, index: i32, offset: i64) -> Result<i64, 
         .topics
         .get(topic)
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
-    if !LogSettings::new(&broker.topics.configs(&topic.name), &broker.config).delete {
+    if !LogSettings::new(
+        &broker.topics.configs(&topic.name),
+        &broker.config.topic_defaults(),
+    )
+    .delete
+    {
         return Err(ResponseError::PolicyViolation);
     }
     let partition = broker

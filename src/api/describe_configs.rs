@@ -81,7 +81,7 @@ fn topic_configs(
         .iter()
         .filter(|d| wanted(keys, d.name))
         .map(|d| {
-            let (value, source) = effective(d, &configs, &broker.config);
+            let (value, source) = effective(d, &configs, &broker.config.topic_defaults());
             let mut r = DescribeConfigsResourceResult::default()
                 .with_name(str_bytes(d.name))
                 .with_value(Some(str_bytes(value.clone())))
@@ -97,7 +97,7 @@ fn topic_configs(
                 }
                 // Kafka lists broker synonyms only where the broker's configuration sets them.
                 if let Some(b) = d.broker {
-                    let (v, s) = broker_default(d, &broker.config);
+                    let (v, s) = broker_default(d, &broker.config.topic_defaults());
                     if s == Source::StaticBroker {
                         list.push(synonym(b, v, s));
                     }

@@ -60,7 +60,7 @@ fn apply(broker: &Broker, name: &str, ops: &[AlterableConfig]) -> Result<TopicCo
                         ),
                     ));
                 }
-                let current = effective(d, &configs, &broker.config).0;
+                let current = effective(d, &configs, &broker.config.topic_defaults()).0;
                 let mut items: Vec<String> = list_items(&current).map(str::to_owned).collect();
                 for item in value.map(list_items).into_iter().flatten() {
                     if op.config_operation == APPEND {

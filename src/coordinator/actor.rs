@@ -28,6 +28,9 @@ use super::{
     PartitionResults, Settings, TxnMarker, TxnOffsetCommit,
 };
 use super::{ConsumerGroupView, StreamsGroupView};
+use crate::coordinator::status::{
+    GroupSnapshot, History, LearnerSnapshot, MemberSnapshot, PartitionRef,
+};
 use crate::group::consumer::{
     ConsumerEvent, ConsumerGroup, ConsumerGroupState, ConsumerHeartbeat, ConsumerHeartbeatReply,
     ConsumerRecord, Refusal,
@@ -40,10 +43,7 @@ use crate::group::{
     JoinReply, LeaveGroup, LeaveMemberResult, LeaveOutcome, MemberId, Output, RequestToken,
     SyncGroup, SyncReply, Timestamp, WriteId,
 };
-use crate::observe::metrics;
-use crate::observe::status::{
-    GroupSnapshot, History, LearnerSnapshot, MemberSnapshot, PartitionRef,
-};
+use crate::metrics::metrics;
 use crate::offsets::{
     self, FetchedOffset, MemoryOffsetStore, OffsetAndMetadata, OffsetStore, PendingOffsets,
     TopicPartition,

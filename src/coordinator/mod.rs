@@ -26,6 +26,8 @@
 mod actor;
 mod clock;
 mod core;
+pub mod ownership;
+pub mod status;
 
 use std::collections::BTreeSet;
 use std::hash::BuildHasher;
@@ -40,8 +42,8 @@ use tokio::sync::{mpsc, oneshot};
 pub use clock::Clock;
 
 use crate::assignor::policy::AssignmentPolicy;
-use crate::cluster::Ownership;
 use crate::config::Config;
+use crate::coordinator::status::GroupSnapshot;
 use crate::group::consumer::{
     ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerHeartbeat,
     ConsumerHeartbeatReply, Refusal, TopicImage,
@@ -57,14 +59,14 @@ use crate::group::{
     SyncReply,
 };
 use crate::metadata::Topics;
-use crate::observe::metrics::GroupCount;
-use crate::observe::status::GroupSnapshot;
+use crate::metrics::GroupCount;
 use crate::offsets::{
     self, FetchedOffset, MemoryOffsetStore, OffsetConfig, PartitionCommit, PendingOffsets,
     TopicPartition,
 };
 use crate::storage::{LoadedGroup, Storage};
 use crate::vocab::IdHasher;
+use ownership::Ownership;
 
 use self::core::Core;
 use actor::{Command, Ctx, Envelope, NewGroup, Shard};
@@ -375,7 +377,7 @@ impl Coordinator {
         loading: bool,
     ) -> Arc<Coordinator> {
         if loading {
-            crate::observe::metrics().set_store_loading(true);
+            crate::metrics::metrics().set_store_loading(true);
         }
         let groups = Arc::new(Directory::default());
         let settings = Arc::new(settings);
@@ -411,7 +413,7 @@ impl Coordinator {
     pub fn load(&self, groups: Vec<LoadedGroup>) {
         let (count, offsets, pending) = self.insert_loaded(groups);
         self.loading.store(false, Ordering::Release);
-        crate::observe::metrics().set_store_loading(false);
+        crate::metrics::metrics().set_store_loading(false);
         tracing::info!(
             groups = count,
             offsets,
@@ -1080,6 +1082,27 @@ impl Coordinator {
     /// Group ids currently in the directory.
     pub fn group_ids(&self) -> BTreeSet<GroupId> {
         self.groups.iter().map(|e| e.key().clone()).collect()
+    }
+}
+
+/// The group cores see topics through [`TopicImage`], which the pure layers define; the
+/// broker's topic table is the image they get.
+impl TopicImage for crate::metadata::Topics {
+    fn version(&self) -> u64 {
+        crate::metadata::Topics::version(self)
+    }
+
+    fn topic(&self, name: &str) -> Option<(crate::vocab::TopicId, u32)> {
+        let (id, partitions) = self.id_and_partitions(name)?;
+        Some((id, u32::try_from(partitions).ok()?))
+    }
+
+    fn names(&self) -> Vec<String> {
+        crate::metadata::Topics::names(self)
+    }
+
+    fn name_of(&self, id: crate::vocab::TopicId) -> Option<String> {
+        crate::metadata::Topics::name_of(self, id)
     }
 }
 

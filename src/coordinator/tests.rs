@@ -29,7 +29,7 @@ fn coordinator_on(store: &Arc<MemoryStore>) -> Arc<Coordinator> {
 
 fn settings() -> Settings {
     Settings {
-        ownership: Arc::new(crate::cluster::Ownership::single()),
+        ownership: Arc::new(crate::coordinator::ownership::Ownership::single()),
         group: GroupConfig {
             initial_rebalance_delay_ms: 0,
             ..GroupConfig::default()
@@ -615,7 +615,7 @@ async fn requests_while_loading_get_load_in_progress() {
 /// record brings it back Stable in the same generation, so the member keeps its place.
 #[tokio::test(start_paused = true)]
 async fn a_group_whose_shard_moves_away_is_refused_and_dropped_and_comes_back_loaded() {
-    use crate::cluster::{Ownership, ShardState};
+    use crate::coordinator::ownership::{Ownership, ShardState};
     let ownership = Arc::new(Ownership::cluster(1, 4));
     let store = Arc::new(MemoryStore::default());
     let c = Coordinator::with_storage(

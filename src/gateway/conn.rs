@@ -274,7 +274,7 @@ async fn request(frame: Bytes, gw: &Arc<Gateway>, client: &mut Client) -> Next {
             Some(c) => c,
             None => continue,
         };
-        let metrics = crate::observe::metrics();
+        let metrics = crate::metrics::metrics();
         let sent = metrics.enabled().then(Instant::now);
         match conn.send(frame.clone(), expect).await {
             Ok(Some(rx)) => {
@@ -422,7 +422,7 @@ async fn koord(frame: Bytes, gw: &Arc<Gateway>, ctx: &RequestContext) -> Next {
     let key = ApiKey::try_from(header.request_api_key).unwrap_or(ApiKey::ApiVersions);
     let (v, corr) = (header.request_api_version, header.correlation_id);
     let span = tracing::debug_span!("req", api = ?key, v, corr);
-    let metrics = crate::observe::metrics();
+    let metrics = crate::metrics::metrics();
     let started = metrics.enabled().then(Instant::now);
     let outcome = api::dispatch(&gw.broker, &header, ctx, body)
         .instrument(span)
@@ -480,7 +480,7 @@ async fn write_loop<W: AsyncWrite + Send + 'static>(
                 // Forwarded: counted with its latency; its error codes are upstream's own
                 // (upstream's metrics count them), not decoded here.
                 if let Some(sent) = sent {
-                    crate::observe::metrics().request(key as i16, version, sent.elapsed(), None);
+                    crate::metrics::metrics().request(key as i16, version, sent.elapsed(), None);
                 }
                 match answer_frame(&gw, listener, key, version, corr, frame).await {
                     Some(Answer::Whole(b)) => b,

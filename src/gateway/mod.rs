@@ -592,7 +592,7 @@ async fn serve_socket(stream: TcpStream, listener: usize, target: Option<i32>, g
     let Some(l) = gw.listeners.get(listener) else {
         return;
     };
-    let metrics = crate::observe::metrics();
+    let metrics = crate::metrics::metrics();
     metrics.connection_opened();
     match &l.tls {
         None => {

@@ -39,6 +39,7 @@ use crate::storage::codec;
 use crate::storage::{
     LoadedGroup, MemoryStore, Mutation, Store, StoreError, StoredCredential, StoredTopic,
 };
+use crate::vocab::partition_of;
 use crate::vocab::{GroupId, OffsetAndMetadata, TopicPartition, TxnRecord};
 
 const VERSION: u8 = 0;
@@ -51,19 +52,6 @@ const FENCE: u8 = b'F';
 const CLASSIC: u8 = b'c';
 const CONSUMER: u8 = b'k';
 const STREAMS: u8 = b's';
-
-/// The partition of `group`'s records among `partitions`: Java's `String.hashCode` of the id,
-/// as Kafka's `Utils.abs(groupId.hashCode()) % partitions` places a group, so that it never
-/// changes between releases.
-pub fn partition_of(group: &str, partitions: i32) -> i32 {
-    let mut h: i32 = 0;
-    for unit in group.encode_utf16() {
-        h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
-    }
-    // Kafka's Utils.abs: i32::MIN maps to 0.
-    let abs = if h == i32::MIN { 0 } else { h.abs() };
-    abs % partitions.max(1)
-}
 
 fn key(kind: u8, group: &str, member: &str) -> Bytes {
     let mut b = BytesMut::with_capacity(4 + group.len() + member.len());
@@ -208,7 +196,7 @@ struct Fencing {
     producers: Mutex<HashMap<i32, ShardProducer>>,
     /// Shards whose writes upstream refused as fenced, until [`UpstreamStore::take_fenced`].
     fenced: Mutex<Vec<i32>>,
-    /// Whether the node's lease still holds ([`crate::cluster::Ownership`]): checked just
+    /// Whether the node's lease still holds ([`crate::coordinator::ownership::Ownership`]): checked just
     /// before a shard's offsets go upstream, which its producer epoch does not fence.
     lease: std::sync::OnceLock<LeaseCheck>,
 }
@@ -877,18 +865,6 @@ impl Store for UpstreamStore {
 mod tests {
     use super::*;
     use crate::vocab::GroupError;
-
-    #[test]
-    fn groups_land_where_kafka_would_put_them() {
-        // Java: "my-group".hashCode() == -1906497762; abs % 50 == 12.
-        assert_eq!(partition_of("my-group", 50), 12);
-        assert_eq!(partition_of("", 50), 0);
-        // A hash of i32::MIN: Kafka's Utils.abs gives 0.
-        assert_eq!(partition_of("polygenelubricants", 50), 0);
-        for p in [1, 7, 50] {
-            assert!((0..p).contains(&partition_of("x\u{1F600}y", p)));
-        }
-    }
 
     #[test]
     fn records_decode_back_to_the_mutation_that_wrote_them() {

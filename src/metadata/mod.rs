@@ -13,7 +13,6 @@ use std::sync::RwLock;
 
 use uuid::Uuid;
 
-use crate::group::consumer::TopicImage;
 use crate::vocab::TopicId;
 
 use topic_config::TopicConfigs;
@@ -76,7 +75,7 @@ pub fn topic_id(name: &str) -> Uuid {
 pub struct Topics {
     inner: RwLock<TopicsInner>,
     /// Bumped by every creation and deletion: consumer groups re-check their subscribed topics
-    /// when it moves ([`TopicImage::version`]).
+    /// when it moves ([`Topics::version`]).
     version: AtomicU64,
 }
 
@@ -89,6 +88,27 @@ struct TopicsInner {
 }
 
 impl Topics {
+    /// Moves with every creation, deletion and partition count change: consumer groups
+    /// re-check their subscribed topics when it does.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// The id and partition count of topic `name`, without copying its record.
+    pub fn id_and_partitions(&self, name: &str) -> Option<(TopicId, i32)> {
+        self.read().by_name.get(name).map(|t| (t.id, t.partitions))
+    }
+
+    /// Every topic's name, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.read().by_name.keys().cloned().collect()
+    }
+
+    /// The name of the topic with id `id`.
+    pub fn name_of(&self, id: TopicId) -> Option<String> {
+        self.read().by_id.get(&id).cloned()
+    }
+
     pub fn get(&self, name: &str) -> Option<Topic> {
         self.read().by_name.get(name).cloned()
     }
@@ -221,26 +241,6 @@ impl Topics {
         // A poisoned lock only means another thread panicked mid-read; the map is still whole
         // because every write is a pair of inserts done before the guard drops.
         self.inner.read().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl TopicImage for Topics {
-    fn version(&self) -> u64 {
-        self.version.load(Ordering::Acquire)
-    }
-
-    fn topic(&self, name: &str) -> Option<(TopicId, u32)> {
-        let inner = self.read();
-        let t = inner.by_name.get(name)?;
-        Some((t.id, u32::try_from(t.partitions).ok()?))
-    }
-
-    fn names(&self) -> Vec<String> {
-        self.read().by_name.keys().cloned().collect()
-    }
-
-    fn name_of(&self, id: TopicId) -> Option<String> {
-        self.read().by_id.get(&id).cloned()
     }
 }
 

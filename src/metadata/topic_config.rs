@@ -5,8 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::Config;
-
 /// A topic's explicitly set configs (Kafka's dynamic topic configs), by name.
 pub type TopicConfigs = BTreeMap<String, String>;
 
@@ -127,8 +125,24 @@ pub enum Source {
     Default = 5,
 }
 
+/// What of koord's own configuration sets topic configs' defaults (their broker synonyms):
+/// [`crate::config::Config::topic_defaults`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BrokerDefaults {
+    /// `log.retention.bytes`.
+    pub log_retention_bytes: i64,
+}
+
+impl Default for BrokerDefaults {
+    fn default() -> Self {
+        BrokerDefaults {
+            log_retention_bytes: -1,
+        }
+    }
+}
+
 /// The broker-level default of a topic config: koord's own setting where it has one.
-pub fn broker_default(d: &Def, broker: &Config) -> (String, Source) {
+pub fn broker_default(d: &Def, broker: &BrokerDefaults) -> (String, Source) {
     if d.name == "retention.bytes" && broker.log_retention_bytes != -1 {
         return (broker.log_retention_bytes.to_string(), Source::StaticBroker);
     }
@@ -136,7 +150,7 @@ pub fn broker_default(d: &Def, broker: &Config) -> (String, Source) {
 }
 
 /// The effective value of `d` for a topic with `configs`.
-pub fn effective(d: &Def, configs: &TopicConfigs, broker: &Config) -> (String, Source) {
+pub fn effective(d: &Def, configs: &TopicConfigs, broker: &BrokerDefaults) -> (String, Source) {
     match configs.get(d.name) {
         Some(v) => (v.clone(), Source::Topic),
         None => broker_default(d, broker),
@@ -285,7 +299,7 @@ pub struct LogSettings {
 
 impl LogSettings {
     /// The settings of a topic with `configs` on a broker configured as `broker`.
-    pub fn new(configs: &TopicConfigs, broker: &Config) -> LogSettings {
+    pub fn new(configs: &TopicConfigs, broker: &BrokerDefaults) -> LogSettings {
         let get = |name: &str| def(name).map(|d| effective(d, configs, broker).0);
         let long = |name: &str, fallback: i64| {
             get(name)
@@ -376,9 +390,8 @@ mod tests {
 
     #[test]
     fn settings_follow_configs_and_broker_defaults() {
-        let broker = Config {
+        let broker = BrokerDefaults {
             log_retention_bytes: 5000,
-            ..Config::default()
         };
         let s = LogSettings::new(&TopicConfigs::new(), &broker);
         assert_eq!(s.retention_bytes, Some(5000));

@@ -24,9 +24,10 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
-use super::{metrics, page};
+use super::page;
 use crate::broker::Broker;
 use crate::group::GroupId;
+use crate::metrics::metrics;
 
 /// Largest request head (request line and headers) served.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;

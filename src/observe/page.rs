@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::status::{GroupSnapshot, PartitionRef, RebalanceSnapshot};
+use crate::coordinator::status::{GroupSnapshot, PartitionRef, RebalanceSnapshot};
 use crate::svg::{colour, escape, open, swatch, DOWN};
 
 /// Seconds between the page's reloads.
@@ -294,7 +294,7 @@ fn timeline_svg(g: &GroupSnapshot, colours: &BTreeMap<&str, &'static str>) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::status::{MemberSnapshot, Move};
+    use crate::coordinator::status::{MemberSnapshot, Move};
 
     #[test]
     fn page_shows_members_partitions_and_moves_escaped() {

@@ -231,7 +231,7 @@ async fn step(
             // A request that waits (a long-poll Fetch, a JoinGroup or SyncGroup parked by
             // its group) is dropped on shutdown, as Kafka does, instead of holding the
             // process for up to its timeout. Requests that answer at once win the race.
-            let metrics = crate::observe::metrics();
+            let metrics = crate::metrics::metrics();
             let started = metrics.enabled().then(std::time::Instant::now);
             let outcome = tokio::select! {
                 biased;
@@ -326,7 +326,7 @@ async fn heartbeats(
     session: &Session,
     out: &mut BytesMut,
 ) -> Step {
-    let metrics = crate::observe::metrics();
+    let metrics = crate::metrics::metrics();
     let mut run = Vec::new();
     let mut checked = Vec::new();
     let mut end = Step::Wrote;

@@ -91,7 +91,7 @@ pub async fn run_listeners(
                 let stop = stop_rx.clone();
                 let span = tracing::debug_span!("conn", %peer, conn = id, listener = %listener.name);
                 conns.spawn(async move {
-                    let metrics = crate::observe::metrics();
+                    let metrics = crate::metrics::metrics();
                     metrics.connection_opened();
                     if let Some(peer) = tcp_ready(&stream) {
                         let conn = Conn { peer, listener, tls_principal: None };

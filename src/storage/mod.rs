@@ -569,7 +569,7 @@ fn run(
             store.apply_writes(writes, durable)
         };
         if mutations > 0 {
-            crate::observe::metrics().store_batch(dones.len(), started.elapsed());
+            crate::metrics::metrics().store_batch(dones.len(), started.elapsed());
         }
         let failed = results.iter().filter(|r| r.is_err()).count();
         if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {

@@ -145,3 +145,33 @@ impl Protocol {
         }
     }
 }
+
+/// The partition of `group`'s records (or its shard) among `partitions`: Java's `String.hashCode` of the id,
+/// as Kafka's `Utils.abs(groupId.hashCode()) % partitions` places a group, so that it never
+/// changes between releases.
+pub fn partition_of(group: &str, partitions: i32) -> i32 {
+    let mut h: i32 = 0;
+    for unit in group.encode_utf16() {
+        h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
+    }
+    // Kafka's Utils.abs: i32::MIN maps to 0.
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % partitions.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_land_where_kafka_would_put_them() {
+        // Java: "my-group".hashCode() == -1906497762; abs % 50 == 12.
+        assert_eq!(partition_of("my-group", 50), 12);
+        assert_eq!(partition_of("", 50), 0);
+        // A hash of i32::MIN: Kafka's Utils.abs gives 0.
+        assert_eq!(partition_of("polygenelubricants", 50), 0);
+        for p in [1, 7, 50] {
+            assert!((0..p).contains(&partition_of("x\u{1F600}y", p)));
+        }
+    }
+}

@@ -14,7 +14,7 @@ pub mod txn;
 
 pub use errors::{error_code, GroupError};
 pub use hash::{IdHasher, IdMap};
-pub use ids::{Generation, GroupId, InstanceId, MemberId, Protocol};
+pub use ids::{partition_of, Generation, GroupId, InstanceId, MemberId, Protocol};
 pub use records::{
     ClassicMemberMetadata, ConsumerGroupRecord, ConsumerMember, ConsumerMemberState,
     ExpirationBase, GroupMetadataRecord, MemberRecord, OffsetAndMetadata, Partitions, TopicId,

@@ -121,7 +121,7 @@ impl Sim {
         };
         for i in 0..case.initial {
             let bits = case.heterogeneous.as_ref().map_or(0, |b| b[i % b.len()]);
-            sim.join(i as u8 * 37, bits);
+            sim.join((i as u8).wrapping_mul(37), bits);
         }
         sim
     }
