@@ -8,13 +8,12 @@ use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::backend::{Backend, Local, Standalone};
 use crate::config::Config;
 use crate::coordinator::ownership::Ownership;
 use crate::coordinator::{Clock, Coordinator, Settings};
-use crate::gateway::client::Upstream;
-use crate::gateway::store::UpstreamStore;
 use crate::log::Logs;
 use crate::metadata::topic_config::{LogSettings, TopicConfigs};
 use crate::metadata::{CreateError, Topic, Topics};
@@ -25,7 +24,6 @@ use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::security::Credentials;
 use crate::storage::{EmbeddedStore, Mutation, Router, Storage, Store, StoreError};
 use crate::transactions::Transactions;
-use crate::vocab::partition_of;
 
 /// Iterations of the bootstrap admin's credentials (Kafka's default for kafka-configs).
 const ADMIN_ITERATIONS: u32 = 8192;
@@ -86,14 +84,11 @@ pub struct Broker {
     /// The durable store (read at start-up; written through `storage`): the embedded one under
     /// the data dir, or in gateway mode the upstream cluster with the embedded one beside it.
     store: Arc<dyn Store>,
-    /// Gateway mode: koord's client to the upstream cluster, for what is read from it directly
-    /// (OffsetFetch) and what goes to it inside a transaction (TxnOffsetCommit).
-    pub upstream: Option<Arc<Upstream>>,
+    /// What lies behind koord's own groups ([`Backend`]): nothing standalone, the upstream
+    /// cluster in gateway mode.
+    pub backend: Arc<dyn Backend>,
     /// The node's storage task: every durable write goes through it.
     pub storage: Storage,
-    /// Gateway mode: the store of the groups' records upstream (cluster mode loads and drops
-    /// shards of it while running).
-    pub groups_store: Option<Arc<UpstreamStore>>,
     /// Held by each change of a topic's stored record (create, configs, partitions, delete)
     /// from reading the topic to applying the change: each writes the whole record, so two at
     /// once could store a stale count or stale configs last.
@@ -163,73 +158,17 @@ impl Broker {
         let store = Arc::new(
             EmbeddedStore::open(&Self::prepare_data_dir(&config)?).map_err(io::Error::other)?,
         );
-        Broker::assemble(config, store, None, None, Arc::new(Ownership::single()))
-    }
-
-    /// [`Broker::open`] for gateway mode: the groups' records and offsets live upstream
-    /// ([`UpstreamStore`], which creates its topic upstream first), the rest in the embedded
-    /// store under the data dir.
-    ///
-    /// # Errors
-    /// As [`Broker::open`], or upstream refused koord's topic or could not be reached.
-    pub async fn open_gateway(config: Config, up: Arc<Upstream>) -> io::Result<Broker> {
-        let local = Arc::new(
-            EmbeddedStore::open(&Self::prepare_data_dir(&config)?).map_err(io::Error::other)?,
-        );
-        let store = UpstreamStore::open(
-            up.clone(),
-            local,
-            &config.upstream_groups_topic,
-            config.upstream_groups_topic_partitions,
-            std::time::Duration::from_millis(config.upstream_write_timeout_ms),
-        )
-        .await
-        .map_err(|e| {
-            io::Error::other(format!(
-                "upstream.groups.topic.name {}: {e}",
-                config.upstream_groups_topic
-            ))
-        })?;
-        // A storage lane per partition of koord's topic: a group's writes wait only on its
-        // own upstream partitions (one whose leader is being re-elected holds no other
-        // group's writes), and writes without a group (users, ACLs, topics) have their own.
-        let partitions = store.partitions();
-        let route: Router = Arc::new(move |write: &[Mutation], lanes: usize| {
-            match write.iter().find_map(Mutation::group) {
-                Some(group) => partition_of(group.as_str(), partitions) as usize,
-                None => lanes - 1,
-            }
-        });
-        let lanes = (partitions as usize + 1, route);
-        // Cluster mode: this node serves only the shards (partitions) its membership gives it.
-        let ownership = if config.cluster_name.is_empty() {
-            Ownership::single()
-        } else {
-            Ownership::cluster(config.node_id, partitions)
-        };
-        let store = Arc::new(if config.cluster_name.is_empty() {
-            store
-        } else {
-            store.with_fencing(&config.cluster_name, config.node_id)
-        });
-        let mut broker = Broker::assemble(
+        Broker::assemble(
             config,
-            store.clone(),
-            Some(up),
-            Some(lanes),
-            Arc::new(ownership),
-        )?;
-        let (ownership, clock) = (
-            broker.coordinator.ownership().clone(),
-            broker.coordinator.clock().clone(),
-        );
-        store.set_lease_check(Box::new(move || !ownership.lease_expired(clock.now())));
-        broker.groups_store = Some(store);
-        Ok(broker)
+            store,
+            Arc::new(Standalone),
+            None,
+            Arc::new(Ownership::single()),
+        )
     }
 
     /// Creates the data dir if needed and returns it.
-    fn prepare_data_dir(config: &Config) -> io::Result<std::path::PathBuf> {
+    pub fn prepare_data_dir(config: &Config) -> io::Result<std::path::PathBuf> {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -239,12 +178,13 @@ impl Broker {
         Ok(config.data_dir.clone())
     }
 
-    /// The node's state over `store`: settles the cluster id, creates the stored and the
-    /// configured topics, and starts the storage task.
-    fn assemble(
+    /// The node's state over `store` and `backend`: settles the cluster id, creates the
+    /// stored and the configured topics, and starts the storage task (one lane, or `lanes`
+    /// lanes the router picks from).
+    pub fn assemble(
         config: Config,
         store: Arc<dyn Store>,
-        upstream: Option<Arc<Upstream>>,
+        backend: Arc<dyn Backend>,
         lanes: Option<(usize, Router)>,
         ownership: Arc<Ownership>,
     ) -> io::Result<Broker> {
@@ -301,10 +241,11 @@ impl Broker {
             }
             None => Storage::start(store.clone(), config.offsets_commit_sync),
         };
-        let settings = Settings {
+        let mut settings = Settings {
             ownership,
             ..Settings::from_config(&config, topics.clone())
         };
+        settings.offsets.kept_elsewhere = backend.keeps_offsets();
         let coordinator =
             Coordinator::with_storage(settings, Clock::system(), storage.clone(), true);
         let txns = Transactions::new(config.transaction_max_timeout_ms, storage.clone());
@@ -322,8 +263,7 @@ impl Broker {
             credentials,
             store,
             storage,
-            upstream,
-            groups_store: None,
+            backend,
             topic_writes: tokio::sync::Mutex::new(()),
         })
     }
@@ -532,29 +472,13 @@ impl Broker {
         Ok(())
     }
 
-    /// Cluster mode: whether this node may still act for `group` upstream outside its store
-    /// (the deletion of a group only upstream has): its shard's fence record taken with this
-    /// node's producer epoch, in the shard's storage lane, and its lease holding. A node that
-    /// lost the shard meanwhile must not delete what the next owner serves. Outside a
-    /// cluster, always.
-    ///
-    /// # Errors
-    /// NOT_COORDINATOR when the shard is another node's now, COORDINATOR_LOAD_IN_PROGRESS when
-    /// upstream did not take the fence record in time.
-    pub async fn fence(
-        &self,
-        group: &crate::vocab::GroupId,
-    ) -> Result<(), crate::vocab::GroupError> {
-        if !self.coordinator.ownership().is_cluster() {
-            return Ok(());
+    /// What koord holds itself, as the [`Backend`] sees it.
+    pub fn local(&self) -> Local<'_> {
+        Local {
+            coordinator: &self.coordinator,
+            txns: &self.txns,
+            storage: &self.storage,
         }
-        self.storage
-            .write(vec![Mutation::Fence {
-                group: group.clone(),
-            }])
-            .await
-            .map_err(|e| e.group_error())?;
-        self.coordinator.admit(group)
     }
 
     pub fn node_id(&self) -> i32 {
@@ -593,6 +517,65 @@ impl Broker {
         );
         Ok(Some(topic))
     }
+}
+
+/// The transaction coordinator's view of the node: the group coordinator, producer ids, and
+/// the partition logs its markers go into.
+impl crate::transactions::Host for Broker {
+    fn coordinator(&self) -> &Arc<Coordinator> {
+        &self.coordinator
+    }
+
+    fn allocate_producer_id(&self) -> i64 {
+        self.producer_ids.allocate()
+    }
+
+    fn write_markers(&self, markers: &crate::txn::Markers) {
+        for tp in &markers.partitions {
+            let Some(topic) = self.topics.get(&tp.topic) else {
+                continue;
+            };
+            let Some(partition) = self.logs.partition(&topic, tp.partition) else {
+                continue;
+            };
+            if let Err(e) =
+                partition.append_marker(markers.producer_id, markers.producer_epoch, markers.commit)
+            {
+                tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker not written: {e}");
+            }
+        }
+    }
+}
+
+/// Runs the coordinator's two periodic checks, as Kafka's scheduler does: timed-out
+/// transactions every `transaction.abort.timed.out.transaction.cleanup.interval.ms`, expired
+/// ids every `transaction.remove.expired.transaction.cleanup.interval.ms`. Ends when the broker
+/// is dropped.
+pub fn spawn_txn_timers(broker: &Arc<Broker>) {
+    let weak = Arc::downgrade(broker);
+    let abort_every = Duration::from_millis(broker.config.transaction_abort_check_interval_ms);
+    let expire_every = Duration::from_millis(broker.config.transaction_expire_check_interval_ms);
+    let expiration_ms = broker.config.transactional_id_expiration_ms;
+    tokio::spawn(async move {
+        let mut abort = tokio::time::interval(abort_every);
+        let mut expire = tokio::time::interval(expire_every);
+        abort.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        expire.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        abort.tick().await;
+        expire.tick().await;
+        loop {
+            tokio::select! {
+                _ = abort.tick() => {
+                    let Some(broker) = weak.upgrade() else { return };
+                    broker.txns.abort_timed_out(broker.as_ref()).await;
+                }
+                _ = expire.tick() => {
+                    let Some(broker) = weak.upgrade() else { return };
+                    broker.txns.expire_ids(expiration_ms).await;
+                }
+            }
+        }
+    });
 }
 
 fn load_or_create_cluster_id(dir: &Path) -> io::Result<String> {

@@ -20,6 +20,9 @@
 //!   [`security::Principal`] every request is dispatched with, and the ACLs with Kafka's
 //!   authorization rules ([`security::acl`], pure; [`security::authorizer`], opt-in with
 //!   `authorizer.class.name`), which every API asks through `api::RequestContext::may`.
+//! - [`backend`]: what lies behind koord's own groups, chosen at start-up: nothing standalone,
+//!   the upstream cluster in gateway mode (offsets kept there, upstream's own groups, its
+//!   transactions and topics). Handlers call it and never ask which mode they run in.
 //! - [`broker`]: the state every API shares: configuration, topics, partition logs, producer ids.
 //! - [`metadata`]: the topics this node knows (configured or created at run time), their ids and
 //!   partition counts, and Kafka's topic-name rules.
@@ -63,8 +66,8 @@
 
 pub mod api;
 pub mod assignor;
+pub mod backend;
 pub mod broker;
-pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod gateway;

@@ -324,18 +324,20 @@ fn serve(args: ServeArgs) -> ExitCode {
             }
         };
         let opened = match &upstream {
-            None => Broker::open(config),
+            None => Broker::open(config).map(|b| (b, None)),
             Some(view) => {
                 let client = Arc::new(koord::gateway::client::Upstream::new(
                     config.upstream_bootstrap_servers.clone(),
                     view.brokers.clone(),
                 ).with_security(upstream_security.clone())
                 .with_retry_for(std::time::Duration::from_millis(config.upstream_write_timeout_ms)));
-                Broker::open_gateway(config, client).await
+                koord::gateway::open_broker(config, client)
+                    .await
+                    .map(|(b, upstreams)| (b, Some(upstreams)))
             }
         };
-        let broker = match opened {
-            Ok(b) => Arc::new(b),
+        let (broker, upstreams) = match opened {
+            Ok((b, upstreams)) => (Arc::new(b), upstreams),
             Err(e) => {
                 error!("{e}");
                 return ExitCode::FAILURE;
@@ -413,9 +415,9 @@ fn serve(args: ServeArgs) -> ExitCode {
             }
         });
         // In gateway mode the offsets are upstream's, and so is their retention: the task
-        // only forgets groups long Empty (`OffsetConfig::kept_upstream`).
+        // only forgets groups long Empty (`OffsetConfig::kept_elsewhere`).
         broker.coordinator.spawn_retention();
-        koord::transactions::spawn_timers(&broker);
+        koord::broker::spawn_txn_timers(&broker);
         let mut load_failed = false;
         let stop = async {
             tokio::select! {
@@ -424,10 +426,10 @@ fn serve(args: ServeArgs) -> ExitCode {
                 Ok(()) = load_failed_rx => load_failed = true,
             }
         };
-        match upstream {
+        match upstream.zip(upstreams) {
             None => koord::server::run_listeners(bound, broker.clone(), stop).await,
-            Some(view) => {
-                if let Err(e) = koord::gateway::Gateway::run(bound, broker.clone(), view, upstream_security, stop).await {
+            Some((view, upstreams)) => {
+                if let Err(e) = koord::gateway::Gateway::run(bound, broker.clone(), upstreams, view, upstream_security, stop).await {
                     error!("{e}");
                     return ExitCode::FAILURE;
                 }

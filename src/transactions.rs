@@ -20,7 +20,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::oneshot;
 
-use crate::broker::Broker;
 use crate::coordinator::{Coordinator, TxnMarker};
 use crate::storage::{Mutation, Storage, StoreError};
 use crate::txn::{
@@ -28,6 +27,18 @@ use crate::txn::{
     TxnCoordinator, TxnError,
 };
 use crate::vocab::{GroupId, Timestamp, TopicPartition, TxnRecord};
+
+/// What the transaction coordinator needs of the node it runs in (the broker is one).
+pub trait Host: Send + Sync {
+    /// The group coordinator, which commits or drops a transaction's offsets.
+    fn coordinator(&self) -> &Arc<Coordinator>;
+    /// A producer id never handed out before.
+    fn allocate_producer_id(&self) -> i64;
+    /// Appends the markers of an ending transaction to its partitions. A partition whose
+    /// topic is gone gets none; a producer that already wrote with a newer epoch keeps its
+    /// state (logged).
+    fn write_markers(&self, markers: &Markers);
+}
 
 /// Why a transactional request failed in the shell.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,7 +123,7 @@ impl Transactions {
 
     /// Takes the stored transactional ids over and finishes every transaction found ending,
     /// in tasks of their own (the groups are loaded already, so their markers find them).
-    pub fn load(&self, broker: &Broker, records: Vec<TxnRecord>) {
+    pub fn load(&self, host: &dyn Host, records: Vec<TxnRecord>) {
         let count = records.len();
         let pending = self.core().load(records);
         if count > 0 {
@@ -123,9 +134,9 @@ impl Transactions {
             );
         }
         for markers in pending {
-            write_markers(broker, &markers);
+            host.write_markers(&markers);
             let (core, storage) = (self.core.clone(), self.storage.clone());
-            let coordinator = broker.coordinator.clone();
+            let coordinator = host.coordinator().clone();
             tokio::spawn(async move {
                 end_in_groups(&coordinator, &markers).await;
                 let record = lock(&core).complete(&markers, wall_clock());
@@ -148,13 +159,13 @@ impl Transactions {
     /// or the store's error.
     pub async fn init_producer(
         &self,
-        broker: &Broker,
+        host: &dyn Host,
         req: &InitProducer,
     ) -> Result<ProducerIdAndEpoch, ShellError> {
         let (rx, outcome) = {
             let mut core = self.serving()?;
             let outcome =
-                core.init_producer(req, wall_clock(), &mut || broker.producer_ids.allocate())?;
+                core.init_producer(req, wall_clock(), &mut || host.allocate_producer_id())?;
             let record = match &outcome {
                 Init::Ready(r) => r.clone(),
                 Init::Fenced { record, .. } => record.clone(),
@@ -173,7 +184,7 @@ impl Transactions {
                     epoch = record.producer_epoch,
                     "fenced the previous producer; aborting its transaction"
                 );
-                self.finish(broker, &markers).await;
+                self.finish(host, &markers).await;
                 Err(TxnError::ConcurrentTransactions.into())
             }
         }
@@ -261,7 +272,7 @@ impl Transactions {
     /// The coordinator's refusal or the store's error.
     pub async fn end_txn(
         &self,
-        broker: &Broker,
+        host: &dyn Host,
         transactional_id: &str,
         producer: ProducerIdAndEpoch,
         commit: bool,
@@ -282,7 +293,7 @@ impl Transactions {
         };
         self.durable_or_revert(rx, written, previous).await?;
         if let End::Prepared(e) = outcome {
-            self.finish(broker, &e.markers).await;
+            self.finish(host, &e.markers).await;
         }
         Ok(())
     }
@@ -290,9 +301,9 @@ impl Transactions {
     /// Writes the markers of an ending transaction, then completes it. The ending record is
     /// durable already. A failed completion write leaves the stored state ending: the markers
     /// are written again at the next start, which is harmless.
-    async fn finish(&self, broker: &Broker, markers: &Markers) {
-        write_markers(broker, markers);
-        end_in_groups(&broker.coordinator, markers).await;
+    async fn finish(&self, host: &dyn Host, markers: &Markers) {
+        host.write_markers(markers);
+        end_in_groups(host.coordinator(), markers).await;
         let rx = {
             let record = self.core().complete(markers, wall_clock());
             self.submit(record.into_iter().map(put).collect())
@@ -312,7 +323,7 @@ impl Transactions {
     }
 
     /// Aborts every open transaction past its timeout.
-    pub async fn abort_timed_out(&self, broker: &Broker) {
+    pub async fn abort_timed_out(&self, host: &dyn Host) {
         let (rx, ending) = {
             let mut core = self.core();
             let ending = core.abort_timed_out(wall_clock());
@@ -331,7 +342,7 @@ impl Transactions {
                 transactional_id = %record.transactional_id,
                 "transaction timed out; aborted"
             );
-            self.finish(broker, &markers).await;
+            self.finish(host, &markers).await;
         }
     }
 
@@ -398,55 +409,6 @@ async fn end_in_groups(coordinator: &Coordinator, markers: &Markers) {
             pause = (pause * 2).min(Duration::from_secs(5));
         }
     }
-}
-
-/// Appends the marker to every partition of the transaction. A partition whose topic is gone
-/// gets none; a producer that already wrote with a newer epoch keeps its state (logged).
-fn write_markers(broker: &Broker, markers: &Markers) {
-    for tp in &markers.partitions {
-        let Some(topic) = broker.topics.get(&tp.topic) else {
-            continue;
-        };
-        let Some(partition) = broker.logs.partition(&topic, tp.partition) else {
-            continue;
-        };
-        if let Err(e) =
-            partition.append_marker(markers.producer_id, markers.producer_epoch, markers.commit)
-        {
-            tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker not written: {e}");
-        }
-    }
-}
-
-/// Runs the coordinator's two periodic checks, as Kafka's scheduler does: timed-out
-/// transactions every `transaction.abort.timed.out.transaction.cleanup.interval.ms`, expired
-/// ids every `transaction.remove.expired.transaction.cleanup.interval.ms`. Ends when the broker
-/// is dropped.
-pub fn spawn_timers(broker: &std::sync::Arc<Broker>) {
-    let weak = std::sync::Arc::downgrade(broker);
-    let abort_every = Duration::from_millis(broker.config.transaction_abort_check_interval_ms);
-    let expire_every = Duration::from_millis(broker.config.transaction_expire_check_interval_ms);
-    let expiration_ms = broker.config.transactional_id_expiration_ms;
-    tokio::spawn(async move {
-        let mut abort = tokio::time::interval(abort_every);
-        let mut expire = tokio::time::interval(expire_every);
-        abort.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        expire.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        abort.tick().await;
-        expire.tick().await;
-        loop {
-            tokio::select! {
-                _ = abort.tick() => {
-                    let Some(broker) = weak.upgrade() else { return };
-                    broker.txns.abort_timed_out(&broker).await;
-                }
-                _ = expire.tick() => {
-                    let Some(broker) = weak.upgrade() else { return };
-                    broker.txns.expire_ids(expiration_ms).await;
-                }
-            }
-        }
-    });
 }
 
 #[cfg(test)]

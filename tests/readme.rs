@@ -52,7 +52,7 @@ fn compatibility_table_is_the_dispatch_table() {
         .collect();
     assert_eq!(
         documented, served,
-        "README.md api-table vs src/api/table.rs SUPPORTED"
+        "README.md api-table vs src/api/supported.rs SUPPORTED"
     );
 }
 

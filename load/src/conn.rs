@@ -7,15 +7,13 @@
 //! is handed out.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 /// The largest response accepted (the coordinator's answers are small).
@@ -44,35 +42,8 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// A connection to `addr`, secured and authenticated as the run is configured.
-    pub async fn connect(addr: SocketAddr, client_id: &str) -> Result<Conn> {
-        let stream = TcpStream::connect(addr)
-            .await
-            .with_context(|| format!("connect to {addr}"))?;
-        stream.set_nodelay(true)?;
-        let security = crate::security::get();
-        let conn = match security.and_then(|s| s.tls.as_ref()) {
-            Some((tls, name)) => {
-                let stream = tls
-                    .connect(name.clone(), stream)
-                    .await
-                    .with_context(|| format!("TLS handshake with {addr}"))?;
-                let (rd, wr) = tokio::io::split(stream);
-                Conn::spawn(rd, wr, client_id)
-            }
-            None => {
-                let (rd, wr) = stream.into_split();
-                Conn::spawn(rd, wr, client_id)
-            }
-        };
-        if let Some(s) = security {
-            s.authenticate(&conn).await?;
-        }
-        Ok(conn)
-    }
-
     /// Starts the writer and reader tasks of a connection over `rd` and `wr`.
-    fn spawn<R, W>(rd: R, mut wr: W, client_id: &str) -> Conn
+    pub fn spawn<R, W>(rd: R, mut wr: W, client_id: &str) -> Conn
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,

@@ -39,7 +39,6 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use tokio::sync::{watch, Semaphore};
 
-use conn::Conn;
 use member::{Plan, Run};
 use stats::{quantile_ms, Api, ProcSample, Stats};
 
@@ -282,7 +281,7 @@ async fn run(args: &Args) -> Result<Report> {
     }
     let mut shared = Vec::with_capacity(args.connections.max(1));
     for _ in 0..args.connections.max(1) {
-        shared.push(Conn::connect(addr, "koord-load").await?);
+        shared.push(crate::security::connect(addr, "koord-load").await?);
     }
     let prefix = args.group_prefix.clone().unwrap_or_else(|| {
         let nanos = std::time::SystemTime::now()
@@ -393,7 +392,7 @@ async fn run(args: &Args) -> Result<Report> {
 /// Creates the commit topic (an existing one is fine) and waits until Metadata shows every
 /// partition with a leader: Kafka's metadata is eventually consistent and OffsetCommit checks it.
 async fn create_topic(addr: SocketAddr, topic: &str, partitions: i32) -> Result<()> {
-    let conn = Conn::connect(addr, "koord-load").await?;
+    let conn = crate::security::connect(addr, "koord-load").await?;
     let name = TopicName(StrBytes::from_string(topic.to_owned()));
     let req = CreateTopicsRequest::default()
         .with_topics(vec![CreatableTopic::default()

@@ -219,7 +219,7 @@ impl Member {
         if let Some(c) = &self.join_conn {
             return Ok(c.clone());
         }
-        let c = Conn::connect(self.run.plan.coordinator, "koord-load").await?;
+        let c = crate::security::connect(self.run.plan.coordinator, "koord-load").await?;
         self.join_conn = Some(c.clone());
         Ok(c)
     }

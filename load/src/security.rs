@@ -7,6 +7,7 @@
 //! thousands of connections and measures the server, not its own PBKDF2.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -19,6 +20,7 @@ use kafka_protocol::protocol::StrBytes;
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, ServerName};
 use sha2::{Digest, Sha256, Sha512};
+use tokio::net::TcpStream;
 use tokio_rustls::rustls;
 
 use crate::conn::Conn;
@@ -125,6 +127,34 @@ pub fn configure(
     SECURITY
         .set(Security { tls, sasl })
         .map_err(|_| anyhow!("security configured twice"))
+}
+
+/// A connection to `addr`, secured (TLS) and authenticated (SASL) as the run is configured:
+/// the one place a load connection is made.
+pub async fn connect(addr: SocketAddr, client_id: &str) -> Result<Conn> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connect to {addr}"))?;
+    stream.set_nodelay(true)?;
+    let security = get();
+    let conn = match security.and_then(|s| s.tls.as_ref()) {
+        Some((tls, name)) => {
+            let stream = tls
+                .connect(name.clone(), stream)
+                .await
+                .with_context(|| format!("TLS handshake with {addr}"))?;
+            let (rd, wr) = tokio::io::split(stream);
+            Conn::spawn(rd, wr, client_id)
+        }
+        None => {
+            let (rd, wr) = stream.into_split();
+            Conn::spawn(rd, wr, client_id)
+        }
+    };
+    if let Some(s) = security {
+        s.authenticate(&conn).await?;
+    }
+    Ok(conn)
 }
 
 impl Security {

@@ -220,7 +220,7 @@ where
 
 async fn producer(plan: Arc<TxnPlan>, shared: Arc<Shared>, index: usize) -> Result<ProducerStats> {
     let mut stats = ProducerStats::default();
-    let conn = Conn::connect(plan.addr, "koord-load-txn").await?;
+    let conn = crate::security::connect(plan.addr, "koord-load-txn").await?;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());

@@ -8,9 +8,9 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::context::RequestContext;
 use super::describe_configs::{broker_name, topic, BROKER, TOPIC};
 use super::str_bytes;
-use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::metadata::topic_config::{validate, TopicConfigs};
 use crate::security::acl::Operation;

@@ -7,7 +7,7 @@ use kafka_protocol::messages::api_versions_response::{
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::ResponseError;
 
-use crate::api::SUPPORTED;
+use super::supported::SUPPORTED;
 
 fn api_keys() -> Vec<ApiVersion> {
     SUPPORTED

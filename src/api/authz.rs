@@ -11,7 +11,7 @@
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use kafka_protocol::ResponseError;
 
-use super::table::RequestContext;
+use super::context::RequestContext;
 use crate::broker::Broker;
 use crate::security::acl::{Operation, Requester, ResourceType, CLUSTER_NAME};
 

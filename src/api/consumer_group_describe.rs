@@ -11,8 +11,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
+use super::context::RequestContext;
 use super::str_bytes;
-use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::group::consumer::Refusal;
 use crate::group::GroupId;

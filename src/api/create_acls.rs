@@ -10,7 +10,7 @@ use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 use kafka_protocol::ResponseError;
 
-use super::table::{Outcome, RequestContext};
+use super::context::{Outcome, RequestContext};
 use crate::api::str_bytes;
 use crate::broker::Broker;
 use crate::security::acl::{Acl, Operation, PatternType, Permission, ResourceType};

@@ -24,8 +24,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
+use super::context::RequestContext;
 use super::str_bytes;
-use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::metadata::Topic;
 use crate::security::acl::{Operation, ResourceType};

@@ -14,8 +14,8 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::ResponseError;
 
+use super::context::RequestContext;
 use super::str_bytes;
-use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::metadata::topic_config::{effective, validate, TopicConfigs, DEFS};
 use crate::metadata::{validate_topic_name, CreateError};

@@ -11,7 +11,7 @@ use kafka_protocol::messages::delete_acls_response::{
 use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse, ResponseKind};
 use kafka_protocol::ResponseError;
 
-use super::table::{Outcome, RequestContext};
+use super::context::{Outcome, RequestContext};
 use crate::api::str_bytes;
 use crate::broker::Broker;
 use crate::security::acl::{Acl, AclFilter, Operation, PatternType, Permission, ResourceType};

@@ -7,9 +7,9 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
 use super::check_group_id;
-use super::table::RequestContext;
+use super::context::RequestContext;
 use crate::broker::Broker;
-use crate::group::{GroupError, GroupId};
+use crate::group::GroupError;
 use crate::security::acl::{Operation, ResourceType};
 
 pub async fn handle(
@@ -25,12 +25,7 @@ pub async fn handle(
             Ok(_) if !ctx.may(broker, Operation::Delete, ResourceType::Group, &id) => {
                 Err(GroupError::GroupAuthorizationFailed.code())
             }
-            Ok(group) => match broker.coordinator.delete_group(group.clone()).await {
-                Err(GroupError::GroupIdNotFound) if broker.upstream.is_some() => {
-                    upstream_only(broker, &group).await
-                }
-                other => other.map_err(GroupError::code),
-            },
+            Ok(group) => broker.backend.delete_group(broker.local(), group).await,
             Err(e) => Err(e.code()),
         };
         results.push(
@@ -40,21 +35,4 @@ pub async fn handle(
         );
     }
     DeleteGroupsResponse::default().with_results(results)
-}
-
-/// Gateway mode, a group koord does not have: the upstream's (offsets only, or from before
-/// koord), deleted there as Kafka deletes it; GROUP_ID_NOT_FOUND if upstream has none either,
-/// upstream's code if it refuses (NON_EMPTY_GROUP: members talking to it directly),
-/// COORDINATOR_LOAD_IN_PROGRESS if it could not serve in time (clients retry).
-async fn upstream_only(broker: &Broker, group: &GroupId) -> Result<(), i16> {
-    let Some(up) = &broker.upstream else {
-        return Err(GroupError::GroupIdNotFound.code());
-    };
-    // Cluster mode: only while the group's shard is still this node's.
-    broker.fence(group).await.map_err(GroupError::code)?;
-    match up.delete_group(group.as_str(), up.retry_for()).await {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(GroupError::GroupIdNotFound.code()),
-        Err(e) => Err(e.answer(group.as_str(), "DeleteGroups")),
-    }
 }

@@ -16,7 +16,7 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use kafka_protocol::ResponseError;
 
-use super::table::RequestContext;
+use super::context::RequestContext;
 use crate::broker::Broker;
 use crate::metadata::topic_config::LogSettings;
 use crate::security::acl::{Operation, ResourceType};

@@ -18,8 +18,8 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicN
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
+use super::context::RequestContext;
 use super::str_bytes;
-use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::security::acl::{Operation, ResourceType};
 

@@ -6,7 +6,7 @@ use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeA
 use kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse, ResponseKind};
 use kafka_protocol::ResponseError;
 
-use super::table::{Outcome, RequestContext};
+use super::context::{Outcome, RequestContext};
 use crate::api::str_bytes;
 use crate::broker::Broker;
 use crate::security::acl::{AclFilter, Operation, PatternType, Permission, ResourceType};

@@ -5,7 +5,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use kafka_protocol::ResponseError;
 
-use super::table::RequestContext;
+use super::context::RequestContext;
 use super::{str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::broker::Broker;
 use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};

@@ -9,8 +9,8 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::ResponseError;
 
+use super::context::RequestContext;
 use super::str_bytes;
-use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::config::{Config, KEYS};
 use crate::metadata::topic_config::{broker_default, effective, Source, DEFS};

@@ -9,7 +9,7 @@
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 
-use super::table::RequestContext;
+use super::context::RequestContext;
 use super::{check_group_id, str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::broker::Broker;
 use crate::group::GroupError;
@@ -53,32 +53,26 @@ async fn describe(
     }
     let described = broker.coordinator.describe(group.clone()).await;
     if described.is_none() && broker.coordinator.listing(&group).is_none() {
-        // Gateway mode: a group koord does not have may be upstream's (offsets only, or from
-        // before koord); upstream describes it as Kafka does (Empty, no members).
-        if let Some(up) = &broker.upstream {
-            match up.describe_group(group.as_str()).await {
-                Ok(g) if g.group_state.as_str() != "Dead" => {
-                    return base
-                        .with_group_state(g.group_state)
-                        .with_protocol_type(g.protocol_type)
-                        .with_protocol_data(g.protocol_data)
-                        .with_members(if version >= 4 {
-                            g.members
-                        } else {
-                            g.members
-                                .into_iter()
-                                .map(|m| m.with_group_instance_id(None))
-                                .collect()
-                        })
-                }
-                // Not upstream either: answered below as a missing group.
-                Ok(_) => {}
-                Err(e) => {
-                    return base
-                        .with_error_code(e.answer(group.as_str(), "DescribeGroups"))
-                        .with_group_state(str_bytes(""))
-                }
+        // A group koord does not have may live behind it (gateway mode: upstream's, offsets
+        // only or from before koord), described there as Kafka does (Empty, no members).
+        match broker.backend.describe_elsewhere(&group).await {
+            Ok(Some(g)) => {
+                return base
+                    .with_group_state(g.group_state)
+                    .with_protocol_type(g.protocol_type)
+                    .with_protocol_data(g.protocol_data)
+                    .with_members(if version >= 4 {
+                        g.members
+                    } else {
+                        g.members
+                            .into_iter()
+                            .map(|m| m.with_group_instance_id(None))
+                            .collect()
+                    })
             }
+            // Nowhere: answered below as a missing group.
+            Ok(None) => {}
+            Err(code) => return base.with_error_code(code).with_group_state(str_bytes("")),
         }
     }
     match described {

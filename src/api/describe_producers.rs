@@ -40,7 +40,7 @@ fn invalid_topic(name: &str) -> Option<String> {
 
 pub fn handle(
     broker: &Broker,
-    ctx: &super::table::RequestContext,
+    ctx: &super::context::RequestContext,
     req: DescribeProducersRequest,
     _version: i16,
 ) -> DescribeProducersResponse {

@@ -14,7 +14,7 @@ use crate::broker::Broker;
 
 pub fn handle(
     broker: &Broker,
-    ctx: &super::table::RequestContext,
+    ctx: &super::context::RequestContext,
     req: DescribeTransactionsRequest,
     _version: i16,
 ) -> DescribeTransactionsResponse {

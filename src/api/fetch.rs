@@ -40,7 +40,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::check_leader_epoch;
-use super::table::RequestContext;
+use super::context::RequestContext;
 use crate::broker::Broker;
 use crate::log::{AppendWatch, Partition, Read};
 use crate::metadata::LEADER_EPOCH;

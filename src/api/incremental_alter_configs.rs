@@ -9,9 +9,9 @@ use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterC
 use kafka_protocol::ResponseError;
 
 use super::alter_configs::{alter_resource, Failure};
+use super::context::RequestContext;
 use super::describe_configs::topic;
 use super::str_bytes;
-use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::metadata::topic_config::{def, effective, is_list, list_items, TopicConfigs};
 

@@ -6,24 +6,14 @@
 //! cluster, `kafka-consumer-groups --list` shows the groups it showed before. A group koord
 //! has is listed as koord has it (upstream sees koord's groups only by their offsets).
 
-use std::collections::HashSet;
-
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
+use super::context::RequestContext;
 use super::str_bytes;
-use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::group::GroupError;
 use crate::security::acl::{Operation, ResourceType};
-
-/// One listed group, before the request's filters and version.
-struct Listed {
-    id: String,
-    protocol_type: String,
-    state: String,
-    group_type: String,
-}
 
 /// As Kafka: every group for a principal that may DESCRIBE the cluster, else only the groups
 /// it may DESCRIBE.
@@ -48,43 +38,12 @@ pub async fn handle(
         return ListGroupsResponse::default()
             .with_error_code(GroupError::CoordinatorLoadInProgress.code());
     }
-    let mut listed: Vec<Listed> = broker
-        .coordinator
-        .list()
-        .into_iter()
-        .map(|g| Listed {
-            id: g.group_id.0,
-            protocol_type: g.protocol_type,
-            state: g.state.as_str().to_string(),
-            group_type: g.state.group_type().to_string(),
-        })
-        .collect();
-    if let Some(up) = &broker.upstream {
-        match up.list_groups().await {
-            Ok(upstream) => {
-                // Every group koord has, whatever the filters: upstream's view of it (an
-                // offsets-only Empty group) is not the group's.
-                let own: HashSet<String> = listed.iter().map(|g| g.id.clone()).collect();
-                listed.extend(
-                    upstream
-                        .into_iter()
-                        .filter(|g| !own.contains(g.group_id.as_str()))
-                        .map(|g| Listed {
-                            id: g.group_id.as_str().to_string(),
-                            protocol_type: g.protocol_type.to_string(),
-                            state: g.group_state.to_string(),
-                            group_type: g.group_type.to_string(),
-                        }),
-                );
-                listed.sort_by(|a, b| a.id.cmp(&b.id));
-            }
-            // Retried for upstream.write.timeout.ms, then COORDINATOR_LOAD_IN_PROGRESS, which
-            // clients retry.
-            Err(e) => {
-                return ListGroupsResponse::default().with_error_code(e.answer("", "ListGroups"))
-            }
-        }
-    }
+    // Every group koord has and, in gateway mode, upstream's too; retried for
+    // upstream.write.timeout.ms, then COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
+    let listed = match broker.backend.list_groups(broker.local()).await {
+        Ok(listed) => listed,
+        Err(code) => return ListGroupsResponse::default().with_error_code(code),
+    };
     let groups = listed
         .into_iter()
         .filter(|g| all || ctx.may(broker, Operation::Describe, ResourceType::Group, &g.id))

@@ -23,7 +23,7 @@ const PATTERN_SIZE_LIMIT: usize = 1 << 20;
 
 pub fn handle(
     broker: &Broker,
-    ctx: &super::table::RequestContext,
+    ctx: &super::context::RequestContext,
     req: ListTransactionsRequest,
     version: i16,
 ) -> ListTransactionsResponse {

@@ -8,7 +8,7 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::ResponseError;
 
-use super::table::RequestContext;
+use super::context::RequestContext;
 use super::{str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::broker::Broker;
 use crate::metadata::{CreateError, Topic, LEADER_EPOCH};

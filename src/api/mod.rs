@@ -11,6 +11,7 @@ pub mod api_versions;
 pub(crate) mod authz;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+mod context;
 pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
@@ -45,12 +46,15 @@ pub mod produce;
 mod reply;
 pub mod streams_group_describe;
 pub mod streams_group_heartbeat;
+mod supported;
 pub mod sync_group;
 mod table;
 mod txn_errors;
 pub mod txn_offset_commit;
 
-pub use table::{dispatch, is_supported, supported, Outcome, RequestContext, Supported, SUPPORTED};
+pub use context::{Outcome, RequestContext};
+pub use supported::{is_supported, supported, Supported, SUPPORTED};
+pub use table::dispatch;
 
 use kafka_protocol::protocol::StrBytes;
 

@@ -10,8 +10,8 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use kafka_protocol::protocol::StrBytes;
 
+use super::context::RequestContext;
 use super::reply::{PartitionReplies, TopicReplies};
-use super::table::RequestContext;
 use super::{check_group_id, opt_string};
 use crate::broker::Broker;
 use crate::coordinator::OffsetCommit;

@@ -6,18 +6,16 @@
 //! Gateway mode: the offsets of a group koord does not have are deleted upstream if upstream
 //! has the group (offsets only, or from before koord), with upstream's answers.
 
-use std::collections::HashMap;
-
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
 use super::check_group_id;
+use super::context::RequestContext;
 use super::reply::PartitionReplies;
-use super::table::RequestContext;
 use crate::broker::Broker;
-use crate::group::{GroupError, GroupId};
+use crate::group::GroupError;
 use crate::offsets::TopicPartition;
 use crate::security::acl::{Operation, ResourceType};
 
@@ -51,23 +49,13 @@ pub async fn handle(
         }
     }
     let partitions = replies.take_items();
-    // Gateway mode: kept in case koord does not have the group and upstream is asked.
-    let kept = broker.upstream.is_some().then(|| partitions.clone());
-    match (
-        broker
-            .coordinator
-            .delete_offsets(group.clone(), partitions)
-            .await,
-        kept,
-    ) {
-        (Err(GroupError::GroupIdNotFound), Some(passed)) => {
-            match upstream_only(broker, &group, &passed).await {
-                Ok(errors) => replies.answer(errors),
-                Err(code) => return OffsetDeleteResponse::default().with_error_code(code),
-            }
-        }
-        (Err(e), _) => return OffsetDeleteResponse::default().with_error_code(e.code()),
-        (Ok(results), _) => replies.answer(results.into_iter().map(|(_, e)| e)),
+    match broker
+        .backend
+        .delete_offsets(broker.local(), group, partitions)
+        .await
+    {
+        Ok(errors) => replies.answer(errors),
+        Err(code) => return OffsetDeleteResponse::default().with_error_code(code),
     }
     let topics = replies.into_topics(
         req.topics.into_iter().map(|t| t.name),
@@ -83,33 +71,4 @@ pub async fn handle(
         },
     );
     OffsetDeleteResponse::default().with_topics(topics)
-}
-
-/// Gateway mode, a group koord does not have: the upstream's (offsets only, or from before
-/// koord), its offsets deleted there as Kafka deletes them. Each passed partition's error as
-/// upstream answered it (a code koord has no name for as UNKNOWN_SERVER_ERROR), or the group's
-/// code: upstream's (GROUP_ID_NOT_FOUND when it has none either), COORDINATOR_LOAD_IN_PROGRESS
-/// when it could not serve in time (clients retry).
-async fn upstream_only(
-    broker: &Broker,
-    group: &GroupId,
-    partitions: &[TopicPartition],
-) -> Result<Vec<Option<GroupError>>, i16> {
-    let Some(up) = &broker.upstream else {
-        return Err(GroupError::GroupIdNotFound.code());
-    };
-    // Cluster mode: only while the group's shard is still this node's.
-    broker.fence(group).await.map_err(GroupError::code)?;
-    let answered = up
-        .offset_delete(group.as_str(), partitions)
-        .await
-        .map_err(|e| e.answer(group.as_str(), "OffsetDelete"))?;
-    let code_of: HashMap<&TopicPartition, i16> = answered.iter().map(|(tp, c)| (tp, *c)).collect();
-    Ok(partitions
-        .iter()
-        .map(|tp| match code_of.get(tp).copied().unwrap_or(0) {
-            0 => None,
-            c => Some(GroupError::from_code(c).unwrap_or(GroupError::UnknownServerError)),
-        })
-        .collect())
 }

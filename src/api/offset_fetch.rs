@@ -6,32 +6,22 @@
 //! offsets and their error codes, the group's and each partition's, are the upstream
 //! coordinator's, passed on as they came.
 
-use std::collections::HashMap;
-
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 
-use super::table::RequestContext;
+use super::context::RequestContext;
 use super::{check_group_id, str_bytes};
+use crate::backend::GroupOffsets;
 use crate::broker::Broker;
 use crate::group::{GroupError, MemberId};
 use crate::offsets::{FetchedOffset, TopicPartition};
 use crate::security::acl::{Operation, ResourceType};
-use crate::vocab::error_code;
 
-/// One group's answer: offsets grouped by topic in request (or stored) order, each partition
-/// with its error code, or the group's error code. Codes, not [`GroupError`]s: in gateway mode
-/// they are the upstream coordinator's, passed on as Kafka answered them.
-type GroupAnswer = Result<Vec<(String, Vec<(FetchedOffset, i16)>)>, i16>;
-
-/// A partition's answer with koord's own error (if any) as its code.
-fn coded(f: FetchedOffset) -> (FetchedOffset, i16) {
-    let code = error_code(f.error);
-    (f, code)
-}
+/// One group's answer ([`GroupOffsets`]), or the group's error code.
+type GroupAnswer = Result<GroupOffsets, i16>;
 
 /// As Kafka: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; a named topic the
 /// principal may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED on each of its partitions (and
@@ -84,99 +74,10 @@ async fn fetch_authorized(
 ) -> GroupAnswer {
     let group = check_group_id(group_id).map_err(GroupError::code)?;
     broker.coordinator.admit(&group).map_err(GroupError::code)?;
-    if let Some(up) = &broker.upstream {
-        // Gateway mode: koord checks the member (v9+), upstream has the offsets.
-        broker
-            .coordinator
-            .fetch_offsets_as(group.clone(), member, Some(Vec::new()), false)
-            .await
-            .map_err(GroupError::code)?;
-        return from_upstream(up, group.as_str(), wanted, require_stable).await;
-    }
-    let order: Option<Vec<String>> = wanted
-        .as_ref()
-        .map(|w| w.iter().map(|(t, _)| t.clone()).collect());
-    let partitions = wanted.map(|w| {
-        w.into_iter()
-            .flat_map(|(t, ps)| {
-                ps.into_iter()
-                    .map(move |p| TopicPartition::new(t.clone(), p))
-            })
-            .collect::<Vec<_>>()
-    });
-    let fetched = broker
-        .coordinator
-        .fetch_offsets_as(group, member, partitions, require_stable)
+    broker
+        .backend
+        .fetch_offsets(broker.local(), group, member, wanted, require_stable)
         .await
-        .map_err(GroupError::code)?;
-    // Group by topic in first-seen order; an index keeps this linear for a fetch of every
-    // offset of a group with many topics.
-    let mut by_topic: Vec<(String, Vec<(FetchedOffset, i16)>)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for f in fetched {
-        let i = *index.entry(f.tp.topic.clone()).or_insert_with(|| {
-            by_topic.push((f.tp.topic.clone(), Vec::new()));
-            by_topic.len() - 1
-        });
-        by_topic[i].1.push(coded(f));
-    }
-    if let Some(order) = order {
-        // Topics named in the request with no partitions still get an (empty) entry.
-        for t in order {
-            if !index.contains_key(&t) {
-                index.insert(t.clone(), by_topic.len());
-                by_topic.push((t, Vec::new()));
-            }
-        }
-    }
-    Ok(by_topic)
-}
-
-/// The group's offsets as upstream has them (gateway mode), in upstream's order; a topic
-/// asked for and not answered gets an empty entry. Upstream's error codes, the group's and each
-/// partition's, are passed on as they came (UNSTABLE_OFFSET_COMMIT for an open transaction's
-/// offset with `require_stable`, COORDINATOR_LOAD_IN_PROGRESS while upstream loads, ...): a
-/// client retries what Kafka tells it to retry. An upstream coordinator that moves, loads or
-/// cannot be reached is retried for `upstream.write.timeout.ms`, then answered
-/// COORDINATOR_LOAD_IN_PROGRESS ([`crate::gateway::client::UpstreamError::client_code`]).
-async fn from_upstream(
-    up: &crate::gateway::client::Upstream,
-    group: &str,
-    wanted: Option<Vec<(String, Vec<i32>)>>,
-    require_stable: bool,
-) -> GroupAnswer {
-    let answer = up
-        .fetch_offsets(group, wanted.as_deref(), require_stable)
-        .await
-        .map_err(|e| e.answer(group, "OffsetFetch"))?;
-    let mut by_topic: Vec<(String, Vec<(FetchedOffset, i16)>)> = answer
-        .topics
-        .into_iter()
-        .map(|t| {
-            let topic = t.name.as_str().to_string();
-            let offsets = t
-                .partitions
-                .into_iter()
-                .map(|p| {
-                    let f = FetchedOffset {
-                        tp: TopicPartition::new(topic.clone(), p.partition_index),
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata: p.metadata.map(|m| m.to_string()).unwrap_or_default(),
-                        error: GroupError::from_code(p.error_code),
-                    };
-                    (f, p.error_code)
-                })
-                .collect();
-            (topic, offsets)
-        })
-        .collect();
-    for (t, _) in wanted.unwrap_or_default() {
-        if !by_topic.iter().any(|(have, _)| *have == t) {
-            by_topic.push((t, Vec::new()));
-        }
-    }
-    Ok(by_topic)
 }
 
 pub async fn handle(

@@ -16,7 +16,7 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 use kafka_protocol::ResponseError;
 
 use super::check_leader_epoch;
-use super::table::RequestContext;
+use super::context::RequestContext;
 use crate::broker::Broker;
 use crate::log::Partition;
 use crate::metadata::LEADER_EPOCH;

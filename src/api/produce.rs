@@ -35,7 +35,7 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
-use super::table::RequestContext;
+use super::context::RequestContext;
 use crate::api::Outcome;
 use crate::broker::Broker;
 use crate::log::batch::{any_transactional, validate_produce_within, BatchHeader};

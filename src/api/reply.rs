@@ -8,8 +8,8 @@ use crate::group::GroupError;
 /// The outcome of each requested partition, gathered in request order. A partition that passes
 /// the API's own checks carries an item (what goes to the coordinator) until its answer is back.
 pub(crate) struct PartitionReplies<T> {
-    /// Per request topic, per request partition: its index and error (`None`: success).
-    topics: Vec<Vec<(i32, Option<GroupError>)>>,
+    /// Per request topic, per request partition: its index and error code (0: success).
+    topics: Vec<Vec<(i32, i16)>>,
     /// Where each passed partition sits in `topics`, in the order passed.
     passed: Vec<(usize, usize)>,
     items: Vec<T>,
@@ -40,8 +40,13 @@ impl<T> PartitionReplies<T> {
 
     /// The coordinator's errors for the passed partitions, in the order passed.
     pub(crate) fn answer(&mut self, errors: impl IntoIterator<Item = Option<GroupError>>) {
-        for ((t, p), e) in self.passed.iter().zip(errors) {
-            self.topics[*t][*p].1 = e;
+        self.answer_codes(errors.into_iter().map(code));
+    }
+
+    /// As [`PartitionReplies::answer`], with error codes (a backend's, passed on as they came).
+    pub(crate) fn answer_codes(&mut self, codes: impl IntoIterator<Item = i16>) {
+        for ((t, p), c) in self.passed.iter().zip(codes) {
+            self.topics[*t][*p].1 = c;
         }
     }
 
@@ -59,7 +64,7 @@ impl<T> PartitionReplies<T> {
             .map(|(name, partitions)| {
                 let partitions = partitions
                     .into_iter()
-                    .map(|(index, e)| partition(index, code(e)))
+                    .map(|(index, c)| partition(index, c))
                     .collect();
                 topic(name, partitions)
             })
@@ -76,7 +81,7 @@ pub(crate) struct TopicReplies<'r, T> {
 impl<T> TopicReplies<'_, T> {
     /// The next partition failed with `error`.
     pub(crate) fn fail(&mut self, partition: i32, error: GroupError) {
-        self.replies.topics[self.t].push((partition, Some(error)));
+        self.replies.topics[self.t].push((partition, error.code()));
     }
 
     /// The next partition goes on to the coordinator as `item`; it succeeds unless
@@ -84,7 +89,7 @@ impl<T> TopicReplies<'_, T> {
     pub(crate) fn pass(&mut self, partition: i32, item: T) {
         let partitions = &mut self.replies.topics[self.t];
         self.replies.passed.push((self.t, partitions.len()));
-        partitions.push((partition, None));
+        partitions.push((partition, 0));
         self.replies.items.push(item);
     }
 }

@@ -13,8 +13,8 @@ use kafka_protocol::messages::{
     StreamsGroupDescribeRequest, StreamsGroupDescribeResponse, TopicName,
 };
 
+use super::context::RequestContext;
 use super::str_bytes;
-use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::group::consumer::Refusal;
 use crate::group::streams::sticky::TaskId;

@@ -14,9 +14,9 @@ use kafka_protocol::messages::{
     StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse, TopicName,
 };
 
+use super::context::RequestContext;
 use super::join_group::client_host;
 use super::str_bytes;
-use super::table::RequestContext;
 use crate::broker::Broker;
 use crate::group::consumer::Refusal;
 use crate::group::streams::group::validate;
@@ -157,12 +157,14 @@ async fn create_internal_topics(
         if broker.topics.get(name).is_some() || !ctx.may_create_topic(broker, name) {
             continue;
         }
-        if let Some(up) = &broker.upstream {
-            // Gateway mode: the topics are upstream's; koord's mirror learns of it at once.
-            match up
+        if let Some(created) =
+            broker
+                .backend
                 .create_topic(name, t.partitions, t.replication_factor, &t.configs)
-                .await
-            {
+        {
+            // The topics are the backend's (gateway mode: upstream's); koord's mirror learns
+            // of it at once.
+            match created.await {
                 Ok(Some(topic)) => {
                     tracing::info!(topic = %name, partitions = t.partitions, "created internal topic upstream");
                     broker.topics.mirror(&[topic], false);

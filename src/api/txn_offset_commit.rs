@@ -15,21 +15,19 @@ use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
-use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use std::collections::HashMap;
 
 use super::check_group_id;
+use super::context::RequestContext;
 use super::offset_commit::Committed;
 use super::reply::PartitionReplies;
-use super::table::RequestContext;
+use crate::backend::TxnCommitRefused;
 use crate::broker::Broker;
 use crate::coordinator::TxnOffsetCommit;
 use crate::group::{Generation, MemberId, OffsetCommitAuth};
-use crate::offsets::TopicPartition;
 use crate::security::acl::{Operation, ResourceType};
 use crate::transactions::ShellError;
-use crate::txn::{Member, ProducerIdAndEpoch, TxnError};
+use crate::txn::TxnError;
 
 pub async fn handle(
     broker: &Broker,
@@ -76,61 +74,30 @@ pub async fn handle(
     }
     let partitions = replies.take_items();
     let mut refused = None;
-    // Gateway mode: the partitions koord's group checks passed, to go upstream.
-    let mut forwarded: Vec<TopicPartition> = Vec::new();
     if let (Ok(group), false) = (group, partitions.is_empty()) {
-        let producer = ProducerIdAndEpoch {
+        let commit = TxnOffsetCommit {
+            auth: OffsetCommitAuth {
+                member_id: MemberId::new(req.member_id.as_str()),
+                instance_id: super::instance_id(&req.group_instance_id),
+                generation: Generation(req.generation_id),
+                transactional: true,
+            },
             producer_id: req.producer_id.0,
-            epoch: req.producer_epoch,
+            producer_epoch: req.producer_epoch,
+            partitions,
+            api_version: version,
+            validate_only: false,
         };
-        // Gateway mode: the transaction is upstream's, and so is its verification.
-        let verified = match broker.upstream {
-            Some(_) => Ok(()),
-            None => broker.txns.verify(
-                &req.transactional_id,
-                producer,
-                Member::Group(group.as_str()),
-            ),
-        };
-        let result = match verified {
-            Err(e) => Err(verify_error(&e, version)),
-            Ok(()) => {
-                let commit = TxnOffsetCommit {
-                    auth: OffsetCommitAuth {
-                        member_id: MemberId::new(req.member_id.as_str()),
-                        instance_id: super::instance_id(&req.group_instance_id),
-                        generation: Generation(req.generation_id),
-                        transactional: true,
-                    },
-                    producer_id: producer.producer_id,
-                    producer_epoch: producer.epoch,
-                    partitions,
-                    api_version: version,
-                    validate_only: broker.upstream.is_some(),
-                };
-                broker
-                    .coordinator
-                    .commit_txn_offsets(group, commit)
-                    .await
-                    .map_err(|e| e.code())
-            }
-        };
-        match result {
-            Ok(results) => {
-                forwarded = results
-                    .iter()
-                    .filter(|(_, e)| e.is_none())
-                    .map(|(tp, _)| tp.clone())
-                    .collect();
-                replies.answer(results.into_iter().map(|(_, e)| e));
-            }
-            Err(code) => refused = Some(code),
+        match broker
+            .backend
+            .commit_txn_offsets(broker.local(), group, commit, &req, version)
+            .await
+        {
+            Ok(results) => replies.answer_codes(results.into_iter().map(|(_, code)| code)),
+            Err(TxnCommitRefused::Producer(e)) => refused = Some(verify_error(&e, version)),
+            Err(TxnCommitRefused::Group(code)) => refused = Some(code),
         }
     }
-    let upstream = match (&broker.upstream, forwarded.is_empty()) {
-        (Some(up), false) => Some(upstream_commit(up, &req, version, &forwarded).await),
-        _ => None,
-    };
     let topics = replies.into_topics(
         req.topics.into_iter().map(|t| t.name),
         |name, partitions| {
@@ -145,21 +112,6 @@ pub async fn handle(
         },
     );
     let mut resp = TxnOffsetCommitResponse::default().with_topics(topics);
-    if let Some(answered) = upstream {
-        // Upstream's answer for each partition it got; the others keep koord's.
-        for topic in &mut resp.topics {
-            for p in &mut topic.partitions {
-                if p.error_code != 0 {
-                    continue;
-                }
-                let tp = TopicPartition::new(topic.name.as_str(), p.partition_index);
-                p.error_code = match &answered {
-                    Ok(codes) => codes.get(&tp).copied().unwrap_or(0),
-                    Err(code) => *code,
-                };
-            }
-        }
-    }
     if let Some(code) = refused {
         // A refusal of the whole request: every partition that reached the check gets it.
         for topic in &mut resp.topics {
@@ -171,43 +123,6 @@ pub async fn handle(
         }
     }
     resp
-}
-
-/// Gateway mode: the `forwarded` partitions of `req` committed inside the producer's upstream
-/// transaction, as a commit of no member (generation -1): koord has checked the member, and
-/// upstream verifies the transaction. Each partition's code, or the code of them all when
-/// upstream could not serve in time (COORDINATOR_LOAD_IN_PROGRESS: clients retry).
-async fn upstream_commit(
-    up: &crate::gateway::client::Upstream,
-    req: &TxnOffsetCommitRequest,
-    version: i16,
-    forwarded: &[TopicPartition],
-) -> Result<HashMap<TopicPartition, i16>, i16> {
-    let mut fwd = req.clone();
-    fwd.generation_id = -1;
-    fwd.member_id = StrBytes::default();
-    fwd.group_instance_id = None;
-    for t in &mut fwd.topics {
-        t.partitions.retain(|p| {
-            forwarded.contains(&TopicPartition::new(t.name.as_str(), p.partition_index))
-        });
-    }
-    fwd.topics.retain(|t| !t.partitions.is_empty());
-    match up.txn_commit_offsets(&fwd, version).await {
-        Ok(resp) => Ok(resp
-            .topics
-            .iter()
-            .flat_map(|t| {
-                t.partitions.iter().map(|p| {
-                    (
-                        TopicPartition::new(t.name.as_str(), p.partition_index),
-                        p.error_code,
-                    )
-                })
-            })
-            .collect()),
-        Err(e) => Err(e.answer(req.group_id.as_str(), "TxnOffsetCommit")),
-    }
 }
 
 /// Every partition of the request failed with `code`.

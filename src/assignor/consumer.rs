@@ -42,6 +42,25 @@ use super::{
 };
 use crate::vocab::{GroupError, InstanceId, MemberId, Protocol};
 
+/// The protocol names of Kafka's consumer assignors, whose assignments are plain partition
+/// lists a server assignor can write.
+pub const KAFKA_CONSUMER_PROTOCOLS: &[&str] =
+    &["range", "roundrobin", "sticky", "cooperative-sticky"];
+
+/// The protocol names assigned on the server by default: Kafka's consumer assignors' and the
+/// registered assignors'.
+pub fn server_protocols(registry: &Registry) -> Vec<String> {
+    let mut names: Vec<String> = KAFKA_CONSUMER_PROTOCOLS
+        .iter()
+        .copied()
+        .chain(registry.names())
+        .map(str::to_owned)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
 /// The protocol type of Kafka consumer groups, the only one koord assigns.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 
@@ -89,7 +108,7 @@ impl ConsumerAssignor {
     /// when chosen).
     pub fn new(assignor: Arc<dyn Assignor>, topics: Arc<dyn TopicCatalog>) -> ConsumerAssignor {
         let registry = Registry::builtin();
-        let protocols = super::policy::server_protocols(&registry).into();
+        let protocols = server_protocols(&registry).into();
         ConsumerAssignor::with_registry(Some(assignor), Arc::new(registry), protocols, topics)
     }
 

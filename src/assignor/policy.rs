@@ -3,7 +3,7 @@
 //! group's leader assigns, as in Apache Kafka.
 //!
 //! Only where koord can produce the assignment the client expects: generations whose members
-//! chose one of Kafka's consumer assignors ([`KAFKA_CONSUMER_PROTOCOLS`]), one of koord's own,
+//! chose one of Kafka's consumer assignors ([`super::consumer::KAFKA_CONSUMER_PROTOCOLS`]), one of koord's own,
 //! or a name listed in `group.assignment.protocols`. Any other protocol name (Kafka Streams'
 //! `stream`, a custom client assignor) is assigned by the group's leader, as in Kafka: its
 //! assignment carries user data only the client's own assignor can write.
@@ -13,32 +13,13 @@
 
 use std::sync::Arc;
 
-use super::consumer::{ConsumerAssignor, TopicCatalog};
+use super::consumer::{server_protocols, ConsumerAssignor, TopicCatalog};
 use super::server::AssignmentMode;
 use super::Registry;
 use crate::vocab::GroupId;
 
 /// The assignment choice for a group: `client`, or a registered assignor's name.
 pub const CLIENT: &str = "client";
-
-/// The protocol names of Kafka's consumer assignors, whose assignments are plain partition
-/// lists a server assignor can write.
-pub const KAFKA_CONSUMER_PROTOCOLS: &[&str] =
-    &["range", "roundrobin", "sticky", "cooperative-sticky"];
-
-/// The protocol names assigned on the server by default: Kafka's consumer assignors' and the
-/// registered assignors'.
-pub fn server_protocols(registry: &Registry) -> Vec<String> {
-    let mut names: Vec<String> = KAFKA_CONSUMER_PROTOCOLS
-        .iter()
-        .copied()
-        .chain(registry.names())
-        .map(str::to_owned)
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    names
-}
 
 /// Kafka Streams' protocol name: its leader's assignment carries Streams' task metadata.
 pub const STREAMS_PROTOCOL: &str = "stream";

@@ -1534,7 +1534,7 @@ impl GroupActor {
 
     fn expire_offsets(&mut self, ctx: &Ctx) {
         let now = ctx.clock.now();
-        if ctx.settings.offsets.kept_upstream {
+        if ctx.settings.offsets.kept_elsewhere {
             self.forget_if_long_empty(ctx, now);
             return;
         }

@@ -143,7 +143,7 @@ impl Settings {
                 metadata_max_bytes: c.offset_metadata_max_bytes,
                 retention_ms: c.offsets_retention_minutes.saturating_mul(60_000),
                 retention_check_interval_ms: c.offsets_retention_check_interval_ms,
-                kept_upstream: !c.upstream_bootstrap_servers.is_empty(),
+                ..OffsetConfig::default()
             },
         }
     }

@@ -1,5 +1,5 @@
 //! Which node serves a group ([`Ownership`]): every request consults it. Outside a cluster
-//! every group is this node's; in cluster mode ([`crate::cluster`]) a group's shard is its
+//! every group is this node's; in cluster mode ([`crate::gateway::cluster`]) a group's shard is its
 //! partition of koord's topic ([`partition_of`]), served by the node its membership assigns it
 //! to, while that node's lease holds.
 

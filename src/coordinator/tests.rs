@@ -497,7 +497,7 @@ async fn stable_with_commit(c: &Coordinator) -> MemberId {
 async fn gateway_retention_forgets_a_long_empty_group_but_never_its_offsets() {
     let store = Arc::new(MemoryStore::default());
     let mut s = settings();
-    s.offsets.kept_upstream = true;
+    s.offsets.kept_elsewhere = true;
     let c = Coordinator::with_storage(
         s,
         Clock::starting_at(1_000_000),

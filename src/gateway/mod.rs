@@ -21,7 +21,9 @@
 //! mirrored into koord's topic registry (from every Metadata answer that passes through and a
 //! periodic refresh), which server-side assignment and offset commits check against.
 
+pub mod backend;
 pub mod client;
+pub mod cluster;
 pub mod conn;
 pub mod rewrite;
 pub mod store;
@@ -29,6 +31,7 @@ pub mod upstream;
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -42,10 +45,16 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{debug, info, warn, Instrument};
 
 use crate::broker::Broker;
+use crate::config::Config;
+use crate::coordinator::ownership::Ownership;
 use crate::security::client::ClientSecurity;
 use crate::security::tls::Tls;
 use crate::security::Listener;
+use crate::storage::{EmbeddedStore, Mutation, Router};
+use crate::vocab::partition_of;
+use client::Upstream;
 use rewrite::{Decoded, Endpoints};
+use store::UpstreamStore;
 use upstream::{ConnectError, Pool, UpstreamConn};
 
 /// How often the gateway re-reads the upstream's brokers, topics and API versions.
@@ -82,9 +91,80 @@ pub struct GatewayListener {
     bind_ip: IpAddr,
 }
 
+/// The upstream side of a gateway node: koord's client to the cluster and the store of its
+/// groups there (cluster mode loads and drops shards of it while running).
+#[derive(Clone)]
+pub struct Upstreams {
+    pub client: Arc<Upstream>,
+    pub store: Arc<UpstreamStore>,
+}
+
+/// [`Broker::open`] for gateway mode: the groups' records and offsets live upstream
+/// ([`UpstreamStore`], which creates its topic upstream first), the rest in the embedded store
+/// under the data dir; the broker's backend is upstream ([`backend::Upstreamed`]).
+///
+/// # Errors
+/// As [`Broker::open`], or upstream refused koord's topic or could not be reached.
+pub async fn open_broker(config: Config, up: Arc<Upstream>) -> io::Result<(Broker, Upstreams)> {
+    let local = Arc::new(
+        EmbeddedStore::open(&Broker::prepare_data_dir(&config)?).map_err(io::Error::other)?,
+    );
+    let store = UpstreamStore::open(
+        up.clone(),
+        local,
+        &config.upstream_groups_topic,
+        config.upstream_groups_topic_partitions,
+        std::time::Duration::from_millis(config.upstream_write_timeout_ms),
+    )
+    .await
+    .map_err(|e| {
+        io::Error::other(format!(
+            "upstream.groups.topic.name {}: {e}",
+            config.upstream_groups_topic
+        ))
+    })?;
+    // A storage lane per partition of koord's topic: a group's writes wait only on its
+    // own upstream partitions (one whose leader is being re-elected holds no other
+    // group's writes), and writes without a group (users, ACLs, topics) have their own.
+    let partitions = store.partitions();
+    let route: Router = Arc::new(move |write: &[Mutation], lanes: usize| {
+        match write.iter().find_map(Mutation::group) {
+            Some(group) => partition_of(group.as_str(), partitions) as usize,
+            None => lanes - 1,
+        }
+    });
+    let lanes = (partitions as usize + 1, route);
+    // Cluster mode: this node serves only the shards (partitions) its membership gives it.
+    let ownership = if config.cluster_name.is_empty() {
+        Ownership::single()
+    } else {
+        Ownership::cluster(config.node_id, partitions)
+    };
+    let store = Arc::new(if config.cluster_name.is_empty() {
+        store
+    } else {
+        store.with_fencing(&config.cluster_name, config.node_id)
+    });
+    let broker = Broker::assemble(
+        config,
+        store.clone(),
+        Arc::new(backend::Upstreamed::new(up.clone())),
+        Some(lanes),
+        Arc::new(ownership),
+    )?;
+    let (ownership, clock) = (
+        broker.coordinator.ownership().clone(),
+        broker.coordinator.clock().clone(),
+    );
+    store.set_lease_check(Box::new(move || !ownership.lease_expired(clock.now())));
+    Ok((broker, Upstreams { client: up, store }))
+}
+
 /// Everything gateway connections share.
 pub struct Gateway {
     pub broker: Arc<Broker>,
+    /// koord's client to the cluster and its groups' store there.
+    upstreams: Upstreams,
     bootstrap: Vec<String>,
     /// koord's listeners, each with its own broker ports.
     pub listeners: Vec<GatewayListener>,
@@ -200,6 +280,7 @@ impl Gateway {
     pub async fn run(
         bound: Vec<crate::server::Bound>,
         broker: Arc<Broker>,
+        upstreams: Upstreams,
         view: UpstreamView,
         security: Arc<ClientSecurity>,
         shutdown: impl Future<Output = ()>,
@@ -224,6 +305,7 @@ impl Gateway {
         let gw = Arc::new(Gateway {
             limit: Arc::new(Semaphore::new(broker.config.max_connections)),
             broker,
+            upstreams,
             bootstrap: view.brokers.values().cloned().collect(),
             listeners,
             brokers: RwLock::new(BTreeMap::new()),
@@ -274,29 +356,27 @@ impl Gateway {
         if !self.broker.coordinator.ownership().is_cluster() {
             return None;
         }
-        let (Some(up), Some(store)) = (&self.broker.upstream, &self.broker.groups_store) else {
-            return None;
-        };
-        let node = crate::cluster::Node {
+        let Upstreams { client: up, store } = &self.upstreams;
+        let node = crate::gateway::cluster::Node {
             id: self.broker.node_id(),
             endpoints: self
                 .listeners
                 .iter()
-                .map(|l| crate::cluster::Endpoint {
+                .map(|l| crate::gateway::cluster::Endpoint {
                     listener: l.listener.name.clone(),
                     host: l.listener.advertised_host.clone(),
                     port: l.listener.advertised_port,
                 })
                 .collect(),
         };
-        let settings = crate::cluster::member::Settings {
+        let settings = crate::gateway::cluster::member::Settings {
             group: format!("koord-cluster-{}", config.cluster_name),
             session_timeout_ms: config.cluster_session_timeout_ms,
             heartbeat_interval_ms: config.cluster_heartbeat_interval_ms,
             rebalance_timeout_ms: config.cluster_rebalance_timeout_ms,
             node,
         };
-        Some(tokio::spawn(crate::cluster::member::run(
+        Some(tokio::spawn(crate::gateway::cluster::member::run(
             self.broker.clone(),
             up.clone(),
             store.clone(),

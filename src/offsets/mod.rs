@@ -26,10 +26,10 @@ pub struct OffsetConfig {
     pub retention_ms: u64,
     /// `offsets.retention.check.interval.ms` (600000): how often the shell runs retention.
     pub retention_check_interval_ms: u64,
-    /// Gateway mode: the offsets are kept upstream, with upstream's retention. koord expires
-    /// none, and an Empty group is forgotten (its records, never its offsets) once it has been
+    /// The offsets are kept behind koord (gateway mode: upstream), with that retention
+    /// ([`crate::backend`] says so at start-up). koord expires none, and an Empty group is forgotten (its records, never its offsets) once it has been
     /// Empty for `retention_ms`.
-    pub kept_upstream: bool,
+    pub kept_elsewhere: bool,
 }
 
 impl Default for OffsetConfig {
@@ -38,7 +38,7 @@ impl Default for OffsetConfig {
             metadata_max_bytes: 4096,
             retention_ms: 10_080 * 60 * 1000,
             retention_check_interval_ms: 600_000,
-            kept_upstream: false,
+            kept_elsewhere: false,
         }
     }
 }

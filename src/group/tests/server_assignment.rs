@@ -334,7 +334,7 @@ fn learner_ctx(topics: &[(&str, u32)], settings: crate::assignor::learner::Setti
         Arc::new(crate::assignor::learner::LearnerAssignor::new(settings));
     let mut registry = Registry::builtin();
     registry.register(learner.clone());
-    let protocols = crate::assignor::policy::server_protocols(&registry).into();
+    let protocols = crate::assignor::consumer::server_protocols(&registry).into();
     let assignor = ConsumerAssignor::with_registry(
         Some(learner),
         Arc::new(registry),

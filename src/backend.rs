@@ -1,0 +1,274 @@
+//! The seam between koord's own groups and what lies behind them, chosen at start-up: nothing
+//! in standalone mode ([`Standalone`]: the coordinator's store has every group and offset);
+//! the upstream cluster in gateway mode (`crate::gateway::backend`), which keeps the committed
+//! offsets, has groups of its own (offsets only, or from before koord) and the transactions.
+//!
+//! The API handlers and the broker call it; none of them asks which mode it runs in. Each
+//! method is what a request needs whole, standalone and gateway alike.
+
+use std::collections::HashMap;
+
+use futures_util::future::BoxFuture;
+use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::TxnOffsetCommitRequest;
+
+use crate::coordinator::{Coordinator, TxnOffsetCommit};
+use crate::metadata::Topic;
+use crate::offsets::{FetchedOffset, TopicPartition};
+use crate::storage::Storage;
+use crate::transactions::{ShellError, Transactions};
+use crate::txn::{Member, ProducerIdAndEpoch};
+use crate::vocab::{error_code, GroupError, GroupId, MemberId};
+
+/// What koord holds itself, which a backend answers from or checks against.
+#[derive(Clone, Copy)]
+pub struct Local<'a> {
+    pub coordinator: &'a Coordinator,
+    pub txns: &'a Transactions,
+    pub storage: &'a Storage,
+}
+
+/// One group's committed offsets: grouped by topic in request (or stored) order, each
+/// partition with its error code. Codes, not [`GroupError`]s: a backend's are passed on as
+/// it answered them.
+pub type GroupOffsets = Vec<(String, Vec<(FetchedOffset, i16)>)>;
+
+/// A group as ListGroups shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub id: String,
+    pub protocol_type: String,
+    pub state: String,
+    pub group_type: String,
+}
+
+/// Why TxnOffsetCommit's offsets were not taken at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnCommitRefused {
+    /// The producer may not commit offsets to the group now (its transaction).
+    Producer(ShellError),
+    /// The group's (or the backend's) code, for every partition.
+    Group(i16),
+}
+
+/// A request's offsets and groups, where they live. See the module documentation.
+pub trait Backend: Send + Sync {
+    /// Whether committed offsets are kept behind koord, with that retention: the coordinator
+    /// then expires none (it forgets a long-Empty group's records, never its offsets).
+    fn keeps_offsets(&self) -> bool;
+
+    /// OffsetFetch of `group` by `member` (v9+: a consumer-group member names itself and its
+    /// epoch), for the `wanted` partitions of each topic (`None`: every committed offset).
+    fn fetch_offsets<'a>(
+        &'a self,
+        local: Local<'a>,
+        group: GroupId,
+        member: Option<(MemberId, i32)>,
+        wanted: Option<Vec<(String, Vec<i32>)>>,
+        require_stable: bool,
+    ) -> BoxFuture<'a, Result<GroupOffsets, i16>>;
+
+    /// TxnOffsetCommit's `commit` (the partitions that passed the API's checks) for `group`,
+    /// from `req` at `version`: each partition's code, in the order of `commit.partitions`.
+    fn commit_txn_offsets<'a>(
+        &'a self,
+        local: Local<'a>,
+        group: GroupId,
+        commit: TxnOffsetCommit,
+        req: &'a TxnOffsetCommitRequest,
+        version: i16,
+    ) -> BoxFuture<'a, Result<Vec<(TopicPartition, i16)>, TxnCommitRefused>>;
+
+    /// OffsetDelete of `partitions` (each passed the API's checks): each one's error, in
+    /// order, or the group's code.
+    fn delete_offsets<'a>(
+        &'a self,
+        local: Local<'a>,
+        group: GroupId,
+        partitions: Vec<TopicPartition>,
+    ) -> BoxFuture<'a, Result<Vec<Option<GroupError>>, i16>>;
+
+    /// DeleteGroups of one group.
+    fn delete_group<'a>(
+        &'a self,
+        local: Local<'a>,
+        group: GroupId,
+    ) -> BoxFuture<'a, Result<(), i16>>;
+
+    /// Every group there is, sorted by id (ListGroups filters them).
+    fn list_groups<'a>(&'a self, local: Local<'a>) -> BoxFuture<'a, Result<Vec<Listed>, i16>>;
+
+    /// A group koord does not hold, described where it lives: `None` if it lives nowhere.
+    fn describe_elsewhere<'a>(
+        &'a self,
+        group: &'a GroupId,
+    ) -> BoxFuture<'a, Result<Option<DescribedGroup>, i16>>;
+
+    /// Where an internal topic a group needs (Kafka Streams' repartition and changelog
+    /// topics) is created: `Some` when topics are the backend's, its creation there (the
+    /// topic, or `None` when it existed already); `None` when they are koord's own.
+    fn create_topic<'a>(
+        &'a self,
+        name: &'a str,
+        partitions: i32,
+        replication: i16,
+        configs: &'a [(String, String)],
+    ) -> Option<BoxFuture<'a, Result<Option<Topic>, String>>>;
+}
+
+/// Standalone mode: koord's own store holds every group and offset.
+pub struct Standalone;
+
+impl Backend for Standalone {
+    fn keeps_offsets(&self) -> bool {
+        false
+    }
+
+    fn fetch_offsets<'a>(
+        &'a self,
+        local: Local<'a>,
+        group: GroupId,
+        member: Option<(MemberId, i32)>,
+        wanted: Option<Vec<(String, Vec<i32>)>>,
+        require_stable: bool,
+    ) -> BoxFuture<'a, Result<GroupOffsets, i16>> {
+        Box::pin(async move {
+            let order: Option<Vec<String>> = wanted
+                .as_ref()
+                .map(|w| w.iter().map(|(t, _)| t.clone()).collect());
+            let partitions = wanted.map(|w| {
+                w.into_iter()
+                    .flat_map(|(t, ps)| {
+                        ps.into_iter()
+                            .map(move |p| TopicPartition::new(t.clone(), p))
+                    })
+                    .collect::<Vec<_>>()
+            });
+            let fetched = local
+                .coordinator
+                .fetch_offsets_as(group, member, partitions, require_stable)
+                .await
+                .map_err(GroupError::code)?;
+            // Group by topic in first-seen order; an index keeps this linear for a fetch of
+            // every offset of a group with many topics.
+            let mut by_topic: GroupOffsets = Vec::new();
+            let mut index: HashMap<String, usize> = HashMap::new();
+            for f in fetched {
+                let i = *index.entry(f.tp.topic.clone()).or_insert_with(|| {
+                    by_topic.push((f.tp.topic.clone(), Vec::new()));
+                    by_topic.len() - 1
+                });
+                let code = error_code(f.error);
+                by_topic[i].1.push((f, code));
+            }
+            if let Some(order) = order {
+                // Topics named in the request with no partitions still get an (empty) entry.
+                for t in order {
+                    if !index.contains_key(&t) {
+                        index.insert(t.clone(), by_topic.len());
+                        by_topic.push((t, Vec::new()));
+                    }
+                }
+            }
+            Ok(by_topic)
+        })
+    }
+
+    fn commit_txn_offsets<'a>(
+        &'a self,
+        local: Local<'a>,
+        group: GroupId,
+        commit: TxnOffsetCommit,
+        req: &'a TxnOffsetCommitRequest,
+        _version: i16,
+    ) -> BoxFuture<'a, Result<Vec<(TopicPartition, i16)>, TxnCommitRefused>> {
+        Box::pin(async move {
+            let producer = ProducerIdAndEpoch {
+                producer_id: commit.producer_id,
+                epoch: commit.producer_epoch,
+            };
+            local
+                .txns
+                .verify(
+                    &req.transactional_id,
+                    producer,
+                    Member::Group(group.as_str()),
+                )
+                .map_err(TxnCommitRefused::Producer)?;
+            let results = local
+                .coordinator
+                .commit_txn_offsets(group, commit)
+                .await
+                .map_err(|e| TxnCommitRefused::Group(e.code()))?;
+            Ok(results
+                .into_iter()
+                .map(|(tp, e)| (tp, error_code(e)))
+                .collect())
+        })
+    }
+
+    fn delete_offsets<'a>(
+        &'a self,
+        local: Local<'a>,
+        group: GroupId,
+        partitions: Vec<TopicPartition>,
+    ) -> BoxFuture<'a, Result<Vec<Option<GroupError>>, i16>> {
+        Box::pin(async move {
+            let results = local
+                .coordinator
+                .delete_offsets(group, partitions)
+                .await
+                .map_err(GroupError::code)?;
+            Ok(results.into_iter().map(|(_, e)| e).collect())
+        })
+    }
+
+    fn delete_group<'a>(
+        &'a self,
+        local: Local<'a>,
+        group: GroupId,
+    ) -> BoxFuture<'a, Result<(), i16>> {
+        Box::pin(async move {
+            local
+                .coordinator
+                .delete_group(group)
+                .await
+                .map_err(GroupError::code)
+        })
+    }
+
+    fn list_groups<'a>(&'a self, local: Local<'a>) -> BoxFuture<'a, Result<Vec<Listed>, i16>> {
+        Box::pin(async move { Ok(listed(local.coordinator)) })
+    }
+
+    fn describe_elsewhere<'a>(
+        &'a self,
+        _group: &'a GroupId,
+    ) -> BoxFuture<'a, Result<Option<DescribedGroup>, i16>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    fn create_topic<'a>(
+        &'a self,
+        _name: &'a str,
+        _partitions: i32,
+        _replication: i16,
+        _configs: &'a [(String, String)],
+    ) -> Option<BoxFuture<'a, Result<Option<Topic>, String>>> {
+        None
+    }
+}
+
+/// The coordinator's groups as ListGroups shows them, sorted by id.
+pub fn listed(coordinator: &Coordinator) -> Vec<Listed> {
+    coordinator
+        .list()
+        .into_iter()
+        .map(|g| Listed {
+            id: g.group_id.0,
+            protocol_type: g.protocol_type,
+            state: g.state.as_str().to_string(),
+            group_type: g.state.group_type().to_string(),
+        })
+        .collect()
+}

@@ -1,0 +1,335 @@
+//! Gateway mode's [`Backend`]: the upstream cluster keeps the committed offsets (koord checks
+//! the member, upstream answers), has groups of its own (offsets only, or from before koord:
+//! listed, described and deleted there as Kafka does it), owns the transactions (it verifies
+//! them; koord checks the group) and the topics.
+//!
+//! An upstream coordinator that moves, loads or cannot be reached is retried for
+//! `upstream.write.timeout.ms`, then answered COORDINATOR_LOAD_IN_PROGRESS
+//! ([`super::client::UpstreamError::client_code`]), which clients retry; a real refusal is upstream's code,
+//! passed on as it came.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::TxnOffsetCommitRequest;
+use kafka_protocol::protocol::StrBytes;
+
+use super::client::Upstream;
+use crate::backend::{listed, Backend, GroupOffsets, Listed, Local, TxnCommitRefused};
+use crate::coordinator::TxnOffsetCommit;
+use crate::metadata::Topic;
+use crate::offsets::{FetchedOffset, TopicPartition};
+use crate::storage::Mutation;
+use crate::vocab::{GroupError, GroupId, MemberId};
+
+/// The upstream cluster behind koord's groups.
+pub struct Upstreamed {
+    up: Arc<Upstream>,
+}
+
+impl Upstreamed {
+    pub fn new(up: Arc<Upstream>) -> Upstreamed {
+        Upstreamed { up }
+    }
+
+    /// Cluster mode: whether this node may still act for `group` upstream outside its store
+    /// (the deletion of a group only upstream has): its shard's fence record taken with this
+    /// node's producer epoch, in the shard's storage lane, and its lease holding. A node that
+    /// lost the shard meanwhile must not delete what the next owner serves. Outside a
+    /// cluster, always.
+    ///
+    /// # Errors
+    /// NOT_COORDINATOR when the shard is another node's now, COORDINATOR_LOAD_IN_PROGRESS when
+    /// upstream did not take the fence record in time.
+    async fn fence(local: Local<'_>, group: &GroupId) -> Result<(), i16> {
+        if !local.coordinator.ownership().is_cluster() {
+            return Ok(());
+        }
+        local
+            .storage
+            .write(vec![Mutation::Fence {
+                group: group.clone(),
+            }])
+            .await
+            .map_err(|e| e.group_error().code())?;
+        local.coordinator.admit(group).map_err(GroupError::code)
+    }
+}
+
+impl Backend for Upstreamed {
+    fn keeps_offsets(&self) -> bool {
+        true
+    }
+
+    fn fetch_offsets<'a>(
+        &'a self,
+        local: Local<'a>,
+        group: GroupId,
+        member: Option<(MemberId, i32)>,
+        wanted: Option<Vec<(String, Vec<i32>)>>,
+        require_stable: bool,
+    ) -> BoxFuture<'a, Result<GroupOffsets, i16>> {
+        Box::pin(async move {
+            // koord checks the member (v9+), upstream has the offsets.
+            local
+                .coordinator
+                .fetch_offsets_as(group.clone(), member, Some(Vec::new()), false)
+                .await
+                .map_err(GroupError::code)?;
+            // Upstream's order; its error codes, the group's and each partition's, passed on
+            // as they came (UNSTABLE_OFFSET_COMMIT for an open transaction's offset with
+            // `require_stable`, COORDINATOR_LOAD_IN_PROGRESS while upstream loads, ...).
+            let answer = self
+                .up
+                .fetch_offsets(group.as_str(), wanted.as_deref(), require_stable)
+                .await
+                .map_err(|e| e.answer(group.as_str(), "OffsetFetch"))?;
+            let mut by_topic: GroupOffsets = answer
+                .topics
+                .into_iter()
+                .map(|t| {
+                    let topic = t.name.as_str().to_string();
+                    let offsets = t
+                        .partitions
+                        .into_iter()
+                        .map(|p| {
+                            let f = FetchedOffset {
+                                tp: TopicPartition::new(topic.clone(), p.partition_index),
+                                offset: p.committed_offset,
+                                leader_epoch: p.committed_leader_epoch,
+                                metadata: p.metadata.map(|m| m.to_string()).unwrap_or_default(),
+                                error: GroupError::from_code(p.error_code),
+                            };
+                            (f, p.error_code)
+                        })
+                        .collect();
+                    (topic, offsets)
+                })
+                .collect();
+            // A topic asked for and not answered gets an empty entry.
+            for (t, _) in wanted.unwrap_or_default() {
+                if !by_topic.iter().any(|(have, _)| *have == t) {
+                    by_topic.push((t, Vec::new()));
+                }
+            }
+            Ok(by_topic)
+        })
+    }
+
+    fn commit_txn_offsets<'a>(
+        &'a self,
+        local: Local<'a>,
+        group: GroupId,
+        mut commit: TxnOffsetCommit,
+        req: &'a TxnOffsetCommitRequest,
+        version: i16,
+    ) -> BoxFuture<'a, Result<Vec<(TopicPartition, i16)>, TxnCommitRefused>> {
+        Box::pin(async move {
+            // The transaction is upstream's, and so is its verification: koord checks the
+            // group only, and upstream stores the offsets inside the transaction.
+            commit.validate_only = true;
+            let checked = local
+                .coordinator
+                .commit_txn_offsets(group, commit)
+                .await
+                .map_err(|e| TxnCommitRefused::Group(e.code()))?;
+            let forwarded: Vec<TopicPartition> = checked
+                .iter()
+                .filter(|(_, e)| e.is_none())
+                .map(|(tp, _)| tp.clone())
+                .collect();
+            let answered = if forwarded.is_empty() {
+                Ok(HashMap::new())
+            } else {
+                self.upstream_commit(req, version, &forwarded).await
+            };
+            // Upstream's answer for each partition it got; the others keep koord's.
+            Ok(checked
+                .into_iter()
+                .map(|(tp, e)| {
+                    let code = match (e, &answered) {
+                        (Some(e), _) => e.code(),
+                        (None, Ok(codes)) => codes.get(&tp).copied().unwrap_or(0),
+                        (None, Err(code)) => *code,
+                    };
+                    (tp, code)
+                })
+                .collect())
+        })
+    }
+
+    fn delete_offsets<'a>(
+        &'a self,
+        local: Local<'a>,
+        group: GroupId,
+        partitions: Vec<TopicPartition>,
+    ) -> BoxFuture<'a, Result<Vec<Option<GroupError>>, i16>> {
+        Box::pin(async move {
+            match local
+                .coordinator
+                .delete_offsets(group.clone(), partitions.clone())
+                .await
+            {
+                Ok(results) => Ok(results.into_iter().map(|(_, e)| e).collect()),
+                Err(GroupError::GroupIdNotFound) => {
+                    self.delete_offsets_upstream(local, &group, &partitions)
+                        .await
+                }
+                Err(e) => Err(e.code()),
+            }
+        })
+    }
+
+    fn delete_group<'a>(
+        &'a self,
+        local: Local<'a>,
+        group: GroupId,
+    ) -> BoxFuture<'a, Result<(), i16>> {
+        Box::pin(async move {
+            match local.coordinator.delete_group(group.clone()).await {
+                Err(GroupError::GroupIdNotFound) => {
+                    // A group koord does not have: the upstream's (offsets only, or from
+                    // before koord), deleted there as Kafka deletes it; GROUP_ID_NOT_FOUND if
+                    // upstream has none either, upstream's code if it refuses
+                    // (NON_EMPTY_GROUP: members talking to it directly). Cluster mode: only
+                    // while the group's shard is still this node's.
+                    Self::fence(local, &group).await?;
+                    match self
+                        .up
+                        .delete_group(group.as_str(), self.up.retry_for())
+                        .await
+                    {
+                        Ok(true) => Ok(()),
+                        Ok(false) => Err(GroupError::GroupIdNotFound.code()),
+                        Err(e) => Err(e.answer(group.as_str(), "DeleteGroups")),
+                    }
+                }
+                other => other.map_err(GroupError::code),
+            }
+        })
+    }
+
+    fn list_groups<'a>(&'a self, local: Local<'a>) -> BoxFuture<'a, Result<Vec<Listed>, i16>> {
+        Box::pin(async move {
+            let mut groups = listed(local.coordinator);
+            let upstream = self
+                .up
+                .list_groups()
+                .await
+                .map_err(|e| e.answer("", "ListGroups"))?;
+            // Every group koord has, whatever the filters: upstream's view of it (an
+            // offsets-only Empty group) is not the group's.
+            let own: HashSet<String> = groups.iter().map(|g| g.id.clone()).collect();
+            groups.extend(
+                upstream
+                    .into_iter()
+                    .filter(|g| !own.contains(g.group_id.as_str()))
+                    .map(|g| Listed {
+                        id: g.group_id.as_str().to_string(),
+                        protocol_type: g.protocol_type.to_string(),
+                        state: g.group_state.to_string(),
+                        group_type: g.group_type.to_string(),
+                    }),
+            );
+            groups.sort_by(|a, b| a.id.cmp(&b.id));
+            Ok(groups)
+        })
+    }
+
+    fn describe_elsewhere<'a>(
+        &'a self,
+        group: &'a GroupId,
+    ) -> BoxFuture<'a, Result<Option<DescribedGroup>, i16>> {
+        Box::pin(async move {
+            // Upstream describes a group of its own as Kafka does (Empty, no members).
+            match self.up.describe_group(group.as_str()).await {
+                Ok(g) if g.group_state.as_str() != "Dead" => Ok(Some(g)),
+                Ok(_) => Ok(None),
+                Err(e) => Err(e.answer(group.as_str(), "DescribeGroups")),
+            }
+        })
+    }
+
+    fn create_topic<'a>(
+        &'a self,
+        name: &'a str,
+        partitions: i32,
+        replication: i16,
+        configs: &'a [(String, String)],
+    ) -> Option<BoxFuture<'a, Result<Option<Topic>, String>>> {
+        Some(Box::pin(async move {
+            self.up
+                .create_topic(name, partitions, replication, configs)
+                .await
+                .map_err(|e| e.to_string())
+        }))
+    }
+}
+
+impl Upstreamed {
+    /// The `forwarded` partitions of `req` committed inside the producer's upstream
+    /// transaction, as a commit of no member (generation -1): koord has checked the member,
+    /// and upstream verifies the transaction. Each partition's code, or the code of them all.
+    async fn upstream_commit(
+        &self,
+        req: &TxnOffsetCommitRequest,
+        version: i16,
+        forwarded: &[TopicPartition],
+    ) -> Result<HashMap<TopicPartition, i16>, i16> {
+        let mut fwd = req.clone();
+        fwd.generation_id = -1;
+        fwd.member_id = StrBytes::default();
+        fwd.group_instance_id = None;
+        for t in &mut fwd.topics {
+            t.partitions.retain(|p| {
+                forwarded.contains(&TopicPartition::new(t.name.as_str(), p.partition_index))
+            });
+        }
+        fwd.topics.retain(|t| !t.partitions.is_empty());
+        match self.up.txn_commit_offsets(&fwd, version).await {
+            Ok(resp) => Ok(resp
+                .topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions.iter().map(|p| {
+                        (
+                            TopicPartition::new(t.name.as_str(), p.partition_index),
+                            p.error_code,
+                        )
+                    })
+                })
+                .collect()),
+            Err(e) => Err(e.answer(req.group_id.as_str(), "TxnOffsetCommit")),
+        }
+    }
+
+    /// A group koord does not have: the upstream's (offsets only, or from before koord), its
+    /// offsets deleted there as Kafka deletes them. Each partition's error as upstream
+    /// answered it (a code koord has no name for as UNKNOWN_SERVER_ERROR), or the group's
+    /// code: upstream's (GROUP_ID_NOT_FOUND when it has none either).
+    async fn delete_offsets_upstream(
+        &self,
+        local: Local<'_>,
+        group: &GroupId,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<Option<GroupError>>, i16> {
+        // Cluster mode: only while the group's shard is still this node's.
+        Self::fence(local, group).await?;
+        let answered = self
+            .up
+            .offset_delete(group.as_str(), partitions)
+            .await
+            .map_err(|e| e.answer(group.as_str(), "OffsetDelete"))?;
+        let code_of: HashMap<&TopicPartition, i16> =
+            answered.iter().map(|(tp, c)| (tp, *c)).collect();
+        Ok(partitions
+            .iter()
+            .map(|tp| match code_of.get(tp).copied().unwrap_or(0) {
+                0 => None,
+                c => Some(GroupError::from_code(c).unwrap_or(GroupError::UnknownServerError)),
+            })
+            .collect())
+    }
+}
