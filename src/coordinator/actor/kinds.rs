@@ -1,0 +1,193 @@
+//! A group changing kind (an Empty classic group becoming a consumer or streams group, a
+//! consumer group upgraded from or downgraded to classic), and the consumer core's records
+//! and answers on their way to the store.
+
+use super::*;
+
+impl GroupActor {
+    /// An Empty classic or consumer group that a streams member joins becomes a streams group,
+    /// keeping its offsets.
+    pub(super) fn become_streams(&mut self, ctx: &Ctx) {
+        if !matches!(self.group, Core::Streams(_)) {
+            let id = self.group.id().clone();
+            let group = StreamsGroup::new(id, ctx.settings.streams.clone());
+            self.change_kind(ctx, Core::Streams(Box::new(group)), "streams");
+        }
+    }
+
+    /// An Empty consumer or streams group that a classic member joins becomes a classic group
+    /// (Kafka's conversion of an empty group), keeping its offsets.
+    pub(super) fn become_classic(&mut self, ctx: &Ctx, now: Timestamp) {
+        if !matches!(self.group, Core::Classic(_)) {
+            let id = self.group.id().clone();
+            let config = ctx.settings.group_config(&id);
+            let group = ClassicGroup::new(id, config, now);
+            self.change_kind(ctx, Core::Classic(group), "classic");
+        }
+    }
+
+    /// An Empty classic or streams group that a consumer-protocol member joins becomes a
+    /// consumer group, keeping its offsets.
+    pub(super) fn become_consumer(&mut self, ctx: &Ctx) {
+        if !matches!(self.group, Core::Consumer(_)) {
+            let id = self.group.id().clone();
+            let group = ConsumerGroup::new(id, ctx.settings.consumer.clone());
+            self.change_kind(ctx, Core::Consumer(Box::new(group)), "consumer");
+        }
+    }
+
+    /// Replaces an Empty group by `group` of another kind; its stored records go (not its
+    /// offsets). A group with members keeps its kind.
+    fn change_kind(&mut self, ctx: &Ctx, group: Core, kind: &'static str) {
+        if !self.group.is_empty() {
+            return;
+        }
+        let id = self.group.id().clone();
+        self.group = group;
+        let _span = self.log_span();
+        info!(kind, "empty group changes kind");
+        self.submit_consumer(
+            ctx,
+            vec![Mutation::ClearGroupRecords { group: id }],
+            Vec::new(),
+            None,
+        );
+    }
+
+    /// A classic group upgraded to `group` (a heartbeat joined it): what the classic group
+    /// had parked is told to join again, and the mutation that clears its stored records is
+    /// returned, to go before the consumer group's.
+    pub(super) fn upgrade(&mut self, group: Box<ConsumerGroup>) -> Mutation {
+        self.answer_parked(GroupError::RebalanceInProgress);
+        let id = group.id().clone();
+        self.group = Core::Consumer(group);
+        let _span = self.log_span();
+        info!("classic group upgraded to a consumer group");
+        Mutation::ClearGroupRecords { group: id }
+    }
+
+    /// A consumer group whose last consumer-protocol member left becomes the classic group of
+    /// its classic members; the mutations that store it in place of the consumer group.
+    fn downgrade(&mut self, ctx: &Ctx, now: Timestamp) -> Option<Vec<Mutation>> {
+        let Core::Consumer(group) = &mut self.group else {
+            return None;
+        };
+        let downgrade = group.take_downgrade()?;
+        let id = group.id().clone();
+        let classic = ClassicGroup::from_consumer_group(
+            id.clone(),
+            ctx.settings.group_config(&id),
+            downgrade.generation,
+            downgrade.members,
+            now,
+        );
+        let record = classic.metadata_record();
+        self.group = Core::Classic(classic);
+        let _span = self.log_span();
+        info!(
+            "consumer group downgraded to a classic group: its last consumer-protocol member left"
+        );
+        Some(vec![
+            Mutation::ClearGroupRecords { group: id.clone() },
+            Mutation::PutGroup { group: id, record },
+        ])
+    }
+
+    /// Sends `first` and the consumer group's queued records to the store (the classic
+    /// group's record in their place if it just turned classic); `reply` goes out once they,
+    /// and every consumer-group write before them, are durable.
+    pub(super) fn flush_consumer(
+        &mut self,
+        ctx: &Ctx,
+        mut first: Vec<Mutation>,
+        reply: Option<Deferred>,
+    ) {
+        match self.downgrade(ctx, ctx.clock.now()) {
+            Some(batch) => first.extend(batch),
+            None => first.extend(self.consumer_mutations()),
+        }
+        let replies: Vec<Deferred> = reply.into_iter().collect();
+        if !first.is_empty() {
+            self.submit_consumer(ctx, first, replies, None);
+            return;
+        }
+        if let Some(Pending::Consumer {
+            replies: waiting, ..
+        }) = self
+            .last_consumer_write
+            .and_then(|id| self.pending.get_mut(&id))
+        {
+            waiting.extend(replies);
+            return;
+        }
+        for reply in replies {
+            reply(None);
+        }
+    }
+
+    /// The consumer group's records as mutations (empty for a classic group).
+    fn consumer_mutations(&mut self) -> Vec<Mutation> {
+        if let Core::Streams(group) = &mut self.group {
+            let id = group.id().clone();
+            return group
+                .take_records()
+                .into_iter()
+                .map(|r| match r {
+                    StreamsRecord::Group(record) => Mutation::PutStreamsGroup {
+                        group: id.clone(),
+                        record,
+                    },
+                    StreamsRecord::Member(member) => Mutation::PutStreamsMember {
+                        group: id.clone(),
+                        member,
+                    },
+                    StreamsRecord::RemoveMember(member) => Mutation::DeleteStreamsMember {
+                        group: id.clone(),
+                        member,
+                    },
+                })
+                .collect();
+        }
+        let Core::Consumer(group) = &mut self.group else {
+            return Vec::new();
+        };
+        let id = group.id().clone();
+        group
+            .take_records()
+            .into_iter()
+            .map(|r| match r {
+                ConsumerRecord::Group(record) => Mutation::PutConsumerGroup {
+                    group: id.clone(),
+                    record,
+                },
+                ConsumerRecord::Member(member) => Mutation::PutConsumerMember {
+                    group: id.clone(),
+                    member,
+                },
+                ConsumerRecord::RemoveMember(member) => Mutation::DeleteConsumerMember {
+                    group: id.clone(),
+                    member,
+                },
+            })
+            .collect()
+    }
+
+    pub(super) fn submit_consumer(
+        &mut self,
+        ctx: &Ctx,
+        batch: Vec<Mutation>,
+        replies: Vec<Deferred>,
+        delete_reply: Option<oneshot::Sender<Result<(), GroupError>>>,
+    ) {
+        let id = self.next_submission;
+        self.submit(
+            ctx,
+            batch,
+            Pending::Consumer {
+                replies,
+                delete_reply,
+            },
+        );
+        self.last_consumer_write = Some(id);
+    }
+}
