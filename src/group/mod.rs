@@ -103,6 +103,7 @@ pub mod commands;
 pub mod consumer;
 pub mod member;
 pub mod missing;
+pub mod modern;
 pub mod output;
 pub mod streams;
 pub mod timers;

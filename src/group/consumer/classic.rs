@@ -127,8 +127,8 @@ impl ConsumerGroup {
         };
         let generation = classic.generation().0;
         let mut group = ConsumerGroup::new(classic.id().clone(), config);
-        group.group_epoch = generation;
-        group.assignment_epoch = generation;
+        group.base.group_epoch = generation;
+        group.base.assignment_epoch = generation;
         for m in classic.members() {
             let metadata = match classic.protocol_name() {
                 Some(name) => m.metadata(name),
@@ -173,13 +173,13 @@ impl ConsumerGroup {
                 }),
                 ..ConsumerMember::new(m.id.clone())
             };
-            group.timers.set(
+            group.base.timers.set(
                 ConsumerTimer::Session(member.member_id.clone()),
                 now.plus_ms(m.session_timeout_ms),
             );
             group.put_member(member);
         }
-        group.records = group.snapshot();
+        group.base.records = group.snapshot();
         Ok(group)
     }
 
@@ -217,7 +217,9 @@ impl ConsumerGroup {
         } else {
             req.member_id.clone()
         };
-        if self.members.len() >= self.config.max_size && !self.members.contains_key(&member_id) {
+        if self.base.members.len() >= self.config.max_size
+            && !self.base.members.contains_key(&member_id)
+        {
             return Err(GroupError::GroupMaxSizeReached);
         }
         if !self.supports_classic_protocols(&req.protocol_type, &req.protocols) {
@@ -234,15 +236,17 @@ impl ConsumerGroup {
         let mut replaced = None;
         let member = match &req.instance_id {
             None => self
+                .base
                 .members
                 .get(&member_id)
                 .cloned()
                 .unwrap_or_else(|| ConsumerMember::new(member_id.clone())),
             Some(instance) => {
                 let existing = self
+                    .base
                     .static_members
                     .get(instance)
-                    .and_then(|id| self.members.get(id));
+                    .and_then(|id| self.base.members.get(id));
                 match existing {
                     None if unknown => ConsumerMember::new(member_id.clone()),
                     None => return Err(GroupError::UnknownMemberId),
@@ -260,11 +264,13 @@ impl ConsumerGroup {
         };
         if let Some(old) = replaced {
             self.remove_member(&old);
-            self.records.push(super::ConsumerRecord::RemoveMember(old));
+            self.base
+                .records
+                .push(super::ConsumerRecord::RemoveMember(old));
         }
-        let is_new = !self.members.contains_key(&member_id);
+        let is_new = !self.base.members.contains_key(&member_id);
         if is_new {
-            self.events.push(super::ConsumerEvent::Joined {
+            self.base.events.push(super::ConsumerEvent::Joined {
                 member: member_id.clone(),
                 instance: req.instance_id.clone(),
             });
@@ -298,24 +304,25 @@ impl ConsumerGroup {
         self.bump_if_changed(&member_id, subscription_changed, image);
 
         // 2. A new target assignment when the group epoch is ahead of it.
-        if self.group_epoch > self.assignment_epoch {
+        if self.base.group_epoch > self.base.assignment_epoch {
             self.compute_target(image, now);
         }
 
         // 3. The member towards its target, with what it says it owns.
         let owned = by_id(&subscription.owned_partitions, image);
         self.reconcile_member(&member_id, Some(&owned), now);
-        self.timers
+        self.base
+            .timers
             .cancel(&ConsumerTimer::ClassicJoin(member_id.clone()));
-        self.timers.set(
+        self.base.timers.set(
             ConsumerTimer::Session(member_id.clone()),
             now.plus_ms(req.session_timeout_ms),
         );
-        self.timers.set(
+        self.base.timers.set(
             ConsumerTimer::ClassicSync(member_id.clone()),
             now.plus_ms(req.rebalance_timeout_ms),
         );
-        let m = &self.members[&member_id];
+        let m = &self.base.members[&member_id];
         Ok(JoinReply {
             error: None,
             generation: Generation(m.member_epoch),
@@ -364,9 +371,10 @@ impl ConsumerGroup {
             .unwrap_or(0);
         let assignment = encode_assignment(&by_name(&m.assigned, image), None, version);
         self.must_rejoin_unless_revoking(&req.member_id, now)?;
-        self.timers
+        self.base
+            .timers
             .cancel(&ConsumerTimer::ClassicSync(req.member_id.clone()));
-        self.timers.set(
+        self.base.timers.set(
             ConsumerTimer::Session(req.member_id.clone()),
             now.plus_ms(session),
         );
@@ -394,12 +402,12 @@ impl ConsumerGroup {
             return Err(GroupError::IllegalGeneration);
         }
         let session = m.classic.as_ref().map_or(0, |c| c.session_timeout_ms);
-        let rejoin = m.member_epoch < self.group_epoch
+        let rejoin = m.member_epoch < self.base.group_epoch
             || m.state == ConsumerMemberState::UnrevokedPartitions
             || (m.state == ConsumerMemberState::UnreleasedPartitions
                 && !self.waits_on_unreleased(m));
         let rebalance_timeout = m.rebalance_timeout_ms;
-        self.timers.set(
+        self.base.timers.set(
             ConsumerTimer::Session(req.member_id.clone()),
             now.plus_ms(session),
         );
@@ -417,16 +425,17 @@ impl ConsumerGroup {
         instance: Option<&InstanceId>,
     ) -> Result<&ConsumerMember, GroupError> {
         let m = match instance {
-            None => self.members.get(member_id),
+            None => self.base.members.get(member_id),
             Some(instance) => {
                 let id = self
+                    .base
                     .static_members
                     .get(instance)
                     .ok_or(GroupError::UnknownMemberId)?;
                 if id != member_id {
                     return Err(GroupError::FencedInstanceId);
                 }
-                self.members.get(id)
+                self.base.members.get(id)
             }
         }
         .ok_or(GroupError::UnknownMemberId)?;
@@ -443,8 +452,9 @@ impl ConsumerGroup {
         member_id: &MemberId,
         now: Timestamp,
     ) -> Result<(), GroupError> {
-        let m = &self.members[member_id];
-        if self.group_epoch > m.member_epoch && m.state != ConsumerMemberState::UnrevokedPartitions
+        let m = &self.base.members[member_id];
+        if self.base.group_epoch > m.member_epoch
+            && m.state != ConsumerMemberState::UnrevokedPartitions
         {
             let timeout = m.rebalance_timeout_ms;
             self.arm_join_timeout(member_id, timeout, now);
@@ -462,9 +472,9 @@ impl ConsumerGroup {
         now: Timestamp,
     ) {
         let key = ConsumerTimer::ClassicJoin(member_id.clone());
-        if self.timers.deadline(&key).is_none() {
+        if self.base.timers.deadline(&key).is_none() {
             let timeout = u64::try_from(rebalance_timeout_ms).unwrap_or(0);
-            self.timers.set(key, now.plus_ms(timeout));
+            self.base.timers.set(key, now.plus_ms(timeout));
         }
     }
 
@@ -488,6 +498,7 @@ impl ConsumerGroup {
             return false;
         }
         let classic: Vec<&ClassicMemberMetadata> = self
+            .base
             .members
             .values()
             .filter_map(|m| m.classic.as_ref())
@@ -506,18 +517,19 @@ impl ConsumerGroup {
     /// Kafka's `validateOnlineDowngradeWithFencedMember`: `leaving` is the last member on the
     /// consumer protocol, others remain, the policy allows it and they fit a classic group.
     pub(super) fn can_downgrade_without(&self, leaving: &MemberId) -> bool {
-        let Some(m) = self.members.get(leaving) else {
+        let Some(m) = self.base.members.get(leaving) else {
             return false;
         };
         !m.uses_classic_protocol()
-            && self.members.len() > 1
+            && self.base.members.len() > 1
             && self
+                .base
                 .members
                 .values()
                 .filter(|o| o.member_id != *leaving)
                 .all(|o| o.uses_classic_protocol())
             && self.config.migration.downgrades()
-            && self.members.len() - 1 <= self.config.classic_max_size
+            && self.base.members.len() - 1 <= self.config.classic_max_size
     }
 
     /// The members other than `leaving` as members of a classic group (Kafka's
@@ -528,7 +540,8 @@ impl ConsumerGroup {
         leaving: &MemberId,
         image: &dyn TopicImage,
     ) -> Vec<Member> {
-        self.members
+        self.base
+            .members
             .values()
             .filter(|m| m.member_id != *leaving)
             .map(|m| {

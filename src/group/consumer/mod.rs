@@ -40,6 +40,8 @@ use bytes::Bytes;
 pub use self::classic::{Downgrade, MigrationPolicy};
 use self::reconcile::{reconcile, Holders};
 use crate::assignor::{Assignor, GroupSpec, MemberSpec, Partition, PlanInput, TopicSpec};
+pub use crate::group::modern::Refusal;
+use crate::group::modern::{Modern, ModernMember};
 use crate::group::timers::TimerTable;
 use crate::vocab::{
     ConsumerGroupRecord, ConsumerMember, ConsumerMemberState, GroupError, GroupId, InstanceId,
@@ -139,35 +141,6 @@ impl std::fmt::Debug for TopicFilter {
     }
 }
 
-/// Why a heartbeat was refused: Kafka's error code and its message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub error: GroupError,
-    pub message: Option<String>,
-}
-
-impl Refusal {
-    pub fn new(error: GroupError, message: impl Into<String>) -> Refusal {
-        Refusal {
-            error,
-            message: Some(message.into()),
-        }
-    }
-
-    fn invalid(message: &str) -> Refusal {
-        Refusal::new(GroupError::InvalidRequest, message)
-    }
-}
-
-impl From<GroupError> for Refusal {
-    fn from(error: GroupError) -> Refusal {
-        Refusal {
-            error,
-            message: None,
-        }
-    }
-}
-
 /// The answer to a heartbeat that was accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerHeartbeatReply {
@@ -251,12 +224,9 @@ pub enum ConsumerEvent {
 /// A consumer group.
 #[derive(Debug)]
 pub struct ConsumerGroup {
-    id: GroupId,
+    /// The id, epochs, members, timers, records and events, as every modern kind has them.
+    base: Modern<ConsumerMember, ConsumerRecord, ConsumerEvent, ConsumerTimer>,
     config: Arc<ConsumerGroupConfig>,
-    group_epoch: i32,
-    assignment_epoch: i32,
-    members: BTreeMap<MemberId, ConsumerMember>,
-    static_members: HashMap<InstanceId, MemberId>,
     holders: Holders,
     metadata_hash: u64,
     /// The topic image version the hash was last checked against (none after a load).
@@ -267,10 +237,6 @@ pub struct ConsumerGroup {
     assignor_state: Bytes,
     /// The assignor that computed the last target.
     assignor_name: Option<&'static str>,
-    timers: TimerTable<ConsumerTimer>,
-    records: Vec<ConsumerRecord>,
-    events: Vec<ConsumerEvent>,
-    dead: bool,
     /// Set when the last consumer-protocol member left a group of classic members: the group
     /// is classic from now on (see [`classic`]).
     downgrade: Option<Downgrade>,
@@ -279,24 +245,26 @@ pub struct ConsumerGroup {
 impl ConsumerGroup {
     pub fn new(id: GroupId, config: Arc<ConsumerGroupConfig>) -> ConsumerGroup {
         ConsumerGroup {
-            id,
+            base: Modern::new(id),
             config,
-            group_epoch: 0,
-            assignment_epoch: 0,
-            members: BTreeMap::new(),
-            static_members: HashMap::new(),
             holders: Holders::new(),
             metadata_hash: 0,
             image_version: None,
             regex_filter: None,
             assignor_state: Bytes::new(),
             assignor_name: None,
-            timers: TimerTable::default(),
-            records: Vec::new(),
-            events: Vec::new(),
-            dead: false,
             downgrade: None,
         }
+    }
+
+    /// Records to persist, in order, since the last call.
+    pub fn take_records(&mut self) -> Vec<ConsumerRecord> {
+        self.base.take_records()
+    }
+
+    /// Events since the last call, in order.
+    pub fn take_events(&mut self) -> Vec<ConsumerEvent> {
+        self.base.take_events()
     }
 
     /// A group as stored. Every member's session starts `now`, and a member that was revoking
@@ -309,39 +277,20 @@ impl ConsumerGroup {
         now: Timestamp,
     ) -> ConsumerGroup {
         let mut group = ConsumerGroup::new(id, config);
-        group.group_epoch = record.group_epoch;
-        group.assignment_epoch = record.assignment_epoch;
+        group.base.group_epoch = record.group_epoch;
+        group.base.assignment_epoch = record.assignment_epoch;
         group.metadata_hash = record.metadata_hash;
         group.assignor_state = record.assignor_state;
         for member in members {
             let session = now.plus_ms(group.session_timeout_ms(&member));
             group
+                .base
                 .timers
                 .set(ConsumerTimer::Session(member.member_id.clone()), session);
             group.arm_revocation(&member, now);
             group.put_member(member);
         }
         group
-    }
-
-    pub fn id(&self) -> &GroupId {
-        &self.id
-    }
-
-    pub fn group_epoch(&self) -> i32 {
-        self.group_epoch
-    }
-
-    pub fn assignment_epoch(&self) -> i32 {
-        self.assignment_epoch
-    }
-
-    pub fn members(&self) -> impl ExactSizeIterator<Item = &ConsumerMember> {
-        self.members.values()
-    }
-
-    pub fn member(&self, id: &MemberId) -> Option<&ConsumerMember> {
-        self.members.get(id)
     }
 
     /// The assignor the next target assignment would use (Kafka: the one most members name,
@@ -352,13 +301,13 @@ impl ConsumerGroup {
 
     /// Kafka's `ConsumerGroup.state`.
     pub fn state(&self) -> ConsumerGroupState {
-        if self.dead {
+        if self.base.dead {
             ConsumerGroupState::Dead
-        } else if self.members.is_empty() {
+        } else if self.base.members.is_empty() {
             ConsumerGroupState::Empty
-        } else if self.group_epoch > self.assignment_epoch {
+        } else if self.base.group_epoch > self.base.assignment_epoch {
             ConsumerGroupState::Assigning
-        } else if self.members.values().any(|m| !self.is_reconciled(m)) {
+        } else if self.base.members.values().any(|m| !self.is_reconciled(m)) {
             ConsumerGroupState::Reconciling
         } else {
             ConsumerGroupState::Stable
@@ -366,25 +315,18 @@ impl ConsumerGroup {
     }
 
     fn is_reconciled(&self, m: &ConsumerMember) -> bool {
-        m.state == ConsumerMemberState::Stable && m.member_epoch == self.assignment_epoch
-    }
-
-    /// Records to persist, in order, since the last call.
-    pub fn take_records(&mut self) -> Vec<ConsumerRecord> {
-        std::mem::take(&mut self.records)
-    }
-
-    pub fn take_events(&mut self) -> Vec<ConsumerEvent> {
-        std::mem::take(&mut self.events)
+        m.state == ConsumerMemberState::Stable && m.member_epoch == self.base.assignment_epoch
     }
 
     /// After a write failed, the next write carries the whole group, so the store catches up
     /// with what this group already answered from.
     pub fn handle_write_failed(&mut self) {
-        self.records
+        self.base
+            .records
             .push(ConsumerRecord::Group(self.group_record()));
-        for m in self.members.values() {
-            self.records
+        for m in self.base.members.values() {
+            self.base
+                .records
                 .push(ConsumerRecord::Member(Box::new(m.clone())));
         }
     }
@@ -393,21 +335,18 @@ impl ConsumerGroup {
     pub fn snapshot(&self) -> Vec<ConsumerRecord> {
         let mut out = vec![ConsumerRecord::Group(self.group_record())];
         out.extend(
-            self.members
+            self.base
+                .members
                 .values()
                 .map(|m| ConsumerRecord::Member(Box::new(m.clone()))),
         );
         out
     }
 
-    pub fn next_deadline(&self) -> Option<Timestamp> {
-        self.timers.next_deadline()
-    }
-
     fn group_record(&self) -> ConsumerGroupRecord {
         ConsumerGroupRecord {
-            group_epoch: self.group_epoch,
-            assignment_epoch: self.assignment_epoch,
+            group_epoch: self.base.group_epoch,
+            assignment_epoch: self.base.assignment_epoch,
             metadata_hash: self.metadata_hash,
             assignor_state: self.assignor_state.clone(),
         }
@@ -434,7 +373,8 @@ impl ConsumerGroup {
             return self.handle_leave(&req, image);
         }
         let joining = req.member_epoch == 0;
-        if self.members.len() >= self.config.max_size && !self.members.contains_key(&req.member_id)
+        if self.base.members.len() >= self.config.max_size
+            && !self.base.members.contains_key(&req.member_id)
         {
             return Err(Refusal::new(
                 GroupError::GroupMaxSizeReached,
@@ -454,14 +394,14 @@ impl ConsumerGroup {
             && req.server_assignor.is_none()
             && req.subscribed_topic_names.is_none()
             && req.subscribed_topic_regex.is_none()
-            && self.members.get(&req.member_id).is_some_and(|m| {
+            && self.base.members.get(&req.member_id).is_some_and(|m| {
                 m.instance_id.is_none()
                     && m.client_id == req.client_id
                     && m.client_host == req.client_host
             });
         let subscription_changed = if steady {
             check_epoch(
-                &self.members[&req.member_id],
+                &self.base.members[&req.member_id],
                 req.member_epoch,
                 req.owned.as_ref(),
             )?;
@@ -469,7 +409,7 @@ impl ConsumerGroup {
         } else {
             let mut replaced = None;
             let member = match &req.instance_id {
-                None => match self.members.get(&req.member_id) {
+                None => match self.base.members.get(&req.member_id) {
                     // A known member joining again (it was fenced, or restarted with its id): it
                     // gets its assignment again (Kafka 4.4).
                     Some(m) if joining => m.clone(),
@@ -478,15 +418,16 @@ impl ConsumerGroup {
                         m.clone()
                     }
                     None if joining => ConsumerMember::new(req.member_id.clone()),
-                    None => return Err(self.unknown_member(&req.member_id)),
+                    None => return Err(self.base.unknown_member(&req.member_id)),
                 },
                 Some(instance) => {
                     let existing = self
+                        .base
                         .static_members
                         .get(instance)
-                        .and_then(|id| self.members.get(id));
+                        .and_then(|id| self.base.members.get(id));
                     match existing {
-                        None if joining => match self.members.get(&req.member_id) {
+                        None if joining => match self.base.members.get(&req.member_id) {
                             Some(m) => m.clone(),
                             None => ConsumerMember::new(req.member_id.clone()),
                         },
@@ -520,13 +461,13 @@ impl ConsumerGroup {
                     }
                 }
             };
-            let is_new = !self.members.contains_key(&member.member_id);
+            let is_new = !self.base.members.contains_key(&member.member_id);
             if let Some(old) = replaced {
                 self.remove_member(&old);
-                self.records.push(ConsumerRecord::RemoveMember(old));
+                self.base.records.push(ConsumerRecord::RemoveMember(old));
             }
             if is_new {
-                self.events.push(ConsumerEvent::Joined {
+                self.base.events.push(ConsumerEvent::Joined {
                     member: member.member_id.clone(),
                     instance: req.instance_id.clone(),
                 });
@@ -579,17 +520,18 @@ impl ConsumerGroup {
         self.bump_if_changed(&req.member_id, subscription_changed, image);
 
         // 2. A new target assignment when the group epoch is ahead of it.
-        if self.group_epoch > self.assignment_epoch {
+        if self.base.group_epoch > self.base.assignment_epoch {
             self.compute_target(image, now);
         }
 
         // 3. The member towards its target.
         let reassigned = self.reconcile_member(&req.member_id, req.owned.as_ref(), now);
         let session = now.plus_ms(self.config.session_timeout_ms);
-        self.timers
+        self.base
+            .timers
             .set(ConsumerTimer::Session(req.member_id.clone()), session);
 
-        let m = &self.members[&req.member_id];
+        let m = &self.base.members[&req.member_id];
         let full = joining
             || (req.rebalance_timeout_ms != -1
                 && req.subscribed_topic_names.is_some()
@@ -610,13 +552,14 @@ impl ConsumerGroup {
     ) -> Result<ConsumerHeartbeatReply, Refusal> {
         let member_id = match &req.instance_id {
             None => {
-                if !self.members.contains_key(&req.member_id) {
-                    return Err(self.unknown_member(&req.member_id));
+                if !self.base.members.contains_key(&req.member_id) {
+                    return Err(self.base.unknown_member(&req.member_id));
                 }
                 req.member_id.clone()
             }
             Some(instance) => {
                 let id = self
+                    .base
                     .static_members
                     .get(instance)
                     .cloned()
@@ -629,8 +572,8 @@ impl ConsumerGroup {
         };
         if req.member_epoch == LEAVE_STATIC_EPOCH && req.instance_id.is_some() {
             // Its partitions stay with it (epoch -2) until it is back or its session ends.
-            let mut m = self.members[&member_id].clone();
-            self.timers.cancel(&ConsumerTimer::Revocation(
+            let mut m = self.base.members[&member_id].clone();
+            self.base.timers.cancel(&ConsumerTimer::Revocation(
                 member_id.clone(),
                 m.member_epoch,
             ));
@@ -660,14 +603,14 @@ impl ConsumerGroup {
             .iter()
             .map(|l| {
                 let found = match &l.instance_id {
-                    Some(instance) => match self.static_members.get(instance) {
+                    Some(instance) => match self.base.static_members.get(instance) {
                         Some(id) if l.member_id.as_str().is_empty() || *id == l.member_id => {
                             Ok(id.clone())
                         }
                         Some(_) => Err(GroupError::FencedInstanceId),
                         None => Err(GroupError::UnknownMemberId),
                     },
-                    None if self.members.contains_key(&l.member_id) => Ok(l.member_id.clone()),
+                    None if self.base.members.contains_key(&l.member_id) => Ok(l.member_id.clone()),
                     None => Err(GroupError::UnknownMemberId),
                 };
                 let error = match found {
@@ -688,12 +631,12 @@ impl ConsumerGroup {
             return;
         }
         if self.can_downgrade_without(id) {
-            self.events.push(ConsumerEvent::Left {
+            self.base.events.push(ConsumerEvent::Left {
                 member: id.clone(),
                 why,
             });
             self.downgrade = Some(Downgrade {
-                generation: crate::vocab::Generation(self.group_epoch),
+                generation: crate::vocab::Generation(self.base.group_epoch),
                 members: self.classic_members(id, image),
             });
             return;
@@ -701,8 +644,10 @@ impl ConsumerGroup {
         if self.remove_member(id).is_none() {
             return;
         }
-        self.records.push(ConsumerRecord::RemoveMember(id.clone()));
-        self.events.push(ConsumerEvent::Left {
+        self.base
+            .records
+            .push(ConsumerRecord::RemoveMember(id.clone()));
+        self.base.events.push(ConsumerEvent::Left {
             member: id.clone(),
             why,
         });
@@ -711,11 +656,11 @@ impl ConsumerGroup {
         // The new target is computed by the next heartbeat (as Kafka does); an Empty group has
         // nothing to compute: its (empty) target is at the new epoch at once (Kafka 4.4).
         self.bump_epoch(why);
-        if self.members.is_empty() {
-            self.assignment_epoch = self.group_epoch;
-            self.timers.cancel(&ConsumerTimer::FollowUp);
-            if let Some(ConsumerRecord::Group(record)) = self.records.last_mut() {
-                record.assignment_epoch = self.assignment_epoch;
+        if self.base.members.is_empty() {
+            self.base.assignment_epoch = self.base.group_epoch;
+            self.base.timers.cancel(&ConsumerTimer::FollowUp);
+            if let Some(ConsumerRecord::Group(record)) = self.base.records.last_mut() {
+                record.assignment_epoch = self.base.assignment_epoch;
             }
         }
     }
@@ -726,17 +671,17 @@ impl ConsumerGroup {
 
     /// Fires every timer due at `now`.
     pub fn handle_timeout(&mut self, image: &dyn TopicImage, now: Timestamp) {
-        while let Some((key, deadline)) = self.timers.next() {
+        while let Some((key, deadline)) = self.base.timers.next() {
             if deadline > now || self.downgrade.is_some() {
                 break;
             }
-            self.timers.cancel(&key);
+            self.base.timers.cancel(&key);
             match key {
                 ConsumerTimer::Session(id) => {
                     self.fence(&id, "its session expired", image);
                 }
                 ConsumerTimer::Revocation(id, epoch) => {
-                    if self.members.get(&id).is_some_and(|m| {
+                    if self.base.members.get(&id).is_some_and(|m| {
                         m.member_epoch == epoch
                             && m.state == ConsumerMemberState::UnrevokedPartitions
                     }) {
@@ -748,7 +693,7 @@ impl ConsumerGroup {
                     }
                 }
                 ConsumerTimer::FollowUp => {
-                    if !self.members.is_empty() {
+                    if !self.base.members.is_empty() {
                         self.bump_epoch("the assignor asked for a new assignment");
                         self.compute_target(image, now);
                     }
@@ -788,10 +733,11 @@ impl ConsumerGroup {
         transactional: bool,
         api_version: i16,
     ) -> Result<(), GroupError> {
-        if member_epoch < 0 && self.members.is_empty() {
+        if member_epoch < 0 && self.base.members.is_empty() {
             return Ok(());
         }
         let member = self
+            .base
             .members
             .get(member_id)
             .ok_or(GroupError::UnknownMemberId)?;
@@ -827,7 +773,11 @@ impl ConsumerGroup {
             }
             return Err(GroupError::UnknownMemberId);
         };
-        let member = self.members.get(id).ok_or(GroupError::UnknownMemberId)?;
+        let member = self
+            .base
+            .members
+            .get(id)
+            .ok_or(GroupError::UnknownMemberId)?;
         if member_epoch != member.member_epoch {
             return Err(GroupError::StaleMemberEpoch);
         }
@@ -844,11 +794,11 @@ impl ConsumerGroup {
     /// # Errors
     /// NON_EMPTY_GROUP.
     pub fn delete(&mut self) -> Result<(), GroupError> {
-        if !self.members.is_empty() {
+        if !self.base.members.is_empty() {
             return Err(GroupError::NonEmptyGroup);
         }
-        self.dead = true;
-        self.timers = TimerTable::default();
+        self.base.dead = true;
+        self.base.timers = TimerTable::default();
         Ok(())
     }
 
@@ -877,8 +827,8 @@ impl ConsumerGroup {
         if let Some(why) = bump {
             // Kafka 4.4 bumps a brand-new group twice for its first member subscribing to
             // something (measured: the member answers epoch 2); koord keeps its epochs.
-            if self.group_epoch == 0 && self.subscribes_to_anything(member_id) {
-                self.group_epoch += 1;
+            if self.base.group_epoch == 0 && self.subscribes_to_anything(member_id) {
+                self.base.group_epoch += 1;
             }
             self.bump_epoch(why);
         }
@@ -893,18 +843,20 @@ impl ConsumerGroup {
     }
 
     fn bump_epoch(&mut self, why: &'static str) {
-        self.group_epoch += 1;
-        self.records
+        self.base.group_epoch += 1;
+        self.base
+            .records
             .push(ConsumerRecord::Group(self.group_record()));
-        self.events.push(ConsumerEvent::EpochBumped {
-            epoch: self.group_epoch,
+        self.base.events.push(ConsumerEvent::EpochBumped {
+            epoch: self.base.group_epoch,
             why,
         });
     }
 
     fn persist_member(&mut self, id: &MemberId) {
-        if let Some(m) = self.members.get(id) {
-            self.records
+        if let Some(m) = self.base.members.get(id) {
+            self.base
+                .records
                 .push(ConsumerRecord::Member(Box::new(m.clone())));
         }
     }
@@ -912,7 +864,7 @@ impl ConsumerGroup {
     /// Inserts or replaces a member, keeping the static index and the partition holders;
     /// returns the member it replaced.
     fn put_member(&mut self, member: ConsumerMember) -> Option<ConsumerMember> {
-        let old = self.members.remove(&member.member_id);
+        let old = self.base.members.remove(&member.member_id);
         if let Some(old) = &old {
             self.release(old);
         }
@@ -921,11 +873,7 @@ impl ConsumerGroup {
                 self.holders.insert((*topic, p), member.member_epoch);
             }
         }
-        if let Some(instance) = &member.instance_id {
-            self.static_members
-                .insert(instance.clone(), member.member_id.clone());
-        }
-        self.members.insert(member.member_id.clone(), member);
+        self.base.insert_member(member);
         old
     }
 
@@ -938,18 +886,18 @@ impl ConsumerGroup {
     }
 
     fn remove_member(&mut self, id: &MemberId) -> Option<ConsumerMember> {
-        let member = self.members.remove(id)?;
+        let member = self.base.remove_member(id)?;
         self.release(&member);
-        if let Some(instance) = &member.instance_id {
-            if self.static_members.get(instance) == Some(id) {
-                self.static_members.remove(instance);
-            }
-        }
-        self.timers.cancel(&ConsumerTimer::Session(id.clone()));
-        self.timers
+        self.base.timers.cancel(&ConsumerTimer::Session(id.clone()));
+        self.base
+            .timers
             .cancel(&ConsumerTimer::Revocation(id.clone(), member.member_epoch));
-        self.timers.cancel(&ConsumerTimer::ClassicJoin(id.clone()));
-        self.timers.cancel(&ConsumerTimer::ClassicSync(id.clone()));
+        self.base
+            .timers
+            .cancel(&ConsumerTimer::ClassicJoin(id.clone()));
+        self.base
+            .timers
+            .cancel(&ConsumerTimer::ClassicSync(id.clone()));
         Some(member)
     }
 
@@ -960,10 +908,10 @@ impl ConsumerGroup {
         owned: Option<&Partitions>,
         now: Timestamp,
     ) -> bool {
-        let member = &self.members[id];
+        let member = &self.base.members[id];
         let Some(next) = reconcile(
             member,
-            self.assignment_epoch,
+            self.base.assignment_epoch,
             &member.target,
             &self.holders,
             owned,
@@ -971,18 +919,19 @@ impl ConsumerGroup {
             return false;
         };
         let old_epoch = member.member_epoch;
-        self.timers
+        self.base
+            .timers
             .cancel(&ConsumerTimer::Revocation(id.clone(), old_epoch));
         self.arm_revocation(&next, now);
         let old = self.put_member(next);
         self.persist_member(id);
-        old.is_none_or(|old| old.assigned != self.members[id].assigned)
+        old.is_none_or(|old| old.assigned != self.base.members[id].assigned)
     }
 
     fn arm_revocation(&mut self, member: &ConsumerMember, now: Timestamp) {
         if member.state == ConsumerMemberState::UnrevokedPartitions {
             let timeout = u64::try_from(member.rebalance_timeout_ms.max(0)).unwrap_or(0);
-            self.timers.set(
+            self.base.timers.set(
                 ConsumerTimer::Revocation(member.member_id.clone(), member.member_epoch),
                 now.plus_ms(timeout),
             );
@@ -993,7 +942,7 @@ impl ConsumerGroup {
     /// configured one.
     fn preferred_assignor(&self) -> &Arc<dyn Assignor> {
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for m in self.members.values() {
+        for m in self.base.members.values() {
             if let Some(name) = &m.server_assignor {
                 *counts.entry(name.as_str()).or_default() += 1;
             }
@@ -1016,16 +965,9 @@ impl ConsumerGroup {
         }
     }
 
-    fn unknown_member(&self, member: &MemberId) -> Refusal {
-        Refusal::new(
-            GroupError::UnknownMemberId,
-            format!("Member {member} is not a member of group {}.", self.id),
-        )
-    }
-
     /// Whether the member subscribes to any topic name or to a regular expression.
     fn subscribes_to_anything(&self, id: &MemberId) -> bool {
-        self.members.get(id).is_some_and(|m| {
+        self.base.members.get(id).is_some_and(|m| {
             !m.subscribed_topic_names.is_empty()
                 || m.subscribed_topic_regex
                     .as_deref()
@@ -1037,7 +979,7 @@ impl ConsumerGroup {
     fn subscribed_topics(&self, image: &dyn TopicImage) -> BTreeSet<String> {
         let mut names: BTreeSet<String> = BTreeSet::new();
         let mut regexes: BTreeSet<&str> = BTreeSet::new();
-        for m in self.members.values() {
+        for m in self.base.members.values() {
             names.extend(m.subscribed_topic_names.iter().cloned());
             if let Some(r) = m
                 .subscribed_topic_regex
@@ -1109,9 +1051,9 @@ impl ConsumerGroup {
             out.sort_unstable();
             out
         };
-        let mut members = Vec::with_capacity(self.members.len());
-        let mut declared = Vec::with_capacity(self.members.len());
-        for m in self.members.values() {
+        let mut members = Vec::with_capacity(self.base.members.len());
+        let mut declared = Vec::with_capacity(self.base.members.len());
+        for m in self.base.members.values() {
             let mut sub: BTreeSet<u32> = m
                 .subscribed_topic_names
                 .iter()
@@ -1168,7 +1110,7 @@ impl ConsumerGroup {
             // the last target rather than fail the heartbeat.
             Err(_) => return,
         };
-        let ids: Vec<MemberId> = self.members.keys().cloned().collect();
+        let ids: Vec<MemberId> = self.base.members.keys().cloned().collect();
         for (i, id) in ids.iter().enumerate() {
             let mut target = Partitions::new();
             for p in plan.assignment.member(i) {
@@ -1180,26 +1122,28 @@ impl ConsumerGroup {
             for list in target.values_mut() {
                 list.sort_unstable();
             }
-            let m = self.members.get_mut(id).expect("member of this group");
+            let m = self.base.members.get_mut(id).expect("member of this group");
             if m.target != target {
                 m.target = target;
-                self.records
+                self.base
+                    .records
                     .push(ConsumerRecord::Member(Box::new(m.clone())));
             }
         }
-        self.assignment_epoch = self.group_epoch;
+        self.base.assignment_epoch = self.base.group_epoch;
         self.assignor_state = plan.state;
         self.assignor_name = Some(assignor.name());
         match plan.follow_up {
-            Some(at) => self.timers.set(ConsumerTimer::FollowUp, at),
+            Some(at) => self.base.timers.set(ConsumerTimer::FollowUp, at),
             None => {
-                self.timers.cancel(&ConsumerTimer::FollowUp);
+                self.base.timers.cancel(&ConsumerTimer::FollowUp);
             }
         }
-        self.records
+        self.base
+            .records
             .push(ConsumerRecord::Group(self.group_record()));
-        self.events.push(ConsumerEvent::TargetComputed {
-            epoch: self.assignment_epoch,
+        self.base.events.push(ConsumerEvent::TargetComputed {
+            epoch: self.base.assignment_epoch,
             assignor: assignor.name(),
             summary: plan.summary,
         });
@@ -1359,4 +1303,23 @@ pub fn validate(
         }
     }
     Ok(())
+}
+
+impl std::ops::Deref for ConsumerGroup {
+    type Target = Modern<ConsumerMember, ConsumerRecord, ConsumerEvent, ConsumerTimer>;
+
+    /// The shared part's accessors (id, epochs, members, records, events, timers).
+    fn deref(&self) -> &Self::Target {
+        &self.base
+    }
+}
+
+impl ModernMember for ConsumerMember {
+    fn member_id(&self) -> &MemberId {
+        &self.member_id
+    }
+
+    fn instance_id(&self) -> Option<&InstanceId> {
+        self.instance_id.as_ref()
+    }
 }

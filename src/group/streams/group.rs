@@ -36,6 +36,7 @@ use super::member::{Endpoint, StreamsGroupRecord, StreamsMember, StreamsMemberSt
 use super::sticky::{self, MemberTasks, SubtopologyTasks, TaskId};
 use super::topology::{configure, ConfiguredTopology, TopicToCreate, Topology};
 use crate::group::consumer::{Refusal, TopicImage};
+use crate::group::modern::{Modern, ModernMember};
 use crate::group::timers::TimerTable;
 use crate::vocab::{GroupError, GroupId, InstanceId, MemberId, Timestamp};
 
@@ -330,46 +331,41 @@ pub enum StreamsEvent {
 /// A streams group.
 #[derive(Debug)]
 pub struct StreamsGroup {
-    id: GroupId,
+    /// The id, epochs, members, timers, records and events, as every modern kind has them.
+    base: Modern<StreamsMember, StreamsRecord, StreamsEvent, StreamsTimer>,
     config: Arc<StreamsGroupConfig>,
-    group_epoch: i32,
-    assignment_epoch: i32,
     topology: Option<Topology>,
     configured: Option<ConfiguredTopology>,
     metadata_hash: u64,
     /// The topic image version the topology was last configured against.
     image_version: Option<u64>,
-    members: BTreeMap<MemberId, StreamsMember>,
-    static_members: BTreeMap<InstanceId, MemberId>,
     /// Bumped whenever what endpoints serve changes.
     endpoint_epoch: i32,
     shutdown_requested: bool,
-    timers: TimerTable<StreamsTimer>,
-    records: Vec<StreamsRecord>,
-    events: Vec<StreamsEvent>,
-    dead: bool,
 }
 
 impl StreamsGroup {
     pub fn new(id: GroupId, config: Arc<StreamsGroupConfig>) -> StreamsGroup {
         StreamsGroup {
-            id,
+            base: Modern::new(id),
             config,
-            group_epoch: 0,
-            assignment_epoch: 0,
             topology: None,
             configured: None,
             metadata_hash: 0,
             image_version: None,
-            members: BTreeMap::new(),
-            static_members: BTreeMap::new(),
             endpoint_epoch: 0,
             shutdown_requested: false,
-            timers: TimerTable::default(),
-            records: Vec::new(),
-            events: Vec::new(),
-            dead: false,
         }
+    }
+
+    /// Records to persist, in order, since the last call.
+    pub fn take_records(&mut self) -> Vec<StreamsRecord> {
+        self.base.take_records()
+    }
+
+    /// Events since the last call, in order.
+    pub fn take_events(&mut self) -> Vec<StreamsEvent> {
+        self.base.take_events()
     }
 
     /// A group as stored. Every member's session starts `now`, and a member that was revoking
@@ -382,32 +378,21 @@ impl StreamsGroup {
         now: Timestamp,
     ) -> StreamsGroup {
         let mut group = StreamsGroup::new(id, config);
-        group.group_epoch = record.group_epoch;
-        group.assignment_epoch = record.assignment_epoch;
+        group.base.group_epoch = record.group_epoch;
+        group.base.assignment_epoch = record.assignment_epoch;
         group.metadata_hash = record.metadata_hash;
         group.topology = record.topology;
         group.endpoint_epoch = record.group_epoch;
         for member in members {
             let session = now.plus_ms(group.config.session_timeout_ms);
             group
+                .base
                 .timers
                 .set(StreamsTimer::Session(member.member_id.clone()), session);
             group.arm_revocation(&member, now);
             group.put_member(member);
         }
         group
-    }
-
-    pub fn id(&self) -> &GroupId {
-        &self.id
-    }
-
-    pub fn group_epoch(&self) -> i32 {
-        self.group_epoch
-    }
-
-    pub fn assignment_epoch(&self) -> i32 {
-        self.assignment_epoch
     }
 
     pub fn topology(&self) -> Option<&Topology> {
@@ -419,37 +404,21 @@ impl StreamsGroup {
         self.configured.as_ref()
     }
 
-    pub fn members(&self) -> impl ExactSizeIterator<Item = &StreamsMember> {
-        self.members.values()
-    }
-
-    pub fn member(&self, id: &MemberId) -> Option<&StreamsMember> {
-        self.members.get(id)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
-    }
-
-    pub fn is_dead(&self) -> bool {
-        self.dead
-    }
-
     pub fn assignor_name(&self) -> &'static str {
         self.config.assignor.name()
     }
 
     pub fn state(&self) -> StreamsGroupState {
-        if self.dead {
+        if self.base.dead {
             StreamsGroupState::Dead
-        } else if self.members.is_empty() {
+        } else if self.base.members.is_empty() {
             StreamsGroupState::Empty
         } else if !self.configured.as_ref().is_some_and(|c| c.is_ready()) {
             StreamsGroupState::NotReady
-        } else if self.group_epoch != self.assignment_epoch {
+        } else if self.base.group_epoch != self.base.assignment_epoch {
             StreamsGroupState::Assigning
-        } else if self.members.values().any(|m| {
-            m.member_epoch != self.assignment_epoch || m.state != StreamsMemberState::Stable
+        } else if self.base.members.values().any(|m| {
+            m.member_epoch != self.base.assignment_epoch || m.state != StreamsMemberState::Stable
         }) {
             StreamsGroupState::Reconciling
         } else {
@@ -457,38 +426,27 @@ impl StreamsGroup {
         }
     }
 
-    pub fn take_records(&mut self) -> Vec<StreamsRecord> {
-        std::mem::take(&mut self.records)
-    }
-
-    pub fn take_events(&mut self) -> Vec<StreamsEvent> {
-        std::mem::take(&mut self.events)
-    }
-
     /// A write of the group's records failed: everything is written again with the next one.
     pub fn handle_write_failed(&mut self) {
-        self.records = self.snapshot();
+        self.base.records = self.snapshot();
     }
 
     /// Everything needed to store the group from scratch.
     pub fn snapshot(&self) -> Vec<StreamsRecord> {
         let mut out = vec![StreamsRecord::Group(Box::new(self.group_record()))];
         out.extend(
-            self.members
+            self.base
+                .members
                 .values()
                 .map(|m| StreamsRecord::Member(Box::new(m.clone()))),
         );
         out
     }
 
-    pub fn next_deadline(&self) -> Option<Timestamp> {
-        self.timers.next_deadline()
-    }
-
     fn group_record(&self) -> StreamsGroupRecord {
         StreamsGroupRecord {
-            group_epoch: self.group_epoch,
-            assignment_epoch: self.assignment_epoch,
+            group_epoch: self.base.group_epoch,
+            assignment_epoch: self.base.assignment_epoch,
             metadata_hash: self.metadata_hash,
             topology: self.topology.clone(),
         }
@@ -515,8 +473,8 @@ impl StreamsGroup {
         }
         let joining = req.member_epoch == 0;
         if joining
-            && !self.members.contains_key(&req.member_id)
-            && self.members.len() >= self.config.max_size
+            && !self.base.members.contains_key(&req.member_id)
+            && self.base.members.len() >= self.config.max_size
         {
             return Err(Refusal::new(
                 GroupError::GroupMaxSizeReached,
@@ -528,22 +486,24 @@ impl StreamsGroup {
         }
         let mut replaced = None;
         let member = match &req.instance_id {
-            None => match self.members.get(&req.member_id) {
+            None => match self.base.members.get(&req.member_id) {
                 Some(m) if joining => m.clone(),
                 Some(m) => {
                     check_epoch(m, req.member_epoch, req.owned.as_ref())?;
                     m.clone()
                 }
                 None if joining => StreamsMember::new(req.member_id.clone()),
-                None => return Err(self.unknown_member(&req.member_id)),
+                None => return Err(self.base.unknown_member(&req.member_id)),
             },
             Some(instance) => {
                 match self
+                    .base
                     .static_members
                     .get(instance)
-                    .and_then(|id| self.members.get(id))
+                    .and_then(|id| self.base.members.get(id))
                 {
                     None if joining => self
+                        .base
                         .members
                         .get(&req.member_id)
                         .cloned()
@@ -593,7 +553,7 @@ impl StreamsGroup {
             let topology = req.topology.clone().unwrap_or_default();
             match &self.topology {
                 Some(t) if t.epoch == topology.epoch => {}
-                Some(_) if !self.members.is_empty() => {
+                Some(_) if !self.base.members.is_empty() => {
                     return Err(Refusal::new(
                         GroupError::InvalidRequest,
                         "Topology updates are not supported yet.",
@@ -606,10 +566,10 @@ impl StreamsGroup {
                 }
             }
         }
-        let is_new = !self.members.contains_key(&member.member_id);
+        let is_new = !self.base.members.contains_key(&member.member_id);
         if let Some(old) = replaced {
             self.remove_member(&old);
-            self.records.push(StreamsRecord::RemoveMember(old));
+            self.base.records.push(StreamsRecord::RemoveMember(old));
         }
 
         // 1. The member, updated from the request.
@@ -644,7 +604,7 @@ impl StreamsGroup {
         updated.client_id = req.client_id.clone();
         updated.client_host = req.client_host.clone();
         if is_new {
-            self.events.push(StreamsEvent::Joined {
+            self.base.events.push(StreamsEvent::Joined {
                 member: updated.member_id.clone(),
                 process: updated.process_id.clone(),
             });
@@ -676,8 +636,8 @@ impl StreamsGroup {
             bump = bump.or(Some("the topics changed"));
         }
         if let Some(why) = bump {
-            if self.group_epoch == 0 && self.config.initial_rebalance_delay_ms > 0 {
-                self.timers.set(
+            if self.base.group_epoch == 0 && self.config.initial_rebalance_delay_ms > 0 {
+                self.base.timers.set(
                     StreamsTimer::InitialDelay,
                     now.plus_ms(self.config.initial_rebalance_delay_ms),
                 );
@@ -687,9 +647,13 @@ impl StreamsGroup {
 
         // 3. A new target assignment when the group epoch is ahead of it (not during the
         // initial delay: then the target is empty, at epoch 1 at least).
-        let delayed = self.timers.deadline(&StreamsTimer::InitialDelay).is_some()
-            && self.group_epoch > self.assignment_epoch;
-        if !delayed && self.group_epoch > self.assignment_epoch {
+        let delayed = self
+            .base
+            .timers
+            .deadline(&StreamsTimer::InitialDelay)
+            .is_some()
+            && self.base.group_epoch > self.base.assignment_epoch;
+        if !delayed && self.base.group_epoch > self.base.assignment_epoch {
             self.compute_target();
         }
 
@@ -697,22 +661,22 @@ impl StreamsGroup {
         let reassigned = if delayed {
             self.reconcile_member(
                 &req.member_id,
-                self.assignment_epoch.max(1),
+                self.base.assignment_epoch.max(1),
                 &TaskSet::default(),
                 req.owned.as_ref(),
                 now,
             )
         } else {
-            let target = self.members[&req.member_id].target.clone();
+            let target = self.base.members[&req.member_id].target.clone();
             self.reconcile_member(
                 &req.member_id,
-                self.assignment_epoch,
+                self.base.assignment_epoch,
                 &target,
                 req.owned.as_ref(),
                 now,
             )
         };
-        self.timers.set(
+        self.base.timers.set(
             StreamsTimer::Session(req.member_id.clone()),
             now.plus_ms(self.config.session_timeout_ms),
         );
@@ -720,7 +684,7 @@ impl StreamsGroup {
             self.endpoints_changed();
         }
 
-        let m = &self.members[&req.member_id];
+        let m = &self.base.members[&req.member_id];
         let mut status = self.statuses(m);
         if delayed {
             status.push((
@@ -730,7 +694,11 @@ impl StreamsGroup {
         }
         let waiting = m.state == StreamsMemberState::UnreleasedTasks;
         let endpoint_stale = req.endpoint_information_epoch != self.endpoint_epoch
-            && self.members.values().any(|m| m.user_endpoint.is_some());
+            && self
+                .base
+                .members
+                .values()
+                .any(|m| m.user_endpoint.is_some());
         Ok(StreamsHeartbeatReply {
             member_id: m.member_id.clone(),
             member_epoch: m.member_epoch,
@@ -763,13 +731,14 @@ impl StreamsGroup {
     ) -> Result<StreamsHeartbeatReply, Refusal> {
         let member_id = match &req.instance_id {
             None => {
-                if !self.members.contains_key(&req.member_id) {
-                    return Err(self.unknown_member(&req.member_id));
+                if !self.base.members.contains_key(&req.member_id) {
+                    return Err(self.base.unknown_member(&req.member_id));
                 }
                 req.member_id.clone()
             }
             Some(instance) => {
                 let id = self
+                    .base
                     .static_members
                     .get(instance)
                     .cloned()
@@ -788,8 +757,9 @@ impl StreamsGroup {
             }
         };
         if req.member_epoch == LEAVE_STATIC_EPOCH {
-            let mut m = self.members[&member_id].clone();
-            self.timers
+            let mut m = self.base.members[&member_id].clone();
+            self.base
+                .timers
                 .cancel(&StreamsTimer::Revocation(member_id.clone(), m.member_epoch));
             m.member_epoch = LEAVE_STATIC_EPOCH;
             self.put_member(m);
@@ -816,23 +786,30 @@ impl StreamsGroup {
         if self.remove_member(id).is_none() {
             return;
         }
-        self.records.push(StreamsRecord::RemoveMember(id.clone()));
-        self.events.push(StreamsEvent::Left {
+        self.base
+            .records
+            .push(StreamsRecord::RemoveMember(id.clone()));
+        self.base.events.push(StreamsEvent::Left {
             member: id.clone(),
             why,
         });
         self.refresh_topology(image);
         self.bump_epoch(why);
         self.endpoints_changed();
-        if self.members.is_empty() {
+        if self.base.members.is_empty() {
             // Nothing to assign: the (empty) target is at the new epoch at once.
-            self.assignment_epoch = self.group_epoch;
+            self.base.assignment_epoch = self.base.group_epoch;
             self.shutdown_requested = false;
-            self.timers.cancel(&StreamsTimer::InitialDelay);
-            if let Some(StreamsRecord::Group(record)) = self.records.last_mut() {
-                record.assignment_epoch = self.assignment_epoch;
+            self.base.timers.cancel(&StreamsTimer::InitialDelay);
+            if let Some(StreamsRecord::Group(record)) = self.base.records.last_mut() {
+                record.assignment_epoch = self.base.assignment_epoch;
             }
-        } else if self.timers.deadline(&StreamsTimer::InitialDelay).is_none() {
+        } else if self
+            .base
+            .timers
+            .deadline(&StreamsTimer::InitialDelay)
+            .is_none()
+        {
             // The tasks it ran go to their learners (or anyone) now, not at the next
             // heartbeat of someone else.
             self.compute_target();
@@ -845,17 +822,17 @@ impl StreamsGroup {
 
     /// Fires every timer due at `now`.
     pub fn handle_timeout(&mut self, image: &dyn TopicImage, now: Timestamp) {
-        while let Some((key, deadline)) = self.timers.next() {
+        while let Some((key, deadline)) = self.base.timers.next() {
             if deadline > now {
                 break;
             }
-            self.timers.cancel(&key);
+            self.base.timers.cancel(&key);
             match key {
                 StreamsTimer::Session(id) => {
                     self.fence(&id, "its session expired", image);
                 }
                 StreamsTimer::Revocation(id, epoch) => {
-                    if self.members.get(&id).is_some_and(|m| {
+                    if self.base.members.get(&id).is_some_and(|m| {
                         m.member_epoch == epoch && m.state == StreamsMemberState::UnrevokedTasks
                     }) {
                         self.fence(
@@ -869,7 +846,9 @@ impl StreamsGroup {
                     if self.refresh_topology(image) {
                         self.bump_epoch("the topics changed");
                     }
-                    if self.group_epoch > self.assignment_epoch && !self.members.is_empty() {
+                    if self.base.group_epoch > self.base.assignment_epoch
+                        && !self.base.members.is_empty()
+                    {
                         self.compute_target();
                     }
                 }
@@ -893,13 +872,14 @@ impl StreamsGroup {
         if member_epoch < 0 && member_id.as_str().is_empty() {
             // An admin commit: only to a group without members (kafka-streams-groups
             // --reset-offsets), as Kafka.
-            return if self.members.is_empty() {
+            return if self.base.members.is_empty() {
                 Ok(())
             } else {
                 Err(GroupError::UnknownMemberId)
             };
         }
         let member = self
+            .base
             .members
             .get(member_id)
             .ok_or(GroupError::UnknownMemberId)?;
@@ -926,7 +906,11 @@ impl StreamsGroup {
                 Err(GroupError::UnknownMemberId)
             };
         };
-        let member = self.members.get(id).ok_or(GroupError::UnknownMemberId)?;
+        let member = self
+            .base
+            .members
+            .get(id)
+            .ok_or(GroupError::UnknownMemberId)?;
         if member_epoch != member.member_epoch {
             return Err(GroupError::StaleMemberEpoch);
         }
@@ -948,11 +932,11 @@ impl StreamsGroup {
     /// # Errors
     /// NON_EMPTY_GROUP.
     pub fn delete(&mut self) -> Result<(), GroupError> {
-        if !self.members.is_empty() {
+        if !self.base.members.is_empty() {
             return Err(GroupError::NonEmptyGroup);
         }
-        self.dead = true;
-        self.timers = TimerTable::default();
+        self.base.dead = true;
+        self.base.timers = TimerTable::default();
         Ok(())
     }
 
@@ -1016,7 +1000,7 @@ impl StreamsGroup {
         if member.target.warmup.is_empty() {
             return false;
         }
-        let owners = learner::running_owners(&self.members);
+        let owners = learner::running_owners(&self.base.members);
         member.target.warmup.iter().any(|t| {
             let owner = owners
                 .get(t)
@@ -1027,17 +1011,23 @@ impl StreamsGroup {
     }
 
     fn bump_epoch(&mut self, why: &'static str) {
-        self.group_epoch += 1;
-        self.records
+        self.base.group_epoch += 1;
+        self.base
+            .records
             .push(StreamsRecord::Group(Box::new(self.group_record())));
-        self.events.push(StreamsEvent::EpochBumped {
-            epoch: self.group_epoch,
+        self.base.events.push(StreamsEvent::EpochBumped {
+            epoch: self.base.group_epoch,
             why,
         });
     }
 
     fn endpoints_changed(&mut self) {
-        if self.members.values().any(|m| m.user_endpoint.is_some()) {
+        if self
+            .base
+            .members
+            .values()
+            .any(|m| m.user_endpoint.is_some())
+        {
             self.endpoint_epoch += 1;
         }
     }
@@ -1068,8 +1058,9 @@ impl StreamsGroup {
                 .collect(),
             _ => BTreeMap::new(),
         };
-        let intended = learner::intended_active(&self.members);
+        let intended = learner::intended_active(&self.base.members);
         let inputs: Vec<MemberTasks> = self
+            .base
             .members
             .values()
             .map(|m| MemberTasks {
@@ -1102,14 +1093,16 @@ impl StreamsGroup {
                 })
                 .collect(),
             StreamsAssignor::Learner(settings) => {
-                let plan = learner::plan(&placed, &self.members, &stateful, settings);
+                let plan = learner::plan(&placed, &self.base.members, &stateful, settings);
                 for (task, learner) in plan.promoted {
-                    self.events.push(StreamsEvent::Promoted { task, learner });
+                    self.base
+                        .events
+                        .push(StreamsEvent::Promoted { task, learner });
                 }
                 for (task, learner, owner) in plan.learning {
-                    let already = self.members[&learner].target.warmup.contains(&task);
+                    let already = self.base.members[&learner].target.warmup.contains(&task);
                     if !already {
-                        self.events.push(StreamsEvent::WarmingUp {
+                        self.base.events.push(StreamsEvent::WarmingUp {
                             task,
                             learner,
                             owner,
@@ -1119,24 +1112,25 @@ impl StreamsGroup {
                 plan.target
             }
         };
-        self.assignment_epoch = self.group_epoch;
+        self.base.assignment_epoch = self.base.group_epoch;
         let tasks: usize = subtopologies
             .values()
             .map(|s| s.tasks.max(0) as usize)
             .sum();
-        self.events.push(StreamsEvent::TargetComputed {
-            epoch: self.group_epoch,
+        self.base.events.push(StreamsEvent::TargetComputed {
+            epoch: self.base.group_epoch,
             assignor: self.config.assignor.name(),
             tasks,
-            members: self.members.len(),
+            members: self.base.members.len(),
         });
-        self.records
+        self.base
+            .records
             .push(StreamsRecord::Group(Box::new(self.group_record())));
-        let ids: Vec<MemberId> = self.members.keys().cloned().collect();
+        let ids: Vec<MemberId> = self.base.members.keys().cloned().collect();
         for id in ids {
             let target = targets.get(&id).cloned().unwrap_or_default();
-            if self.members[&id].target != target {
-                if let Some(m) = self.members.get_mut(&id) {
+            if self.base.members[&id].target != target {
+                if let Some(m) = self.base.members.get_mut(&id) {
                     m.target = target;
                 }
                 self.persist_member(&id);
@@ -1153,18 +1147,19 @@ impl StreamsGroup {
         owned: Option<&TaskSet>,
         now: Timestamp,
     ) -> bool {
-        let member = &self.members[id];
+        let member = &self.base.members[id];
         if member.state == StreamsMemberState::Stable && member.member_epoch == target_epoch {
             // Reconciled: nothing to look up (the common heartbeat).
             return false;
         }
-        let holders = Holders::of_others(&self.members, id);
+        let holders = Holders::of_others(&self.base.members, id);
         let Some(next) = reconcile(member, target_epoch, target, &holders, owned) else {
             return false;
         };
         let changed = member.assigned != next.assigned;
         let old_epoch = member.member_epoch;
-        self.timers
+        self.base
+            .timers
             .cancel(&StreamsTimer::Revocation(id.clone(), old_epoch));
         self.arm_revocation(&next, now);
         self.put_member(next);
@@ -1175,7 +1170,7 @@ impl StreamsGroup {
     fn arm_revocation(&mut self, member: &StreamsMember, now: Timestamp) {
         if member.state == StreamsMemberState::UnrevokedTasks {
             let timeout = u64::try_from(member.rebalance_timeout_ms.max(0)).unwrap_or(0);
-            self.timers.set(
+            self.base.timers.set(
                 StreamsTimer::Revocation(member.member_id.clone(), member.member_epoch),
                 now.plus_ms(timeout),
             );
@@ -1183,38 +1178,24 @@ impl StreamsGroup {
     }
 
     fn persist_member(&mut self, id: &MemberId) {
-        if let Some(m) = self.members.get(id) {
-            self.records
+        if let Some(m) = self.base.members.get(id) {
+            self.base
+                .records
                 .push(StreamsRecord::Member(Box::new(m.clone())));
         }
     }
 
     fn put_member(&mut self, member: StreamsMember) {
-        if let Some(instance) = &member.instance_id {
-            self.static_members
-                .insert(instance.clone(), member.member_id.clone());
-        }
-        self.members.insert(member.member_id.clone(), member);
+        self.base.insert_member(member);
     }
 
     fn remove_member(&mut self, id: &MemberId) -> Option<StreamsMember> {
-        let member = self.members.remove(id)?;
-        if let Some(instance) = &member.instance_id {
-            if self.static_members.get(instance) == Some(id) {
-                self.static_members.remove(instance);
-            }
-        }
-        self.timers.cancel(&StreamsTimer::Session(id.clone()));
-        self.timers
+        let member = self.base.remove_member(id)?;
+        self.base.timers.cancel(&StreamsTimer::Session(id.clone()));
+        self.base
+            .timers
             .cancel(&StreamsTimer::Revocation(id.clone(), member.member_epoch));
         Some(member)
-    }
-
-    fn unknown_member(&self, member: &MemberId) -> Refusal {
-        Refusal::new(
-            GroupError::UnknownMemberId,
-            format!("Member {member} is not a member of group {}.", self.id),
-        )
     }
 
     /// Every endpoint's partitions: the source and repartition-source partitions of the
@@ -1234,7 +1215,7 @@ impl StreamsGroup {
                 .collect()
         };
         let mut by: BTreeMap<Endpoint, EndpointPartitions> = BTreeMap::new();
-        for m in self.members.values() {
+        for m in self.base.members.values() {
             let Some(e) = &m.user_endpoint else { continue };
             let entry = by.entry(e.clone()).or_insert_with(|| EndpointPartitions {
                 endpoint: e.clone(),
@@ -1443,4 +1424,23 @@ fn diff(
         }
     }
     (Kept { kept, added }, revoke, unreleased)
+}
+
+impl std::ops::Deref for StreamsGroup {
+    type Target = Modern<StreamsMember, StreamsRecord, StreamsEvent, StreamsTimer>;
+
+    /// The shared part's accessors (id, epochs, members, records, events, timers).
+    fn deref(&self) -> &Self::Target {
+        &self.base
+    }
+}
+
+impl ModernMember for StreamsMember {
+    fn member_id(&self) -> &MemberId {
+        &self.member_id
+    }
+
+    fn instance_id(&self) -> Option<&InstanceId> {
+        self.instance_id.as_ref()
+    }
 }
