@@ -66,7 +66,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 /// A fake upstream broker (node 7): ApiVersions, Metadata naming itself, and Produce answered
 /// with a marker topic name, unless `drop_produce` is set: then the connection is closed
-/// without an answer. It records every frame it reads. As every group's coordinator it answers
+/// without an answer; or `hold_produce` is above 0: then it is read and never answered. It records every frame it reads. As every group's coordinator it answers
 /// OffsetFetch by the group's name ([`offset_fetch_answer`]), and has two groups of its own
 /// ([`UPSTREAM_GROUPS`]) that ListGroups lists, DescribeGroups describes and DeleteGroups
 /// deletes (any other group: Dead, GROUP_ID_NOT_FOUND).
@@ -77,6 +77,8 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 struct Upstream {
     addr: SocketAddr,
     drop_produce: Arc<AtomicBool>,
+    /// The next this many Produce requests are read and never answered (a paused leader).
+    hold_produce: Arc<AtomicUsize>,
     seen: Arc<Mutex<Vec<Bytes>>>,
     moving: Arc<AtomicUsize>,
 }
@@ -109,17 +111,29 @@ impl Upstream {
         let up = Upstream {
             addr,
             drop_produce: Arc::new(AtomicBool::new(false)),
+            hold_produce: Arc::new(AtomicUsize::new(0)),
             seen: Arc::new(Mutex::new(Vec::new())),
             moving: Arc::new(AtomicUsize::new(0)),
         };
-        let (drop_produce, seen, moving) =
-            (up.drop_produce.clone(), up.seen.clone(), up.moving.clone());
+        let (drop_produce, hold_produce, seen, moving) = (
+            up.drop_produce.clone(),
+            up.hold_produce.clone(),
+            up.seen.clone(),
+            up.moving.clone(),
+        );
         std::thread::spawn(move || {
             for s in l.incoming() {
                 let Ok(s) = s else { return };
-                let (drop_produce, seen, moving) =
-                    (drop_produce.clone(), seen.clone(), moving.clone());
-                std::thread::spawn(move || serve(s, addr, &drop_produce, &seen, &Moves(&moving)));
+                let (drop_produce, hold_produce, seen, moving) = (
+                    drop_produce.clone(),
+                    hold_produce.clone(),
+                    seen.clone(),
+                    moving.clone(),
+                );
+                std::thread::spawn(move || {
+                    let produce = (&*drop_produce, &*hold_produce);
+                    serve(s, addr, produce, &seen, &Moves(&moving))
+                });
             }
         });
         up
@@ -139,7 +153,7 @@ impl Upstream {
 fn serve(
     mut s: TcpStream,
     me: SocketAddr,
-    drop_produce: &AtomicBool,
+    (drop_produce, hold_produce): (&AtomicBool, &AtomicUsize),
     seen: &Mutex<Vec<Bytes>>,
     moves: &Moves,
 ) {
@@ -459,6 +473,12 @@ fn serve(
             ApiKey::Produce => {
                 if drop_produce.load(Ordering::SeqCst) {
                     return;
+                }
+                if hold_produce
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok()
+                {
+                    continue;
                 }
                 // As Kafka: acks=0 is not answered.
                 if ProduceRequest::decode(&mut b, v).unwrap().acks == 0 {
@@ -1222,4 +1242,35 @@ fn a_sasl_listener_forwards_nothing_before_authentication() {
     );
     let names: Vec<&str> = users.results.iter().map(|r| r.user.as_str()).collect();
     assert_eq!(names, ["alice"]);
+}
+
+/// A write of koord's group records whose partition leader reads the Produce and never
+/// answers (paused, or gone without closing the connection) is given up after one try's
+/// limit and sent again, within the write's budget: it is not held until the connection's
+/// 30 s request timeout, past any budget.
+#[test]
+fn a_produce_the_leader_never_answers_is_sent_again_within_the_budget() {
+    let up = Upstream::start();
+    up.hold_produce.store(1, Ordering::SeqCst);
+    let client = koord::gateway::client::Upstream::new(
+        vec![up.addr.to_string()],
+        std::collections::BTreeMap::from([(NODE, up.addr.to_string())]),
+    );
+    let records = std::collections::BTreeMap::from([(
+        0,
+        vec![(Bytes::from_static(b"k"), Some(Bytes::from_static(b"v")))],
+    )]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let written = rt.block_on(client.produce(
+        "__koord_groups",
+        &records,
+        &std::collections::BTreeMap::new(),
+        std::time::Duration::from_secs(15),
+    ));
+    assert!(written.is_ok(), "{written:?}");
+    assert_eq!(
+        up.asked(ApiKey::Produce),
+        2,
+        "the held request, then the one answered"
+    );
 }

@@ -474,7 +474,20 @@ impl Upstream {
                     .with_topic_data(vec![TopicProduceData::default()
                         .with_name(TopicName(StrBytes::from_string(topic.to_string())))
                         .with_partition_data(data)]);
-                let resp = self.call(*leader, 9, &req).await?;
+                // A leader that does not answer (paused, or gone without closing the
+                // connection) is given up after ATTEMPT, and the partition's leader looked up
+                // again, as a group's coordinator is: upstream moves its leaderships once it
+                // fences the broker.
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let limit = left.min(ATTEMPT);
+                let resp = tokio::time::timeout(limit, self.call(*leader, 9, &req))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(UpstreamError::Unreachable(format!(
+                            "broker {leader}: no answer to Produce within {} ms",
+                            limit.as_millis()
+                        )))
+                    })?;
                 let mut failed = Vec::new();
                 for t in &resp.responses {
                     for p in &t.partition_responses {
