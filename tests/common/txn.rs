@@ -8,14 +8,15 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, CreateTopicsRequest, EndTxnRequest,
-    FindCoordinatorRequest, InitProducerIdRequest, OffsetFetchRequest, TransactionalId,
-    TxnOffsetCommitRequest,
+    FindCoordinatorRequest, InitProducerIdRequest, MetadataRequest, OffsetFetchRequest,
+    TransactionalId, TxnOffsetCommitRequest,
 };
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -58,7 +59,10 @@ fn txn_id(id: &str) -> TransactionalId {
     TransactionalId(s(id))
 }
 
-/// Creates a topic (name given) with `partitions`.
+/// Creates a topic (name given) with `partitions`, and waits until Metadata names a leader for
+/// each of them: Kafka's brokers learn a new topic from the controller a moment after
+/// CreateTopics returns, and until then its transaction coordinator answers
+/// AddPartitionsToTxn with UNKNOWN_TOPIC_OR_PARTITION (koord knows it at once).
 pub fn create_topic(c: &mut Client, name: &str, partitions: i32) {
     let resp = c.send(
         5,
@@ -70,6 +74,30 @@ pub fn create_topic(c: &mut Client, name: &str, partitions: i32) {
                 .with_replication_factor(1)]),
     );
     assert_eq!(err(resp.topics[0].error_code), None, "{resp:?}");
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let meta = c.send(
+            12,
+            &MetadataRequest::default()
+                .with_topics(Some(vec![
+                    MetadataRequestTopic::default().with_name(Some(topic_name(name)))
+                ]))
+                .with_allow_auto_topic_creation(false),
+        );
+        let led = meta.topics.iter().any(|t| {
+            t.error_code == 0
+                && t.partitions.len() == partitions as usize
+                && t.partitions
+                    .iter()
+                    .all(|p| p.error_code == 0 && p.leader_id.0 >= 0)
+        });
+        if led {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} has no leader: {meta:?}");
+        // The retry backoff of Kafka's clients (retry.backoff.ms' floor).
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// FindCoordinator for a transactional id (v3): the node id, once the coordinator is there.
