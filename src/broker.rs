@@ -286,7 +286,7 @@ impl Broker {
             } else {
                 store.load_groups()?
             };
-            coordinator.load(groups);
+            coordinator.load(groups).map_err(|e| store.damaged(e))?;
             store.load_txns()
         })
         .await
@@ -305,7 +305,9 @@ impl Broker {
     /// As [`Broker::load_groups`].
     pub fn load_groups_blocking(&self) -> Result<(), StoreError> {
         let groups = self.store.load_groups()?;
-        self.coordinator.load(groups);
+        self.coordinator
+            .load(groups)
+            .map_err(|e| self.store.damaged(e))?;
         self.txns.load(self, self.store.load_txns()?);
         Ok(())
     }

@@ -12,7 +12,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use koord::gateway::client::Upstream;
 use koord::gateway::store::UpstreamStore;
-use koord::storage::{MemoryStore, Mutation, Store};
+use koord::group::classic;
+use koord::storage::{LoadedGroup, MemoryStore, Mutation, Store};
 use koord::vocab::partition_of;
 use koord::vocab::records::GroupMetadataRecord;
 use koord::vocab::{Generation, GroupError, GroupId, OffsetAndMetadata, Timestamp, TopicPartition};
@@ -37,10 +38,18 @@ fn record(generation: i32) -> GroupMetadataRecord {
 }
 
 fn put(group: &str, generation: i32) -> Vec<Mutation> {
-    vec![Mutation::PutGroup {
+    vec![Mutation::PutGroupRecord {
         group: GroupId::new(group),
-        record: record(generation),
+        record: classic::codec::stored(&record(generation)),
     }]
+}
+
+/// The generation of a loaded classic group's record.
+fn generation(g: &LoadedGroup) -> Generation {
+    classic::codec::restore(&g.records)
+        .unwrap()
+        .unwrap()
+        .generation
 }
 
 #[test]
@@ -101,7 +110,7 @@ fn a_former_owner_s_writes_are_refused_once_the_next_owner_claimed_the_shard() {
         .iter()
         .find(|g| g.id.as_str() == group)
         .expect("the group is stored");
-    assert_eq!(g.metadata.as_ref().unwrap().generation, Generation(5));
+    assert_eq!(generation(g), Generation(5));
 
     // The first node claims it back (say the assignment returned it): the second is fenced.
     rt.block_on(first.claim(shard)).unwrap();
@@ -110,7 +119,7 @@ fn a_former_owner_s_writes_are_refused_once_the_next_owner_claimed_the_shard() {
     first.apply(&put(group, 7), true).unwrap();
     let loaded = first.load_shards(&[shard]).unwrap();
     let g = loaded.iter().find(|g| g.id.as_str() == group).unwrap();
-    assert_eq!(g.metadata.as_ref().unwrap().generation, Generation(7));
+    assert_eq!(generation(g), Generation(7));
 
     // Offsets are not fenced by the producer epoch: a node whose lease ran out writes none,
     // though it still holds the shard's newest epoch.

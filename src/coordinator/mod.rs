@@ -53,6 +53,7 @@ use crate::group::streams::{
     StreamsAssignor, StreamsGroup, StreamsGroupConfig, StreamsGroupState, StreamsHeartbeat,
     StreamsHeartbeatReply,
 };
+use crate::group::{classic, consumer, streams};
 use crate::group::{
     missing, ClassicGroup, GroupConfig, GroupError, GroupId, GroupState, Heartbeat, InstanceId,
     JoinGroup, JoinReply, LeaveGroup, LeaveOutcome, MemberId, OffsetCommitAuth, SyncGroup,
@@ -65,7 +66,10 @@ use crate::offsets::{
     TopicPartition,
 };
 use crate::storage::{LoadedGroup, Storage};
+use crate::vocab::codec::DecodeError;
+use crate::vocab::stored::StoredRecord;
 use crate::vocab::IdHasher;
+use crate::vocab::Timestamp;
 use ownership::Ownership;
 
 use self::core::Core;
@@ -410,8 +414,11 @@ impl Coordinator {
     /// Rebuilds the stored groups (Kafka's coordinator load): a group with members comes back
     /// Stable in its generation with every member's session starting now; offsets come back
     /// with it. Then the directory serves requests. Must run inside a tokio runtime.
-    pub fn load(&self, groups: Vec<LoadedGroup>) {
-        let (count, offsets, pending) = self.insert_loaded(groups);
+    ///
+    /// # Errors
+    /// A group's record does not decode: nothing is loaded, and the directory keeps loading.
+    pub fn load(&self, groups: Vec<LoadedGroup>) -> Result<(), DecodeError> {
+        let (count, offsets, pending) = self.insert_loaded(groups)?;
         self.loading.store(false, Ordering::Release);
         crate::metrics::metrics().set_store_loading(false);
         tracing::info!(
@@ -420,54 +427,39 @@ impl Coordinator {
             pending_transactional_offsets = pending,
             "groups loaded"
         );
+        Ok(())
     }
 
     /// Adds loaded groups (cluster mode: those of a shard this node gained) to a directory
     /// that already serves others. A group already here keeps its state (cannot happen: its
     /// shard was not this node's). Returns how many groups were added.
-    pub fn load_more(&self, groups: Vec<LoadedGroup>) -> usize {
+    ///
+    /// # Errors
+    /// A group's record does not decode: none of `groups` is added.
+    pub fn load_more(&self, groups: Vec<LoadedGroup>) -> Result<usize, DecodeError> {
         let groups = groups
             .into_iter()
             .filter(|g| !self.groups.contains_key(&g.id))
             .collect();
-        self.insert_loaded(groups).0
+        Ok(self.insert_loaded(groups)?.0)
     }
 
-    /// Spawns an actor for each loaded group: (groups, offsets, pending offsets) counts.
-    fn insert_loaded(&self, groups: Vec<LoadedGroup>) -> (usize, usize, usize) {
+    /// Spawns an actor for each loaded group, once every one has been rebuilt: (groups,
+    /// offsets, pending offsets) counts.
+    fn insert_loaded(
+        &self,
+        groups: Vec<LoadedGroup>,
+    ) -> Result<(usize, usize, usize), DecodeError> {
         let now = self.clock.now();
+        let cores = groups
+            .iter()
+            .map(|g| {
+                self.restore(&g.id, &g.records, now)
+                    .map_err(|e| DecodeError(format!("group {}: {e}", g.id)))
+            })
+            .collect::<Result<Vec<Core>, DecodeError>>()?;
         let (mut count, mut offsets, mut pending) = (0usize, 0usize, 0usize);
-        for loaded in groups {
-            let config = self.settings.group_config(&loaded.id);
-            let group = match (loaded.consumer, &loaded.metadata) {
-                _ if loaded.streams.is_some() => {
-                    let streams = loaded.streams.expect("checked");
-                    Core::Streams(Box::new(StreamsGroup::from_records(
-                        loaded.id.clone(),
-                        self.settings.streams.clone(),
-                        streams.record,
-                        streams.members,
-                        now,
-                    )))
-                }
-                (Some(consumer), _) => Core::Consumer(Box::new(ConsumerGroup::from_records(
-                    loaded.id.clone(),
-                    self.settings.consumer.clone(),
-                    consumer.record,
-                    consumer.members,
-                    now,
-                ))),
-                (None, Some(record)) => Core::Classic(ClassicGroup::from_record(
-                    loaded.id.clone(),
-                    config,
-                    record,
-                    now,
-                )),
-                // Offsets whose group record was never written: a simple group.
-                (None, None) => {
-                    Core::Classic(ClassicGroup::new_simple(loaded.id.clone(), config, now))
-                }
-            };
+        for (loaded, group) in groups.into_iter().zip(cores) {
             offsets += loaded.offsets.len();
             pending += loaded.pending.len();
             let store = MemoryOffsetStore::from_group(&loaded.id, loaded.offsets);
@@ -476,7 +468,33 @@ impl Coordinator {
             self.groups.insert(loaded.id, handle);
             count += 1;
         }
-        (count, offsets, pending)
+        Ok((count, offsets, pending))
+    }
+
+    /// A group rebuilt from its stored records, as the kind of the group's own record (one
+    /// kind's at a time: a group changing kind clears the old kind's records first). Offsets
+    /// without a group record are a simple classic group's.
+    fn restore(
+        &self,
+        id: &GroupId,
+        records: &[StoredRecord],
+        now: Timestamp,
+    ) -> Result<Core, DecodeError> {
+        if let Some((record, members)) = streams::codec::restore(records)? {
+            let config = self.settings.streams.clone();
+            let group = StreamsGroup::from_records(id.clone(), config, record, members, now);
+            return Ok(Core::Streams(Box::new(group)));
+        }
+        if let Some((record, members)) = consumer::codec::restore(records)? {
+            let config = self.settings.consumer.clone();
+            let group = ConsumerGroup::from_records(id.clone(), config, record, members, now);
+            return Ok(Core::Consumer(Box::new(group)));
+        }
+        let config = self.settings.group_config(id);
+        Ok(Core::Classic(match classic::codec::restore(records)? {
+            Some(record) => ClassicGroup::from_record(id.clone(), config, &record, now),
+            None => ClassicGroup::new_simple(id.clone(), config, now),
+        }))
     }
 
     /// Whether the stored groups are still being loaded.

@@ -23,7 +23,7 @@ fn coordinator_on(store: &Arc<MemoryStore>) -> Arc<Coordinator> {
         Storage::inline(store.clone()),
         true,
     );
-    c.load(store.load_groups().unwrap());
+    c.load(store.load_groups().unwrap()).unwrap();
     c
 }
 
@@ -504,7 +504,7 @@ async fn gateway_retention_forgets_a_long_empty_group_but_never_its_offsets() {
         Storage::inline(store.clone()),
         true,
     );
-    c.load(Vec::new());
+    c.load(Vec::new()).unwrap();
     let a = stable_with_commit(&c).await;
     let left = c
         .leave(
@@ -525,7 +525,7 @@ async fn gateway_retention_forgets_a_long_empty_group_but_never_its_offsets() {
             .unwrap()
             .into_iter()
             .find(|g| g.id.as_str() == "g")
-            .and_then(|g| g.metadata)
+            .and_then(|g| crate::group::classic::codec::restore(&g.records).unwrap())
     };
     assert!(record(&store).is_some());
 
@@ -603,10 +603,34 @@ async fn requests_while_loading_get_load_in_progress() {
         Ok(())
     );
     assert!(c.group_ids().is_empty());
-    c.load(Vec::new());
+    c.load(Vec::new()).unwrap();
     c.commit_offsets(gid("g"), anonymous_commit("t", 1))
         .await
         .unwrap();
+}
+
+/// A group record its kind cannot read fails the load, naming the group: no group is loaded
+/// and the directory keeps answering COORDINATOR_LOAD_IN_PROGRESS.
+#[tokio::test(start_paused = true)]
+async fn a_damaged_group_record_fails_the_load_and_nothing_is_served() {
+    use crate::group::consumer::codec::KIND;
+    use crate::vocab::stored::StoredRecord;
+    let c = Coordinator::with_storage(settings(), Clock::starting_at(0), Storage::memory(), true);
+    let good = crate::storage::LoadedGroup::new(gid("a"));
+    let damaged = crate::storage::LoadedGroup {
+        records: vec![StoredRecord::group(KIND, vec![1, 0, 0])],
+        ..crate::storage::LoadedGroup::new(gid("b"))
+    };
+    let e = c.load(vec![good, damaged]).unwrap_err();
+    assert!(
+        e.0.starts_with("group b: consumer group value is truncated"),
+        "{e}"
+    );
+    assert!(c.group_ids().is_empty());
+    assert_eq!(
+        c.commit_offsets(gid("a"), anonymous_commit("t", 1)).await,
+        Err(GroupError::CoordinatorLoadInProgress)
+    );
 }
 
 /// Cluster mode: a group is served only while its shard is this node's. Taken away, the
@@ -627,7 +651,7 @@ async fn a_group_whose_shard_moves_away_is_refused_and_dropped_and_comes_back_lo
         Storage::inline(store.clone()),
         true,
     );
-    c.load(Vec::new());
+    c.load(Vec::new()).unwrap();
     let shard = ownership.shard_of("g");
     let lease = crate::group::Timestamp(10_000_000);
     ownership.renew_lease(lease);
@@ -683,7 +707,7 @@ async fn a_group_whose_shard_moves_away_is_refused_and_dropped_and_comes_back_lo
         .into_iter()
         .filter(|g| ownership.shard_of(g.id.as_str()) == shard)
         .collect();
-    assert_eq!(c.load_more(loaded), 1);
+    assert_eq!(c.load_more(loaded), Ok(1));
     ownership.set(&[shard], ShardState::Owned);
     assert_eq!(c.heartbeat(gid("g"), hb(&a, Generation(1))).await, Ok(()));
     // The lease runs out: nothing is served, though the shard is still held.

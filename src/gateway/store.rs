@@ -18,11 +18,11 @@
 //! ## The topic's records
 //! One partition per group (a stable hash of the id, as Kafka places a group in
 //! `__consumer_offsets`), one key per group record and per member:
-//! - key: version 0, kind (`G` the group's record, `C` a consumer-group member, `S` a
-//!   streams-group member), the group id's length (u16) and bytes, then the member id's bytes;
+//! - key: version 0, a tag (`G` the group's own record, else the member tag of the member's
+//!   group kind: `C` consumer, `S` streams, see [`crate::vocab::stored::KINDS`]), the group id's length
+//!   (u16) and bytes, then the member id's bytes;
 //! - value: version 0, then for `G` the group's kind (`c` classic, `k` consumer, `s` streams),
-//!   then the record in the embedded store's encoding ([`crate::storage::codec`]); a null
-//!   value deletes the key.
+//!   then the record in its kind's encoding (opaque here); a null value deletes the key.
 //!
 //! Deleting a group writes a tombstone for every key it has, so compaction leaves nothing.
 
@@ -35,23 +35,18 @@ use tokio::runtime::Handle;
 use tracing::{error, warn};
 
 use super::client::{KeyValue, Upstream, UpstreamError};
-use crate::storage::codec;
 use crate::storage::{
     LoadedGroup, MemoryStore, Mutation, Store, StoreError, StoredCredential, StoredTopic,
 };
 use crate::vocab::partition_of;
+use crate::vocab::stored::StoredRecord;
 use crate::vocab::{GroupId, OffsetAndMetadata, TopicPartition, TxnRecord};
 
 const VERSION: u8 = 0;
 const GROUP: u8 = b'G';
-const CONSUMER_MEMBER: u8 = b'C';
-const STREAMS_MEMBER: u8 = b'S';
 /// Cluster mode: the key of a shard's fence record, written by each new owner of the shard
 /// with its newer producer epoch (value: version 0, the owner's node id).
 const FENCE: u8 = b'F';
-const CLASSIC: u8 = b'c';
-const CONSUMER: u8 = b'k';
-const STREAMS: u8 = b's';
 
 fn key(kind: u8, group: &str, member: &str) -> Bytes {
     let mut b = BytesMut::with_capacity(4 + group.len() + member.len());
@@ -76,48 +71,31 @@ fn value(tag: Option<u8>, record: &[u8]) -> Bytes {
 /// The record for a group-record mutation: (group, key, value); `None` for other mutations.
 fn record_of(m: &Mutation) -> Option<(&GroupId, Bytes, Option<Bytes>)> {
     Some(match m {
-        Mutation::PutGroup { group, record } => (
+        Mutation::PutGroupRecord { group, record } if record.is_group() => (
             group,
             key(GROUP, group.as_str(), ""),
-            Some(value(Some(CLASSIC), &codec::encode_group(record))),
+            Some(value(Some(record.kind.id), &record.value)),
         ),
-        Mutation::PutConsumerGroup { group, record } => (
+        Mutation::PutGroupRecord { group, record } => (
             group,
-            key(GROUP, group.as_str(), ""),
-            Some(value(Some(CONSUMER), &codec::encode_consumer_group(record))),
+            key(record.kind.member_tag, group.as_str(), &record.key),
+            Some(value(None, &record.value)),
         ),
-        Mutation::PutStreamsGroup { group, record } => (
+        Mutation::DeleteGroupRecord {
             group,
-            key(GROUP, group.as_str(), ""),
-            Some(value(Some(STREAMS), &codec::encode_streams_group(record))),
-        ),
-        Mutation::PutConsumerMember { group, member } => (
-            group,
-            key(CONSUMER_MEMBER, group.as_str(), member.member_id.as_str()),
-            Some(value(None, &codec::encode_consumer_member(member))),
-        ),
-        Mutation::PutStreamsMember { group, member } => (
-            group,
-            key(STREAMS_MEMBER, group.as_str(), member.member_id.as_str()),
-            Some(value(None, &codec::encode_streams_member(member))),
-        ),
-        Mutation::DeleteConsumerMember { group, member } => (
-            group,
-            key(CONSUMER_MEMBER, group.as_str(), member.as_str()),
-            None,
-        ),
-        Mutation::DeleteStreamsMember { group, member } => (
-            group,
-            key(STREAMS_MEMBER, group.as_str(), member.as_str()),
-            None,
-        ),
+            kind,
+            key: k,
+        } => {
+            let tag = if k.is_empty() { GROUP } else { kind.member_tag };
+            (group, key(tag, group.as_str(), k), None)
+        }
         _ => return None,
     })
 }
 
-/// The mutation a stored record stands for (a live one: tombstones are dropped before).
-fn decode(k: &[u8], v: &[u8]) -> Result<Mutation, String> {
-    let (&[VERSION, kind, l0, l1], rest) = k.split_at_checked(4).ok_or("short key")? else {
+/// The group and record a stored key and (live) value stand for.
+fn decode(k: &[u8], v: &[u8]) -> Result<(GroupId, StoredRecord), String> {
+    let (&[VERSION, tag, l0, l1], rest) = k.split_at_checked(4).ok_or("short key")? else {
         return Err("unknown key version".into());
     };
     let len = usize::from(u16::from_be_bytes([l0, l1]));
@@ -127,49 +105,23 @@ fn decode(k: &[u8], v: &[u8]) -> Result<Mutation, String> {
     let Some((&VERSION, v)) = v.split_first() else {
         return Err("unknown value version".into());
     };
-    let e = |e: codec::DecodeError| format!("group {group}: {e}");
-    Ok(match kind {
-        GROUP => match v.split_first() {
-            Some((&CLASSIC, r)) => Mutation::PutGroup {
-                record: codec::decode_group(r).map_err(e)?,
-                group,
-            },
-            Some((&CONSUMER, r)) => Mutation::PutConsumerGroup {
-                record: codec::decode_consumer_group(r).map_err(e)?,
-                group,
-            },
-            Some((&STREAMS, r)) => Mutation::PutStreamsGroup {
-                record: Box::new(codec::decode_streams_group(r).map_err(e)?),
-                group,
-            },
-            _ => return Err(format!("group {group}: unknown group kind")),
-        },
-        CONSUMER_MEMBER => {
-            let m = codec::decode_consumer_member(v).map_err(e)?;
-            if m.member_id.as_str() != member {
-                return Err(format!(
-                    "group {group}: member {member} holds another's record"
-                ));
-            }
-            Mutation::PutConsumerMember {
-                member: Box::new(m),
-                group,
-            }
-        }
-        STREAMS_MEMBER => {
-            let m = codec::decode_streams_member(v).map_err(e)?;
-            if m.member_id.as_str() != member {
-                return Err(format!(
-                    "group {group}: member {member} holds another's record"
-                ));
-            }
-            Mutation::PutStreamsMember {
-                member: Box::new(m),
-                group,
-            }
-        }
-        _ => return Err("unknown key kind".into()),
-    })
+    let (kind, key, v) = if tag == GROUP {
+        let (&id, v) = v
+            .split_first()
+            .ok_or_else(|| format!("group {group}: unknown group kind"))?;
+        let kind = crate::vocab::stored::kind_of(id)
+            .ok_or_else(|| format!("group {group}: unknown group kind"))?;
+        (kind, "", v)
+    } else {
+        let kind = crate::vocab::stored::kind_of_member_tag(tag).ok_or("unknown key kind")?;
+        (kind, member, v)
+    };
+    let record = StoredRecord {
+        kind,
+        key: key.to_owned(),
+        value: Bytes::copy_from_slice(v),
+    };
+    Ok((group, record))
 }
 
 /// What one group asks of upstream's group coordinator, in order.
@@ -474,40 +426,23 @@ impl UpstreamStore {
             for (k, v) in records {
                 latest.insert(k, v);
             }
-            // Group records before members, so that a member finds its group.
             let mut live: Vec<Mutation> = Vec::new();
             for (k, v) in latest {
                 let Some(v) = v else { continue };
                 if k.get(1) == Some(&FENCE) {
                     continue;
                 }
-                let m = decode(&k, &v).map_err(|message| StoreError::Corrupt {
+                let (group, record) = decode(&k, &v).map_err(|message| StoreError::Corrupt {
                     path: format!("{}-{p}", self.topic).into(),
                     message,
                 })?;
-                let group = match &m {
-                    Mutation::PutGroup { group, .. }
-                    | Mutation::PutConsumerGroup { group, .. }
-                    | Mutation::PutStreamsGroup { group, .. }
-                    | Mutation::PutConsumerMember { group, .. }
-                    | Mutation::PutStreamsMember { group, .. } => group.clone(),
-                    _ => continue,
-                };
                 if partition_of(group.as_str(), self.partitions) != p {
                     warn!(group = %group, partition = p, "a group record in another group's partition; skipped");
                     continue;
                 }
-                keys.entry(group).or_default().insert(k);
-                live.push(m);
+                keys.entry(group.clone()).or_default().insert(k);
+                live.push(Mutation::PutGroupRecord { group, record });
             }
-            live.sort_by_key(|m| {
-                !matches!(
-                    m,
-                    Mutation::PutGroup { .. }
-                        | Mutation::PutConsumerGroup { .. }
-                        | Mutation::PutStreamsGroup { .. }
-                )
-            });
             replay.apply(&live, true)?;
         }
         drop(keys);
@@ -573,6 +508,10 @@ async fn within<T>(
 }
 
 impl Store for UpstreamStore {
+    fn location(&self) -> std::path::PathBuf {
+        self.topic.clone().into()
+    }
+
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
         self.apply_writes(vec![batch.to_vec()], durable)
             .pop()
@@ -867,14 +806,30 @@ mod tests {
     use crate::vocab::GroupError;
 
     #[test]
-    fn records_decode_back_to_the_mutation_that_wrote_them() {
-        let member = crate::vocab::ConsumerMember::new(crate::vocab::MemberId::new("m-1"));
-        let m = Mutation::PutConsumerMember {
-            group: GroupId::new("g"),
-            member: Box::new(member),
-        };
-        let (_, k, v) = record_of(&m).unwrap();
-        assert_eq!(decode(&k, &v.unwrap()).unwrap(), m);
+    fn records_decode_back_to_the_mutation_that_wrote_them_in_the_topic_s_layout() {
+        use crate::group::{classic, consumer};
+        let g = GroupId::new("g");
+        let member = StoredRecord::member(consumer::codec::KIND, "m-1", vec![1, 2]);
+        let own = StoredRecord::group(classic::codec::KIND, vec![3]);
+        for (record, key, value) in [
+            (member, &b"\0C\0\x01gm-1"[..], &b"\0\x01\x02"[..]),
+            (own, &b"\0G\0\x01g"[..], &b"\0c\x03"[..]),
+        ] {
+            let m = Mutation::PutGroupRecord {
+                group: g.clone(),
+                record: record.clone(),
+            };
+            let (_, k, v) = record_of(&m).unwrap();
+            let v = v.unwrap();
+            assert_eq!((&k[..], &v[..]), (key, value));
+            assert_eq!(decode(&k, &v).unwrap(), (g.clone(), record.clone()));
+            let gone = Mutation::DeleteGroupRecord {
+                group: g.clone(),
+                kind: record.kind,
+                key: record.key.clone(),
+            };
+            assert_eq!(record_of(&gone).unwrap(), (&g, k, None));
+        }
     }
 
     /// The OffsetCommits [`offsets_broker`] received for group "merged".
@@ -1068,9 +1023,11 @@ mod tests {
             decode(&[0, b'Q', 0, 1, b'g'], &[0]).is_err(),
             "unknown key kind"
         );
-        assert!(
-            decode(&[0, b'C', 0, 1, b'g', b'm'], &[0, 1, 2, 3]).is_err(),
-            "garbage member"
+        // A record's value is its kind's to read (the coordinator, at load): carried as is.
+        let (_, r) = decode(&[0, b'C', 0, 1, b'g', b'm'], &[0, 1, 2, 3]).unwrap();
+        assert_eq!(
+            (r.kind, &r.key[..], &r.value[..]),
+            (crate::group::consumer::codec::KIND, "m", &[1, 2, 3][..])
         );
     }
 }

@@ -5,11 +5,13 @@
 //! a file that stays the size of the live data (freed pages are reused), and a start-up scan of
 //! 1M offsets in ~0.15 s against ~5 s for fjall's journal replay.
 //!
-//! Tables: `offsets` (key: group, topic, partition; see [`super::codec`]), `groups` (key: the
-//! group id; classic groups), `consumer_groups` and `consumer_members` (consumer groups: key the
-//! group id, and group and member id), `topics` (key: the name), `txns` (key: the transactional
-//! id), `acls` (key: the ACL binding), `pending_offsets` (key: group, producer id, topic,
-//! partition) and `meta` (the format version).
+//! Tables: `offsets` (key: group, topic, partition; see [`super::codec`]), `group_records`
+//! (key: group, kind, record key; the value is the kind's own encoding, opaque here), `topics`
+//! (key: the name), `txns` (key: the transactional id), `acls` (key: the ACL binding),
+//! `pending_offsets` (key: group, producer id, topic, partition) and `meta` (the format version).
+//!
+//! Format 1 kept each group kind's records in tables of its own; a format-1 file is converted
+//! to format 2 when opened, in one transaction.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -21,24 +23,26 @@ use redb::{
 };
 
 use super::codec;
-use super::{
-    LoadedConsumerGroup, LoadedGroup, LoadedStreamsGroup, Mutation, Store, StoreError, StoredTopic,
-};
+use super::{LoadedGroup, Mutation, Store, StoreError, StoredTopic};
 use crate::security::credentials::CredentialChange;
+use crate::vocab::stored::StoredRecord;
 use crate::vocab::{GroupId, TxnRecord};
+use bytes::Bytes;
 
 const OFFSETS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("offsets");
-const GROUPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("groups");
+/// Groups' records of every kind: key [`codec::group_record_key`], value the kind's encoding.
+/// Format 2's, in place of format 1's per-kind tables.
+const GROUP_RECORDS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("group_records");
 const TOPICS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("topics");
 const META: TableDefinition<&str, u32> = TableDefinition::new("meta");
-/// Consumer groups (KIP-848): the group-level record by group id, and each member's record by
-/// group and member id. Tables added to format 1: a file without them gets them when opened.
-const CONSUMER_GROUPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("consumer_groups");
-const CONSUMER_MEMBERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("consumer_members");
-/// Streams groups (KIP-1071), laid out as the consumer-group tables. Added to format 1 as those
-/// were.
-const STREAMS_GROUPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("streams_groups");
-const STREAMS_MEMBERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("streams_members");
+/// Format 1's group tables, by kind: classic groups' records by group id; consumer and streams
+/// groups' own records by group id and their members' by group and member id. Read once, when
+/// a format-1 file is converted ([`convert_v1`]).
+const V1_GROUPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("groups");
+const V1_CONSUMER_GROUPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("consumer_groups");
+const V1_CONSUMER_MEMBERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("consumer_members");
+const V1_STREAMS_GROUPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("streams_groups");
+const V1_STREAMS_MEMBERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("streams_members");
 /// SCRAM credentials: key the mechanism's code and the user name, value the credential. Added
 /// to format 1 like the consumer-group tables.
 const CREDENTIALS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("scram_credentials");
@@ -52,8 +56,8 @@ const PENDING: TableDefinition<&[u8], &[u8]> = TableDefinition::new("pending_off
 /// Added to format 1 as the consumer tables were.
 const ACLS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("acls");
 
-/// The layout version this build writes and reads.
-const FORMAT: u32 = 1;
+/// The layout version this build writes and reads (format 1 is converted when opened).
+const FORMAT: u32 = 2;
 
 /// The store file's name under the data dir.
 pub const FILE_NAME: &str = "koord.redb";
@@ -143,6 +147,10 @@ impl EmbeddedStore {
                     meta.insert("format", FORMAT).map_err(|e| e.to_string())?;
                 }
                 Some(FORMAT) => {}
+                Some(1) => {
+                    convert_v1(&tx).map_err(|e| format!("converting format 1: {e}"))?;
+                    meta.insert("format", FORMAT).map_err(|e| e.to_string())?;
+                }
                 Some(v) => {
                     return Err(format!(
                         "format version {v}, this koord reads version {FORMAT}"
@@ -151,16 +159,12 @@ impl EmbeddedStore {
             }
             for table in [
                 OFFSETS,
-                GROUPS,
+                GROUP_RECORDS,
                 TOPICS,
-                CONSUMER_GROUPS,
-                CONSUMER_MEMBERS,
                 CREDENTIALS,
                 TXNS,
                 ACLS,
                 PENDING,
-                STREAMS_GROUPS,
-                STREAMS_MEMBERS,
             ] {
                 tx.open_table(table).map_err(|e| e.to_string())?;
             }
@@ -196,16 +200,12 @@ impl EmbeddedStore {
 
     fn write_batch(tx: &WriteTransaction, batch: &[Mutation]) -> Result<(), redb::Error> {
         let mut offsets = tx.open_table(OFFSETS)?;
-        let mut groups = tx.open_table(GROUPS)?;
+        let mut records = tx.open_table(GROUP_RECORDS)?;
         let mut topics = tx.open_table(TOPICS)?;
-        let mut consumer_groups = tx.open_table(CONSUMER_GROUPS)?;
-        let mut consumer_members = tx.open_table(CONSUMER_MEMBERS)?;
         let mut credentials = tx.open_table(CREDENTIALS)?;
         let mut txns = tx.open_table(TXNS)?;
         let mut acls = tx.open_table(ACLS)?;
         let mut pending_offsets = tx.open_table(PENDING)?;
-        let mut streams_groups = tx.open_table(STREAMS_GROUPS)?;
-        let mut streams_members = tx.open_table(STREAMS_MEMBERS)?;
         // Offsets are most of a batch: their keys and values are encoded into these two.
         let (mut key, mut value) = (Vec::new(), Vec::new());
         for m in batch {
@@ -218,61 +218,20 @@ impl EmbeddedStore {
                 Mutation::DeleteOffset { group, tp } => {
                     offsets.remove(codec::offset_key(group.as_str(), tp).as_slice())?;
                 }
-                Mutation::PutGroup { group, record } => {
-                    groups.insert(
-                        group.as_str().as_bytes(),
-                        codec::encode_group(record).as_slice(),
-                    )?;
+                Mutation::PutGroupRecord { group, record } => {
+                    let key = codec::group_record_key(group.as_str(), record.kind.id, &record.key);
+                    records.insert(key.as_slice(), &record.value[..])?;
+                }
+                Mutation::DeleteGroupRecord { group, kind, key } => {
+                    let key = codec::group_record_key(group.as_str(), kind.id, key);
+                    records.remove(key.as_slice())?;
                 }
                 Mutation::ClearGroupRecords { group } => {
-                    let prefix = codec::group_prefix(group.as_str());
-                    groups.remove(group.as_str().as_bytes())?;
-                    consumer_groups.remove(group.as_str().as_bytes())?;
-                    remove_prefix(&mut consumer_members, &prefix)?;
-                    streams_groups.remove(group.as_str().as_bytes())?;
-                    remove_prefix(&mut streams_members, &prefix)?;
-                }
-                Mutation::PutStreamsGroup { group, record } => {
-                    streams_groups.insert(
-                        group.as_str().as_bytes(),
-                        codec::encode_streams_group(record).as_slice(),
-                    )?;
-                }
-                Mutation::PutStreamsMember { group, member } => {
-                    let key = codec::consumer_member_key(group.as_str(), member.member_id.as_str());
-                    streams_members.insert(
-                        key.as_slice(),
-                        codec::encode_streams_member(member).as_slice(),
-                    )?;
-                }
-                Mutation::DeleteStreamsMember { group, member } => {
-                    let key = codec::consumer_member_key(group.as_str(), member.as_str());
-                    streams_members.remove(key.as_slice())?;
-                }
-                Mutation::PutConsumerGroup { group, record } => {
-                    consumer_groups.insert(
-                        group.as_str().as_bytes(),
-                        codec::encode_consumer_group(record).as_slice(),
-                    )?;
-                }
-                Mutation::PutConsumerMember { group, member } => {
-                    let key = codec::consumer_member_key(group.as_str(), member.member_id.as_str());
-                    consumer_members.insert(
-                        key.as_slice(),
-                        codec::encode_consumer_member(member).as_slice(),
-                    )?;
-                }
-                Mutation::DeleteConsumerMember { group, member } => {
-                    let key = codec::consumer_member_key(group.as_str(), member.as_str());
-                    consumer_members.remove(key.as_slice())?;
+                    remove_prefix(&mut records, &codec::group_prefix(group.as_str()))?;
                 }
                 Mutation::DeleteGroup { group } => {
                     let prefix = codec::group_prefix(group.as_str());
-                    groups.remove(group.as_str().as_bytes())?;
-                    consumer_groups.remove(group.as_str().as_bytes())?;
-                    remove_prefix(&mut consumer_members, &prefix)?;
-                    streams_groups.remove(group.as_str().as_bytes())?;
-                    remove_prefix(&mut streams_members, &prefix)?;
+                    remove_prefix(&mut records, &prefix)?;
                     remove_prefix(&mut offsets, &prefix)?;
                     remove_prefix(&mut pending_offsets, &prefix)?;
                 }
@@ -343,102 +302,6 @@ impl EmbeddedStore {
 }
 
 impl EmbeddedStore {
-    /// Appends the stored consumer groups, each with its members, to `out`.
-    fn load_consumer_groups(
-        &self,
-        tx: &ReadTransaction,
-        out: &mut Vec<LoadedGroup>,
-    ) -> Result<(), StoreError> {
-        let groups = tx
-            .open_table(CONSUMER_GROUPS)
-            .map_err(|e| self.corrupt(e))?;
-        let members = tx
-            .open_table(CONSUMER_MEMBERS)
-            .map_err(|e| self.corrupt(e))?;
-        let mut loaded: std::collections::BTreeMap<String, LoadedConsumerGroup> =
-            std::collections::BTreeMap::new();
-        for entry in groups.iter().map_err(|e| self.corrupt(e))? {
-            let (k, v) = entry.map_err(|e| self.corrupt(e))?;
-            let id = String::from_utf8(k.value().to_vec())
-                .map_err(|_| self.corrupt("a group id is not UTF-8"))?;
-            let record = codec::decode_consumer_group(v.value())
-                .map_err(|e| self.corrupt(format!("group {id}: {e}")))?;
-            loaded.insert(
-                id,
-                LoadedConsumerGroup {
-                    record,
-                    members: Vec::new(),
-                },
-            );
-        }
-        for entry in members.iter().map_err(|e| self.corrupt(e))? {
-            let (k, v) = entry.map_err(|e| self.corrupt(e))?;
-            let (group, member) =
-                codec::decode_consumer_member_key(k.value()).map_err(|e| self.corrupt(e))?;
-            let record = codec::decode_consumer_member(v.value())
-                .map_err(|e| self.corrupt(format!("group {group} member {member}: {e}")))?;
-            // A member whose group record is gone is left over from a group that changed kind
-            // in the same batch; nothing to load.
-            if let Some(g) = loaded.get_mut(group) {
-                g.members.push(record);
-            }
-        }
-        for (id, consumer) in loaded {
-            out.push(LoadedGroup {
-                consumer: Some(consumer),
-                ..LoadedGroup::new(GroupId::new(id))
-            });
-        }
-        Ok(())
-    }
-}
-
-impl EmbeddedStore {
-    /// Appends the stored streams groups, each with its members, to `out`.
-    fn load_streams_groups(
-        &self,
-        tx: &ReadTransaction,
-        out: &mut Vec<LoadedGroup>,
-    ) -> Result<(), StoreError> {
-        let groups = tx.open_table(STREAMS_GROUPS).map_err(|e| self.corrupt(e))?;
-        let members = tx
-            .open_table(STREAMS_MEMBERS)
-            .map_err(|e| self.corrupt(e))?;
-        let mut loaded: std::collections::BTreeMap<String, LoadedStreamsGroup> =
-            std::collections::BTreeMap::new();
-        for entry in groups.iter().map_err(|e| self.corrupt(e))? {
-            let (k, v) = entry.map_err(|e| self.corrupt(e))?;
-            let id = String::from_utf8(k.value().to_vec())
-                .map_err(|_| self.corrupt("a group id is not UTF-8"))?;
-            let record = codec::decode_streams_group(v.value())
-                .map_err(|e| self.corrupt(format!("group {id}: {e}")))?;
-            loaded.insert(
-                id,
-                LoadedStreamsGroup {
-                    record,
-                    members: Vec::new(),
-                },
-            );
-        }
-        for entry in members.iter().map_err(|e| self.corrupt(e))? {
-            let (k, v) = entry.map_err(|e| self.corrupt(e))?;
-            let (group, member) =
-                codec::decode_consumer_member_key(k.value()).map_err(|e| self.corrupt(e))?;
-            let record = codec::decode_streams_member(v.value())
-                .map_err(|e| self.corrupt(format!("group {group} member {member}: {e}")))?;
-            if let Some(g) = loaded.get_mut(group) {
-                g.members.push(record);
-            }
-        }
-        for (id, streams) in loaded {
-            out.push(LoadedGroup {
-                streams: Some(streams),
-                ..LoadedGroup::new(GroupId::new(id))
-            });
-        }
-        Ok(())
-    }
-
     /// Adds the stored pending transactional offsets to their groups in `out` (`index`: where
     /// each group is), adding the groups that have nothing else stored.
     fn load_pending(
@@ -468,6 +331,55 @@ impl EmbeddedStore {
         }
         Ok(())
     }
+}
+
+/// Converts format 1's per-kind group tables into `group_records` (the values are the kinds'
+/// encodings as they were) and drops them.
+fn convert_v1(tx: &WriteTransaction) -> Result<(), String> {
+    use crate::vocab::stored::{CLASSIC, CONSUMER, STREAMS};
+    let e = |e: redb::Error| e.to_string();
+    let mut records = tx.open_table(GROUP_RECORDS).map_err(|x| e(x.into()))?;
+    let own = [
+        (V1_GROUPS, CLASSIC),
+        (V1_CONSUMER_GROUPS, CONSUMER),
+        (V1_STREAMS_GROUPS, STREAMS),
+    ];
+    for (table, kind) in own {
+        let old = tx.open_table(table).map_err(|x| e(x.into()))?;
+        for entry in old.iter().map_err(|x| e(x.into()))? {
+            let (k, v) = entry.map_err(|x| e(x.into()))?;
+            let group = std::str::from_utf8(k.value()).map_err(|_| "a group id is not UTF-8")?;
+            let key = codec::group_record_key(group, kind.id, "");
+            records
+                .insert(key.as_slice(), v.value())
+                .map_err(|x| e(x.into()))?;
+        }
+    }
+    let members = [
+        (V1_CONSUMER_MEMBERS, CONSUMER),
+        (V1_STREAMS_MEMBERS, STREAMS),
+    ];
+    for (table, kind) in members {
+        let old = tx.open_table(table).map_err(|x| e(x.into()))?;
+        for entry in old.iter().map_err(|x| e(x.into()))? {
+            let (k, v) = entry.map_err(|x| e(x.into()))?;
+            let (group, member) = codec::decode_member_key_v1(k.value()).map_err(|x| x.0)?;
+            let key = codec::group_record_key(group, kind.id, member);
+            records
+                .insert(key.as_slice(), v.value())
+                .map_err(|x| e(x.into()))?;
+        }
+    }
+    for table in [
+        V1_GROUPS,
+        V1_CONSUMER_GROUPS,
+        V1_CONSUMER_MEMBERS,
+        V1_STREAMS_GROUPS,
+        V1_STREAMS_MEMBERS,
+    ] {
+        tx.delete_table(table).map_err(|x| e(x.into()))?;
+    }
+    Ok(())
 }
 
 /// Removes every key of `table` that starts with `prefix`.
@@ -510,6 +422,10 @@ impl Store for EmbeddedStore {
             *db = None;
         }
         result.map_err(|e| io(e.to_string()))
+    }
+
+    fn location(&self) -> PathBuf {
+        self.path.clone()
     }
 
     fn sync(&self) -> Result<(), StoreError> {
@@ -563,22 +479,25 @@ impl Store for EmbeddedStore {
 
     fn load_groups(&self) -> Result<Vec<LoadedGroup>, StoreError> {
         let tx = self.read()?;
-        let groups = tx.open_table(GROUPS).map_err(|e| self.corrupt(e))?;
+        let records = tx.open_table(GROUP_RECORDS).map_err(|e| self.corrupt(e))?;
         let offsets = tx.open_table(OFFSETS).map_err(|e| self.corrupt(e))?;
         let mut out: Vec<LoadedGroup> = Vec::new();
-        for entry in groups.iter().map_err(|e| self.corrupt(e))? {
+        for entry in records.iter().map_err(|e| self.corrupt(e))? {
             let (k, v) = entry.map_err(|e| self.corrupt(e))?;
-            let id = String::from_utf8(k.value().to_vec())
-                .map_err(|_| self.corrupt("a group id is not UTF-8"))?;
-            let record = codec::decode_group(v.value())
-                .map_err(|e| self.corrupt(format!("group {id}: {e}")))?;
-            out.push(LoadedGroup {
-                metadata: Some(record),
-                ..LoadedGroup::new(GroupId::new(id))
-            });
+            let (group, kind, key) =
+                codec::decode_group_record_key(k.value()).map_err(|e| self.corrupt(e))?;
+            let kind = crate::vocab::stored::kind_of(kind)
+                .ok_or_else(|| self.corrupt(format!("group {group}: unknown group kind {kind}")))?;
+            if out.last().is_none_or(|g| g.id.as_str() != group) {
+                out.push(LoadedGroup::new(GroupId::new(group)));
+            }
+            let record = StoredRecord {
+                kind,
+                key: key.to_owned(),
+                value: Bytes::copy_from_slice(v.value()),
+            };
+            out.last_mut().expect("pushed").records.push(record);
         }
-        self.load_consumer_groups(&tx, &mut out)?;
-        self.load_streams_groups(&tx, &mut out)?;
         // Both tables are ordered by group id (offsets by its length-prefixed form, so compare
         // ids, not keys): merge them with one index. A group's offsets are contiguous, so the
         // index is consulted once per group, not once per offset.
@@ -628,5 +547,91 @@ impl Store for EmbeddedStore {
             out.push(record);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::{classic, consumer, streams};
+    use crate::vocab::{ConsumerGroupRecord, ConsumerMember, MemberId};
+
+    /// A format-1 file: each kind's records in its own tables, as koord wrote them before
+    /// group records became opaque.
+    fn write_v1(path: &Path, consumer_group: &[u8], member: &[u8], classic_group: &[u8]) {
+        let db = Database::create(path).unwrap();
+        let tx = db.begin_write().unwrap();
+        {
+            tx.open_table(META).unwrap().insert("format", 1).unwrap();
+            let mut t = tx.open_table(V1_GROUPS).unwrap();
+            t.insert(&b"old"[..], classic_group).unwrap();
+            let mut t = tx.open_table(V1_CONSUMER_GROUPS).unwrap();
+            t.insert(&b"new"[..], consumer_group).unwrap();
+            let mut t = tx.open_table(V1_CONSUMER_MEMBERS).unwrap();
+            let mut key = codec::group_prefix("new");
+            key.extend_from_slice(&codec::group_prefix("m"));
+            t.insert(key.as_slice(), member).unwrap();
+            tx.open_table(V1_STREAMS_GROUPS).unwrap();
+            tx.open_table(OFFSETS).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+
+    #[test]
+    fn a_format_1_file_is_converted_when_opened_and_its_groups_load_as_before() {
+        let dir = std::env::temp_dir().join(format!("koord-v1-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let group = ConsumerGroupRecord {
+            group_epoch: 3,
+            ..ConsumerGroupRecord::default()
+        };
+        let member = ConsumerMember::new(MemberId::new("m"));
+        let old = crate::vocab::GroupMetadataRecord {
+            protocol_type: Some("consumer".into()),
+            generation: crate::vocab::Generation(2),
+            protocol_name: None,
+            leader: None,
+            state_timestamp: crate::vocab::Timestamp(9),
+            members: Vec::new(),
+            assignor_state: Bytes::new(),
+            follow_up: None,
+        };
+        let (g, m, c) = (
+            consumer::codec::encode_consumer_group(&group),
+            consumer::codec::encode_consumer_member(&member),
+            classic::codec::encode_group(&old),
+        );
+        write_v1(&dir.join(FILE_NAME), &g, &m, &c);
+        for _ in 0..2 {
+            let store = EmbeddedStore::open(&dir).unwrap();
+            let groups = store.load_groups().unwrap();
+            let ids: Vec<&str> = groups.iter().map(|g| g.id.as_str()).collect();
+            assert_eq!(ids, ["new", "old"]);
+            assert_eq!(
+                consumer::codec::restore(&groups[0].records),
+                Ok(Some((group.clone(), vec![member.clone()])))
+            );
+            assert_eq!(
+                classic::codec::restore(&groups[1].records),
+                Ok(Some(old.clone()))
+            );
+            assert_eq!(streams::codec::restore(&groups[0].records), Ok(None));
+            let tx = store.read().unwrap();
+            assert!(
+                tx.open_table(V1_CONSUMER_MEMBERS).is_err(),
+                "format 1's tables dropped"
+            );
+            assert_eq!(
+                tx.open_table(META)
+                    .unwrap()
+                    .get("format")
+                    .unwrap()
+                    .unwrap()
+                    .value(),
+                2
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

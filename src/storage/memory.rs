@@ -6,22 +6,17 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use super::{
-    LoadedConsumerGroup, LoadedGroup, LoadedStreamsGroup, Mutation, Store, StoreError, StoredTopic,
-};
+use super::{LoadedGroup, Mutation, Store, StoreError, StoredTopic};
 use crate::metadata::topic_config::TopicConfigs;
-use crate::vocab::streams::{StreamsGroupRecord, StreamsMember};
-use crate::vocab::{ConsumerGroupRecord, ConsumerMember, GroupId, GroupMetadataRecord, MemberId};
+use crate::vocab::stored::StoredRecord;
+use crate::vocab::GroupId;
 use crate::vocab::{OffsetAndMetadata, PendingOffset, TopicPartition, TxnRecord};
 
 #[derive(Debug, Default)]
 struct Data {
     topics: BTreeMap<String, (i32, TopicConfigs)>,
-    groups: BTreeMap<GroupId, GroupMetadataRecord>,
-    consumer_groups: BTreeMap<GroupId, ConsumerGroupRecord>,
-    consumer_members: BTreeMap<(GroupId, MemberId), ConsumerMember>,
-    streams_groups: BTreeMap<GroupId, StreamsGroupRecord>,
-    streams_members: BTreeMap<(GroupId, MemberId), StreamsMember>,
+    /// Groups' records by group, kind and key.
+    records: BTreeMap<(GroupId, u8, String), StoredRecord>,
     offsets: BTreeMap<(GroupId, TopicPartition), OffsetAndMetadata>,
     credentials: BTreeMap<
         (String, crate::security::scram::ScramMechanism),
@@ -34,13 +29,9 @@ struct Data {
 }
 
 impl Data {
-    /// Every record of the group, of either kind (not its offsets).
+    /// Every record of the group, of every kind (not its offsets).
     fn clear_group(&mut self, group: &GroupId) {
-        self.groups.remove(group);
-        self.consumer_groups.remove(group);
-        self.consumer_members.retain(|(g, _), _| g != group);
-        self.streams_groups.remove(group);
-        self.streams_members.retain(|(g, _), _| g != group);
+        self.records.retain(|(g, _, _), _| g != group);
     }
 }
 
@@ -76,8 +67,12 @@ impl Store for MemoryStore {
                 Mutation::DeleteOffset { group, tp } => {
                     d.offsets.remove(&(group.clone(), tp.clone()));
                 }
-                Mutation::PutGroup { group, record } => {
-                    d.groups.insert(group.clone(), record.clone());
+                Mutation::PutGroupRecord { group, record } => {
+                    let key = (group.clone(), record.kind.id, record.key.clone());
+                    d.records.insert(key, record.clone());
+                }
+                Mutation::DeleteGroupRecord { group, kind, key } => {
+                    d.records.remove(&(group.clone(), kind.id, key.clone()));
                 }
                 Mutation::DeleteGroup { group } => {
                     d.clear_group(group);
@@ -85,30 +80,6 @@ impl Store for MemoryStore {
                     d.pending.retain(|(g, _, _), _| g != group);
                 }
                 Mutation::ClearGroupRecords { group } => d.clear_group(group),
-                Mutation::PutConsumerGroup { group, record } => {
-                    d.consumer_groups.insert(group.clone(), record.clone());
-                }
-                Mutation::PutConsumerMember { group, member } => {
-                    d.consumer_members.insert(
-                        (group.clone(), member.member_id.clone()),
-                        (**member).clone(),
-                    );
-                }
-                Mutation::DeleteConsumerMember { group, member } => {
-                    d.consumer_members.remove(&(group.clone(), member.clone()));
-                }
-                Mutation::PutStreamsGroup { group, record } => {
-                    d.streams_groups.insert(group.clone(), (**record).clone());
-                }
-                Mutation::PutStreamsMember { group, member } => {
-                    d.streams_members.insert(
-                        (group.clone(), member.member_id.clone()),
-                        (**member).clone(),
-                    );
-                }
-                Mutation::DeleteStreamsMember { group, member } => {
-                    d.streams_members.remove(&(group.clone(), member.clone()));
-                }
                 Mutation::PutTopic {
                     name,
                     partitions,
@@ -191,54 +162,12 @@ impl Store for MemoryStore {
 
     fn load_groups(&self) -> Result<Vec<LoadedGroup>, StoreError> {
         let d = self.data();
-        let mut out: BTreeMap<GroupId, LoadedGroup> = d
-            .groups
-            .iter()
-            .map(|(id, r)| {
-                (
-                    id.clone(),
-                    LoadedGroup {
-                        metadata: Some(r.clone()),
-                        ..LoadedGroup::new(id.clone())
-                    },
-                )
-            })
-            .collect();
-        for (id, record) in &d.consumer_groups {
-            let members = d
-                .consumer_members
-                .range((id.clone(), MemberId::new(""))..)
-                .take_while(|((g, _), _)| g == id)
-                .map(|(_, m)| m.clone())
-                .collect();
-            out.insert(
-                id.clone(),
-                LoadedGroup {
-                    consumer: Some(LoadedConsumerGroup {
-                        record: record.clone(),
-                        members,
-                    }),
-                    ..LoadedGroup::new(id.clone())
-                },
-            );
-        }
-        for (id, record) in &d.streams_groups {
-            let members = d
-                .streams_members
-                .range((id.clone(), MemberId::new(""))..)
-                .take_while(|((g, _), _)| g == id)
-                .map(|(_, m)| m.clone())
-                .collect();
-            out.insert(
-                id.clone(),
-                LoadedGroup {
-                    streams: Some(LoadedStreamsGroup {
-                        record: record.clone(),
-                        members,
-                    }),
-                    ..LoadedGroup::new(id.clone())
-                },
-            );
+        let mut out: BTreeMap<GroupId, LoadedGroup> = BTreeMap::new();
+        for ((g, _, _), record) in &d.records {
+            out.entry(g.clone())
+                .or_insert_with(|| LoadedGroup::new(g.clone()))
+                .records
+                .push(record.clone());
         }
         for ((g, tp), o) in &d.offsets {
             out.entry(g.clone())

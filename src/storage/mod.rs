@@ -1,5 +1,6 @@
-//! The durable store: committed offsets (and pending transactional ones), classic group metadata, topics created at run time and
-//! transactional ids' states survive restarts and `kill -9`.
+//! The durable store: committed offsets (and pending transactional ones), groups' records
+//! (opaque here: each group kind encodes its own, see [`crate::vocab::stored`]), topics created
+//! at run time and transactional ids' states survive restarts and `kill -9`.
 //!
 //! - [`Store`] is the seam: a replicated store can replace the embedded one. [`EmbeddedStore`]
 //!   keeps everything in one redb file under the data dir; [`MemoryStore`] is for tests (and
@@ -27,9 +28,8 @@ pub use embedded::EmbeddedStore;
 pub use memory::MemoryStore;
 
 use crate::metadata::topic_config::TopicConfigs;
-use crate::vocab::{
-    ConsumerGroupRecord, ConsumerMember, GroupError, GroupId, GroupMetadataRecord, MemberId,
-};
+use crate::vocab::stored::{GroupKind, RecordChange, StoredRecord};
+use crate::vocab::{GroupError, GroupId};
 use crate::vocab::{OffsetAndMetadata, PendingOffset, TopicPartition, TxnRecord};
 
 /// Why the store failed.
@@ -78,46 +78,22 @@ pub enum Mutation {
         group: GroupId,
         tp: TopicPartition,
     },
-    /// The group's metadata record (replaces the previous one).
-    PutGroup {
+    /// One of the group's records, opaque to the store (replaces the one of its kind and key).
+    PutGroupRecord {
         group: GroupId,
-        record: GroupMetadataRecord,
+        record: StoredRecord,
     },
-    /// The group's records (of either kind) and every offset of it.
+    /// One of the group's records gone (a member that left).
+    DeleteGroupRecord {
+        group: GroupId,
+        kind: GroupKind,
+        key: String,
+    },
+    /// The group's records and every offset of it.
     DeleteGroup {
         group: GroupId,
     },
-    /// A consumer group's group-level record (replaces the previous one).
-    PutConsumerGroup {
-        group: GroupId,
-        record: ConsumerGroupRecord,
-    },
-    /// One consumer-group member's record (replaces the previous one of its member id).
-    PutConsumerMember {
-        group: GroupId,
-        member: Box<ConsumerMember>,
-    },
-    /// A member that left a consumer group.
-    DeleteConsumerMember {
-        group: GroupId,
-        member: MemberId,
-    },
-    /// A streams group's own record (replaces the previous one).
-    PutStreamsGroup {
-        group: GroupId,
-        record: Box<crate::vocab::streams::StreamsGroupRecord>,
-    },
-    /// One streams-group member's record (replaces the previous one of its member id).
-    PutStreamsMember {
-        group: GroupId,
-        member: Box<crate::vocab::streams::StreamsMember>,
-    },
-    /// A member that left a streams group.
-    DeleteStreamsMember {
-        group: GroupId,
-        member: MemberId,
-    },
-    /// The group's records of either kind, not its offsets: an Empty group changed kind.
+    /// The group's records of every kind, not its offsets: an Empty group changed kind.
     ClearGroupRecords {
         group: GroupId,
     },
@@ -176,15 +152,12 @@ pub type StoredCredential = (
 /// A topic as stored: name, partition count, explicitly set configs.
 pub type StoredTopic = (String, i32, TopicConfigs);
 
-/// A group as stored: its metadata record (None for offsets written without one) and offsets.
+/// A group as stored: its records (those of its kind; none for offsets written without a
+/// group record), offsets and pending transactional offsets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadedGroup {
     pub id: GroupId,
-    pub metadata: Option<GroupMetadataRecord>,
-    /// A consumer group's records (then `metadata` is `None`).
-    pub consumer: Option<LoadedConsumerGroup>,
-    /// A streams group's records (then `metadata` and `consumer` are `None`).
-    pub streams: Option<LoadedStreamsGroup>,
+    pub records: Vec<StoredRecord>,
     pub offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
     /// Transactional offsets waiting for their transaction's marker.
     pub pending: Vec<PendingOffset>,
@@ -195,27 +168,21 @@ impl LoadedGroup {
     pub fn new(id: GroupId) -> LoadedGroup {
         LoadedGroup {
             id,
-            metadata: None,
-            consumer: None,
-            streams: None,
+            records: Vec::new(),
             offsets: Vec::new(),
             pending: Vec::new(),
         }
     }
 }
 
-/// A consumer group as stored: its group record and every member's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoadedConsumerGroup {
-    pub record: ConsumerGroupRecord,
-    pub members: Vec<ConsumerMember>,
-}
-
-/// A streams group as stored: its group record and every member's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoadedStreamsGroup {
-    pub record: crate::vocab::streams::StreamsGroupRecord,
-    pub members: Vec<crate::vocab::streams::StreamsMember>,
+impl Mutation {
+    /// The mutation that makes `change` of `group`'s records.
+    pub fn group_record(group: GroupId, change: RecordChange) -> Mutation {
+        match change {
+            RecordChange::Put(record) => Mutation::PutGroupRecord { group, record },
+            RecordChange::Delete { kind, key } => Mutation::DeleteGroupRecord { group, kind, key },
+        }
+    }
 }
 
 /// A durable key-value home for koord's state. Implementations are internally synchronised:
@@ -250,6 +217,17 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Makes every applied batch durable.
     fn sync(&self) -> Result<(), StoreError>;
+    /// Where the store keeps its data (its file, or gateway mode's topic), for errors.
+    fn location(&self) -> PathBuf {
+        PathBuf::from("the store")
+    }
+    /// The error for stored data that does not decode (a group record, read by its kind).
+    fn damaged(&self, e: crate::vocab::codec::DecodeError) -> StoreError {
+        StoreError::Corrupt {
+            path: self.location(),
+            message: e.0,
+        }
+    }
     /// Every stored topic: name, partition count and explicitly set configs.
     ///
     /// # Errors
@@ -354,14 +332,9 @@ impl Mutation {
         match self {
             Mutation::PutOffset { group, .. }
             | Mutation::DeleteOffset { group, .. }
-            | Mutation::PutGroup { group, .. }
+            | Mutation::PutGroupRecord { group, .. }
+            | Mutation::DeleteGroupRecord { group, .. }
             | Mutation::DeleteGroup { group }
-            | Mutation::PutConsumerGroup { group, .. }
-            | Mutation::PutConsumerMember { group, .. }
-            | Mutation::DeleteConsumerMember { group, .. }
-            | Mutation::PutStreamsGroup { group, .. }
-            | Mutation::PutStreamsMember { group, .. }
-            | Mutation::DeleteStreamsMember { group, .. }
             | Mutation::ClearGroupRecords { group }
             | Mutation::PutPendingOffset { group, .. }
             | Mutation::DeletePendingOffsets { group, .. }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::*;
-use crate::vocab::{Generation, MemberId, MemberRecord, Timestamp};
+use crate::vocab::{Generation, GroupMetadataRecord, MemberId, MemberRecord, Timestamp};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("koord-storage-{name}-{}", std::process::id()));
@@ -57,9 +57,9 @@ fn fill(store: &dyn Store) {
     store
         .apply(
             &[
-                Mutation::PutGroup {
+                Mutation::PutGroupRecord {
                     group: GroupId::new("g"),
-                    record: record(),
+                    record: crate::group::classic::codec::stored(&record()),
                 },
                 put("g", "t", 0, 10),
                 put("g", "t", 1, 11),
@@ -81,7 +81,10 @@ fn check_filled(store: &dyn Store) {
     let groups = store.load_groups().unwrap();
     let ids: Vec<&str> = groups.iter().map(|g| g.id.as_str()).collect();
     assert_eq!(ids, ["g", "gg", "h"]);
-    assert_eq!(groups[0].metadata, Some(record()));
+    assert_eq!(
+        groups[0].records,
+        vec![crate::group::classic::codec::stored(&record())]
+    );
     assert_eq!(
         groups[0].offsets,
         vec![
@@ -89,7 +92,7 @@ fn check_filled(store: &dyn Store) {
             (TopicPartition::new("t", 1), offset(11))
         ]
     );
-    assert_eq!(groups[1].metadata, None);
+    assert_eq!(groups[1].records, vec![]);
     assert_eq!(
         store.load_topics().unwrap(),
         vec![("t".to_string(), 3, topic_configs())]
@@ -714,170 +717,87 @@ fn pending_offsets_in_the_memory_store() {
     pending_offsets_round_trip(|| store.clone());
 }
 
-/// A streams group with a full topology and a member holding tasks of every kind.
-fn streams_group() -> (
-    crate::vocab::streams::StreamsGroupRecord,
-    crate::vocab::streams::StreamsMember,
-) {
-    use crate::vocab::streams::{
-        CopartitionGroup, Endpoint, StreamsMember, StreamsMemberState, Subtopology, TaskId,
-        TaskSet, TopicInfo, Topology,
-    };
-    let record = crate::vocab::streams::StreamsGroupRecord {
-        group_epoch: 7,
-        assignment_epoch: 6,
-        metadata_hash: 0xfeed,
-        topology: Some(Topology {
-            epoch: 2,
-            subtopologies: vec![Subtopology {
-                id: "1".into(),
-                source_topics: vec!["a".into(), "b".into()],
-                repartition_sink_topics: vec!["r2".into()],
-                repartition_source_topics: vec![TopicInfo {
-                    name: "r".into(),
-                    partitions: 4,
-                    replication_factor: 3,
-                    configs: vec![("cleanup.policy".into(), "delete".into())],
-                }],
-                changelog_topics: vec![TopicInfo::named("c")],
-                copartition_groups: vec![CopartitionGroup {
-                    source_topics: vec![0, 1],
-                    repartition_source_topics: vec![0],
-                }],
-            }],
-        }),
-    };
-    let t = |s: &str, p| TaskId::new(s, p);
-    let member = StreamsMember {
-        member_epoch: 6,
-        previous_member_epoch: 5,
-        state: StreamsMemberState::UnrevokedTasks,
-        instance_id: Some(crate::vocab::InstanceId::new("i")),
-        rack_id: None,
-        client_id: "c".into(),
-        client_host: "/1.2.3.4".into(),
-        rebalance_timeout_ms: 30_000,
-        topology_epoch: 2,
-        process_id: "p".into(),
-        user_endpoint: Some(Endpoint {
-            host: "h".into(),
-            port: 8080,
-        }),
-        client_tags: vec![("zone".into(), "z1".into())],
-        task_offsets: [(t("1", 0), -2), (t("1", 1), 40)].into(),
-        task_end_offsets: [(t("1", 1), 50)].into(),
-        assigned: TaskSet {
-            active: [t("1", 0)].into(),
-            standby: [t("1", 2)].into(),
-            warmup: [t("1", 1)].into(),
-        },
-        pending_revocation: TaskSet {
-            active: [t("1", 3)].into(),
-            ..TaskSet::default()
-        },
-        target: TaskSet {
-            active: [t("1", 0), t("1", 1)].into(),
-            ..TaskSet::default()
-        },
-        ..StreamsMember::new(crate::vocab::MemberId::new("m"))
-    };
-    (record, member)
-}
-
-/// A streams group: stored, read back whole, a member removed, the group cleared by a change
-/// of kind; its offsets stay.
-fn streams_groups_round_trip(open: impl Fn() -> Arc<dyn Store>) {
-    let (record, member) = streams_group();
+/// A group's records, opaque to the store: stored, read back whole in key order, a member's
+/// removed, every one cleared by a change of kind; its offsets stay.
+fn group_records_round_trip(open: impl Fn() -> Arc<dyn Store>) {
+    use crate::group::streams::codec::KIND;
+    use crate::vocab::stored::StoredRecord;
+    let put_offset = put;
     let g = GroupId::new("s");
-    let other = crate::vocab::streams::StreamsMember {
-        member_id: crate::vocab::MemberId::new("m2"),
-        ..member.clone()
+    let own = StoredRecord::group(KIND, vec![1, 2, 3]);
+    let member = StoredRecord::member(KIND, "m", vec![4]);
+    let other = StoredRecord::member(KIND, "m2", vec![5, 6]);
+    let put = |record: &StoredRecord| Mutation::PutGroupRecord {
+        group: g.clone(),
+        record: record.clone(),
     };
     open()
         .apply(
             &[
-                Mutation::PutStreamsGroup {
-                    group: g.clone(),
-                    record: Box::new(record.clone()),
+                put(&other),
+                put(&own),
+                put(&member),
+                put_offset("s", "t", 0, 5),
+                Mutation::PutGroupRecord {
+                    group: GroupId::new("s2"),
+                    record: own.clone(),
                 },
-                Mutation::PutStreamsMember {
-                    group: g.clone(),
-                    member: Box::new(member.clone()),
-                },
-                Mutation::PutStreamsMember {
-                    group: g.clone(),
-                    member: Box::new(other),
-                },
-                put("s", "t", 0, 5),
             ],
             true,
         )
         .unwrap();
-    let streams = |store: &Arc<dyn Store>| {
+    let loaded = |store: &Arc<dyn Store>| {
         store
             .load_groups()
             .unwrap()
             .into_iter()
             .find(|l| l.id == g)
-            .map(|l| (l.streams, l.offsets.len()))
+            .map(|l| (l.records, l.offsets.len()))
     };
     let store = open();
-    let (loaded, offsets) = streams(&store).unwrap();
-    let loaded = loaded.expect("a streams group");
-    assert_eq!(loaded.record, record);
-    assert_eq!(loaded.members.len(), 2);
-    assert_eq!(loaded.members[0], member);
-    assert_eq!(offsets, 1);
+    assert_eq!(
+        loaded(&store),
+        Some((vec![own.clone(), member.clone(), other.clone()], 1))
+    );
     store
         .apply(
-            &[Mutation::DeleteStreamsMember {
+            &[Mutation::DeleteGroupRecord {
                 group: g.clone(),
-                member: crate::vocab::MemberId::new("m2"),
+                kind: KIND,
+                key: "m2".into(),
             }],
             true,
         )
         .unwrap();
     drop(store);
     let store = open();
-    assert_eq!(streams(&store).unwrap().0.unwrap().members, vec![member]);
+    assert_eq!(loaded(&store), Some((vec![own.clone(), member], 1)));
     store
         .apply(&[Mutation::ClearGroupRecords { group: g.clone() }], true)
         .unwrap();
     drop(store);
     let store = open();
     assert_eq!(
-        streams(&store),
-        Some((None, 1)),
+        loaded(&store),
+        Some((vec![], 1)),
         "records gone, offsets kept"
+    );
+    let s2 = store.load_groups().unwrap();
+    assert_eq!(
+        s2.iter().find(|l| l.id.as_str() == "s2").unwrap().records,
+        vec![own]
     );
 }
 
 #[test]
-fn streams_groups_survive_reopening_the_embedded_store() {
+fn group_records_survive_reopening_the_embedded_store() {
     let dir = temp_dir("streams");
-    streams_groups_round_trip(|| Arc::new(EmbeddedStore::open(&dir).unwrap()));
+    group_records_round_trip(|| Arc::new(EmbeddedStore::open(&dir).unwrap()));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
-fn streams_groups_in_the_memory_store() {
+fn group_records_in_the_memory_store() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
-    streams_groups_round_trip(|| store.clone());
-}
-
-#[test]
-fn a_damaged_streams_value_is_an_error_not_a_panic() {
-    let (record, member) = streams_group();
-    let group_value = super::codec::encode_streams_group(&record);
-    for cut in 0..group_value.len() {
-        assert!(super::codec::decode_streams_group(&group_value[..cut]).is_err());
-    }
-    let member_value = super::codec::encode_streams_member(&member);
-    for cut in 0..member_value.len() {
-        assert!(super::codec::decode_streams_member(&member_value[..cut]).is_err());
-    }
-    assert_eq!(
-        super::codec::decode_streams_member(&super::codec::encode_streams_member(&member)),
-        Ok(member)
-    );
+    group_records_round_trip(|| store.clone());
 }

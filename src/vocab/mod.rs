@@ -3,11 +3,13 @@
 //! imports nothing of koord's; `group/`, `assignor/`, `offsets/` and `storage/` depend on it
 //! rather than on each other (tests/layers.rs checks it).
 
+pub mod codec;
 pub mod errors;
 pub mod hash;
 pub mod ids;
 pub mod reader;
 pub mod records;
+pub mod stored;
 pub mod streams;
 pub mod time;
 pub mod txn;

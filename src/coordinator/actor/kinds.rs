@@ -3,6 +3,8 @@
 //! and answers on their way to the store.
 
 use super::*;
+use crate::group::{classic, consumer, streams};
+use crate::vocab::stored::RecordChange;
 
 impl GroupActor {
     /// An Empty classic or consumer group that a streams member joins becomes a streams group,
@@ -89,7 +91,10 @@ impl GroupActor {
         );
         Some(vec![
             Mutation::ClearGroupRecords { group: id.clone() },
-            Mutation::PutGroup { group: id, record },
+            Mutation::PutGroupRecord {
+                group: id,
+                record: classic::codec::stored(&record),
+            },
         ])
     }
 
@@ -125,50 +130,25 @@ impl GroupActor {
         }
     }
 
-    /// The consumer group's records as mutations (empty for a classic group).
+    /// The modern group's records as mutations (empty for a classic group).
     fn consumer_mutations(&mut self) -> Vec<Mutation> {
-        if let Core::Streams(group) = &mut self.group {
-            let id = group.id().clone();
-            return group
+        let id = self.group.id().clone();
+        let changes: Vec<RecordChange> = match &mut self.group {
+            Core::Streams(group) => group
                 .take_records()
                 .into_iter()
-                .map(|r| match r {
-                    StreamsRecord::Group(record) => Mutation::PutStreamsGroup {
-                        group: id.clone(),
-                        record,
-                    },
-                    StreamsRecord::Member(member) => Mutation::PutStreamsMember {
-                        group: id.clone(),
-                        member,
-                    },
-                    StreamsRecord::RemoveMember(member) => Mutation::DeleteStreamsMember {
-                        group: id.clone(),
-                        member,
-                    },
-                })
-                .collect();
-        }
-        let Core::Consumer(group) = &mut self.group else {
-            return Vec::new();
+                .map(streams::codec::change)
+                .collect(),
+            Core::Consumer(group) => group
+                .take_records()
+                .into_iter()
+                .map(consumer::codec::change)
+                .collect(),
+            Core::Classic(_) => Vec::new(),
         };
-        let id = group.id().clone();
-        group
-            .take_records()
+        changes
             .into_iter()
-            .map(|r| match r {
-                ConsumerRecord::Group(record) => Mutation::PutConsumerGroup {
-                    group: id.clone(),
-                    record,
-                },
-                ConsumerRecord::Member(member) => Mutation::PutConsumerMember {
-                    group: id.clone(),
-                    member,
-                },
-                ConsumerRecord::RemoveMember(member) => Mutation::DeleteConsumerMember {
-                    group: id.clone(),
-                    member,
-                },
-            })
+            .map(|c| Mutation::group_record(id.clone(), c))
             .collect()
     }
 

@@ -42,11 +42,9 @@ use crate::coordinator::status::{
 };
 use crate::group::consumer::{
     ConsumerEvent, ConsumerGroup, ConsumerGroupState, ConsumerHeartbeat, ConsumerHeartbeatReply,
-    ConsumerRecord, Refusal,
+    Refusal,
 };
-use crate::group::streams::{
-    StreamsEvent, StreamsGroup, StreamsHeartbeat, StreamsHeartbeatReply, StreamsRecord,
-};
+use crate::group::streams::{StreamsEvent, StreamsGroup, StreamsHeartbeat, StreamsHeartbeatReply};
 use crate::group::{
     ClassicGroup, GroupError, GroupEvent, GroupId, GroupRecord, GroupState, Heartbeat, JoinGroup,
     JoinReply, LeaveGroup, LeaveMemberResult, LeaveOutcome, MemberId, Output, RequestToken,
@@ -978,7 +976,8 @@ impl GroupActor {
                     let group = self.group.id().clone();
                     let (mutation, delete_reply) = match record {
                         GroupRecord::Metadata(record) => {
-                            (Mutation::PutGroup { group, record }, None)
+                            let record = crate::group::classic::codec::stored(&record);
+                            (Mutation::PutGroupRecord { group, record }, None)
                         }
                         GroupRecord::Tombstone if self.forgetting => {
                             (Mutation::ClearGroupRecords { group }, None)

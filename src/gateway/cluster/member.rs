@@ -546,9 +546,16 @@ async fn load(broker: Arc<Broker>, store: Arc<UpstreamStore>, shards: Vec<i32>) 
     let reader = store.clone();
     let wanted = shards.to_vec();
     let read = tokio::task::spawn_blocking(move || reader.load_shards(&wanted)).await;
-    match read {
-        Ok(Ok(groups)) => {
-            let n = broker.coordinator.load_more(groups);
+    let loaded = read.map(|groups| {
+        groups.and_then(|groups| {
+            broker
+                .coordinator
+                .load_more(groups)
+                .map_err(|e| crate::storage::Store::damaged(&*store, e))
+        })
+    });
+    match loaded {
+        Ok(Ok(n)) => {
             ownership.set(shards, ShardState::Owned);
             info!(
                 shards = ?shards,

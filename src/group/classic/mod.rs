@@ -6,6 +6,7 @@
 //! handlers; `rebalance.rs` the transitions shared by all of them (prepare a rebalance, complete
 //! the join phase, propagate assignments) and the timers and write completions that drive them.
 
+pub mod codec;
 mod join;
 mod membership;
 mod offsets;

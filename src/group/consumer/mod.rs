@@ -27,6 +27,7 @@
 //! RE2/J accepts for topic patterns (no look-around or back-references in either).
 
 pub mod classic;
+pub mod codec;
 pub mod reconcile;
 #[cfg(test)]
 pub(crate) mod tests;

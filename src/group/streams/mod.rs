@@ -10,6 +10,7 @@
 //! - [`learner`]: the learner-aware assignor on top of it: a moved stateful task is warmed up
 //!   on its new owner first.
 
+pub mod codec;
 pub mod group;
 pub mod learner;
 pub mod member;
