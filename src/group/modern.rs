@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
 use super::timers::TimerTable;
+use crate::vocab::codec::DecodeError;
+use crate::vocab::stored::{GroupKind, StoredRecord};
 use crate::vocab::{GroupError, GroupId, InstanceId, MemberId, Timestamp};
 
 /// Why a heartbeat was refused: Kafka's error code and its message.
@@ -149,4 +151,34 @@ impl<M: ModernMember, R, E, T: Clone + Eq + Hash + Ord> Modern<M, R, E, T> {
             format!("Member {member} is not a member of group {}.", self.id),
         )
     }
+}
+
+/// A modern kind's group record and members' from its stored records of `kind` (`None`
+/// without the group's record: members left over from a group that changed kind), each
+/// decoded by the kind.
+///
+/// # Errors
+/// A record does not decode, or a member's record is stored under another member's key.
+pub fn restore<G, M: ModernMember>(
+    kind: GroupKind,
+    records: &[StoredRecord],
+    group: impl Fn(&[u8]) -> Result<G, DecodeError>,
+    member: impl Fn(&[u8]) -> Result<M, DecodeError>,
+) -> Result<Option<(G, Vec<M>)>, DecodeError> {
+    let Some(own) = records.iter().find(|r| r.kind == kind && r.is_group()) else {
+        return Ok(None);
+    };
+    let record = group(&own.value)?;
+    let mut members = Vec::new();
+    for r in records.iter().filter(|r| r.kind == kind && !r.is_group()) {
+        let m = member(&r.value).map_err(|e| DecodeError(format!("member {}: {e}", r.key)))?;
+        if m.member_id().as_str() != r.key {
+            return Err(DecodeError(format!(
+                "member {} holds another's record",
+                r.key
+            )));
+        }
+        members.push(m);
+    }
+    Ok(Some((record, members)))
 }

@@ -199,20 +199,7 @@ pub fn change(record: super::ConsumerRecord) -> RecordChange {
 pub fn restore(
     records: &[StoredRecord],
 ) -> Result<Option<(ConsumerGroupRecord, Vec<ConsumerMember>)>, DecodeError> {
-    let Some(own) = records.iter().find(|r| r.kind == KIND && r.is_group()) else {
-        return Ok(None);
-    };
-    let group = decode_consumer_group(&own.value)?;
-    let mut members = Vec::new();
-    for r in records.iter().filter(|r| r.kind == KIND && !r.is_group()) {
-        let member =
-            decode_consumer_member(&r.value).map_err(|e| err(format!("member {}: {e}", r.key)))?;
-        if member.member_id.as_str() != r.key {
-            return Err(err(format!("member {} holds another's record", r.key)));
-        }
-        members.push(member);
-    }
-    Ok(Some((group, members)))
+    crate::group::modern::restore(KIND, records, decode_consumer_group, decode_consumer_member)
 }
 
 #[cfg(test)]
@@ -282,5 +269,25 @@ mod tests {
         for n in (0..bytes.len()).filter(|&n| n != old.len()) {
             assert!(decode_consumer_member(&bytes[..n]).is_err(), "{n}");
         }
+    }
+
+    #[test]
+    fn restore_reads_the_group_and_its_members_and_refuses_a_member_under_another_s_key() {
+        let group = ConsumerGroupRecord {
+            group_epoch: 2,
+            ..ConsumerGroupRecord::default()
+        };
+        let m = ConsumerMember::new(MemberId::new("m"));
+        let own = StoredRecord::group(KIND, encode_consumer_group(&group));
+        let member = StoredRecord::member(KIND, "m", encode_consumer_member(&m));
+        let other_kind = StoredRecord::member(crate::vocab::stored::STREAMS, "x", vec![9]);
+        let records = [own.clone(), member, other_kind];
+        assert_eq!(restore(&records), Ok(Some((group, vec![m.clone()]))));
+        assert_eq!(restore(&records[1..]), Ok(None), "members without their group");
+        let misplaced = StoredRecord::member(KIND, "n", encode_consumer_member(&m));
+        assert_eq!(
+            restore(&[own, misplaced]).unwrap_err().0,
+            "member n holds another's record"
+        );
     }
 }

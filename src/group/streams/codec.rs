@@ -334,20 +334,7 @@ pub fn change(record: super::group::StreamsRecord) -> RecordChange {
 pub fn restore(
     records: &[StoredRecord],
 ) -> Result<Option<(StreamsGroupRecord, Vec<StreamsMember>)>, DecodeError> {
-    let Some(own) = records.iter().find(|r| r.kind == KIND && r.is_group()) else {
-        return Ok(None);
-    };
-    let group = decode_streams_group(&own.value)?;
-    let mut members = Vec::new();
-    for r in records.iter().filter(|r| r.kind == KIND && !r.is_group()) {
-        let member =
-            decode_streams_member(&r.value).map_err(|e| err(format!("member {}: {e}", r.key)))?;
-        if member.member_id.as_str() != r.key {
-            return Err(err(format!("member {} holds another's record", r.key)));
-        }
-        members.push(member);
-    }
-    Ok(Some((group, members)))
+    crate::group::modern::restore(KIND, records, decode_streams_group, decode_streams_member)
 }
 
 #[cfg(test)]
