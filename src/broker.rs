@@ -279,12 +279,19 @@ impl Broker {
         let store = self.store.clone();
         let coordinator = self.coordinator.clone();
         let started = std::time::Instant::now();
+        // Cluster mode: a node loads the groups of the shards it is given, when it is. A store
+        // whose groups are elsewhere (gateway mode) is read asynchronously first.
+        let cluster = coordinator.ownership().is_cluster();
+        let remote = match store.clone().as_async() {
+            Some(remote) if !cluster => Some(remote.load_groups().await?),
+            Some(_) => Some(Vec::new()),
+            None => None,
+        };
         let txns = tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
-            // Cluster mode: a node loads the groups of the shards it is given, when it is.
-            let groups = if coordinator.ownership().is_cluster() {
-                Vec::new()
-            } else {
-                store.load_groups()?
+            let groups = match remote {
+                Some(groups) => groups,
+                None if cluster => Vec::new(),
+                None => store.load_groups()?,
             };
             coordinator.load(groups).map_err(|e| store.damaged(e))?;
             store.load_txns()

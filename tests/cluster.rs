@@ -13,7 +13,7 @@ use bytes::Bytes;
 use koord::gateway::client::Upstream;
 use koord::gateway::store::UpstreamStore;
 use koord::group::classic;
-use koord::storage::{LoadedGroup, MemoryStore, Mutation, Store};
+use koord::storage::{LoadedGroup, MemoryStore, Mutation};
 use koord::vocab::partition_of;
 use koord::vocab::records::GroupMetadataRecord;
 use koord::vocab::{Generation, GroupError, GroupId, OffsetAndMetadata, Timestamp, TopicPartition};
@@ -82,30 +82,36 @@ fn a_former_owner_s_writes_are_refused_once_the_next_owner_claimed_the_shard() {
             .with_fencing(&cluster, node)
         })
     };
+    // A write as a storage lane makes it (awaited on the runtime).
+    let apply = |store: &UpstreamStore, batch: &[Mutation]| {
+        rt.block_on(store.write(vec![batch.to_vec()], true))
+            .pop()
+            .unwrap()
+    };
     let first = open(1);
     let second = open(2);
     let group = "fenced-group";
     let shard = partition_of(group, 2);
 
     // Not claimed: not written.
-    assert!(first.apply(&put(group, 1), true).is_err());
+    assert!(apply(&first, &put(group, 1)).is_err());
     rt.block_on(first.claim(shard)).unwrap();
-    first.apply(&put(group, 1), true).unwrap();
-    first.apply(&put(group, 2), true).unwrap();
+    apply(&first, &put(group, 1)).unwrap();
+    apply(&first, &put(group, 2)).unwrap();
 
     // The next owner claims the shard: the first one's next write is refused, and it learns
     // the shard is gone.
     rt.block_on(second.claim(shard)).unwrap();
-    assert!(first.apply(&put(group, 3), true).is_err());
+    assert!(apply(&first, &put(group, 3)).is_err());
     assert_eq!(first.take_fenced(), vec![shard]);
     assert!(
-        first.apply(&put(group, 4), true).is_err(),
+        apply(&first, &put(group, 4)).is_err(),
         "a fenced shard is not written again"
     );
-    second.apply(&put(group, 5), true).unwrap();
+    apply(&second, &put(group, 5)).unwrap();
 
     // What the shard holds: the first owner's writes from before the claim, then the second's.
-    let loaded = second.load_shards(&[shard]).unwrap();
+    let loaded = rt.block_on(second.load_shards(&[shard])).unwrap();
     let g = loaded
         .iter()
         .find(|g| g.id.as_str() == group)
@@ -114,10 +120,10 @@ fn a_former_owner_s_writes_are_refused_once_the_next_owner_claimed_the_shard() {
 
     // The first node claims it back (say the assignment returned it): the second is fenced.
     rt.block_on(first.claim(shard)).unwrap();
-    assert!(second.apply(&put(group, 6), true).is_err());
+    assert!(apply(&second, &put(group, 6)).is_err());
     assert_eq!(second.take_fenced(), vec![shard]);
-    first.apply(&put(group, 7), true).unwrap();
-    let loaded = first.load_shards(&[shard]).unwrap();
+    apply(&first, &put(group, 7)).unwrap();
+    let loaded = rt.block_on(first.load_shards(&[shard])).unwrap();
     let g = loaded.iter().find(|g| g.id.as_str() == group).unwrap();
     assert_eq!(generation(g), Generation(7));
 
@@ -139,7 +145,7 @@ fn a_former_owner_s_writes_are_refused_once_the_next_owner_claimed_the_shard() {
     let lapsed = open(3);
     lapsed.set_lease_check(Box::new(|| false));
     rt.block_on(lapsed.claim(shard)).unwrap();
-    assert!(lapsed.apply(&commit(5), true).is_err());
+    assert!(apply(&lapsed, &commit(5)).is_err());
     let fetch = || {
         let view = rt
             .block_on(koord::gateway::discover(
@@ -158,7 +164,7 @@ fn a_former_owner_s_writes_are_refused_once_the_next_owner_claimed_the_shard() {
     assert_eq!(fetch(), Vec::<i64>::new(), "no offset went upstream");
     let leased = open(4);
     rt.block_on(leased.claim(shard)).unwrap();
-    leased.apply(&commit(7), true).unwrap();
+    apply(&leased, &commit(7)).unwrap();
     assert_eq!(fetch(), vec![7]);
 
     // What a node does upstream outside its store for a group (an upstream-only group's
@@ -167,9 +173,9 @@ fn a_former_owner_s_writes_are_refused_once_the_next_owner_claimed_the_shard() {
     let fence = [Mutation::Fence {
         group: GroupId::new(group),
     }];
-    leased.apply(&fence, true).unwrap();
+    apply(&leased, &fence).unwrap();
     for (node, store) in [("fenced", &first), ("lapsed", &lapsed)] {
-        let e = store.apply(&fence, true).unwrap_err();
+        let e = apply(store, &fence).unwrap_err();
         assert_eq!(
             e.group_error(),
             GroupError::NotCoordinator,

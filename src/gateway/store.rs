@@ -31,12 +31,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use tokio::runtime::Handle;
+use futures_util::future::BoxFuture;
 use tracing::{error, warn};
 
 use super::client::{KeyValue, Upstream, UpstreamError};
 use crate::storage::{
-    LoadedGroup, MemoryStore, Mutation, Store, StoreError, StoredCredential, StoredTopic,
+    AsyncStore, LoadedGroup, MemoryStore, Mutation, Store, StoreError, StoredCredential,
+    StoredTopic,
 };
 use crate::vocab::partition_of;
 use crate::vocab::stored::StoredRecord;
@@ -189,7 +190,6 @@ pub struct UpstreamStore {
     fencing: Option<Fencing>,
     local: Arc<dyn Store>,
     up: Arc<Upstream>,
-    rt: Handle,
     topic: String,
     partitions: i32,
     /// Every key each group has in the topic (a deleted group tombstones them all).
@@ -209,7 +209,7 @@ impl std::fmt::Debug for UpstreamStore {
 
 impl UpstreamStore {
     /// Creates `topic` upstream unless it exists (with `partitions`; an existing topic keeps
-    /// its count) and returns the store. Must run on the runtime the store then blocks on.
+    /// its count) and returns the store.
     ///
     /// # Errors
     /// Upstream refused the topic or could not be reached.
@@ -225,7 +225,6 @@ impl UpstreamStore {
             fencing: None,
             local,
             up,
-            rt: Handle::current(),
             topic: topic.to_string(),
             partitions,
             keys: Mutex::new(HashMap::new()),
@@ -338,7 +337,10 @@ impl UpstreamStore {
     /// The producer stamp each partition of `records` is written with (cluster mode), a new
     /// epoch asked first where the last write's outcome is unknown; partitions this node holds
     /// no producer for are left out (and their writes fail).
-    fn stamps(&self, partitions: &[i32]) -> BTreeMap<i32, crate::gateway::client::ProducerStamp> {
+    async fn stamps(
+        &self,
+        partitions: &[i32],
+    ) -> BTreeMap<i32, crate::gateway::client::ProducerStamp> {
         let Some(f) = &self.fencing else {
             return BTreeMap::new();
         };
@@ -350,10 +352,7 @@ impl UpstreamStore {
                 let txn_id = format!("{}{p}", f.prefix);
                 let limit = self.write_timeout;
                 let current = Some((producer.id, producer.epoch));
-                match self.rt.block_on(within(
-                    limit,
-                    self.up.init_producer_id(&txn_id, current, limit),
-                )) {
+                match within(limit, self.up.init_producer_id(&txn_id, current, limit)).await {
                     Ok((id, epoch)) => {
                         producer = ShardProducer {
                             id,
@@ -413,10 +412,11 @@ impl UpstreamStore {
     ///
     /// # Errors
     /// A partition could not be read, or holds a record that does not decode.
-    pub fn load_shards(&self, shards: &[i32]) -> Result<Vec<LoadedGroup>, StoreError> {
+    pub async fn load_shards(&self, shards: &[i32]) -> Result<Vec<LoadedGroup>, StoreError> {
         let read = self
-            .rt
-            .block_on(self.up.read_partitions(&self.topic, shards))
+            .up
+            .read_partitions(&self.topic, shards)
+            .await
             .map_err(|e| StoreError::Io(format!("reading {}: {e}", self.topic)))?;
         let replay = MemoryStore::default();
         let mut keys = self.keys();
@@ -507,18 +507,11 @@ async fn within<T>(
     })
 }
 
-impl Store for UpstreamStore {
-    fn location(&self) -> std::path::PathBuf {
-        self.topic.clone().into()
-    }
-
-    fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
-        self.apply_writes(vec![batch.to_vec()], durable)
-            .pop()
-            .unwrap_or(Ok(()))
-    }
-
-    fn apply_writes(
+impl UpstreamStore {
+    /// Applies several writers' batches ([`Store::apply_writes`]): group records to koord's
+    /// topic, offsets and deletions to upstream's group coordinator, the rest to the local
+    /// store; each write's result says how its own parts went.
+    pub async fn write(
         &self,
         writes: Vec<Vec<Mutation>>,
         durable: bool,
@@ -610,7 +603,12 @@ impl Store for UpstreamStore {
             }
         }
         if !local.is_empty() {
-            if let Err(e) = self.local.apply(&local, durable) {
+            // The local store's writes block on its file: off the runtime's threads.
+            let store = self.local.clone();
+            let applied = tokio::task::spawn_blocking(move || store.apply(&local, durable))
+                .await
+                .unwrap_or_else(|e| Err(StoreError::Io(format!("local store: {e}"))));
+            if let Err(e) = applied {
                 for i in &local_writes {
                     results[*i] = Err(e.clone());
                 }
@@ -626,7 +624,7 @@ impl Store for UpstreamStore {
             parts.extend(ops.keys().map(|g| partition_of(g.as_str(), n)));
             parts.extend(fences.iter().map(|(p, _)| *p));
             let parts: Vec<i32> = parts.into_iter().collect();
-            stamps = self.stamps(&parts);
+            stamps = self.stamps(&parts).await;
             for p in parts.iter().filter(|p| !stamps.contains_key(p)) {
                 let refused = || StoreError::Io(format!("shard {p} is not this koord node's"));
                 for i in record_writes.remove(p).into_iter().flatten() {
@@ -665,9 +663,7 @@ impl Store for UpstreamStore {
             }
             stamped = records.iter().map(|(p, r)| (*p, r.len())).collect();
         }
-        // Nothing for upstream (koord's users, ACLs, topic configs: its local store): no
-        // runtime needed, so such a write may come from within it (sasl.admin.user, created
-        // while the gateway starts).
+        // Nothing for upstream (koord's users, ACLs, topic configs: its local store).
         if records.is_empty() && ops.is_empty() {
             return results;
         }
@@ -675,7 +671,7 @@ impl Store for UpstreamStore {
         let topic = self.topic.as_str();
         let limit = self.write_timeout;
         let started = std::time::Instant::now();
-        let (produced, done) = self.rt.block_on(async {
+        let (produced, done) = async {
             let produce = async {
                 if records.is_empty() {
                     Ok(())
@@ -727,7 +723,8 @@ impl Store for UpstreamStore {
                     (Err(e), skipped)
                 }
             }
-        });
+        }
+        .await;
         self.written(&stamped, &produced);
         if produced.is_ok() && !fences.is_empty() && !self.leased() {
             for (_, i) in &fences {
@@ -770,6 +767,78 @@ impl Store for UpstreamStore {
         }
         results
     }
+}
+
+impl AsyncStore for UpstreamStore {
+    fn apply_writes(
+        &self,
+        writes: Vec<Vec<Mutation>>,
+        durable: bool,
+    ) -> BoxFuture<'_, Vec<Result<(), StoreError>>> {
+        Box::pin(self.write(writes, durable))
+    }
+
+    /// Reads the whole topic: the last value of each key, tombstones applied. Offsets are not
+    /// loaded: OffsetFetch reads them from upstream.
+    fn load_groups(&self) -> BoxFuture<'_, Result<Vec<LoadedGroup>, StoreError>> {
+        Box::pin(async move {
+            self.keys().clear();
+            let all: Vec<i32> = (0..self.partitions).collect();
+            self.load_shards(&all).await
+        })
+    }
+}
+
+/// Whether `m` goes upstream (a group record, an offset, a group's deletion or fence), not to
+/// the local store.
+fn goes_upstream(m: &Mutation) -> bool {
+    record_of(m).is_some()
+        || matches!(
+            m,
+            Mutation::PutOffset { .. }
+                | Mutation::DeleteOffset { .. }
+                | Mutation::DeleteGroup { .. }
+                | Mutation::ClearGroupRecords { .. }
+                | Mutation::Fence { .. }
+        )
+}
+
+/// The synchronous face serves only the local store (users, ACLs, topics, transactional ids):
+/// what goes upstream is written and read through [`AsyncStore`], by the storage lanes.
+impl Store for UpstreamStore {
+    fn location(&self) -> std::path::PathBuf {
+        self.topic.clone().into()
+    }
+
+    fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
+        Store::apply_writes(self, vec![batch.to_vec()], durable)
+            .pop()
+            .unwrap_or(Ok(()))
+    }
+
+    fn as_async(self: Arc<Self>) -> Option<Arc<dyn AsyncStore>> {
+        Some(self)
+    }
+
+    fn apply_writes(
+        &self,
+        writes: Vec<Vec<Mutation>>,
+        durable: bool,
+    ) -> Vec<Result<(), StoreError>> {
+        writes
+            .into_iter()
+            .map(|w| {
+                if w.iter().any(goes_upstream) {
+                    Err(StoreError::Io(
+                        "gateway mode writes group records and offsets through its storage lanes"
+                            .into(),
+                    ))
+                } else {
+                    self.local.apply(&w, durable)
+                }
+            })
+            .collect()
+    }
 
     fn sync(&self) -> Result<(), StoreError> {
         self.local.sync()
@@ -779,12 +848,10 @@ impl Store for UpstreamStore {
         self.local.load_topics()
     }
 
-    /// Reads the whole topic: the last value of each key, tombstones applied. Offsets are not
-    /// loaded: OffsetFetch reads them from upstream.
     fn load_groups(&self) -> Result<Vec<LoadedGroup>, StoreError> {
-        self.keys().clear();
-        let all: Vec<i32> = (0..self.partitions).collect();
-        self.load_shards(&all)
+        Err(StoreError::Io(
+            "gateway mode reads its groups from upstream through AsyncStore::load_groups".into(),
+        ))
     }
 
     fn load_credentials(&self) -> Result<Vec<StoredCredential>, StoreError> {
@@ -948,7 +1015,6 @@ mod tests {
             fencing: None,
             local: Arc::new(MemoryStore::default()),
             up,
-            rt: rt.handle().clone(),
             topic: "__koord_groups".into(),
             partitions: 1,
             keys: Mutex::new(HashMap::new()),
@@ -967,18 +1033,24 @@ mod tests {
                 },
             }]
         };
-        let results = store.apply_writes(
-            vec![
-                commit("a"),
-                commit("refused"),
-                commit("b"),
-                commit("refused"),
-                commit("merged"),
-                commit("merged"),
-                commit("merged"),
-            ],
-            true,
+        let writes = vec![
+            commit("a"),
+            commit("refused"),
+            commit("b"),
+            commit("refused"),
+            commit("merged"),
+            commit("merged"),
+            commit("merged"),
+        ];
+        // The synchronous face takes none of it: offsets go upstream, through the lanes.
+        let refused = Store::apply_writes(&store, writes.clone(), true);
+        assert!(
+            refused
+                .iter()
+                .all(|r| matches!(r, Err(StoreError::Io(m)) if m.contains("storage lanes"))),
+            "{refused:?}"
         );
+        let results = rt.block_on(store.write(writes, true));
         assert!(results[0].is_ok(), "{results:?}");
         for i in [1, 3] {
             assert!(

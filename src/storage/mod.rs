@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
 pub use embedded::EmbeddedStore;
@@ -185,6 +186,21 @@ impl Mutation {
     }
 }
 
+/// The asynchronous face of a store whose group writes and reads wait on a network peer
+/// (gateway mode's upstream). Its storage lanes are tasks on the runtime that await each
+/// group-committed batch, so no thread blocks on the peer and nothing blocks a runtime thread;
+/// its [`Store`] methods then serve only what it keeps locally.
+pub trait AsyncStore: Send + Sync + 'static {
+    /// As [`Store::apply_writes`].
+    fn apply_writes(
+        &self,
+        writes: Vec<Vec<Mutation>>,
+        durable: bool,
+    ) -> BoxFuture<'_, Vec<Result<(), StoreError>>>;
+    /// As [`Store::load_groups`].
+    fn load_groups(&self) -> BoxFuture<'_, Result<Vec<LoadedGroup>, StoreError>>;
+}
+
 /// A durable key-value home for koord's state. Implementations are internally synchronised:
 /// the storage task writes while start-up reads.
 pub trait Store: Send + Sync + 'static {
@@ -217,6 +233,10 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Makes every applied batch durable.
     fn sync(&self) -> Result<(), StoreError>;
+    /// The store's asynchronous face, if its writes wait on a network peer ([`AsyncStore`]).
+    fn as_async(self: Arc<Self>) -> Option<Arc<dyn AsyncStore>> {
+        None
+    }
     /// Where the store keeps its data (its file, or gateway mode's topic), for errors.
     fn location(&self) -> PathBuf {
         PathBuf::from("the store")
@@ -357,19 +377,26 @@ impl fmt::Debug for Storage {
 }
 
 impl Storage {
-    /// Starts the storage task (a thread of its own: the store's calls block) over `store`.
+    /// Starts the storage task over `store`: a thread of its own, as the store's calls block
+    /// (a task on the current runtime for an [`AsyncStore`]).
     pub fn start(store: Arc<dyn Store>, policy: SyncPolicy) -> Storage {
         let stats = Arc::new(StorageStats::default());
+        let lane = match store.clone().as_async() {
+            Some(remote) => spawn_async_lane(remote, store, policy, &stats),
+            None => spawn_lane("koord-storage".into(), store, policy, &stats),
+        };
         Storage {
-            target: Target::Task(spawn_lane("koord-storage".into(), store, policy, &stats)),
+            target: Target::Task(lane),
             stats,
         }
     }
 
-    /// Starts `lanes` storage threads over `store`, each applying its own writes in order and
+    /// Starts `lanes` storage lanes over `store`, each applying its own writes in order and
     /// group-committing them as [`Storage::start`]'s one does; `route` picks a write's lane.
     /// For a store whose writes wait on others (gateway mode: upstream partitions), so a write
-    /// held by one (its leader being re-elected) holds only the writes routed with it.
+    /// held by one (its leader being re-elected) holds only the writes routed with it. The
+    /// lanes of an [`AsyncStore`] are tasks on the current runtime (so this must run inside
+    /// one), the others threads.
     pub fn start_lanes(
         store: Arc<dyn Store>,
         policy: SyncPolicy,
@@ -377,8 +404,12 @@ impl Storage {
         route: Router,
     ) -> Storage {
         let stats = Arc::new(StorageStats::default());
+        let remote = store.clone().as_async();
         let senders = (0..lanes.max(1))
-            .map(|i| spawn_lane(format!("koord-storage-{i}"), store.clone(), policy, &stats))
+            .map(|i| match &remote {
+                Some(remote) => spawn_async_lane(remote.clone(), store.clone(), policy, &stats),
+                None => spawn_lane(format!("koord-storage-{i}"), store.clone(), policy, &stats),
+            })
             .collect();
         Storage {
             target: Target::Lanes(senders, route),
@@ -490,6 +521,118 @@ fn spawn_lane(
     tx
 }
 
+/// Starts one storage lane over an [`AsyncStore`]: a task on the current runtime.
+fn spawn_async_lane(
+    remote: Arc<dyn AsyncStore>,
+    store: Arc<dyn Store>,
+    policy: SyncPolicy,
+    stats: &Arc<StorageStats>,
+) -> mpsc::UnboundedSender<Request> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let stats = stats.clone();
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => {
+            rt.spawn(run_async(remote, store, policy, rx, stats));
+        }
+        // Without the task every write fails with Closed (rx was dropped with it).
+        Err(e) => tracing::error!("cannot start a storage lane: {e}"),
+    }
+    tx
+}
+
+/// The writes a lane takes at once: the first, and every one queued behind it (up to
+/// [`MAX_BATCH`] mutations), then the shutdown if one came.
+struct Round {
+    writes: Vec<Vec<Mutation>>,
+    dones: Vec<Done>,
+    mutations: usize,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Round {
+    /// Takes `first` and what queued behind it; a request past the batch's end is left in
+    /// `pending` for the next round.
+    fn gather(
+        first: Request,
+        rx: &mut mpsc::UnboundedReceiver<Request>,
+        pending: &mut Option<Request>,
+    ) -> Round {
+        let mut round = Round {
+            writes: Vec::new(),
+            dones: Vec::new(),
+            mutations: 0,
+            stop: None,
+        };
+        let mut next = Some(first);
+        // Everything that queued up while the previous transaction ran joins this one.
+        while let Some(request) = next.take() {
+            match request {
+                Request::Write(batch, done) => {
+                    round.mutations += batch.len();
+                    round.writes.push(batch);
+                    round.dones.push(done);
+                }
+                Request::Shutdown(ack) => {
+                    round.stop = Some(ack);
+                    break;
+                }
+            }
+            if round.mutations >= MAX_BATCH {
+                break;
+            }
+            match rx.try_recv() {
+                Ok(r) => next = Some(r),
+                Err(_) => break,
+            }
+        }
+        *pending = next;
+        round
+    }
+
+    /// Completes the round's writes with `results` (applied from `started`).
+    fn complete(
+        self,
+        results: Vec<Result<(), StoreError>>,
+        started: std::time::Instant,
+        stats: &StorageStats,
+    ) -> Option<oneshot::Sender<()>> {
+        if self.mutations > 0 {
+            crate::metrics::metrics().store_batch(self.dones.len(), started.elapsed());
+        }
+        let failed = results.iter().filter(|r| r.is_err()).count();
+        if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
+            tracing::error!(writes = self.dones.len(), failed, "{e}");
+        }
+        stats.commits.fetch_add(1, Ordering::Relaxed);
+        stats
+            .writes
+            .fetch_add(self.dones.len() as u64, Ordering::Relaxed);
+        let mut results = results.into_iter();
+        for done in self.dones {
+            done(results.next().unwrap_or(Err(StoreError::Closed)));
+        }
+        self.stop
+    }
+}
+
+/// After a shutdown request: syncs, fails what is still queued, acknowledges.
+fn close(store: &dyn Store, mut rx: mpsc::UnboundedReceiver<Request>, ack: oneshot::Sender<()>) {
+    if let Err(e) = store.sync() {
+        tracing::error!("final sync: {e}");
+    }
+    rx.close();
+    while let Ok(r) = rx.try_recv() {
+        match r {
+            Request::Write(_, done) => done(Err(StoreError::Closed)),
+            Request::Shutdown(ack) => {
+                let _ = ack.send(());
+            }
+        }
+    }
+    let _ = ack.send(());
+    tracing::info!("store flushed and closed");
+}
+
 fn run(
     store: Arc<dyn Store>,
     policy: SyncPolicy,
@@ -506,75 +649,54 @@ fn run(
                 None => break,
             },
         };
-        let mut writes = Vec::new();
-        let mut mutations = 0;
-        let mut dones = Vec::new();
-        let mut stop = None;
-        let mut next = Some(first);
-        // Everything that queued up while the previous transaction ran joins this one.
-        while let Some(request) = next.take() {
-            match request {
-                Request::Write(batch, done) => {
-                    mutations += batch.len();
-                    writes.push(batch);
-                    dones.push(done);
-                }
-                Request::Shutdown(ack) => {
-                    stop = Some(ack);
-                    break;
-                }
-            }
-            if mutations >= MAX_BATCH {
-                break;
-            }
-            match rx.try_recv() {
-                Ok(r) => next = Some(r),
-                Err(_) => break,
-            }
-        }
-        if let Some(r) = next {
-            pending = Some(r);
-        }
+        let mut round = Round::gather(first, &mut rx, &mut pending);
         let started = std::time::Instant::now();
-        let results = if writes.is_empty() {
+        let results = if round.writes.is_empty() {
             Vec::new()
         } else {
-            store.apply_writes(writes, durable)
+            store.apply_writes(std::mem::take(&mut round.writes), durable)
         };
-        if mutations > 0 {
-            crate::metrics::metrics().store_batch(dones.len(), started.elapsed());
-        }
-        let failed = results.iter().filter(|r| r.is_err()).count();
-        if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
-            tracing::error!(writes = dones.len(), failed, "{e}");
-        }
-        stats.commits.fetch_add(1, Ordering::Relaxed);
-        stats
-            .writes
-            .fetch_add(dones.len() as u64, Ordering::Relaxed);
-        let mut results = results.into_iter();
-        for done in dones {
-            done(results.next().unwrap_or(Err(StoreError::Closed)));
-        }
-        if let Some(ack) = stop {
-            if let Err(e) = store.sync() {
-                tracing::error!("final sync: {e}");
-            }
-            rx.close();
-            while let Ok(r) = rx.try_recv() {
-                match r {
-                    Request::Write(_, done) => done(Err(StoreError::Closed)),
-                    Request::Shutdown(ack) => {
-                        let _ = ack.send(());
-                    }
-                }
-            }
-            let _ = ack.send(());
-            tracing::info!("store flushed and closed");
+        if let Some(ack) = round.complete(results, started, stats) {
+            close(&*store, rx, ack);
             return;
         }
     }
     // Every handle is gone without a shutdown: still leave nothing unsynced.
+    let _ = store.sync();
+}
+
+/// [`run`] over an [`AsyncStore`], as a task: each round is awaited, not blocked on.
+async fn run_async(
+    remote: Arc<dyn AsyncStore>,
+    store: Arc<dyn Store>,
+    policy: SyncPolicy,
+    mut rx: mpsc::UnboundedReceiver<Request>,
+    stats: Arc<StorageStats>,
+) {
+    let durable = policy == SyncPolicy::Always;
+    let mut pending: Option<Request> = None;
+    loop {
+        let first = match pending.take() {
+            Some(r) => r,
+            None => match rx.recv().await {
+                Some(r) => r,
+                None => break,
+            },
+        };
+        let mut round = Round::gather(first, &mut rx, &mut pending);
+        let started = std::time::Instant::now();
+        let results = if round.writes.is_empty() {
+            Vec::new()
+        } else {
+            remote
+                .apply_writes(std::mem::take(&mut round.writes), durable)
+                .await
+        };
+        if let Some(ack) = round.complete(results, started, &stats) {
+            close(&*store, rx, ack);
+            return;
+        }
+    }
     let _ = store.sync();
 }
 

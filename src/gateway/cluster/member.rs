@@ -543,19 +543,14 @@ async fn load(broker: Arc<Broker>, store: Arc<UpstreamStore>, shards: Vec<i32>) 
     if shards.is_empty() {
         return unclaimed;
     }
-    let reader = store.clone();
-    let wanted = shards.to_vec();
-    let read = tokio::task::spawn_blocking(move || reader.load_shards(&wanted)).await;
-    let loaded = read.map(|groups| {
-        groups.and_then(|groups| {
-            broker
-                .coordinator
-                .load_more(groups)
-                .map_err(|e| crate::storage::Store::damaged(&*store, e))
-        })
+    let loaded = store.load_shards(shards).await.and_then(|groups| {
+        broker
+            .coordinator
+            .load_more(groups)
+            .map_err(|e| crate::storage::Store::damaged(&*store, e))
     });
     match loaded {
-        Ok(Ok(n)) => {
+        Ok(n) => {
             ownership.set(shards, ShardState::Owned);
             info!(
                 shards = ?shards,
@@ -565,14 +560,8 @@ async fn load(broker: Arc<Broker>, store: Arc<UpstreamStore>, shards: Vec<i32>) 
             );
             unclaimed
         }
-        Ok(Err(e)) => {
-            warn!(shards = ?shards, error = %e, "shards could not be loaded; not serving them");
-            ownership.set(shards, ShardState::Unassigned);
-            store.unclaim(shards);
-            unclaimed + shards.len()
-        }
         Err(e) => {
-            warn!(error = %e, "loading shards failed");
+            warn!(shards = ?shards, error = %e, "shards could not be loaded; not serving them");
             ownership.set(shards, ShardState::Unassigned);
             store.unclaim(shards);
             unclaimed + shards.len()

@@ -283,7 +283,11 @@ mod tests {
         let other_kind = StoredRecord::member(crate::vocab::stored::STREAMS, "x", vec![9]);
         let records = [own.clone(), member, other_kind];
         assert_eq!(restore(&records), Ok(Some((group, vec![m.clone()]))));
-        assert_eq!(restore(&records[1..]), Ok(None), "members without their group");
+        assert_eq!(
+            restore(&records[1..]),
+            Ok(None),
+            "members without their group"
+        );
         let misplaced = StoredRecord::member(KIND, "n", encode_consumer_member(&m));
         assert_eq!(
             restore(&[own, misplaced]).unwrap_err().0,
