@@ -472,6 +472,7 @@ async fn bind_listeners(config: &Config) -> Result<Vec<koord::server::Bound>, St
             tcp,
             tls: listener.protocol.is_tls().then(|| tls.clone()).flatten(),
             listener: Arc::new(listener),
+            stands_for: None,
         });
     }
     Ok(bound)

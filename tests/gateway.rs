@@ -20,6 +20,7 @@ use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -55,12 +56,12 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, ListGroupsRequest,
-    ListGroupsResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
-    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
-    OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse, ProducerId,
-    RequestHeader, ResponseHeader, TopicName, TransactionalId, TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListGroupsResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
+    ProduceRequest, ProduceResponse, ProducerId, RequestHeader, ResponseHeader, TopicName,
+    TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -668,7 +669,16 @@ fn pipelined_requests_are_answered_in_order_and_acks_0_gets_no_answer() {
     let port = broker_port(&koord);
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(common::DEADLINE)).unwrap();
-    // Forwarded, unanswered (acks=0), koord's own, forwarded: in one write.
+    // Forwarded, unanswered (acks=0), the gateway's ApiVersions, koord's own (two pipelined
+    // Heartbeats and a LeaveGroup, answered by koord while the forwarded one before them
+    // is still upstream), forwarded: in one write.
+    let heartbeat = |b: &mut BytesMut| {
+        HeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("no-such-group")))
+            .with_generation_id(1)
+            .with_member_id(StrBytes::from_static_str("m"))
+            .encode(b, 4)
+    };
     let mut burst = Vec::new();
     burst.extend_from_slice(&frame(ApiKey::Produce, 9, 1, |b| produce(-1).encode(b, 9)));
     burst.extend_from_slice(&frame(ApiKey::Produce, 9, 2, |b| produce(0).encode(b, 9)));
@@ -678,13 +688,26 @@ fn pipelined_requests_are_answered_in_order_and_acks_0_gets_no_answer() {
             .with_client_software_version(StrBytes::from_static_str("1"))
             .encode(b, 3)
     }));
-    burst.extend_from_slice(&frame(ApiKey::Produce, 9, 4, |b| produce(1).encode(b, 9)));
+    burst.extend_from_slice(&frame(ApiKey::Heartbeat, 4, 4, heartbeat));
+    burst.extend_from_slice(&frame(ApiKey::Heartbeat, 4, 5, heartbeat));
+    burst.extend_from_slice(&frame(ApiKey::LeaveGroup, 3, 6, |b| {
+        LeaveGroupRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("no-such-group")))
+            .with_members(vec![
+                MemberIdentity::default().with_member_id(StrBytes::from_static_str("m"))
+            ])
+            .encode(b, 3)
+    }));
+    burst.extend_from_slice(&frame(ApiKey::Produce, 9, 7, |b| produce(1).encode(b, 9)));
     s.write_all(&burst).unwrap();
     let mut c = Client::from_stream(s);
     for (key, v, corr) in [
         (ApiKey::Produce, 9, 1),
         (ApiKey::ApiVersions, 3, 3),
-        (ApiKey::Produce, 9, 4),
+        (ApiKey::Heartbeat, 4, 4),
+        (ApiKey::Heartbeat, 4, 5),
+        (ApiKey::LeaveGroup, 3, 6),
+        (ApiKey::Produce, 9, 7),
     ] {
         c.read_response(key, v, corr)
             .unwrap_or_else(|e| panic!("{key:?} corr {corr}: {e}"));

@@ -1,75 +1,41 @@
-//! One client connection to the gateway.
+//! Gateway mode's layer in front of dispatch ([`Layer`]): one per client connection, which
+//! [`crate::server::connection::serve`] serves as it serves a standalone one (framing, the
+//! session and SASL, koord's own APIs with their authorization, metrics and pipelined
+//! heartbeats).
 //!
-//! The reader takes one request at a time, as koord standalone does: a koord API (the groups,
-//! ApiVersions, FindCoordinator for a group) is decoded and run through koord's own dispatch to
-//! the end; a forwarded one is handed to the upstream connection for its broker, and the reader
-//! goes on to the next request. The writer answers in request order, waiting for each forwarded
-//! answer in turn: a forwarded frame goes back as upstream sent it with the client's
-//! correlation id, except Metadata, DescribeCluster and FindCoordinator (transaction), which
-//! are rewritten to name koord's endpoints. If an upstream connection ends with a request of
-//! this client unanswered, or upstream cannot be reached for it, the client connection is
-//! closed: the client retries on a new one (after refreshing metadata), and nothing upstream
-//! did not acknowledge is acknowledged.
+//! Per request the layer decides: a koord API (the groups, FindCoordinator for a group) is
+//! koord's own, run through dispatch; ApiVersions is answered with the gateway's versions; a
+//! forwarded one is handed to this connection's upstream connection for its broker, and the
+//! connection goes on to the next request. Answers leave in request order, each forwarded one
+//! when upstream sent it: upstream's frame with the client's correlation id, except Metadata,
+//! DescribeCluster and FindCoordinator (transaction), which are rewritten to name koord's
+//! endpoints. If an upstream connection ends with a request of this client unanswered, or
+//! upstream cannot be reached for it, the client connection is closed: the client retries on
+//! a new one (after refreshing metadata), and nothing upstream did not acknowledge is
+//! acknowledged.
 //!
-//! Before anything is routed, the connection's [`Session`] admits the request, as on a
-//! standalone connection: on a SASL listener nothing but ApiVersions and the SASL exchange
-//! (koord's own, against koord's credentials, run by the same code as standalone) is served
-//! before authentication, so nothing is forwarded for an unauthenticated client; koord's APIs
-//! then run with the session's principal (koord's authorizer applies to them as standalone).
-//! Forwarded requests go upstream on koord's own upstream connections, as koord's upstream
-//! user.
+//! The connection's session admits a request before the layer sees it: on a SASL listener
+//! nothing is forwarded for an unauthenticated client. Forwarded requests go upstream on
+//! koord's own upstream connections, as koord's upstream user.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, WriteHalf};
-use tokio::sync::{mpsc, oneshot};
-use tracing::{debug, trace, warn, Instrument};
+use tokio::sync::oneshot;
+use tracing::{debug, trace, warn};
 
 use super::rewrite::{self, Decoded, Route};
 use super::upstream::{Response, UpstreamConn};
 use super::Gateway;
-use crate::api::{self, Outcome, RequestContext};
-use crate::security::session::{Admit, Session};
+use crate::api;
 use crate::security::Principal;
 use crate::server::codec::{self, Decoded as Request};
-use crate::server::connection::{failed_authentication_delay, Step};
-use crate::server::frame::read_frame;
-
-/// Answers queued for the writer at once (forwarded requests in flight per connection).
-const PIPELINE: usize = 32;
-/// How long the answers before a failed authentication's may take to be written.
-const DRAIN: Duration = Duration::from_secs(5);
-
-/// One answer, in request order.
-enum Pending {
-    /// A whole response frame, length prefix included.
-    Ready(Bytes),
-    /// A forwarded request's answer, still to come.
-    Upstream {
-        rx: oneshot::Receiver<Response>,
-        corr: i32,
-        key: ApiKey,
-        version: i16,
-        /// When it went upstream (request metrics on).
-        sent: Option<Instant>,
-    },
-}
-
-/// What the reader does after a request.
-enum Next {
-    Queue(Pending),
-    /// Nothing to answer (Produce with acks=0).
-    Nothing,
-    Close,
-    /// Answer, then close once the answers before it are written (a failed authentication,
-    /// after `connection.failed.authentication.delay.ms`).
-    QueueThenClose(Pending),
-}
+use crate::server::connection::{Answer, Conn, Layer, Routed};
 
 /// Where a client connection came in.
 #[derive(Debug, Clone)]
@@ -83,228 +49,171 @@ pub struct At {
     pub target: Option<i32>,
 }
 
-/// The connection's state the reader keeps from request to request.
-struct Client {
+/// The layer of one client connection: where it came in, and its upstream connections.
+struct Forwarder {
+    gw: Arc<Gateway>,
     at: At,
-    ctx: RequestContext,
-    session: Session,
     upstreams: HashMap<i32, UpstreamConn>,
 }
 
-/// Serves one client connection until it closes, misbehaves, loses its upstream, or shutdown.
-pub async fn serve<S>(stream: S, at: At, gw: Arc<Gateway>)
-where
-    S: AsyncRead + AsyncWrite + Send + 'static,
-{
-    let Some(listener) = gw.listeners.get(at.listener).map(|l| l.listener.clone()) else {
-        return;
-    };
-    let (mut rd, wr) = tokio::io::split(stream);
-    let (tx, rx) = mpsc::channel::<Pending>(PIPELINE);
-    let writer = tokio::spawn(write_loop(wr, rx, gw.clone(), at.listener).in_current_span());
-    let mut stop = gw.stop.clone();
-    let session = Session::new(
-        listener.protocol,
-        at.tls_principal.clone(),
-        gw.broker.config.sasl_enabled_mechanisms.clone(),
-        gw.broker.config.connections_max_reauth_ms,
-    );
-    let ctx = RequestContext {
-        peer: at.peer,
-        peer_host: at.peer.ip().to_string().into(),
-        listener,
-        principal: session.principal().clone(),
-    };
-    let mut client = Client {
-        at,
-        ctx,
-        session,
-        upstreams: HashMap::new(),
-    };
-    let mut buf = BytesMut::new();
-    let max = gw.broker.config.socket_request_max_bytes;
-    let idle = Duration::from_millis(gw.broker.config.connections_max_idle_ms);
-    // Whether the answers queued are written before the connection closes (a failed
-    // authentication's answer), rather than dropped.
-    let mut drain = false;
-    debug!("gateway connection open");
-    loop {
-        let frame = tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => break,
-            // The writer ended (a write failed, or upstream went away): stop reading.
-            _ = tx.closed() => break,
-            f = tokio::time::timeout(idle, read_frame(&mut rd, &mut buf, max)) => match f {
-                Ok(Ok(Some(f))) => f,
-                Ok(Ok(None)) => { debug!("peer closed"); break }
-                Ok(Err(e)) => { debug!(error = %e, "bad frame or read failure; closing"); break }
-                Err(_) => { debug!("idle; closing"); break }
-            },
-        };
-        let next = tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => break,
-            n = request(frame, &gw, &mut client) => n,
-        };
-        match next {
-            Next::Queue(p) => {
-                if tx.send(p).await.is_err() {
-                    break;
-                }
-            }
-            Next::Nothing => {}
-            Next::Close => break,
-            Next::QueueThenClose(p) => {
-                failed_authentication_delay(&gw.broker, &mut stop).await;
-                drain = tx.send(p).await.is_ok();
-                break;
-            }
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        for (node, conn) in self.upstreams.drain() {
+            self.gw.pool.put(node, conn);
         }
-    }
-    // The client is gone, or is being closed on: answers still waiting (an upstream that does
-    // not answer, a long-poll Fetch) are not waited for, except a failed authentication's,
-    // written with what precedes it (bounded: a client that reads nothing is not waited for).
-    // Upstream connections with a request in flight are dropped rather than pooled.
-    drop(tx);
-    let mut writer = writer;
-    if !drain || tokio::time::timeout(DRAIN, &mut writer).await.is_err() {
-        writer.abort();
-        let _ = writer.await;
-    }
-    for (node, conn) in client.upstreams {
-        gw.pool.put(node, conn);
     }
 }
 
-/// Runs one request frame: admitted by the session, then SASL, koord's own or forwarded.
-async fn request(frame: Bytes, gw: &Arc<Gateway>, client: &mut Client) -> Next {
-    if client.session.expects_raw_token() {
-        // After SaslHandshake v0 the SASL tokens come as bare frames.
-        return match client
-            .session
-            .raw_token(&frame, &gw.broker.credentials, Instant::now())
-            .await
-        {
-            Some(token) => {
-                client.ctx.principal = client.session.principal().clone();
-                let mut out = BytesMut::with_capacity(4 + token.len());
-                out.put_i32(token.len() as i32);
-                out.put_slice(&token);
-                Next::Queue(Pending::Ready(out.freeze()))
-            }
-            None => {
-                debug!("SASL authentication failed; closing");
-                // No answer in v0; the close waits as a failed SaslAuthenticate's does.
-                Next::QueueThenClose(Pending::Ready(Bytes::new()))
-            }
+/// What the shell puts in front of each gateway connection: its [`Forwarder`].
+pub struct Front(pub Arc<Gateway>);
+
+impl crate::server::Front for Front {
+    fn layer(&self, conn: &Conn, stands_for: Option<i32>) -> Option<Box<dyn Layer>> {
+        let gw = &self.0;
+        let listener = gw
+            .listeners
+            .iter()
+            .position(|l| Arc::ptr_eq(&l.listener, &conn.listener))?;
+        let at = At {
+            peer: conn.peer,
+            listener,
+            tls_principal: conn.tls_principal.clone(),
+            target: stands_for,
         };
+        Some(Box::new(Forwarder {
+            gw: gw.clone(),
+            at,
+            upstreams: HashMap::new(),
+        }))
     }
-    let target = client.at.target;
-    if frame.len() < 8 {
-        debug!(len = frame.len(), "request frame too short; closing");
-        return Next::Close;
+}
+
+impl Layer for Forwarder {
+    fn route<'a>(
+        &'a mut self,
+        frame: &'a Bytes,
+        key: ApiKey,
+        version: i16,
+    ) -> BoxFuture<'a, Routed> {
+        Box::pin(self.forward(frame, key, version))
     }
-    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
-    let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let corr = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    let Ok(key) = ApiKey::try_from(raw_key) else {
-        debug!(key = raw_key, "unknown API key; closing");
-        return Next::Close;
-    };
-    match client.session.admit(key, Instant::now()) {
-        Admit::Serve => {}
-        Admit::Sasl => return sasl(frame, gw, client).await,
-        Admit::Close(why) => {
-            debug!(api = ?key, why, "request not admitted; closing");
-            return Next::Close;
+}
+
+impl Forwarder {
+    /// ApiVersions, koord's own, or forwarded (an admitted request).
+    async fn forward(&mut self, frame: &Bytes, key: ApiKey, version: i16) -> Routed {
+        let gw = self.gw.clone();
+        let target = self.at.target;
+        let corr = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+        let advertised = gw.advertised();
+        if key == ApiKey::ApiVersions {
+            return api_versions(frame.clone(), &advertised);
         }
-    }
-    let advertised = gw.advertised();
-    if key == ApiKey::ApiVersions {
-        return api_versions(frame, &advertised);
-    }
-    if !rewrite::is_advertised(&advertised, key, version) {
-        debug!(api = ?key, v = version, "API or version not served; closing");
-        return Next::Close;
-    }
-    let forward = match rewrite::route(key, gw.own_acls()) {
-        Route::Forward => true,
-        Route::Koord => false,
-        Route::FindCoordinator => match codec::decode_request(frame.clone()) {
-            Ok(Request::Request { body, .. }) => match *body {
-                RequestKind::FindCoordinator(r) => r.key_type == rewrite::KEY_TYPE_TRANSACTION,
-                _ => return Next::Close,
+        if !rewrite::is_advertised(&advertised, key, version) {
+            debug!(api = ?key, v = version, "API or version not served; closing");
+            return Routed::Close;
+        }
+        let forward = match rewrite::route(key, gw.own_acls()) {
+            Route::Forward => true,
+            Route::Koord => false,
+            Route::FindCoordinator => match codec::decode_request(frame.clone()) {
+                Ok(Request::Request { body, .. }) => match *body {
+                    RequestKind::FindCoordinator(r) => r.key_type == rewrite::KEY_TYPE_TRANSACTION,
+                    _ => return Routed::Close,
+                },
+                _ => {
+                    debug!(api = ?key, v = version, "undecodable request; closing");
+                    return Routed::Close;
+                }
             },
-            _ => {
-                debug!(api = ?key, v = version, "undecodable request; closing");
-                return Next::Close;
-            }
-        },
-    };
-    if !forward {
-        return koord(frame, gw, &client.ctx).await;
-    }
-    let expect = if key == ApiKey::Produce {
-        match rewrite::produce_expects_response(&frame, version) {
-            Some(e) => e,
-            None => {
-                debug!("undecodable Produce request; closing");
-                return Next::Close;
-            }
-        }
-    } else {
-        true
-    };
-    trace!(api = ?key, v = version, corr, "forwarding");
-    // Requests any broker answers alike fall back to the others when the port's broker is
-    // unreachable; the rest (partition leaders, coordinators, a broker's own configs) do not.
-    let any_broker = matches!(
-        key,
-        ApiKey::Metadata | ApiKey::DescribeCluster | ApiKey::FindCoordinator
-    );
-    let candidates = match target {
-        Some(node) if any_broker => std::iter::once(node)
-            .chain(gw.any_order().into_iter().filter(|n| *n != node))
-            .collect(),
-        Some(node) => vec![node],
-        None => gw.any_order(),
-    };
-    for node in candidates {
-        let conn = match upstream_for(node, gw, &mut client.upstreams).await {
-            Some(c) => c,
-            None => continue,
         };
-        let metrics = crate::metrics::metrics();
-        let sent = metrics.enabled().then(Instant::now);
-        match conn.send(frame.clone(), expect).await {
-            Ok(Some(rx)) => {
-                return Next::Queue(Pending::Upstream {
-                    rx,
-                    corr,
-                    key,
-                    version,
-                    sent,
-                })
-            }
-            Ok(None) => {
-                // Produce with acks=0: served once sent.
-                if let Some(sent) = sent {
-                    metrics.request(raw_key, version, sent.elapsed(), None);
+        if !forward {
+            return Routed::Own;
+        }
+        let expect = if key == ApiKey::Produce {
+            match rewrite::produce_expects_response(frame, version) {
+                Some(e) => e,
+                None => {
+                    debug!("undecodable Produce request; closing");
+                    return Routed::Close;
                 }
-                return Next::Nothing;
             }
-            Err(_) => {
-                // Ended under us; nothing was sent on it. Earlier requests on it fail in
-                // the writer, which closes this connection.
-                client.upstreams.remove(&node);
-                if target.is_some() && !any_broker {
-                    return Next::Close;
+        } else {
+            true
+        };
+        trace!(api = ?key, v = version, corr, "forwarding");
+        // Requests any broker answers alike fall back to the others when the port's broker is
+        // unreachable; the rest (partition leaders, coordinators, a broker's own configs) do
+        // not.
+        let any_broker = matches!(
+            key,
+            ApiKey::Metadata | ApiKey::DescribeCluster | ApiKey::FindCoordinator
+        );
+        let candidates = match target {
+            Some(node) if any_broker => std::iter::once(node)
+                .chain(gw.any_order().into_iter().filter(|n| *n != node))
+                .collect(),
+            Some(node) => vec![node],
+            None => gw.any_order(),
+        };
+        for node in candidates {
+            let conn = match upstream_for(node, &gw, &mut self.upstreams).await {
+                Some(c) => c,
+                None => continue,
+            };
+            let metrics = crate::metrics::metrics();
+            let sent = metrics.enabled().then(Instant::now);
+            match conn.send(frame.clone(), expect).await {
+                Ok(Some(rx)) => {
+                    let listener = self.at.listener;
+                    let answer = answer(gw, listener, rx, key, version, corr, sent);
+                    return Routed::Forwarded(Box::pin(answer));
+                }
+                Ok(None) => {
+                    // Produce with acks=0: served once sent.
+                    if let Some(sent) = sent {
+                        metrics.request(key as i16, version, sent.elapsed(), None);
+                    }
+                    return Routed::Silent;
+                }
+                Err(_) => {
+                    // Ended under us; nothing was sent on it. Earlier requests on it fail when
+                    // their answers are awaited, which closes this connection.
+                    self.upstreams.remove(&node);
+                    if target.is_some() && !any_broker {
+                        return Routed::Close;
+                    }
                 }
             }
         }
+        debug!(api = ?key, node = ?target, "no upstream broker reachable; closing");
+        Routed::Close
     }
-    debug!(api = ?key, node = ?target, "no upstream broker reachable; closing");
-    Next::Close
+}
+
+/// A forwarded request's answer for the client, once upstream sent it (counted in the request
+/// metrics with its round trip; its error codes are upstream's own, not decoded here). `None`
+/// when upstream went away first, or its answer cannot be passed on.
+async fn answer(
+    gw: Arc<Gateway>,
+    listener: usize,
+    rx: oneshot::Receiver<Response>,
+    key: ApiKey,
+    version: i16,
+    corr: i32,
+    sent: Option<Instant>,
+) -> Option<Answer> {
+    let frame = match rx.await {
+        Ok(Ok(f)) => f,
+        _ => {
+            debug!(api = ?key, corr, "upstream gone before answering; closing");
+            return None;
+        }
+    };
+    if let Some(sent) = sent {
+        crate::metrics::metrics().request(key as i16, version, sent.elapsed(), None);
+    }
+    answer_frame(&gw, listener, key, version, corr, frame).await
 }
 
 /// This connection's upstream connection to broker `node`: the one it has, one from the pool,
@@ -339,39 +248,11 @@ async fn upstream_for<'a>(
     Some(conn)
 }
 
-/// SaslHandshake or SaslAuthenticate: koord's own exchange against koord's credentials, run
-/// by the standalone connection's code.
-async fn sasl(frame: Bytes, gw: &Arc<Gateway>, client: &mut Client) -> Next {
-    let (header, body) = match codec::decode_request(frame) {
-        Ok(Request::Request { header, body }) => (header, body),
-        _ => {
-            debug!("undecodable SASL request; closing");
-            return Next::Close;
-        }
-    };
-    let mut out = BytesMut::new();
-    let step = crate::server::connection::sasl(
-        &gw.broker,
-        &mut client.ctx,
-        &mut client.session,
-        &header,
-        *body,
-        &mut out,
-    )
-    .await;
-    match step {
-        Step::Wrote => Next::Queue(Pending::Ready(out.freeze())),
-        Step::WriteThenClose => Next::QueueThenClose(Pending::Ready(out.freeze())),
-        Step::Silent => Next::Nothing,
-        Step::Close => Next::Close,
-    }
-}
-
 /// ApiVersions: koord's own answer with the gateway's versions.
 fn api_versions(
     frame: Bytes,
     advertised: &[kafka_protocol::messages::api_versions_response::ApiVersion],
-) -> Next {
+) -> Routed {
     let out = match codec::decode_request(frame) {
         Ok(Request::UnsupportedApiVersions { correlation_id, .. }) => {
             let body = api::api_versions::unsupported().with_api_keys(advertised.to_vec());
@@ -393,131 +274,20 @@ fn api_versions(
                     &ResponseKind::ApiVersions(body),
                 )
             }
-            _ => return Next::Close,
+            _ => return Routed::Close,
         },
         Err(e) => {
             debug!(error = %e, "undecodable ApiVersions; closing");
-            return Next::Close;
+            return Routed::Close;
         }
     };
     match out {
-        Ok(b) => Next::Queue(Pending::Ready(b)),
+        Ok(b) => Routed::Answered(b),
         Err(e) => {
             warn!(error = %e, "ApiVersions encoding failed; closing");
-            Next::Close
+            Routed::Close
         }
     }
-}
-
-/// A koord API: decoded and run through koord's own dispatch.
-async fn koord(frame: Bytes, gw: &Arc<Gateway>, ctx: &RequestContext) -> Next {
-    let (header, body) = match codec::decode_request(frame) {
-        Ok(Request::Request { header, body }) => (header, body),
-        Ok(Request::UnsupportedApiVersions { .. }) => return Next::Close,
-        Err(e) => {
-            debug!(error = %e, "undecodable request; closing");
-            return Next::Close;
-        }
-    };
-    let key = ApiKey::try_from(header.request_api_key).unwrap_or(ApiKey::ApiVersions);
-    let (v, corr) = (header.request_api_version, header.correlation_id);
-    let span = tracing::debug_span!("req", api = ?key, v, corr);
-    let metrics = crate::metrics::metrics();
-    let started = metrics.enabled().then(Instant::now);
-    let outcome = api::dispatch(&gw.broker, &header, ctx, body)
-        .instrument(span)
-        .await;
-    if let Some(started) = started {
-        let response = match &outcome {
-            Outcome::Respond(r) => Some(&**r),
-            _ => None,
-        };
-        metrics.request(header.request_api_key, v, started.elapsed(), response);
-    }
-    match outcome {
-        Outcome::Respond(resp) => match codec::encode_response(key, v, corr, &resp) {
-            Ok(b) => Next::Queue(Pending::Ready(b)),
-            Err(e) => {
-                warn!(error = %e, "response encoding failed; closing");
-                Next::Close
-            }
-        },
-        Outcome::Silent => Next::Nothing,
-        Outcome::Close => Next::Close,
-    }
-}
-
-/// Writes the answers in request order; ends (closing the connection) when a forwarded request
-/// gets no answer from upstream or an answer cannot be written.
-async fn write_loop<W: AsyncWrite + Send + 'static>(
-    wr: WriteHalf<W>,
-    mut rx: mpsc::Receiver<Pending>,
-    gw: Arc<Gateway>,
-    listener: usize,
-) {
-    let mut wr = BufWriter::new(wr);
-    while let Some(p) = rx.recv().await {
-        let bytes = match p {
-            Pending::Ready(b) => b,
-            Pending::Upstream {
-                rx: answer,
-                corr,
-                key,
-                version,
-                sent,
-            } => {
-                // Flush what is ready before waiting (a long-poll Fetch may take a while).
-                if wr.flush().await.is_err() {
-                    break;
-                }
-                let frame = match answer.await {
-                    Ok(Ok(f)) => f,
-                    _ => {
-                        debug!(api = ?key, corr, "upstream gone before answering; closing");
-                        break;
-                    }
-                };
-                // Forwarded: counted with its latency; its error codes are upstream's own
-                // (upstream's metrics count them), not decoded here.
-                if let Some(sent) = sent {
-                    crate::metrics::metrics().request(key as i16, version, sent.elapsed(), None);
-                }
-                match answer_frame(&gw, listener, key, version, corr, frame).await {
-                    Some(Answer::Whole(b)) => b,
-                    Some(Answer::Pass(frame)) => {
-                        // Upstream's bytes as they came, behind the client's correlation id.
-                        let head = [(frame.len() as i32).to_be_bytes(), corr.to_be_bytes()];
-                        if wr.write_all(head.as_flattened()).await.is_err()
-                            || wr.write_all(&frame[4..]).await.is_err()
-                        {
-                            break;
-                        }
-                        if rx.is_empty() && wr.flush().await.is_err() {
-                            break;
-                        }
-                        continue;
-                    }
-                    None => break,
-                }
-            }
-        };
-        if wr.write_all(&bytes).await.is_err() {
-            break;
-        }
-        if rx.is_empty() && wr.flush().await.is_err() {
-            break;
-        }
-    }
-    let _ = wr.flush().await;
-    let _ = wr.shutdown().await;
-}
-
-/// What goes back to the client for an upstream answer.
-enum Answer {
-    /// Upstream's frame (bytes 0..4 its correlation id, replaced by the client's on the way).
-    Pass(Bytes),
-    /// A rewritten frame, length prefix and the client's correlation id included.
-    Whole(Bytes),
 }
 
 /// The client's frame for an upstream answer: the same bytes with the client's correlation id,
@@ -539,7 +309,7 @@ async fn answer_frame(
         }
     };
     let Some(decoded) = decoded else {
-        return Some(Answer::Pass(frame));
+        return Some(Answer::Pass { corr, frame });
     };
     if let Err(e) = gw.present(&decoded.brokers()).await {
         warn!(error = %e, "a new upstream broker cannot be presented");

@@ -33,16 +33,16 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, MetadataRequest};
 use kafka_protocol::protocol::StrBytes;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, Semaphore};
-use tracing::{debug, info, warn, Instrument};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
 use crate::config::Config;
@@ -177,15 +177,8 @@ pub struct Gateway {
     pub security: Arc<ClientSecurity>,
     /// Picks where a request for "any broker" goes first.
     next_any: AtomicUsize,
-    stop: watch::Receiver<bool>,
-    /// New broker listeners (socket, koord listener index, broker id) go to the task that
-    /// accepts on them (spawned from `run`, so that a connection's future does not contain the
-    /// accept loop that spawns connections).
-    spawn: mpsc::UnboundedSender<(TcpListener, usize, i32)>,
-    limit: Arc<Semaphore>,
-    /// Every connection task holds a clone; shutdown waits until all are dropped.
-    alive: Mutex<Option<mpsc::Sender<()>>>,
-    next_conn: AtomicU64,
+    /// The sockets of newly presented upstream brokers, for the shell to accept on.
+    spawn: mpsc::UnboundedSender<crate::server::Bound>,
 }
 
 /// Connects to the upstream and reads its brokers, topics and API versions, retrying (with a
@@ -289,22 +282,17 @@ impl Gateway {
             return Err("gateway mode needs a listener".into());
         }
         let mut listeners = Vec::new();
-        let mut sockets = Vec::new();
-        for b in bound {
+        for b in &bound {
             let bind_ip = b.tcp.local_addr().map_err(|e| e.to_string())?.ip();
             listeners.push(GatewayListener {
-                listener: b.listener,
-                tls: b.tls,
+                listener: b.listener.clone(),
+                tls: b.tls.clone(),
                 bind_ip,
             });
-            sockets.push(b.tcp);
         }
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
-        let (spawn_tx, mut spawn_rx) = mpsc::unbounded_channel::<(TcpListener, usize, i32)>();
+        let (spawn_tx, spawn_rx) = mpsc::unbounded_channel();
         let gw = Arc::new(Gateway {
-            limit: Arc::new(Semaphore::new(broker.config.max_connections)),
-            broker,
+            broker: broker.clone(),
             upstreams,
             bootstrap: view.brokers.values().cloned().collect(),
             listeners,
@@ -314,44 +302,32 @@ impl Gateway {
             pool: Pool::default(),
             security,
             next_any: AtomicUsize::new(0),
-            stop: stop_rx,
             spawn: spawn_tx,
-            alive: Mutex::new(Some(alive_tx)),
-            next_conn: AtomicU64::new(1),
         });
-        let spawner = {
-            let gw = gw.clone();
-            tokio::spawn(async move {
-                while let Some((tcp, listener, node)) = spawn_rx.recv().await {
-                    tokio::spawn(accept_loop(gw.clone(), tcp, listener, Some(node)));
-                }
-            })
-        };
         gw.apply(&view).await?;
-        for (i, tcp) in sockets.into_iter().enumerate() {
-            tokio::spawn(accept_loop(gw.clone(), tcp, i, None));
-        }
         let refresher = tokio::spawn(refresh_loop(gw.clone()));
-        let member = gw.join_cluster();
-        shutdown.await;
-        info!("shutting down: no longer accepting");
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let member = gw.join_cluster(stop_rx);
+        // At shutdown the member starts leaving while the connections close.
+        let shutdown = async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        };
+        let front: Arc<dyn crate::server::Front> = Arc::new(conn::Front(gw.clone()));
+        // The shell serves koord's listeners and the broker ports presented on them, each
+        // connection behind the gateway's layer, until shutdown; then its connections close.
+        crate::server::serve(bound, broker, Some(front), Some(spawn_rx), shutdown).await;
         refresher.abort();
-        spawner.abort();
-        let _ = stop_tx.send(true);
         if let Some(member) = member {
             // It gives its shards up (their writes upstream first) and leaves the group.
             let _ = member.await;
         }
-        gw.alive.lock().unwrap_or_else(|e| e.into_inner()).take();
-        drop(gw);
-        while alive_rx.recv().await.is_some() {}
-        info!("all connections closed");
         Ok(())
     }
 
     /// Cluster mode: starts this node's membership in the nodes' upstream group, with the
     /// endpoint of each of its listeners; `None` outside a cluster.
-    fn join_cluster(&self) -> Option<tokio::task::JoinHandle<()>> {
+    fn join_cluster(&self, stop: watch::Receiver<bool>) -> Option<tokio::task::JoinHandle<()>> {
         let config = &self.broker.config;
         if !self.broker.coordinator.ownership().is_cluster() {
             return None;
@@ -381,7 +357,7 @@ impl Gateway {
             up.clone(),
             store.clone(),
             settings,
-            self.stop.clone(),
+            stop,
         )))
     }
 
@@ -460,8 +436,13 @@ impl Gateway {
                         ports,
                     },
                 );
-            for (i, tcp) in sockets.into_iter().enumerate() {
-                let _ = self.spawn.send((tcp, i, id));
+            for (l, tcp) in self.listeners.iter().zip(sockets) {
+                let _ = self.spawn.send(crate::server::Bound {
+                    tcp,
+                    listener: l.listener.clone(),
+                    tls: l.tls.clone(),
+                    stands_for: Some(id),
+                });
             }
         }
         Ok(())
@@ -612,95 +593,6 @@ async fn refresh_loop(gw: Arc<Gateway>) {
             warn!("upstream refresh: no upstream broker answered");
         }
     }
-}
-
-/// Accepts on one socket of koord listener `listener`: `target` is the upstream broker it
-/// stands for, `None` for the listener's own port (forwarded requests go to any broker).
-async fn accept_loop(gw: Arc<Gateway>, tcp: TcpListener, listener: usize, target: Option<i32>) {
-    let mut stop = gw.stop.clone();
-    let mut backoff = Duration::from_millis(10);
-    loop {
-        let accepted = tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            a = tcp.accept() => a,
-        };
-        let (stream, peer) = match accepted {
-            Ok(x) => {
-                backoff = Duration::from_millis(10);
-                x
-            }
-            Err(e) => {
-                warn!(error = %e, "accept failed");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-                continue;
-            }
-        };
-        let Ok(permit) = gw.limit.clone().try_acquire_owned() else {
-            debug!(%peer, "max.connections reached; closing new connection");
-            continue;
-        };
-        let Some(alive) = gw.alive.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
-            return;
-        };
-        let id = gw.next_conn.fetch_add(1, Ordering::Relaxed);
-        let name = gw
-            .listeners
-            .get(listener)
-            .map(|l| l.listener.name.clone())
-            .unwrap_or_default();
-        let span =
-            tracing::debug_span!("gw-conn", %peer, conn = id, listener = %name, node = ?target);
-        let gw2 = gw.clone();
-        tokio::spawn(
-            async move {
-                serve_socket(stream, listener, target, gw2).await;
-                drop(permit);
-                drop(alive);
-            }
-            .instrument(span),
-        );
-    }
-}
-
-/// One accepted socket: on a TLS listener the handshake first (as standalone koord does it),
-/// then the connection.
-async fn serve_socket(stream: TcpStream, listener: usize, target: Option<i32>, gw: Arc<Gateway>) {
-    let Some(peer) = crate::server::tcp_ready(&stream) else {
-        return;
-    };
-    let Some(l) = gw.listeners.get(listener) else {
-        return;
-    };
-    let metrics = crate::metrics::metrics();
-    metrics.connection_opened();
-    match &l.tls {
-        None => {
-            let at = conn::At {
-                peer,
-                listener,
-                tls_principal: None,
-                target,
-            };
-            conn::serve(stream, at, gw.clone()).await;
-        }
-        Some(tls) => {
-            let idle = Duration::from_millis(gw.broker.config.connections_max_idle_ms);
-            let mut stop = gw.stop.clone();
-            if let Some((stream, principal)) =
-                crate::server::tls_accept(stream, tls, idle, &mut stop).await
-            {
-                let at = conn::At {
-                    peer,
-                    listener,
-                    tls_principal: Some(principal),
-                    target,
-                };
-                conn::serve(stream, at, gw.clone()).await;
-            }
-        }
-    }
-    metrics.connection_closed();
 }
 
 #[cfg(test)]

@@ -12,11 +12,13 @@
 //! nothing but ApiVersions and the SASL exchange is served before authentication, and the
 //! principal the session established goes with every request.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::future::BoxFuture;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
@@ -40,10 +42,106 @@ pub struct Conn {
     pub tls_principal: Option<Principal>,
 }
 
+/// A forwarded request's answer, once it comes: the client's frame, or `None` to close the
+/// connection (the peer that was to answer went away, or its answer cannot be passed on).
+pub type Waiting = BoxFuture<'static, Option<Answer>>;
+
+/// A forwarded request's answer as the client gets it.
+pub enum Answer {
+    /// A whole response frame, length prefix included.
+    Whole(Bytes),
+    /// The peer's frame as it came (bytes 0..4 its correlation id), passed on behind the
+    /// client's correlation id `corr`.
+    Pass { corr: i32, frame: Bytes },
+}
+
+/// What a [`Layer`] makes of a request.
+pub enum Routed {
+    /// koord's own: run through dispatch as on any connection.
+    Own,
+    /// Answered by the layer at once (a whole frame).
+    Answered(Bytes),
+    /// Forwarded: its answer comes later, and leaves in request order.
+    Forwarded(Waiting),
+    /// Nothing to answer (Produce with acks=0).
+    Silent,
+    Close,
+}
+
+/// A layer in front of dispatch, one per connection: gateway mode's, which per API serves a
+/// request as koord's own or forwards it to the upstream broker the port stands for. It sees
+/// each request the session admitted, except the SASL exchange and Heartbeat (always koord's).
+pub trait Layer: Send {
+    fn route<'a>(
+        &'a mut self,
+        frame: &'a Bytes,
+        key: ApiKey,
+        version: i16,
+    ) -> BoxFuture<'a, Routed>;
+}
+
+/// Forwarded requests of one connection in flight at once.
+const PIPELINE: usize = 32;
+/// How long the answers before a failed authentication's may take to be written.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// An answer queued behind a forwarded one, in request order.
+enum Queued {
+    Ready(Bytes),
+    Waiting(Waiting),
+}
+
+/// What woke the connection.
+enum Event {
+    Stop,
+    Frame(Result<Option<Bytes>, FrameError>),
+    Idle,
+    Answer(Option<Answer>),
+}
+
+/// The answer of the forwarded request at the head of `queue`.
+async fn head(queue: &mut VecDeque<Queued>) -> Option<Answer> {
+    match queue.front_mut() {
+        Some(Queued::Waiting(answer)) => answer.await,
+        _ => std::future::pending().await,
+    }
+}
+
+/// Appends a forwarded request's answer to `out`; a large passed frame is written as it is,
+/// after what `out` holds.
+async fn put_answer<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    out: &mut BytesMut,
+    answer: Answer,
+) -> std::io::Result<()> {
+    match answer {
+        Answer::Whole(b) => out.put_slice(&b),
+        Answer::Pass { corr, frame } if frame.len() <= HOLD_BYTES => {
+            out.put_i32(frame.len() as i32);
+            out.put_i32(corr);
+            out.put_slice(&frame[4..]);
+        }
+        Answer::Pass { corr, frame } => {
+            write_out(wr, out).await?;
+            let head = [(frame.len() as i32).to_be_bytes(), corr.to_be_bytes()];
+            wr.write_all(head.as_flattened()).await?;
+            wr.write_all(&frame[4..]).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Serves one connection over `stream` until the peer closes it, it misbehaves, or shutdown is
-/// signalled (then the request being served is finished first).
-pub async fn serve<S>(stream: S, conn: Conn, broker: Arc<Broker>, mut stop: watch::Receiver<bool>)
-where
+/// signalled (then the request being served is finished first). `layer` (gateway mode) sees
+/// each request before dispatch; a request it forwards is answered in request order, while
+/// the connection goes on reading (up to [`PIPELINE`] in flight).
+pub async fn serve<S>(
+    stream: S,
+    conn: Conn,
+    broker: Arc<Broker>,
+    mut stop: watch::Receiver<bool>,
+    mut layer: Option<Box<dyn Layer>>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let mut session = Session::new(
@@ -63,78 +161,174 @@ where
     // Answers not yet written: each response is encoded here, and they leave together when the
     // flush policy says so. Reused from request to request (no allocation per answer).
     let mut out = BytesMut::new();
+    // Answers behind a forwarded request's, in request order (empty without a layer).
+    let mut queue: VecDeque<Queued> = VecDeque::new();
     let max = broker.config.socket_request_max_bytes;
     let idle = std::time::Duration::from_millis(broker.config.connections_max_idle_ms);
     debug!("connection open");
     loop {
-        let frame = tokio::select! {
+        while let Some(Queued::Ready(_)) = queue.front() {
+            if let Some(Queued::Ready(b)) = queue.pop_front() {
+                out.put_slice(&b);
+            }
+        }
+        if matches!(queue.front(), Some(Queued::Waiting(_)))
+            && write_out(&mut wr, &mut out).await.is_err()
+        {
+            break;
+        }
+        let event = tokio::select! {
             biased;
-            _ = stop.wait_for(|s| *s) => break,
-            f = tokio::time::timeout(idle, read_frame(&mut rd, &mut buf, max)) => match f {
-                Ok(f) => f,
-                Err(_) => {
-                    debug!(idle_ms = idle.as_millis() as u64, "idle; closing");
-                    break;
-                }
+            _ = stop.wait_for(|s| *s) => Event::Stop,
+            a = head(&mut queue), if !queue.is_empty() => Event::Answer(a),
+            f = tokio::time::timeout(idle, read_frame(&mut rd, &mut buf, max)), if queue.len() < PIPELINE => match f {
+                Ok(f) => Event::Frame(f),
+                Err(_) => Event::Idle,
             },
         };
-        let frame = match frame {
-            Ok(Some(f)) => f,
-            Ok(None) => {
+        let frame = match event {
+            Event::Stop => break,
+            Event::Idle => {
+                debug!(idle_ms = idle.as_millis() as u64, "idle; closing");
+                break;
+            }
+            Event::Answer(answer) => {
+                queue.pop_front();
+                let Some(answer) = answer else { break };
+                if let Err(e) = put_answer(&mut wr, &mut out, answer).await {
+                    debug!(error = %e, "write failed");
+                    break;
+                }
+                if queue.is_empty() {
+                    if let Err(e) = flush_unless_next_is_quick(&mut wr, &mut out, &buf, max).await {
+                        debug!(error = %e, "write failed");
+                        break;
+                    }
+                }
+                continue;
+            }
+            Event::Frame(Ok(Some(f))) => f,
+            Event::Frame(Ok(None)) => {
                 debug!("peer closed");
                 break;
             }
-            Err(FrameError::Io(e)) => {
+            Event::Frame(Err(FrameError::Io(e))) => {
                 debug!(error = %e, "read failed");
                 break;
             }
-            Err(e) => {
+            Event::Frame(Err(e)) => {
                 debug!(error = %e, "bad frame; closing");
                 break;
             }
         };
-        if session.expects_raw_token() {
+        // Where this request's own answer starts in `out`: behind a forwarded request's, it
+        // waits in the queue instead.
+        let mark = out.len();
+        let step = if session.expects_raw_token() {
             // After SaslHandshake v0 the SASL tokens come as bare frames.
-            let Some(token) = session
+            match session
                 .raw_token(&frame, &broker.credentials, Instant::now())
                 .await
-            else {
-                debug!("SASL authentication failed; closing");
-                failed_authentication_delay(&broker, &mut stop).await;
-                break;
-            };
-            ctx.principal = session.principal().clone();
-            out.put_i32(token.len() as i32);
-            out.put_slice(&token);
-            if write_out(&mut wr, &mut out).await.is_err() {
-                break;
+            {
+                Some(token) => {
+                    ctx.principal = session.principal().clone();
+                    out.put_i32(token.len() as i32);
+                    out.put_slice(&token);
+                    Step::Wrote
+                }
+                None => {
+                    debug!("SASL authentication failed; closing");
+                    // No answer in v0; the close waits as a failed SaslAuthenticate's does.
+                    Step::WriteThenClose
+                }
             }
-            continue;
-        }
-        let step = if is_heartbeat(&frame) {
+        } else if is_heartbeat(&frame) {
             heartbeats(frame, &mut buf, max, &broker, &ctx, &session, &mut out).await
         } else {
-            step(frame, &broker, &mut ctx, &mut session, &mut stop, &mut out).await
+            let routed = match layer.as_mut() {
+                Some(layer) => route(layer.as_mut(), &frame, &session).await,
+                None => Routed::Own,
+            };
+            match routed {
+                Routed::Own => {
+                    step(frame, &broker, &mut ctx, &mut session, &mut stop, &mut out).await
+                }
+                Routed::Answered(b) => {
+                    out.put_slice(&b);
+                    Step::Wrote
+                }
+                Routed::Forwarded(answer) => {
+                    queue.push_back(Queued::Waiting(answer));
+                    continue;
+                }
+                Routed::Silent => Step::Silent,
+                Routed::Close => Step::Close,
+            }
         };
+        if !queue.is_empty() {
+            let own = out.split_off(mark).freeze();
+            if !own.is_empty() {
+                queue.push_back(Queued::Ready(own));
+            }
+        }
         match step {
             // Answers held back for a request without one (Silent) leave now too.
             Step::Wrote | Step::Silent => {
-                if let Err(e) = flush_unless_next_is_quick(&mut wr, &mut out, &buf, max).await {
-                    debug!(error = %e, "write failed");
-                    break;
+                if queue.is_empty() {
+                    if let Err(e) = flush_unless_next_is_quick(&mut wr, &mut out, &buf, max).await {
+                        debug!(error = %e, "write failed");
+                        break;
+                    }
                 }
             }
             Step::WriteThenClose => {
                 failed_authentication_delay(&broker, &mut stop).await;
-                let _ = write_out(&mut wr, &mut out).await;
+                // The answers before it are written first (bounded: a peer that does not
+                // answer, or a client that reads nothing, is not waited for).
+                let _ = tokio::time::timeout(DRAIN, async {
+                    while let Some(q) = queue.pop_front() {
+                        let answer = match q {
+                            Queued::Ready(b) => Answer::Whole(b),
+                            Queued::Waiting(a) => match a.await {
+                                Some(a) => a,
+                                None => break,
+                            },
+                        };
+                        if put_answer(&mut wr, &mut out, answer).await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = write_out(&mut wr, &mut out).await;
+                })
+                .await;
                 break;
             }
             Step::Close => break,
         }
     }
-    // Answers held back for a request that closed the connection still leave.
+    // Answers held back for a request that closed the connection still leave (not those
+    // behind a forwarded request still unanswered).
     let _ = write_out(&mut wr, &mut out).await;
     let _ = wr.shutdown().await;
+}
+
+/// A request through the connection's layer: admitted by the session first (the SASL
+/// exchange, and a request the session refuses, go to [`step`] as they would without one).
+async fn route(layer: &mut dyn Layer, frame: &Bytes, session: &Session) -> Routed {
+    if frame.len() < 8 {
+        debug!(len = frame.len(), "request frame too short; closing");
+        return Routed::Close;
+    }
+    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let Ok(key) = ApiKey::try_from(raw_key) else {
+        debug!(key = raw_key, "unknown API key; closing");
+        return Routed::Close;
+    };
+    match session.admit(key, Instant::now()) {
+        Admit::Serve => layer.route(frame, key, version).await,
+        Admit::Sasl | Admit::Close(_) => Routed::Own,
+    }
 }
 
 /// The most answers held back for the next request's: more leave at once.
@@ -559,7 +753,7 @@ mod tests {
             listener: RequestContext::plaintext(&broker, peer).listener,
             tls_principal: None,
         };
-        let served = tokio::spawn(serve(server, conn, broker, stop_rx));
+        let served = tokio::spawn(serve(server, conn, broker, stop_rx, None));
 
         // Even correlation ids: a group nobody joined (UNKNOWN_MEMBER_ID); odd: an empty
         // group id (INVALID_GROUP_ID). More than one run's worth.
@@ -645,7 +839,7 @@ mod tests {
             listener: RequestContext::plaintext(&broker, peer).listener,
             tls_principal: None,
         };
-        let served = tokio::spawn(serve(server, conn, broker, stop_rx));
+        let served = tokio::spawn(serve(server, conn, broker, stop_rx, None));
 
         let v = 3;
         let req = ApiVersionsRequest::default()

@@ -1,5 +1,7 @@
-//! The async shell: the accept loops of the listeners, the connection limit and graceful
-//! shutdown.
+//! The async shell of both modes: the accept loops of the listeners, the connection limit and
+//! graceful shutdown. In gateway mode a [`Front`] puts a layer in front of each connection's
+//! dispatch ([`connection::Layer`]) and hands over the sockets of the upstream brokers it
+//! presents as they appear; everything else is the same code.
 //!
 //! `run_listeners` takes its shutdown trigger from the caller (a signal in `main`, a channel in
 //! tests), as mini-redis does. Each listener accepts on a task of its own and hands its sockets
@@ -35,10 +37,25 @@ pub struct Bound {
     pub tcp: TcpListener,
     pub listener: Arc<Listener>,
     pub tls: Option<Arc<Tls>>,
+    /// Gateway mode: the upstream broker this socket stands for (`None`: the listener's own
+    /// port).
+    pub stands_for: Option<i32>,
 }
 
-/// One accepted socket and the listener it came in on.
-type Accepted = (TcpStream, SocketAddr, Arc<Listener>, Option<Arc<Tls>>);
+/// An accepted socket, with where it came in.
+struct Accepted {
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: Arc<Listener>,
+    tls: Option<Arc<Tls>>,
+    stands_for: Option<i32>,
+}
+
+/// What stands in front of every connection's dispatch (gateway mode's layer maker).
+pub trait Front: Send + Sync + 'static {
+    /// The layer of a connection `conn` accepted on a socket standing for `stands_for`.
+    fn layer(&self, conn: &Conn, stands_for: Option<i32>) -> Option<Box<dyn connection::Layer>>;
+}
 
 /// Serves one PLAINTEXT `listener`, advertising the broker's address, until `shutdown`
 /// completes, then drains connections.
@@ -56,6 +73,7 @@ pub async fn run(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Futu
         tcp: listener,
         listener: Arc::new(info),
         tls: None,
+        stands_for: None,
     };
     run_listeners(vec![bound], broker, shutdown).await;
 }
@@ -66,6 +84,19 @@ pub async fn run_listeners(
     broker: Arc<Broker>,
     shutdown: impl Future<Output = ()>,
 ) {
+    serve(bound, broker, None, None, shutdown).await;
+}
+
+/// Serves `bound` (and in gateway mode the sockets `more` brings as upstream brokers are
+/// presented) until `shutdown` completes, each connection behind `front`'s layer if there is
+/// one; then stops accepting, tells every connection to close and returns once all have.
+pub async fn serve(
+    bound: Vec<Bound>,
+    broker: Arc<Broker>,
+    front: Option<Arc<dyn Front>>,
+    mut more: Option<mpsc::UnboundedReceiver<Bound>>,
+    shutdown: impl Future<Output = ()>,
+) {
     let limit = Arc::new(Semaphore::new(broker.config.max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     let (accepted_tx, mut accepted) = mpsc::channel::<Accepted>(64);
@@ -73,47 +104,80 @@ pub async fn run_listeners(
     for b in bound {
         accepting.spawn(accept_loop(b, accepted_tx.clone()));
     }
-    drop(accepted_tx);
     let mut conns = JoinSet::new();
     let next_id = AtomicU64::new(1);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
-            Some((stream, peer, listener, tls)) = accepted.recv() => {
+            Some(b) = async { more.as_mut()?.recv().await }, if more.is_some() => {
+                accepting.spawn(accept_loop(b, accepted_tx.clone()));
+            }
+            Some(a) = accepted.recv() => {
                 let Ok(permit) = limit.clone().try_acquire_owned() else {
-                    debug!(%peer, "max.connections reached; closing new connection");
-                    drop(stream);
+                    debug!(peer = %a.peer, "max.connections reached; closing new connection");
+                    drop(a);
                     continue;
                 };
                 let id = next_id.fetch_add(1, Ordering::Relaxed);
                 let broker = broker.clone();
                 let stop = stop_rx.clone();
-                let span = tracing::debug_span!("conn", %peer, conn = id, listener = %listener.name);
+                let front = front.clone();
+                let span = tracing::debug_span!("conn", peer = %a.peer, conn = id,
+                    listener = %a.listener.name, node = ?a.stands_for);
                 conns.spawn(async move {
                     let metrics = crate::metrics::metrics();
                     metrics.connection_opened();
-                    if let Some(peer) = tcp_ready(&stream) {
-                        let conn = Conn { peer, listener, tls_principal: None };
-                        match tls {
-                            None => connection::serve(stream, conn, broker, stop).await,
-                            Some(tls) => serve_tls(stream, conn, &tls, broker, stop).await,
-                        }
-                    }
+                    serve_socket(a, broker, front, stop).await;
                     metrics.connection_closed();
                     drop(permit);
                 }.instrument(span));
             }
-            // Reap finished connection tasks so the set does not grow without bound.
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
     }
+    drop(accepted_tx);
     info!(open = conns.len(), "shutting down: no longer accepting");
     accepting.abort_all();
     while accepting.join_next().await.is_some() {}
     let _ = stop_tx.send(true);
     while conns.join_next().await.is_some() {}
     info!("all connections closed");
+}
+
+/// One accepted socket: on a TLS listener the handshake first, then the connection, behind
+/// `front`'s layer if there is one.
+async fn serve_socket(
+    a: Accepted,
+    broker: Arc<Broker>,
+    front: Option<Arc<dyn Front>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let Some(peer) = tcp_ready(&a.stream) else {
+        return;
+    };
+    let mut conn = Conn {
+        peer,
+        listener: a.listener,
+        tls_principal: None,
+    };
+    let layer = |conn: &Conn| front.as_ref().and_then(|f| f.layer(conn, a.stands_for));
+    match a.tls {
+        None => {
+            let layer = layer(&conn);
+            connection::serve(a.stream, conn, broker, stop, layer).await;
+        }
+        Some(tls) => {
+            let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
+            let Some((stream, principal)) = tls_accept(a.stream, &tls, idle, &mut stop).await
+            else {
+                return;
+            };
+            conn.tls_principal = Some(principal);
+            let layer = layer(&conn);
+            connection::serve(stream, conn, broker, stop, layer).await;
+        }
+    }
 }
 
 /// Accepts on one listener and hands the sockets over until the receiver is gone.
@@ -133,39 +197,24 @@ async fn accept_loop(b: Bound, out: mpsc::Sender<Accepted>) {
                 continue;
             }
         };
-        if out
-            .send((stream, peer, b.listener.clone(), b.tls.clone()))
-            .await
-            .is_err()
-        {
+        let accepted = Accepted {
+            stream,
+            peer,
+            listener: b.listener.clone(),
+            tls: b.tls.clone(),
+            stands_for: b.stands_for,
+        };
+        if out.send(accepted).await.is_err() {
             return;
         }
     }
 }
 
-/// A TLS connection: the handshake (bounded by `connections.max.idle.ms`, abandoned on
-/// shutdown), then the connection served over the TLS stream with the client certificate's
-/// principal. A failed handshake (plaintext to a TLS listener, a bad certificate) closes it.
-async fn serve_tls(
-    stream: TcpStream,
-    mut conn: Conn,
-    tls: &Tls,
-    broker: Arc<Broker>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
-    let Some((stream, principal)) = tls_accept(stream, tls, idle, &mut stop).await else {
-        return;
-    };
-    conn.tls_principal = Some(principal);
-    connection::serve(stream, conn, broker, stop).await;
-}
-
 /// The server side of a TLS handshake on an accepted socket, bounded by `idle` and abandoned
 /// when `stop` turns true: the TLS stream and the client certificate's principal (ANONYMOUS
-/// without one), or `None` (logged; the socket is closed) when it fails. Standalone and gateway
-/// listeners alike.
-pub(crate) async fn tls_accept(
+/// without one), or `None` (logged; the socket is closed) when it fails. A failed handshake
+/// (plaintext to a TLS listener, a bad certificate) closes the socket.
+async fn tls_accept(
     stream: TcpStream,
     tls: &Tls,
     idle: Duration,
@@ -196,7 +245,7 @@ pub(crate) async fn tls_accept(
 
 /// An accepted socket's peer address (`None`, and the socket is closed, when the peer is
 /// already gone), with Nagle off: the flush policy batches answers, so a flush should send.
-pub(crate) fn tcp_ready(stream: &TcpStream) -> Option<SocketAddr> {
+fn tcp_ready(stream: &TcpStream) -> Option<SocketAddr> {
     let peer = match stream.peer_addr() {
         Ok(p) => p,
         Err(e) => {
