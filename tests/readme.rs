@@ -68,6 +68,6 @@ fn configuration_table_lists_every_key() {
         .collect();
     assert_eq!(
         documented, keys,
-        "README.md config-table vs src/config.rs KEYS"
+        "README.md config-table vs src/config/keys.rs KEYS"
     );
 }

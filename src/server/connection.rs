@@ -126,6 +126,8 @@ async fn put_answer<W: AsyncWrite + Unpin>(
             let head = [(frame.len() as i32).to_be_bytes(), corr.to_be_bytes()];
             wr.write_all(head.as_flattened()).await?;
             wr.write_all(&frame[4..]).await?;
+            // A TLS stream sends what it holds only when flushed.
+            wr.flush().await?;
         }
     }
     Ok(())
@@ -172,9 +174,15 @@ pub async fn serve<S>(
                 out.put_slice(&b);
             }
         }
-        if matches!(queue.front(), Some(Queued::Waiting(_)))
-            && write_out(&mut wr, &mut out).await.is_err()
-        {
+        // The flush policy: with nothing in flight, answers wait only for a quick request
+        // already buffered; before waiting on a forwarded answer, the ones before it leave.
+        let flushed = if queue.is_empty() {
+            flush_unless_next_is_quick(&mut wr, &mut out, &buf, max).await
+        } else {
+            write_out(&mut wr, &mut out).await
+        };
+        if let Err(e) = flushed {
+            debug!(error = %e, "write failed");
             break;
         }
         let event = tokio::select! {
@@ -198,12 +206,6 @@ pub async fn serve<S>(
                 if let Err(e) = put_answer(&mut wr, &mut out, answer).await {
                     debug!(error = %e, "write failed");
                     break;
-                }
-                if queue.is_empty() {
-                    if let Err(e) = flush_unless_next_is_quick(&mut wr, &mut out, &buf, max).await {
-                        debug!(error = %e, "write failed");
-                        break;
-                    }
                 }
                 continue;
             }
@@ -272,15 +274,9 @@ pub async fn serve<S>(
             }
         }
         match step {
-            // Answers held back for a request without one (Silent) leave now too.
-            Step::Wrote | Step::Silent => {
-                if queue.is_empty() {
-                    if let Err(e) = flush_unless_next_is_quick(&mut wr, &mut out, &buf, max).await {
-                        debug!(error = %e, "write failed");
-                        break;
-                    }
-                }
-            }
+            // Its answer leaves by the flush policy at the top of the loop (answers held back
+            // for a request without one, Silent, too).
+            Step::Wrote | Step::Silent => {}
             Step::WriteThenClose => {
                 failed_authentication_delay(&broker, &mut stop).await;
                 // The answers before it are written first (bounded: a peer that does not
