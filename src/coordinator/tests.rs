@@ -180,7 +180,7 @@ async fn two_members_form_a_group_through_parked_replies() {
     assert_eq!(c.heartbeat(gid("g"), hb(&b, Generation(2))).await, Ok(()));
     let listing = c.list();
     assert_eq!(listing.len(), 1);
-    assert_eq!(listing[0].state, ListedState::Classic(GroupState::Stable));
+    assert_eq!(listing[0].state, ListedState::classic(GroupState::Stable));
     assert_eq!(listing[0].protocol_type, "consumer");
     let described = c.describe(gid("g")).await.unwrap();
     assert_eq!(described.protocol, "range");
@@ -277,7 +277,7 @@ async fn simple_group_commit_fetch_delete() {
         listing[0].protocol_type, "",
         "a simple group has no protocol type"
     );
-    assert_eq!(listing[0].state, ListedState::Classic(GroupState::Empty));
+    assert_eq!(listing[0].state, ListedState::classic(GroupState::Empty));
     assert_eq!(c.delete_group(gid("s")).await, Ok(()));
     assert_eq!(
         c.delete_group(gid("s")).await,
@@ -404,7 +404,7 @@ async fn a_failed_delete_write_keeps_the_group() {
     store.fail_writes(false);
     let listing = c.list();
     assert_eq!(listing.len(), 1, "{listing:?}");
-    assert_eq!(listing[0].state, ListedState::Classic(GroupState::Empty));
+    assert_eq!(listing[0].state, ListedState::classic(GroupState::Empty));
     assert_eq!(c.fetch_offsets(gid("s"), None).await[0].offset, 7);
     assert_eq!(stored_group_ids(&store), vec!["s".to_string()]);
     assert_eq!(
@@ -438,7 +438,7 @@ async fn a_failed_assignment_write_fails_the_sync_and_rebalances() {
         )
         .await;
     assert_eq!(reply.error, Some(GroupError::NotCoordinator));
-    assert_ne!(c.list()[0].state, ListedState::Classic(GroupState::Stable));
+    assert_ne!(c.list()[0].state, ListedState::classic(GroupState::Stable));
 }
 
 /// Retention with a manual clock removes expired offsets from the store, and the Empty group
@@ -561,7 +561,7 @@ async fn a_stable_group_survives_a_restart_in_its_generation() {
     let after = coordinator_on(&store);
     assert_eq!(
         after.list()[0].state,
-        ListedState::Classic(GroupState::Stable)
+        ListedState::classic(GroupState::Stable)
     );
     for _ in 0..5 {
         tokio::time::advance(Duration::from_millis(SESSION / 2)).await;
@@ -578,7 +578,7 @@ async fn a_stable_group_survives_a_restart_in_its_generation() {
     assert_eq!(after.fetch_offsets(gid("g"), None).await[0].offset, 7);
     assert_eq!(
         after.list()[0].state,
-        ListedState::Classic(GroupState::Stable)
+        ListedState::classic(GroupState::Stable)
     );
 }
 

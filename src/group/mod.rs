@@ -101,6 +101,7 @@
 pub mod classic;
 pub mod commands;
 pub mod consumer;
+pub mod core;
 pub mod member;
 pub mod missing;
 pub mod modern;

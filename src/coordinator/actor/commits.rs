@@ -297,7 +297,7 @@ impl GroupActor {
     fn delete_empty(&mut self, ctx: &Ctx, now: Timestamp, forget: bool) -> bool {
         let group = self.group.id().clone();
         self.forgetting = forget;
-        let deleted = match self.group.delete_unless_classic() {
+        let deleted = match self.group.delete_by_shell() {
             Some(result) => {
                 if result.is_ok() {
                     let tombstone = if forget {
@@ -309,10 +309,10 @@ impl GroupActor {
                 }
                 result.is_ok()
             }
-            None => match &mut self.group {
-                Core::Classic(group) => group.handle_delete(now).is_ok(),
-                _ => false,
-            },
+            None => self
+                .group
+                .get_mut::<ClassicGroup>()
+                .is_some_and(|group| group.handle_delete(now).is_ok()),
         };
         self.forgetting &= deleted;
         deleted

@@ -3,38 +3,37 @@
 //! and answers on their way to the store.
 
 use super::*;
-use crate::group::{classic, consumer, streams};
-use crate::vocab::stored::RecordChange;
+use crate::group::classic;
 
 impl GroupActor {
     /// An Empty classic or consumer group that a streams member joins becomes a streams group,
     /// keeping its offsets.
     pub(super) fn become_streams(&mut self, ctx: &Ctx) {
-        if !matches!(self.group, Core::Streams(_)) {
+        if !self.group.is::<StreamsGroup>() {
             let id = self.group.id().clone();
             let group = StreamsGroup::new(id, ctx.settings.streams.clone());
-            self.change_kind(ctx, Core::Streams(Box::new(group)), "streams");
+            self.change_kind(ctx, Core::new(group), "streams");
         }
     }
 
     /// An Empty consumer or streams group that a classic member joins becomes a classic group
     /// (Kafka's conversion of an empty group), keeping its offsets.
     pub(super) fn become_classic(&mut self, ctx: &Ctx, now: Timestamp) {
-        if !matches!(self.group, Core::Classic(_)) {
+        if !self.group.is::<ClassicGroup>() {
             let id = self.group.id().clone();
             let config = ctx.settings.group_config(&id);
             let group = ClassicGroup::new(id, config, now);
-            self.change_kind(ctx, Core::Classic(group), "classic");
+            self.change_kind(ctx, Core::new(group), "classic");
         }
     }
 
     /// An Empty classic or streams group that a consumer-protocol member joins becomes a
     /// consumer group, keeping its offsets.
     pub(super) fn become_consumer(&mut self, ctx: &Ctx) {
-        if !matches!(self.group, Core::Consumer(_)) {
+        if !self.group.is::<ConsumerGroup>() {
             let id = self.group.id().clone();
             let group = ConsumerGroup::new(id, ctx.settings.consumer.clone());
-            self.change_kind(ctx, Core::Consumer(Box::new(group)), "consumer");
+            self.change_kind(ctx, Core::new(group), "consumer");
         }
     }
 
@@ -59,10 +58,10 @@ impl GroupActor {
     /// A classic group upgraded to `group` (a heartbeat joined it): what the classic group
     /// had parked is told to join again, and the mutation that clears its stored records is
     /// returned, to go before the consumer group's.
-    pub(super) fn upgrade(&mut self, group: Box<ConsumerGroup>) -> Mutation {
+    pub(super) fn upgrade(&mut self, group: ConsumerGroup) -> Mutation {
         self.answer_parked(GroupError::RebalanceInProgress);
         let id = group.id().clone();
-        self.group = Core::Consumer(group);
+        self.group = Core::new(group);
         let _span = self.log_span();
         info!("classic group upgraded to a consumer group");
         Mutation::ClearGroupRecords { group: id }
@@ -71,9 +70,7 @@ impl GroupActor {
     /// A consumer group whose last consumer-protocol member left becomes the classic group of
     /// its classic members; the mutations that store it in place of the consumer group.
     fn downgrade(&mut self, ctx: &Ctx, now: Timestamp) -> Option<Vec<Mutation>> {
-        let Core::Consumer(group) = &mut self.group else {
-            return None;
-        };
+        let group = self.group.get_mut::<ConsumerGroup>()?;
         let downgrade = group.take_downgrade()?;
         let id = group.id().clone();
         let classic = ClassicGroup::from_consumer_group(
@@ -84,7 +81,7 @@ impl GroupActor {
             now,
         );
         let record = classic.metadata_record();
-        self.group = Core::Classic(classic);
+        self.group = Core::new(classic);
         let _span = self.log_span();
         info!(
             "consumer group downgraded to a classic group: its last consumer-protocol member left"
@@ -130,23 +127,12 @@ impl GroupActor {
         }
     }
 
-    /// The modern group's records as mutations (empty for a classic group).
+    /// The group's records as mutations (none for a classic group: its record goes out
+    /// through its outputs).
     fn consumer_mutations(&mut self) -> Vec<Mutation> {
         let id = self.group.id().clone();
-        let changes: Vec<RecordChange> = match &mut self.group {
-            Core::Streams(group) => group
-                .take_records()
-                .into_iter()
-                .map(streams::codec::change)
-                .collect(),
-            Core::Consumer(group) => group
-                .take_records()
-                .into_iter()
-                .map(consumer::codec::change)
-                .collect(),
-            Core::Classic(_) => Vec::new(),
-        };
-        changes
+        self.group
+            .take_stored()
             .into_iter()
             .map(|c| Mutation::group_record(id.clone(), c))
             .collect()

@@ -492,7 +492,7 @@ impl GroupActor {
                 delete_reply,
             } => {
                 let now = ctx.clock.now();
-                if let Core::Classic(group) = &mut self.group {
+                if let Some(group) = self.group.get_mut::<ClassicGroup>() {
                     group.handle_write_complete(write, error.map_or(Ok(()), Err), now);
                 }
                 if let Some(reply) = delete_reply {
@@ -541,11 +541,7 @@ impl GroupActor {
                     reply(error);
                 }
                 if error.is_some() {
-                    match &mut self.group {
-                        Core::Consumer(group) => group.handle_write_failed(),
-                        Core::Streams(group) => group.handle_write_failed(),
-                        Core::Classic(_) => {}
-                    }
+                    self.group.handle_write_failed();
                 }
                 if let Some(reply) = delete_reply {
                     self.finish_delete(reply, error);
@@ -614,30 +610,27 @@ impl GroupActor {
         match cmd {
             Command::Join(mut req, reply) => {
                 self.become_classic(ctx, now);
-                let group = match &mut self.group {
-                    Core::Classic(group) => group,
-                    Core::Streams(_) => {
-                        let _ = reply.send(JoinReply::error(
-                            GroupError::InconsistentGroupProtocol,
-                            MemberId::unknown(),
-                        ));
-                        return;
-                    }
-                    // A classic member of a consumer group with members.
-                    Core::Consumer(group) => {
-                        let answer = group.handle_classic_join(&req, image, now);
-                        self.flush_consumer(
-                            ctx,
-                            Vec::new(),
-                            Some(Box::new(move |error| {
-                                let _ =
-                                    reply.send(error.map_or(answer, |e| {
-                                        JoinReply::error(e, MemberId::unknown())
-                                    }));
-                            })),
-                        );
-                        return;
-                    }
+                // A classic member of a consumer group with members.
+                if let Some(group) = self.group.get_mut::<ConsumerGroup>() {
+                    let answer = group.handle_classic_join(&req, image, now);
+                    self.flush_consumer(
+                        ctx,
+                        Vec::new(),
+                        Some(Box::new(move |error| {
+                            let _ = reply.send(
+                                error.map_or(answer, |e| JoinReply::error(e, MemberId::unknown())),
+                            );
+                        })),
+                    );
+                    return;
+                }
+                let Some(group) = self.group.get_mut::<ClassicGroup>() else {
+                    // A streams group with members.
+                    let _ = reply.send(JoinReply::error(
+                        GroupError::InconsistentGroupProtocol,
+                        MemberId::unknown(),
+                    ));
+                    return;
                 };
                 let token = RequestToken(self.next_token + 1);
                 self.next_token += 1;
@@ -647,58 +640,48 @@ impl GroupActor {
                 group.handle_join(*req, now);
                 self.core_call = started.elapsed();
             }
-            Command::Sync(mut req, reply) => match &mut self.group {
-                Core::Classic(group) => {
+            Command::Sync(mut req, reply) => {
+                if let Some(group) = self.group.get_mut::<ClassicGroup>() {
                     let token = RequestToken(self.next_token + 1);
                     self.next_token += 1;
                     req.token = token;
                     self.parked_syncs.insert(token, reply);
                     group.handle_sync(*req, now);
-                }
-                Core::Streams(_) => {
+                } else if let Some(group) = self.group.get_mut::<ConsumerGroup>() {
+                    match group.handle_classic_sync(&req, image, now) {
+                        Ok(answer) => self.flush_consumer(
+                            ctx,
+                            Vec::new(),
+                            Some(Box::new(move |error| {
+                                let _ = reply.send(error.map_or(answer, SyncReply::error));
+                            })),
+                        ),
+                        Err(e) => {
+                            let _ = reply.send(SyncReply::error(e));
+                        }
+                    }
+                } else {
                     let _ = reply.send(SyncReply::error(GroupError::UnknownMemberId));
                 }
-                Core::Consumer(group) => match group.handle_classic_sync(&req, image, now) {
-                    Ok(answer) => self.flush_consumer(
-                        ctx,
-                        Vec::new(),
-                        Some(Box::new(move |error| {
-                            let _ = reply.send(error.map_or(answer, SyncReply::error));
-                        })),
-                    ),
-                    Err(e) => {
-                        let _ = reply.send(SyncReply::error(e));
-                    }
-                },
-            },
+            }
             Command::Heartbeat(req, reply) => {
-                let _ = reply.send(match &mut self.group {
-                    Core::Classic(group) => {
-                        // A heartbeat moves a session deadline and nothing ListGroups shows.
-                        self.listing_unchanged = true;
-                        group.handle_heartbeat(&req, now)
-                    }
-                    Core::Consumer(group) => group.handle_classic_heartbeat(&req, now),
-                    Core::Streams(_) => Err(GroupError::UnknownMemberId),
-                });
+                let answer = if let Some(group) = self.group.get_mut::<ClassicGroup>() {
+                    // A heartbeat moves a session deadline and nothing ListGroups shows.
+                    self.listing_unchanged = true;
+                    group.handle_heartbeat(&req, now)
+                } else if let Some(group) = self.group.get_mut::<ConsumerGroup>() {
+                    group.handle_classic_heartbeat(&req, now)
+                } else {
+                    Err(GroupError::UnknownMemberId)
+                };
+                let _ = reply.send(answer);
             }
             Command::Leave(req, reply) => {
                 let started = Instant::now();
-                let outcome = match &mut self.group {
-                    Core::Classic(group) => group.handle_leave(&req, now),
-                    Core::Streams(_) => LeaveOutcome {
-                        error: None,
-                        members: req
-                            .members
-                            .iter()
-                            .map(|l| LeaveMemberResult {
-                                member_id: l.member_id.clone(),
-                                instance_id: l.instance_id.clone(),
-                                error: Some(GroupError::UnknownMemberId),
-                            })
-                            .collect(),
-                    },
-                    Core::Consumer(group) => LeaveOutcome {
+                let outcome = if let Some(group) = self.group.get_mut::<ClassicGroup>() {
+                    group.handle_leave(&req, now)
+                } else if let Some(group) = self.group.get_mut::<ConsumerGroup>() {
+                    LeaveOutcome {
                         error: None,
                         members: group
                             .handle_classic_leave(&req.members, image)
@@ -709,7 +692,20 @@ impl GroupActor {
                                 error,
                             })
                             .collect(),
-                    },
+                    }
+                } else {
+                    LeaveOutcome {
+                        error: None,
+                        members: req
+                            .members
+                            .iter()
+                            .map(|l| LeaveMemberResult {
+                                member_id: l.member_id.clone(),
+                                instance_id: l.instance_id.clone(),
+                                error: Some(GroupError::UnknownMemberId),
+                            })
+                            .collect(),
+                    }
                 };
                 self.core_call = started.elapsed();
                 let _ = reply.send(outcome);
@@ -719,8 +715,8 @@ impl GroupActor {
                     self.become_consumer(ctx);
                 }
                 // A member joining a classic group with members upgrades it, if it can.
-                let mut upgraded = match &self.group {
-                    Core::Classic(classic)
+                let mut upgraded = match self.group.get::<ClassicGroup>() {
+                    Some(classic)
                         if req.member_epoch == 0
                             && ConsumerGroup::can_upgrade(classic, &ctx.settings.consumer) =>
                     {
@@ -730,7 +726,7 @@ impl GroupActor {
                             image,
                             now,
                         ) {
-                            Ok(group) => Some(Box::new(group)),
+                            Ok(group) => Some(group),
                             Err(refusal) => {
                                 let _ = reply.send(Err(refusal));
                                 return;
@@ -739,13 +735,14 @@ impl GroupActor {
                     }
                     _ => None,
                 };
-                let group = match (&mut self.group, &mut upgraded) {
+                let id = self.group.id().clone();
+                let group = match (self.group.get_mut::<ConsumerGroup>(), &mut upgraded) {
                     (_, Some(group)) => group,
-                    (Core::Consumer(group), None) => group,
-                    (Core::Classic(_) | Core::Streams(_), None) => {
+                    (Some(group), None) => group,
+                    (None, None) => {
                         // A classic or streams group with members (or a Dead one).
                         // Kafka 4.4's words (no full stop, unlike ConsumerGroupDescribe's).
-                        let message = format!("Group {} is not a consumer group", self.group.id());
+                        let message = format!("Group {id} is not a consumer group");
                         let _ = reply.send(Err(Refusal::new(GroupError::GroupIdNotFound, message)));
                         return;
                     }
@@ -774,8 +771,8 @@ impl GroupActor {
                 );
             }
             Command::ConsumerDescribe(reply) => {
-                let _ = reply.send(match &self.group {
-                    Core::Consumer(g) if !self.group.is_dead() => Some(ConsumerGroupView {
+                let _ = reply.send(match self.group.get::<ConsumerGroup>() {
+                    Some(g) if !self.group.is_dead() => Some(ConsumerGroupView {
                         state: g.state(),
                         group_epoch: g.group_epoch(),
                         assignment_epoch: g.assignment_epoch(),
@@ -789,8 +786,9 @@ impl GroupActor {
                 if req.member_epoch == 0 {
                     self.become_streams(ctx);
                 }
-                let Core::Streams(group) = &mut self.group else {
-                    let message = format!("Group {} is not a streams group.", self.group.id());
+                let id = self.group.id().clone();
+                let Some(group) = self.group.get_mut::<StreamsGroup>() else {
+                    let message = format!("Group {id} is not a streams group.");
                     let _ = reply.send(Err(Refusal::new(GroupError::GroupIdNotFound, message)));
                     return;
                 };
@@ -813,8 +811,8 @@ impl GroupActor {
                 }
             }
             Command::StreamsDescribe(reply) => {
-                let _ = reply.send(match &self.group {
-                    Core::Streams(g) if !g.is_dead() => Some(streams_view(g)),
+                let _ = reply.send(match self.group.get::<StreamsGroup>() {
+                    Some(g) if !g.is_dead() => Some(streams_view(g)),
                     _ => None,
                 });
             }
@@ -871,7 +869,7 @@ impl GroupActor {
             return;
         }
         let id = self.group.id().clone();
-        match self.group.delete_unless_classic() {
+        match self.group.delete_by_shell() {
             Some(Ok(())) => {
                 let batch = vec![Mutation::DeleteGroup { group: id }];
                 self.submit_consumer(ctx, batch, Vec::new(), Some(reply));
@@ -880,7 +878,7 @@ impl GroupActor {
                 let _ = reply.send(Err(e));
             }
             None => {
-                let Core::Classic(group) = &mut self.group else {
+                let Some(group) = self.group.get_mut::<ClassicGroup>() else {
                     return;
                 };
                 match group.handle_delete(now) {
@@ -907,7 +905,7 @@ impl GroupActor {
     /// Delivers every output of the core; records go to the storage task, and their
     /// completions come back through [`GroupActor::complete`].
     fn drain(&mut self, ctx: &Ctx) {
-        if let Core::Streams(group) = &mut self.group {
+        if let Some(group) = self.group.get_mut::<StreamsGroup>() {
             let events = group.take_events();
             if !events.is_empty() {
                 let now = ctx.clock.now();
@@ -929,7 +927,7 @@ impl GroupActor {
             // Records a timer or a fenced member produced (heartbeats submit their own).
             self.flush_consumer(ctx, Vec::new(), None);
         }
-        if let Core::Consumer(group) = &mut self.group {
+        if let Some(group) = self.group.get_mut::<ConsumerGroup>() {
             let events = group.take_events();
             if !events.is_empty() {
                 let now = ctx.clock.now();
@@ -954,10 +952,11 @@ impl GroupActor {
             self.flush_consumer(ctx, Vec::new(), None);
             self.observe_consumer(ctx);
         }
-        while let Some(out) = match &mut self.group {
-            Core::Classic(group) => group.poll_output(),
-            Core::Consumer(_) | Core::Streams(_) => None,
-        } {
+        while let Some(out) = self
+            .group
+            .get_mut::<ClassicGroup>()
+            .and_then(ClassicGroup::poll_output)
+        {
             match out {
                 Output::JoinReply { token, reply } => {
                     if let Some(tx) = self.parked_joins.remove(&token) {

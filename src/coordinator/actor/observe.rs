@@ -5,11 +5,8 @@ use super::*;
 
 impl GroupActor {
     pub(super) fn describe(&self) -> Option<GroupDescription> {
-        let group = match &self.group {
-            Core::Classic(group) => group,
-            // DescribeGroups describes classic groups only (Kafka 4.x).
-            Core::Consumer(_) | Core::Streams(_) => return None,
-        };
+        // DescribeGroups describes classic groups only (Kafka 4.x).
+        let group = self.group.get::<ClassicGroup>()?;
         let state = group.state();
         if state == GroupState::Dead {
             return None;
@@ -45,7 +42,7 @@ impl GroupActor {
 
     /// Follows one of the core's events for the status page's history and the metrics.
     pub(super) fn observe(&mut self, ctx: &Ctx, event: &GroupEvent) {
-        let Core::Classic(group) = &self.group else {
+        let Some(group) = self.group.get::<ClassicGroup>() else {
             return;
         };
         let now = ctx.clock.now();
@@ -92,7 +89,7 @@ impl GroupActor {
     /// A consumer group's rounds for the status page and metrics: one ends when the group is
     /// Stable at a new target epoch (every member reconciled), or when it empties.
     pub(super) fn observe_consumer(&mut self, ctx: &Ctx) {
-        let Core::Consumer(group) = &self.group else {
+        let Some(group) = self.group.get::<ConsumerGroup>() else {
             return;
         };
         let now = ctx.clock.now();
@@ -149,11 +146,13 @@ impl GroupActor {
         if self.group.is_dead() {
             return None;
         }
-        let group = match &self.group {
-            Core::Classic(group) => group,
-            Core::Consumer(group) => return Some(self.consumer_snapshot(ctx, group)),
-            Core::Streams(group) => return Some(self.streams_snapshot(group)),
-        };
+        if let Some(group) = self.group.get::<ConsumerGroup>() {
+            return Some(self.consumer_snapshot(ctx, group));
+        }
+        if let Some(group) = self.group.get::<StreamsGroup>() {
+            return Some(self.streams_snapshot(group));
+        }
+        let group = self.group.get::<ClassicGroup>()?;
         let state = group.state();
         let now = ctx.clock.now();
         Some(GroupSnapshot {

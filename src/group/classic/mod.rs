@@ -792,3 +792,91 @@ impl ClassicGroup {
         self.state.can_transition_to(GroupState::PreparingRebalance)
     }
 }
+
+impl super::core::GroupCore for ClassicGroup {
+    fn id(&self) -> &GroupId {
+        &self.id
+    }
+
+    fn kind(&self) -> crate::vocab::stored::GroupKind {
+        codec::KIND
+    }
+
+    fn state_name(&self) -> &'static str {
+        self.state.as_str()
+    }
+
+    fn is_dead(&self) -> bool {
+        self.state == GroupState::Dead
+    }
+
+    fn is_empty(&self) -> bool {
+        self.state == GroupState::Empty
+    }
+
+    fn num_members(&self) -> usize {
+        self.members.len()
+    }
+
+    fn protocol_type(&self) -> &str {
+        self.protocol_type.as_deref().unwrap_or_default()
+    }
+
+    fn next_deadline(&self) -> Option<Timestamp> {
+        self.timers.next_deadline()
+    }
+
+    fn handle_timeout(&mut self, _image: &dyn super::consumer::TopicImage, now: Timestamp) {
+        ClassicGroup::handle_timeout(self, now);
+    }
+
+    /// A classic group deletes itself through its outputs.
+    fn delete(&mut self) -> Option<Result<(), GroupError>> {
+        None
+    }
+
+    fn check_offset_commit(
+        &mut self,
+        auth: &super::OffsetCommitAuth,
+        _api_version: i16,
+        now: Timestamp,
+    ) -> Result<(), GroupError> {
+        self.validate_offset_commit(auth, now)
+    }
+
+    /// A classic group checks nothing of a fetch.
+    fn check_offset_fetch(&self, _member: &Option<(MemberId, i32)>) -> Result<(), GroupError> {
+        Ok(())
+    }
+
+    fn serves_offset_fetch(&self) -> bool {
+        ClassicGroup::serves_offset_fetch(self)
+    }
+
+    fn check_offset_delete(&self) -> Result<(), GroupError> {
+        self.validate_offset_delete()
+    }
+
+    fn subscribes_to(&self, topic: &str, _image: &dyn super::consumer::TopicImage) -> bool {
+        self.is_subscribed_to_topic(topic)
+    }
+
+    fn offset_expiration_base(&self) -> Option<crate::vocab::ExpirationBase> {
+        ClassicGroup::offset_expiration_base(self)
+    }
+
+    fn take_stored(&mut self) -> Vec<crate::vocab::stored::RecordChange> {
+        Vec::new()
+    }
+
+    /// Its writes complete through `handle_write_complete`.
+    fn handle_write_failed(&mut self) {}
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}

@@ -55,17 +55,8 @@ pub const LEAVE_EPOCH: i32 = -1;
 /// now and keeps its partitions until its session expires.
 pub const LEAVE_STATIC_EPOCH: i32 = -2;
 
-/// The topics the group can see: a read-only view of the node's topic metadata.
-pub trait TopicImage: std::fmt::Debug {
-    /// Changes whenever a topic is created, deleted or gets more partitions.
-    fn version(&self) -> u64;
-    /// A topic's id and partition count.
-    fn topic(&self, name: &str) -> Option<(TopicId, u32)>;
-    /// Every topic's name (regular expressions are matched against them).
-    fn names(&self) -> Vec<String>;
-    /// A topic's name by id.
-    fn name_of(&self, id: TopicId) -> Option<String>;
-}
+// The topics a group can see, defined with what the shell asks of any group.
+pub use super::core::TopicImage;
 
 /// The settings of consumer groups (Kafka's `group.consumer.*`).
 #[derive(Debug, Clone)]
@@ -1322,5 +1313,104 @@ impl ModernMember for ConsumerMember {
 
     fn instance_id(&self) -> Option<&InstanceId> {
         self.instance_id.as_ref()
+    }
+}
+
+impl super::core::GroupCore for ConsumerGroup {
+    fn id(&self) -> &GroupId {
+        self.base.id()
+    }
+
+    fn kind(&self) -> crate::vocab::stored::GroupKind {
+        codec::KIND
+    }
+
+    fn state_name(&self) -> &'static str {
+        self.state().as_str()
+    }
+
+    fn is_dead(&self) -> bool {
+        self.state() == ConsumerGroupState::Dead
+    }
+
+    fn is_empty(&self) -> bool {
+        self.state() == ConsumerGroupState::Empty
+    }
+
+    fn num_members(&self) -> usize {
+        self.base.members.len()
+    }
+
+    fn protocol_type(&self) -> &str {
+        "consumer"
+    }
+
+    fn next_deadline(&self) -> Option<Timestamp> {
+        self.base.next_deadline()
+    }
+
+    fn handle_timeout(&mut self, image: &dyn TopicImage, now: Timestamp) {
+        ConsumerGroup::handle_timeout(self, image, now);
+    }
+
+    fn delete(&mut self) -> Option<Result<(), GroupError>> {
+        Some(ConsumerGroup::delete(self))
+    }
+
+    fn check_offset_commit(
+        &mut self,
+        auth: &super::OffsetCommitAuth,
+        api_version: i16,
+        _now: Timestamp,
+    ) -> Result<(), GroupError> {
+        self.validate_offset_commit(
+            &auth.member_id,
+            auth.generation.0,
+            auth.transactional,
+            api_version,
+        )
+    }
+
+    fn check_offset_fetch(&self, member: &Option<(MemberId, i32)>) -> Result<(), GroupError> {
+        match member {
+            Some((id, epoch)) => self.validate_offset_fetch(Some(id), *epoch),
+            None => Ok(()),
+        }
+    }
+
+    fn serves_offset_fetch(&self) -> bool {
+        self.state() != ConsumerGroupState::Dead
+    }
+
+    fn check_offset_delete(&self) -> Result<(), GroupError> {
+        if self.state() == ConsumerGroupState::Dead {
+            return Err(GroupError::GroupIdNotFound);
+        }
+        Ok(())
+    }
+
+    fn subscribes_to(&self, topic: &str, image: &dyn TopicImage) -> bool {
+        self.is_subscribed_to(topic, image)
+    }
+
+    /// Offsets age from their commit.
+    fn offset_expiration_base(&self) -> Option<crate::vocab::ExpirationBase> {
+        Some(crate::vocab::ExpirationBase::CommitTimestamp)
+    }
+
+    fn take_stored(&mut self) -> Vec<crate::vocab::stored::RecordChange> {
+        self.take_records().into_iter().map(codec::change).collect()
+    }
+
+    fn handle_write_failed(&mut self) {
+        ConsumerGroup::handle_write_failed(self);
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
     }
 }

@@ -25,3 +25,100 @@ pub use group::{
     StreamsHeartbeat, StreamsHeartbeatReply, StreamsRecord, StreamsTimer,
 };
 pub use member::{Endpoint, StreamsGroupRecord, StreamsMember, StreamsMemberState, TaskSet};
+
+use crate::group::core::TopicImage;
+use crate::vocab::{GroupError, GroupId, MemberId, Timestamp};
+
+impl crate::group::core::GroupCore for StreamsGroup {
+    fn id(&self) -> &GroupId {
+        (**self).id()
+    }
+
+    fn kind(&self) -> crate::vocab::stored::GroupKind {
+        codec::KIND
+    }
+
+    fn state_name(&self) -> &'static str {
+        self.state().as_str()
+    }
+
+    fn is_dead(&self) -> bool {
+        (**self).is_dead()
+    }
+
+    fn is_empty(&self) -> bool {
+        (**self).is_empty()
+    }
+
+    fn num_members(&self) -> usize {
+        self.members().len()
+    }
+
+    fn protocol_type(&self) -> &str {
+        "streams"
+    }
+
+    fn next_deadline(&self) -> Option<Timestamp> {
+        (**self).next_deadline()
+    }
+
+    fn handle_timeout(&mut self, image: &dyn TopicImage, now: Timestamp) {
+        StreamsGroup::handle_timeout(self, image, now);
+    }
+
+    fn delete(&mut self) -> Option<Result<(), GroupError>> {
+        Some(StreamsGroup::delete(self))
+    }
+
+    fn check_offset_commit(
+        &mut self,
+        auth: &crate::group::OffsetCommitAuth,
+        _api_version: i16,
+        _now: Timestamp,
+    ) -> Result<(), GroupError> {
+        self.validate_offset_commit(&auth.member_id, auth.generation.0)
+    }
+
+    fn check_offset_fetch(&self, member: &Option<(MemberId, i32)>) -> Result<(), GroupError> {
+        match member {
+            Some((id, epoch)) => self.validate_offset_fetch(Some(id), *epoch),
+            None => Ok(()),
+        }
+    }
+
+    fn serves_offset_fetch(&self) -> bool {
+        !(**self).is_dead()
+    }
+
+    fn check_offset_delete(&self) -> Result<(), GroupError> {
+        if (**self).is_dead() {
+            return Err(GroupError::GroupIdNotFound);
+        }
+        Ok(())
+    }
+
+    fn subscribes_to(&self, topic: &str, _image: &dyn TopicImage) -> bool {
+        self.reads_topic(topic)
+    }
+
+    /// Offsets age from their commit.
+    fn offset_expiration_base(&self) -> Option<crate::vocab::ExpirationBase> {
+        Some(crate::vocab::ExpirationBase::CommitTimestamp)
+    }
+
+    fn take_stored(&mut self) -> Vec<crate::vocab::stored::RecordChange> {
+        self.take_records().into_iter().map(codec::change).collect()
+    }
+
+    fn handle_write_failed(&mut self) {
+        StreamsGroup::handle_write_failed(self);
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
