@@ -735,17 +735,18 @@ impl GroupActor {
                     }
                     _ => None,
                 };
-                let id = self.group.id().clone();
-                let group = match (self.group.get_mut::<ConsumerGroup>(), &mut upgraded) {
-                    (_, Some(group)) => group,
-                    (Some(group), None) => group,
-                    (None, None) => {
-                        // A classic or streams group with members (or a Dead one).
-                        // Kafka 4.4's words (no full stop, unlike ConsumerGroupDescribe's).
-                        let message = format!("Group {id} is not a consumer group");
-                        let _ = reply.send(Err(Refusal::new(GroupError::GroupIdNotFound, message)));
-                        return;
-                    }
+                if upgraded.is_none() && !self.group.is::<ConsumerGroup>() {
+                    // A classic or streams group with members (or a Dead one).
+                    // Kafka 4.4's words (no full stop, unlike ConsumerGroupDescribe's).
+                    let message = format!("Group {} is not a consumer group", self.group.id());
+                    let _ = reply.send(Err(Refusal::new(GroupError::GroupIdNotFound, message)));
+                    return;
+                }
+                let Some(group) = upgraded
+                    .as_mut()
+                    .or_else(|| self.group.get_mut::<ConsumerGroup>())
+                else {
+                    return;
                 };
                 let started = Instant::now();
                 let result = group.handle_heartbeat(*req, image, now);
@@ -786,10 +787,12 @@ impl GroupActor {
                 if req.member_epoch == 0 {
                     self.become_streams(ctx);
                 }
-                let id = self.group.id().clone();
-                let Some(group) = self.group.get_mut::<StreamsGroup>() else {
-                    let message = format!("Group {id} is not a streams group.");
+                if !self.group.is::<StreamsGroup>() {
+                    let message = format!("Group {} is not a streams group.", self.group.id());
                     let _ = reply.send(Err(Refusal::new(GroupError::GroupIdNotFound, message)));
+                    return;
+                }
+                let Some(group) = self.group.get_mut::<StreamsGroup>() else {
                     return;
                 };
                 let started = Instant::now();
