@@ -13,9 +13,10 @@ use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::TxnOffsetCommitRequest;
 
 use crate::coordinator::{Coordinator, TxnOffsetCommit};
-use crate::metadata::Topic;
+use crate::metadata::topic_config::TopicConfigs;
+use crate::metadata::{CreateError, Topic};
 use crate::offsets::{FetchedOffset, TopicPartition};
-use crate::storage::Storage;
+use crate::storage::{Storage, StoreError};
 use crate::transactions::{ShellError, Transactions};
 use crate::txn::{Member, ProducerIdAndEpoch};
 use crate::vocab::{error_code, GroupError, GroupId, MemberId};
@@ -26,7 +27,23 @@ pub struct Local<'a> {
     pub coordinator: &'a Coordinator,
     pub txns: &'a Transactions,
     pub storage: &'a Storage,
+    pub topics: &'a dyn OwnTopics,
 }
+
+/// koord's own data plane, where a backend that keeps no topics of its own creates one.
+pub trait OwnTopics: Sync {
+    /// Creates topic `name` with `configs` (each a valid topic config), applied and durable
+    /// when this returns (the store's error: the topic is served regardless).
+    fn create_own<'a>(
+        &'a self,
+        name: &'a str,
+        partitions: i32,
+        configs: TopicConfigs,
+    ) -> BoxFuture<'a, OwnCreated>;
+}
+
+/// What [`OwnTopics::create_own`] did: the topic, with the store's answer.
+pub type OwnCreated = Result<(Topic, Result<(), StoreError>), CreateError>;
 
 /// One group's committed offsets: grouped by topic in request (or stored) order, each
 /// partition with its error code. Codes, not [`GroupError`]s: a backend's are passed on as
@@ -104,16 +121,16 @@ pub trait Backend: Send + Sync {
         group: &'a GroupId,
     ) -> BoxFuture<'a, Result<Option<DescribedGroup>, i16>>;
 
-    /// Where an internal topic a group needs (Kafka Streams' repartition and changelog
-    /// topics) is created: `Some` when topics are the backend's, its creation there (the
-    /// topic, or `None` when it existed already); `None` when they are koord's own.
+    /// Creates an internal topic a group needs (Kafka Streams' repartition and changelog
+    /// topics) where topics live: the topic, or `None` when it existed already.
     fn create_topic<'a>(
         &'a self,
+        local: Local<'a>,
         name: &'a str,
         partitions: i32,
         replication: i16,
         configs: &'a [(String, String)],
-    ) -> Option<BoxFuture<'a, Result<Option<Topic>, String>>>;
+    ) -> BoxFuture<'a, Result<Option<Topic>, String>>;
 }
 
 /// Standalone mode: koord's own store holds every group and offset.
@@ -248,14 +265,37 @@ impl Backend for Standalone {
         Box::pin(async { Ok(None) })
     }
 
+    /// In koord's own data plane; configs it does not know are left out (the topic is
+    /// created without them), as the replication factor is.
     fn create_topic<'a>(
         &'a self,
-        _name: &'a str,
-        _partitions: i32,
+        local: Local<'a>,
+        name: &'a str,
+        partitions: i32,
         _replication: i16,
-        _configs: &'a [(String, String)],
-    ) -> Option<BoxFuture<'a, Result<Option<Topic>, String>>> {
-        None
+        configs: &'a [(String, String)],
+    ) -> BoxFuture<'a, Result<Option<Topic>, String>> {
+        Box::pin(async move {
+            let mut valid = TopicConfigs::new();
+            for (k, v) in configs {
+                match crate::metadata::topic_config::validate(k, v) {
+                    Ok(()) => {
+                        valid.insert(k.clone(), v.clone());
+                    }
+                    Err(e) => tracing::debug!(topic = %name, config = %k, "config left out: {e}"),
+                }
+            }
+            match local.topics.create_own(name, partitions, valid).await {
+                Ok((topic, stored)) => {
+                    if let Err(e) = stored {
+                        tracing::error!(topic = %name, "topic not stored: {e}");
+                    }
+                    Ok(Some(topic))
+                }
+                Err(CreateError::AlreadyExists) => Ok(None),
+                Err(CreateError::InvalidName(e)) => Err(e),
+            }
+        })
     }
 }
 

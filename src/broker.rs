@@ -487,6 +487,7 @@ impl Broker {
             coordinator: &self.coordinator,
             txns: &self.txns,
             storage: &self.storage,
+            topics: self,
         }
     }
 
@@ -530,6 +531,17 @@ impl Broker {
 
 /// The transaction coordinator's view of the node: the group coordinator, producer ids, and
 /// the partition logs its markers go into.
+impl crate::backend::OwnTopics for Broker {
+    fn create_own<'a>(
+        &'a self,
+        name: &'a str,
+        partitions: i32,
+        configs: TopicConfigs,
+    ) -> futures_util::future::BoxFuture<'a, crate::backend::OwnCreated> {
+        Box::pin(self.create_topic(name, partitions, configs))
+    }
+}
+
 impl crate::transactions::Host for Broker {
     fn coordinator(&self) -> &Arc<Coordinator> {
         &self.coordinator

@@ -14,10 +14,12 @@ use kafka_protocol::ResponseError;
 use super::context::RequestContext;
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::group::consumer::Refusal;
-use crate::group::GroupId;
+use crate::coordinator::KindRefusal;
+use crate::group::consumer::{ConsumerGroup, ConsumerGroupState, Refusal};
+use crate::group::core::GroupCore;
+use crate::group::{GroupError, GroupId};
 use crate::security::acl::{Operation, ResourceType};
-use crate::vocab::Partitions;
+use crate::vocab::{ConsumerMember, Partitions};
 
 /// KIP-1099 `MemberType` of a member that speaks the classic protocol (JoinGroup).
 const CLASSIC_MEMBER: i8 = 0;
@@ -42,11 +44,7 @@ pub async fn handle(
             );
             continue;
         }
-        let described = match broker
-            .coordinator
-            .consumer_describe(GroupId::new(id.as_str()))
-            .await
-        {
+        let described = match describe(broker, id.as_str()).await {
             Ok(g)
                 if g.members.iter().any(|m| {
                     let by_id = |p: &Partitions| {
@@ -121,6 +119,41 @@ pub async fn handle(
         groups.push(described);
     }
     ConsumerGroupDescribeResponse::default().with_groups(groups)
+}
+
+/// A consumer group as it is, members by id.
+struct View {
+    state: ConsumerGroupState,
+    group_epoch: i32,
+    assignment_epoch: i32,
+    assignor_name: String,
+    members: Vec<ConsumerMember>,
+}
+
+/// The group `id`, read on its shard: GROUP_ID_NOT_FOUND, in Kafka's words, when it does not
+/// exist or is not a consumer group.
+async fn describe(broker: &Broker, id: &str) -> Result<View, Refusal> {
+    let read =
+        broker
+            .coordinator
+            .with_kind(GroupId::new(id), false, |g: &mut ConsumerGroup, _, _| {
+                (!g.is_dead()).then(|| View {
+                    state: g.state(),
+                    group_epoch: g.group_epoch(),
+                    assignment_epoch: g.assignment_epoch(),
+                    assignor_name: g.assignor_name().to_string(),
+                    members: g.members().cloned().collect(),
+                })
+            });
+    let refusal = |message| Refusal::new(GroupError::GroupIdNotFound, message);
+    match read.await {
+        Ok(Some(view)) => Ok(view),
+        Ok(None) | Err(KindRefusal::OtherKind) => {
+            Err(refusal(format!("Group {id} is not a consumer group.")))
+        }
+        Err(KindRefusal::Missing) => Err(refusal(format!("Group {id} not found."))),
+        Err(KindRefusal::Error(e)) => Err(e.into()),
+    }
 }
 
 /// Partitions by topic id and name; a topic deleted since is left out.

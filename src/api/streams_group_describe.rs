@@ -16,10 +16,11 @@ use kafka_protocol::messages::{
 use super::context::RequestContext;
 use super::str_bytes;
 use crate::broker::Broker;
+use crate::coordinator::KindRefusal;
 use crate::group::consumer::Refusal;
 use crate::group::streams::sticky::TaskId;
-use crate::group::streams::{topology, TaskSet};
-use crate::group::GroupId;
+use crate::group::streams::{topology, StreamsGroup, StreamsGroupState, StreamsMember, TaskSet};
+use crate::group::{GroupError, GroupId};
 use crate::security::acl::{Operation, ResourceType};
 
 pub async fn handle(
@@ -39,11 +40,7 @@ pub async fn handle(
             );
             continue;
         }
-        let described = match broker
-            .coordinator
-            .streams_describe(GroupId::new(id.as_str()))
-            .await
-        {
+        let described = match describe(broker, id.as_str()).await {
             Ok(g) => {
                 let partitions = |t: &topology::TopicInfo| {
                     g.internal_partitions
@@ -188,4 +185,62 @@ fn task_offsets(offsets: &BTreeMap<TaskId, i64>) -> Vec<TaskOffset> {
                 .with_offset(*o)
         })
         .collect()
+}
+
+/// A streams group as it is, with its configured topology.
+struct View {
+    state: StreamsGroupState,
+    group_epoch: i32,
+    assignment_epoch: i32,
+    assignor_name: String,
+    topology: Option<topology::Topology>,
+    /// Partition counts of the internal topics, once configured.
+    internal_partitions: BTreeMap<String, i32>,
+    members: Vec<StreamsMember>,
+}
+
+/// The group `id`, read on its shard: GROUP_ID_NOT_FOUND, in Kafka's words, when it does not
+/// exist or is not a streams group.
+async fn describe(broker: &Broker, id: &str) -> Result<View, Refusal> {
+    let read =
+        broker
+            .coordinator
+            .with_kind(GroupId::new(id), false, |g: &mut StreamsGroup, _, _| {
+                (!g.is_dead()).then(|| view(g))
+            });
+    let refusal = |message| Refusal::new(GroupError::GroupIdNotFound, message);
+    match read.await {
+        Ok(Some(view)) => Ok(view),
+        Ok(None) | Err(KindRefusal::OtherKind) => {
+            Err(refusal(format!("Group {id} is not a streams group.")))
+        }
+        Err(KindRefusal::Missing) => Err(refusal(format!("Group {id} not found."))),
+        Err(KindRefusal::Error(e)) => Err(e.into()),
+    }
+}
+
+fn view(g: &StreamsGroup) -> View {
+    let internal_partitions = g
+        .configured()
+        .and_then(|c| c.subtopologies.as_ref())
+        .map(|subs| {
+            subs.values()
+                .flat_map(|s| {
+                    s.repartition_source_topics
+                        .iter()
+                        .chain(&s.changelog_topics)
+                        .map(|(n, p)| (n.clone(), *p))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    View {
+        state: g.state(),
+        group_epoch: g.group_epoch(),
+        assignment_epoch: g.assignment_epoch(),
+        assignor_name: g.assignor_name().to_string(),
+        topology: g.topology().cloned(),
+        internal_partitions,
+        members: g.members().cloned().collect(),
+    }
 }

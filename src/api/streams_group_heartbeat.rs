@@ -18,15 +18,40 @@ use super::context::RequestContext;
 use super::join_group::client_host;
 use super::str_bytes;
 use crate::broker::Broker;
+use crate::coordinator::KindRefusal;
 use crate::group::consumer::Refusal;
 use crate::group::streams::group::validate;
 use crate::group::streams::sticky::TaskId;
 use crate::group::streams::topology::{
     CopartitionGroup, Subtopology, TopicInfo, TopicToCreate, Topology,
 };
-use crate::group::streams::{Endpoint, StreamsHeartbeat, TaskSet};
-use crate::group::{GroupId, MemberId};
-use crate::metadata::topic_config::TopicConfigs;
+use crate::group::streams::{
+    Endpoint, StreamsGroup, StreamsHeartbeat, StreamsHeartbeatReply, TaskSet,
+};
+use crate::group::{GroupError, GroupId, MemberId};
+
+/// The heartbeat on the group's shard: one at epoch 0 creates the group (or turns an Empty
+/// group of another kind into a streams group); any other for a group that does not exist, or
+/// is not a streams group, is GROUP_ID_NOT_FOUND in Kafka's words.
+async fn heartbeat(
+    broker: &Broker,
+    id: &str,
+    hb: StreamsHeartbeat,
+) -> Result<StreamsHeartbeatReply, Refusal> {
+    let create = hb.member_epoch == 0;
+    let answer = broker.coordinator.with_kind(
+        GroupId::new(id),
+        create,
+        |g: &mut StreamsGroup, image, now| g.handle_heartbeat(hb, image, now),
+    );
+    let refusal = |message| Refusal::new(GroupError::GroupIdNotFound, message);
+    match answer.await {
+        Ok(answer) => answer,
+        Err(KindRefusal::Missing) => Err(refusal(format!("Streams group {id} not found."))),
+        Err(KindRefusal::OtherKind) => Err(refusal(format!("Group {id} is not a streams group."))),
+        Err(KindRefusal::Error(e)) => Err(e.into()),
+    }
+}
 
 pub async fn handle(
     broker: &Broker,
@@ -80,12 +105,7 @@ pub async fn handle(
         client_host: client_host(ctx.peer),
     };
     let result = match validate(req.group_id.as_str(), &hb, regex_sources, all_or_none) {
-        Ok(()) => {
-            broker
-                .coordinator
-                .streams_heartbeat(GroupId::new(req.group_id.as_str()), hb)
-                .await
-        }
+        Ok(()) => heartbeat(broker, req.group_id.as_str(), hb).await,
         Err(refusal) => Err(refusal),
     };
     let reply = match result {
@@ -157,40 +177,22 @@ async fn create_internal_topics(
         if broker.topics.get(name).is_some() || !ctx.may_create_topic(broker, name) {
             continue;
         }
-        if let Some(created) =
-            broker
-                .backend
-                .create_topic(name, t.partitions, t.replication_factor, &t.configs)
-        {
-            // The topics are the backend's (gateway mode: upstream's); koord's mirror learns
-            // of it at once.
-            match created.await {
-                Ok(Some(topic)) => {
-                    tracing::info!(topic = %name, partitions = t.partitions, "created internal topic upstream");
-                    broker.topics.mirror(&[topic], false);
-                }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(topic = %name, "internal topic not created upstream: {e}"),
-            }
-            continue;
-        }
-        let mut configs = TopicConfigs::new();
-        for (k, v) in &t.configs {
-            match crate::metadata::topic_config::validate(k, v) {
-                Ok(()) => {
-                    configs.insert(k.clone(), v.clone());
-                }
-                Err(e) => tracing::debug!(topic = %name, config = %k, "config left out: {e}"),
-            }
-        }
-        match broker.create_topic(name, t.partitions, configs).await {
-            Ok((_, stored)) => {
+        let created = broker.backend.create_topic(
+            broker.local(),
+            name,
+            t.partitions,
+            t.replication_factor,
+            &t.configs,
+        );
+        match created.await {
+            // Where the topics are another's (gateway mode: upstream's), koord's mirror
+            // learns of it at once.
+            Ok(Some(topic)) => {
                 tracing::info!(topic = %name, partitions = t.partitions, "created internal topic");
-                if let Err(e) = stored {
-                    tracing::error!(topic = %name, "internal topic not stored: {e}");
-                }
+                broker.topics.mirror(&[topic], false);
             }
-            Err(e) => tracing::debug!(topic = %name, "internal topic not created: {e:?}"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(topic = %name, "internal topic not created: {e}"),
         }
     }
 }

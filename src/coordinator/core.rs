@@ -40,6 +40,10 @@ impl Core {
         self.0.id()
     }
 
+    pub fn kind(&self) -> crate::vocab::stored::GroupKind {
+        self.0.kind()
+    }
+
     /// Its records since they were last taken, in their stored form.
     pub fn take_stored(&mut self) -> Vec<crate::vocab::stored::RecordChange> {
         self.0.take_stored()

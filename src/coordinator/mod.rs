@@ -27,6 +27,7 @@ mod actor;
 mod clock;
 mod core;
 pub mod ownership;
+mod registry;
 pub mod status;
 
 use std::collections::BTreeSet;
@@ -45,15 +46,12 @@ use crate::assignor::policy::AssignmentPolicy;
 use crate::config::Config;
 use crate::coordinator::status::GroupSnapshot;
 use crate::group::consumer::{
-    ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerHeartbeat,
-    ConsumerHeartbeatReply, Refusal, TopicImage,
+    ConsumerGroupConfig, ConsumerGroupState, ConsumerHeartbeat, ConsumerHeartbeatReply, Refusal,
+    TopicImage,
 };
+use crate::group::core::Kind;
 use crate::group::streams::learner::LearnerSettings;
-use crate::group::streams::{
-    StreamsAssignor, StreamsGroup, StreamsGroupConfig, StreamsGroupState, StreamsHeartbeat,
-    StreamsHeartbeatReply,
-};
-use crate::group::{classic, consumer, streams};
+use crate::group::streams::{StreamsAssignor, StreamsGroupConfig};
 use crate::group::{
     missing, ClassicGroup, GroupConfig, GroupError, GroupId, GroupState, Heartbeat, InstanceId,
     JoinGroup, JoinReply, LeaveGroup, LeaveOutcome, MemberId, OffsetCommitAuth, SyncGroup,
@@ -67,13 +65,13 @@ use crate::offsets::{
 };
 use crate::storage::{LoadedGroup, Storage};
 use crate::vocab::codec::DecodeError;
-use crate::vocab::stored::StoredRecord;
 use crate::vocab::IdHasher;
 use crate::vocab::Timestamp;
 use ownership::Ownership;
 
 use self::core::Core;
 use actor::{Command, Ctx, Envelope, NewGroup, Shard};
+use registry::KindEntry;
 
 /// What every group actor is configured with.
 #[derive(Debug, Clone)]
@@ -193,7 +191,7 @@ impl ListedState {
     #[cfg(test)]
     fn classic(state: GroupState) -> ListedState {
         ListedState {
-            group_type: classic::codec::KIND.name,
+            group_type: crate::group::classic::codec::KIND.name,
             state: state.as_str(),
             dead: state == GroupState::Dead,
         }
@@ -232,29 +230,6 @@ pub struct GroupDescription {
     /// The selected protocol while Stable; empty otherwise.
     pub protocol: String,
     pub members: Vec<MemberDescription>,
-}
-
-/// A ConsumerGroupDescribe answer: the group as it is, members by id.
-#[derive(Debug, Clone)]
-pub struct ConsumerGroupView {
-    pub state: ConsumerGroupState,
-    pub group_epoch: i32,
-    pub assignment_epoch: i32,
-    pub assignor_name: String,
-    pub members: Vec<crate::vocab::ConsumerMember>,
-}
-
-/// A StreamsGroupDescribe answer: the group as it is, with its configured topology.
-#[derive(Debug, Clone)]
-pub struct StreamsGroupView {
-    pub state: StreamsGroupState,
-    pub group_epoch: i32,
-    pub assignment_epoch: i32,
-    pub assignor_name: String,
-    pub topology: Option<crate::group::streams::topology::Topology>,
-    /// Partition counts of the internal topics, once configured.
-    pub internal_partitions: std::collections::BTreeMap<String, i32>,
-    pub members: Vec<crate::group::streams::StreamsMember>,
 }
 
 /// An OffsetCommit that passed `api/` checks, in domain terms.
@@ -306,16 +281,31 @@ struct Handle {
 type Directory = DashMap<GroupId, Handle, IdHasher>;
 
 /// How a request that may create its group creates it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Create {
-    /// A consumer group (JoinGroup without a member id): Empty, generation 0.
-    Classic,
+    /// A new, Empty group of a kind (a JoinGroup without a member id: classic; a modern
+    /// kind's heartbeat at epoch 0: its own).
+    Kind(&'static KindEntry),
     /// A simple group (OffsetCommit outside group management): no protocol type.
     Simple,
-    /// A consumer group (ConsumerGroupHeartbeat at epoch 0): Empty, epoch 0.
-    Consumer,
-    /// A streams group (StreamsGroupHeartbeat at epoch 0): Empty, epoch 0.
-    Streams,
+}
+
+/// Why [`Coordinator::with_kind`] did not run on the group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KindRefusal {
+    /// No group has the id (and the call creates none).
+    Missing,
+    /// The group is of another kind (one with members keeps its kind).
+    OtherKind,
+    /// The group is not served here now (loading, another node's, shut down), or the write
+    /// the answer depends on failed.
+    Error(GroupError),
+}
+
+impl From<GroupError> for KindRefusal {
+    fn from(e: GroupError) -> KindRefusal {
+        KindRefusal::Error(e)
+    }
 }
 
 /// The group directory. Cheap to share (`Arc`); every method can be called from any task.
@@ -452,7 +442,7 @@ impl Coordinator {
         let cores = groups
             .iter()
             .map(|g| {
-                self.restore(&g.id, &g.records, now)
+                registry::restore(&g.id, &self.settings, &g.records, now)
                     .map_err(|e| DecodeError(format!("group {}: {e}", g.id)))
             })
             .collect::<Result<Vec<Core>, DecodeError>>()?;
@@ -467,32 +457,6 @@ impl Coordinator {
             count += 1;
         }
         Ok((count, offsets, pending))
-    }
-
-    /// A group rebuilt from its stored records, as the kind of the group's own record (one
-    /// kind's at a time: a group changing kind clears the old kind's records first). Offsets
-    /// without a group record are a simple classic group's.
-    fn restore(
-        &self,
-        id: &GroupId,
-        records: &[StoredRecord],
-        now: Timestamp,
-    ) -> Result<Core, DecodeError> {
-        if let Some((record, members)) = streams::codec::restore(records)? {
-            let config = self.settings.streams.clone();
-            let group = StreamsGroup::from_records(id.clone(), config, record, members, now);
-            return Ok(Core::new(group));
-        }
-        if let Some((record, members)) = consumer::codec::restore(records)? {
-            let config = self.settings.consumer.clone();
-            let group = ConsumerGroup::from_records(id.clone(), config, record, members, now);
-            return Ok(Core::new(group));
-        }
-        let config = self.settings.group_config(id);
-        Ok(Core::new(match classic::codec::restore(records)? {
-            Some(record) => ClassicGroup::from_record(id.clone(), config, &record, now),
-            None => ClassicGroup::new_simple(id.clone(), config, now),
-        }))
     }
 
     /// Whether the stored groups are still being loaded.
@@ -584,19 +548,14 @@ impl Coordinator {
 
     fn spawn(&self, id: &GroupId, create: Create) -> Handle {
         let now = self.clock.now();
-        let config = self.settings.group_config(id);
         let group = match create {
-            Create::Classic => Core::new(ClassicGroup::new(id.clone(), config, now)),
-            Create::Simple => Core::new(ClassicGroup::new_simple(id.clone(), config, now)),
-            Create::Consumer => Core::new(ConsumerGroup::new(
-                id.clone(),
-                self.settings.consumer.clone(),
-            )),
-            Create::Streams => {
-                Core::new(StreamsGroup::new(id.clone(), self.settings.streams.clone()))
+            Create::Kind(entry) => (entry.create)(id, &self.settings, now),
+            Create::Simple => {
+                let config = self.settings.group_config(id);
+                Core::new(ClassicGroup::new_simple(id.clone(), config, now))
             }
         };
-        tracing::debug!(group = %id, ?create, "group created");
+        tracing::debug!(group = %id, kind = group.listed_state().group_type(), "group created");
         self.spawn_actor(
             group,
             MemoryOffsetStore::default(),
@@ -699,7 +658,9 @@ impl Coordinator {
             return JoinReply::error(e, req.member_id);
         }
         let member = req.member_id.clone();
-        let create = missing::join(&req).is_none().then_some(Create::Classic);
+        let create = missing::join(&req)
+            .is_none()
+            .then_some(Create::Kind(&registry::CLASSIC));
         let (tx, rx) = oneshot::channel();
         match self.send(id, create, Command::Join(Box::new(req), tx)) {
             Ok(()) => {
@@ -897,7 +858,7 @@ impl Coordinator {
         req: ConsumerHeartbeat,
     ) -> Result<ConsumerHeartbeatReply, Refusal> {
         self.admit(&id)?;
-        let create = (req.member_epoch == 0).then_some(Create::Consumer);
+        let create = (req.member_epoch == 0).then_some(Create::Kind(&registry::CONSUMER));
         let leaving = req.member_epoch < 0;
         let (tx, rx) = oneshot::channel();
         match self.send(
@@ -918,73 +879,36 @@ impl Coordinator {
         }
     }
 
-    /// ConsumerGroupDescribe for one group: GROUP_ID_NOT_FOUND when it does not exist or is
-    /// not a consumer group.
-    pub async fn consumer_describe(&self, id: GroupId) -> Result<ConsumerGroupView, Refusal> {
-        self.admit(&id)?;
-        let missing = || {
-            Refusal::new(
-                GroupError::GroupIdNotFound,
-                format!("Group {id} not found."),
-            )
-        };
-        let (tx, rx) = oneshot::channel();
-        match self.send(id.clone(), None, Command::ConsumerDescribe(tx)) {
-            Ok(()) => match rx.await {
-                Ok(Some(view)) => Ok(view),
-                Ok(None) => Err(Refusal::new(
-                    GroupError::GroupIdNotFound,
-                    format!("Group {id} is not a consumer group."),
-                )),
-                Err(_) => Err(missing()),
-            },
-            Err(_) => Err(missing()),
-        }
-    }
-
-    /// StreamsGroupHeartbeat: joins (epoch 0 creates the group), heartbeats or leaves.
-    pub async fn streams_heartbeat(
+    /// A request of kind `K`'s own (its heartbeat, its description): `f` runs on the group as
+    /// a `K` in its shard, with the topics and the time, and its answer goes out once the
+    /// records `f` made the group write (and every write of the group's before them) are
+    /// durable. With `create`, a missing group is created as a `K`, and an Empty group of
+    /// another kind becomes one (keeping its offsets), as Kafka converts an empty group.
+    ///
+    /// # Errors
+    /// See [`KindRefusal`].
+    pub async fn with_kind<K, R>(
         &self,
         id: GroupId,
-        req: StreamsHeartbeat,
-    ) -> Result<StreamsHeartbeatReply, Refusal> {
+        create: bool,
+        f: impl FnOnce(&mut K, &dyn TopicImage, Timestamp) -> R + Send + 'static,
+    ) -> Result<R, KindRefusal>
+    where
+        K: Kind,
+        R: Send + 'static,
+    {
         self.admit(&id)?;
-        let create = (req.member_epoch == 0).then_some(Create::Streams);
+        let entry = registry::entry(K::KIND).filter(|_| create);
         let (tx, rx) = oneshot::channel();
-        match self.send(
-            id.clone(),
-            create,
-            Command::StreamsHeartbeat(Box::new(req), tx),
-        ) {
-            Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable.into())).await,
-            Err(_) => Err(Refusal::new(
-                GroupError::GroupIdNotFound,
-                format!("Streams group {id} not found."),
-            )),
-        }
-    }
-
-    /// StreamsGroupDescribe for one group: GROUP_ID_NOT_FOUND when it does not exist or is
-    /// not a streams group.
-    pub async fn streams_describe(&self, id: GroupId) -> Result<StreamsGroupView, Refusal> {
-        self.admit(&id)?;
-        let missing = || {
-            Refusal::new(
-                GroupError::GroupIdNotFound,
-                format!("Group {id} not found."),
-            )
-        };
-        let (tx, rx) = oneshot::channel();
-        match self.send(id.clone(), None, Command::StreamsDescribe(tx)) {
-            Ok(()) => match rx.await {
-                Ok(Some(view)) => Ok(view),
-                Ok(None) => Err(Refusal::new(
-                    GroupError::GroupIdNotFound,
-                    format!("Group {id} is not a streams group."),
-                )),
-                Err(_) => Err(missing()),
-            },
-            Err(_) => Err(missing()),
+        let call: actor::KindCall = Box::new(move |actor, ctx| actor.run_as(ctx, entry, f, tx));
+        match self.send(id, entry.map(Create::Kind), Command::Kind(call)) {
+            Ok(()) => {
+                Self::answer(rx, || {
+                    Err(KindRefusal::Error(GroupError::CoordinatorNotAvailable))
+                })
+                .await
+            }
+            Err(_) => Err(KindRefusal::Missing),
         }
     }
 

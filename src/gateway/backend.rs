@@ -252,19 +252,21 @@ impl Backend for Upstreamed {
         })
     }
 
+    /// Upstream: the topics are upstream's.
     fn create_topic<'a>(
         &'a self,
+        _local: Local<'a>,
         name: &'a str,
         partitions: i32,
         replication: i16,
         configs: &'a [(String, String)],
-    ) -> Option<BoxFuture<'a, Result<Option<Topic>, String>>> {
-        Some(Box::pin(async move {
+    ) -> BoxFuture<'a, Result<Option<Topic>, String>> {
+        Box::pin(async move {
             self.up
                 .create_topic(name, partitions, replication, configs)
                 .await
                 .map_err(|e| e.to_string())
-        }))
+        })
     }
 }
 

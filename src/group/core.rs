@@ -64,6 +64,13 @@ pub trait GroupCore: Any + Send + std::fmt::Debug {
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
+/// A kind of group, as the coordinator's registry names it: a group is made, rebuilt and
+/// reached as its own kind by this.
+pub trait Kind: GroupCore {
+    /// Its stored name (the same as [`GroupCore::kind`]).
+    const KIND: GroupKind;
+}
+
 impl dyn GroupCore {
     /// The group as its own kind, if it is a `T`.
     pub fn get<T: GroupCore>(&self) -> Option<&T> {

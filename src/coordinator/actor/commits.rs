@@ -305,7 +305,7 @@ impl GroupActor {
                     } else {
                         Mutation::DeleteGroup { group }
                     };
-                    self.submit_consumer(ctx, vec![tombstone], Vec::new(), None);
+                    self.submit_records(ctx, vec![tombstone], Vec::new(), None);
                 }
                 result.is_ok()
             }

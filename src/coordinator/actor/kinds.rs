@@ -3,38 +3,48 @@
 //! and answers on their way to the store.
 
 use super::*;
+use crate::coordinator::registry::KindEntry;
+use crate::coordinator::KindRefusal;
 use crate::group::classic;
+use crate::group::core::{Kind, TopicImage};
 
 impl GroupActor {
-    /// An Empty classic or consumer group that a streams member joins becomes a streams group,
-    /// keeping its offsets.
-    pub(super) fn become_streams(&mut self, ctx: &Ctx) {
-        if !self.group.is::<StreamsGroup>() {
-            let id = self.group.id().clone();
-            let group = StreamsGroup::new(id, ctx.settings.streams.clone());
-            self.change_kind(ctx, Core::new(group), "streams");
+    /// An Empty group of another kind becomes a new group of `entry`'s kind (Kafka's
+    /// conversion of an empty group), keeping its offsets.
+    pub(super) fn become_kind(&mut self, ctx: &Ctx, entry: &KindEntry) {
+        if self.group.kind() != entry.kind {
+            let group = (entry.create)(self.group.id(), &ctx.settings, ctx.clock.now());
+            self.change_kind(ctx, group, entry.kind.name);
         }
     }
 
-    /// An Empty consumer or streams group that a classic member joins becomes a classic group
-    /// (Kafka's conversion of an empty group), keeping its offsets.
-    pub(super) fn become_classic(&mut self, ctx: &Ctx, now: Timestamp) {
-        if !self.group.is::<ClassicGroup>() {
-            let id = self.group.id().clone();
-            let config = ctx.settings.group_config(&id);
-            let group = ClassicGroup::new(id, config, now);
-            self.change_kind(ctx, Core::new(group), "classic");
+    /// Runs a kind's own request ([`super::super::Coordinator::with_kind`]) on the group as a
+    /// `K`, first making it one with `create`; `f`'s answer goes out once the records it made
+    /// the group write, and every write of the group's before them, are durable.
+    pub(in crate::coordinator) fn run_as<K: Kind, R: Send + 'static>(
+        &mut self,
+        ctx: &Ctx,
+        create: Option<&KindEntry>,
+        f: impl FnOnce(&mut K, &dyn TopicImage, Timestamp) -> R,
+        reply: oneshot::Sender<Result<R, KindRefusal>>,
+    ) {
+        if let Some(entry) = create {
+            self.become_kind(ctx, entry);
         }
-    }
-
-    /// An Empty classic or streams group that a consumer-protocol member joins becomes a
-    /// consumer group, keeping its offsets.
-    pub(super) fn become_consumer(&mut self, ctx: &Ctx) {
-        if !self.group.is::<ConsumerGroup>() {
-            let id = self.group.id().clone();
-            let group = ConsumerGroup::new(id, ctx.settings.consumer.clone());
-            self.change_kind(ctx, Core::new(group), "consumer");
-        }
+        let Some(group) = self.group.get_mut::<K>() else {
+            let _ = reply.send(Err(KindRefusal::OtherKind));
+            return;
+        };
+        let started = Instant::now();
+        let answer = f(group, &*ctx.settings.image, ctx.clock.now());
+        self.core_call = started.elapsed();
+        self.flush_records(
+            ctx,
+            Vec::new(),
+            Some(Box::new(move |error| {
+                let _ = reply.send(error.map_or(Ok(answer), |e| Err(KindRefusal::Error(e))));
+            })),
+        );
     }
 
     /// Replaces an Empty group by `group` of another kind; its stored records go (not its
@@ -47,7 +57,7 @@ impl GroupActor {
         self.group = group;
         let _span = self.log_span();
         info!(kind, "empty group changes kind");
-        self.submit_consumer(
+        self.submit_records(
             ctx,
             vec![Mutation::ClearGroupRecords { group: id }],
             Vec::new(),
@@ -98,7 +108,7 @@ impl GroupActor {
     /// Sends `first` and the consumer group's queued records to the store (the classic
     /// group's record in their place if it just turned classic); `reply` goes out once they,
     /// and every consumer-group write before them, are durable.
-    pub(super) fn flush_consumer(
+    pub(super) fn flush_records(
         &mut self,
         ctx: &Ctx,
         mut first: Vec<Mutation>,
@@ -106,17 +116,17 @@ impl GroupActor {
     ) {
         match self.downgrade(ctx, ctx.clock.now()) {
             Some(batch) => first.extend(batch),
-            None => first.extend(self.consumer_mutations()),
+            None => first.extend(self.record_mutations()),
         }
         let replies: Vec<Deferred> = reply.into_iter().collect();
         if !first.is_empty() {
-            self.submit_consumer(ctx, first, replies, None);
+            self.submit_records(ctx, first, replies, None);
             return;
         }
-        if let Some(Pending::Consumer {
+        if let Some(Pending::Records {
             replies: waiting, ..
         }) = self
-            .last_consumer_write
+            .last_records_write
             .and_then(|id| self.pending.get_mut(&id))
         {
             waiting.extend(replies);
@@ -129,7 +139,7 @@ impl GroupActor {
 
     /// The group's records as mutations (none for a classic group: its record goes out
     /// through its outputs).
-    fn consumer_mutations(&mut self) -> Vec<Mutation> {
+    fn record_mutations(&mut self) -> Vec<Mutation> {
         let id = self.group.id().clone();
         self.group
             .take_stored()
@@ -138,7 +148,7 @@ impl GroupActor {
             .collect()
     }
 
-    pub(super) fn submit_consumer(
+    pub(super) fn submit_records(
         &mut self,
         ctx: &Ctx,
         batch: Vec<Mutation>,
@@ -149,11 +159,11 @@ impl GroupActor {
         self.submit(
             ctx,
             batch,
-            Pending::Consumer {
+            Pending::Records {
                 replies,
                 delete_reply,
             },
         );
-        self.last_consumer_write = Some(id);
+        self.last_records_write = Some(id);
     }
 }

@@ -32,11 +32,11 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use super::core::Core;
+use super::registry;
 use super::{
     Clock, Directory, GroupDescription, GroupListing, MemberDescription, OffsetCommit,
     PartitionResults, Settings, TxnMarker, TxnOffsetCommit,
 };
-use super::{ConsumerGroupView, StreamsGroupView};
 use crate::coordinator::status::{
     GroupSnapshot, History, LearnerSnapshot, MemberSnapshot, PartitionRef,
 };
@@ -44,7 +44,7 @@ use crate::group::consumer::{
     ConsumerEvent, ConsumerGroup, ConsumerGroupState, ConsumerHeartbeat, ConsumerHeartbeatReply,
     Refusal,
 };
-use crate::group::streams::{StreamsEvent, StreamsGroup, StreamsHeartbeat, StreamsHeartbeatReply};
+use crate::group::streams::{StreamsEvent, StreamsGroup};
 use crate::group::{
     ClassicGroup, GroupError, GroupEvent, GroupId, GroupRecord, GroupState, Heartbeat, JoinGroup,
     JoinReply, LeaveGroup, LeaveMemberResult, LeaveOutcome, MemberId, Output, RequestToken,
@@ -57,7 +57,7 @@ use crate::offsets::{
 };
 use crate::storage::{Mutation, Storage, StoreError};
 use crate::vocab::{IdMap, PendingOffset};
-use observe::{log_consumer_event, log_event, log_streams_event, streams_view};
+use observe::{log_consumer_event, log_event, log_streams_event};
 
 /// A command for one group, as its shard's queue carries it.
 pub(super) struct Envelope {
@@ -100,14 +100,8 @@ pub(super) enum Command {
         Box<ConsumerHeartbeat>,
         oneshot::Sender<Result<ConsumerHeartbeatReply, Refusal>>,
     ),
-    /// `None`: the group is not a consumer group.
-    ConsumerDescribe(oneshot::Sender<Option<ConsumerGroupView>>),
-    StreamsHeartbeat(
-        Box<StreamsHeartbeat>,
-        oneshot::Sender<Result<StreamsHeartbeatReply, Refusal>>,
-    ),
-    /// `None`: the group is not a streams group.
-    StreamsDescribe(oneshot::Sender<Option<StreamsGroupView>>),
+    /// A kind's own request ([`super::Coordinator::with_kind`]).
+    Kind(KindCall),
     DeleteOffsets(
         Vec<TopicPartition>,
         oneshot::Sender<Result<PartitionResults, GroupError>>,
@@ -124,6 +118,10 @@ pub(super) enum Command {
     /// so this is the last command it gets.
     Unload,
 }
+
+/// A kind's own request, as [`super::Coordinator::with_kind`] sends it: it runs on the group
+/// as its kind through [`GroupActor::run_as`].
+pub(super) type KindCall = Box<dyn FnOnce(&mut GroupActor, &Ctx) + Send>;
 
 /// A submitted write and what to do once it is durable (or failed).
 enum Pending {
@@ -155,16 +153,17 @@ enum Pending {
         taken: Vec<PendingOffset>,
         committed: Vec<(TopicPartition, OffsetAndMetadata)>,
     },
-    /// Records of a consumer group, and the answers that depend on them.
-    Consumer {
+    /// Records a kind gave in their stored form ([`Core::take_stored`]), and the answers that
+    /// depend on them.
+    Records {
         replies: Vec<Deferred>,
         delete_reply: Option<oneshot::Sender<Result<(), GroupError>>>,
     },
 }
 
-/// An answer of a consumer group (to a heartbeat, or a classic member's JoinGroup or
-/// SyncGroup) held until the writes before it are durable; it is sent with the error of the
-/// write, if the write failed.
+/// An answer of a group whose records go out in stored form (a modern kind's heartbeat, a
+/// classic member's JoinGroup or SyncGroup to a consumer group) held until the writes before
+/// it are durable; it is sent with the error of the write, if the write failed.
 type Deferred = Box<dyn FnOnce(Option<GroupError>) + Send>;
 
 /// Commands served back to back from the queue before timers are looked at again.
@@ -213,9 +212,9 @@ pub(super) struct GroupActor {
     forgetting: bool,
     /// The deadline this group has in its shard's timer set.
     armed: Option<Timestamp>,
-    /// The last consumer-group write still in flight: heartbeats answered while it is wait
-    /// for it, so no answer gets ahead of what it depends on.
-    last_consumer_write: Option<u64>,
+    /// The last write of records in stored form still in flight: answers given while it is
+    /// wait for it, so no answer gets ahead of what it depends on.
+    last_records_write: Option<u64>,
     /// Its last rebalances and learners, for the status page and metrics.
     history: History,
     /// How long the last core call that can run an assignor took (join, leave, timeout).
@@ -453,7 +452,7 @@ impl GroupActor {
             empty_since: None,
             forgetting: false,
             armed: None,
-            last_consumer_write: None,
+            last_records_write: None,
             history: History::default(),
             core_call: Duration::ZERO,
             listing_unchanged: false,
@@ -530,12 +529,12 @@ impl GroupActor {
                 }
                 let _ = reply.send(Ok(results));
             }
-            Pending::Consumer {
+            Pending::Records {
                 replies,
                 delete_reply,
             } => {
-                if self.last_consumer_write == Some(id) {
-                    self.last_consumer_write = None;
+                if self.last_records_write == Some(id) {
+                    self.last_records_write = None;
                 }
                 for reply in replies {
                     reply(error);
@@ -609,11 +608,11 @@ impl GroupActor {
         let image = &*ctx.settings.image;
         match cmd {
             Command::Join(mut req, reply) => {
-                self.become_classic(ctx, now);
+                self.become_kind(ctx, &registry::CLASSIC);
                 // A classic member of a consumer group with members.
                 if let Some(group) = self.group.get_mut::<ConsumerGroup>() {
                     let answer = group.handle_classic_join(&req, image, now);
-                    self.flush_consumer(
+                    self.flush_records(
                         ctx,
                         Vec::new(),
                         Some(Box::new(move |error| {
@@ -649,7 +648,7 @@ impl GroupActor {
                     group.handle_sync(*req, now);
                 } else if let Some(group) = self.group.get_mut::<ConsumerGroup>() {
                     match group.handle_classic_sync(&req, image, now) {
-                        Ok(answer) => self.flush_consumer(
+                        Ok(answer) => self.flush_records(
                             ctx,
                             Vec::new(),
                             Some(Box::new(move |error| {
@@ -712,7 +711,7 @@ impl GroupActor {
             }
             Command::ConsumerHeartbeat(req, reply) => {
                 if req.member_epoch == 0 {
-                    self.become_consumer(ctx);
+                    self.become_kind(ctx, &registry::CONSUMER);
                 }
                 // A member joining a classic group with members upgrades it, if it can.
                 let mut upgraded = match self.group.get::<ClassicGroup>() {
@@ -763,7 +762,7 @@ impl GroupActor {
                 if let Some(group) = upgraded {
                     first.push(self.upgrade(group));
                 }
-                self.flush_consumer(
+                self.flush_records(
                     ctx,
                     first,
                     Some(Box::new(move |error| {
@@ -771,54 +770,7 @@ impl GroupActor {
                     })),
                 );
             }
-            Command::ConsumerDescribe(reply) => {
-                let _ = reply.send(match self.group.get::<ConsumerGroup>() {
-                    Some(g) if !self.group.is_dead() => Some(ConsumerGroupView {
-                        state: g.state(),
-                        group_epoch: g.group_epoch(),
-                        assignment_epoch: g.assignment_epoch(),
-                        assignor_name: g.assignor_name().to_string(),
-                        members: g.members().cloned().collect(),
-                    }),
-                    _ => None,
-                });
-            }
-            Command::StreamsHeartbeat(req, reply) => {
-                if req.member_epoch == 0 {
-                    self.become_streams(ctx);
-                }
-                if !self.group.is::<StreamsGroup>() {
-                    let message = format!("Group {} is not a streams group.", self.group.id());
-                    let _ = reply.send(Err(Refusal::new(GroupError::GroupIdNotFound, message)));
-                    return;
-                }
-                let Some(group) = self.group.get_mut::<StreamsGroup>() else {
-                    return;
-                };
-                let started = Instant::now();
-                let result = group.handle_heartbeat(*req, image, now);
-                self.core_call = started.elapsed();
-                match result {
-                    Ok(answer) => self.flush_consumer(
-                        ctx,
-                        Vec::new(),
-                        Some(Box::new(move |error| {
-                            let _ = reply.send(error.map_or(Ok(answer), |e| Err(e.into())));
-                        })),
-                    ),
-                    Err(e) => {
-                        // What the refused heartbeat changed (nothing, or a timer's records)
-                        // is stored with the next write.
-                        let _ = reply.send(Err(e));
-                    }
-                }
-            }
-            Command::StreamsDescribe(reply) => {
-                let _ = reply.send(match self.group.get::<StreamsGroup>() {
-                    Some(g) if !g.is_dead() => Some(streams_view(g)),
-                    _ => None,
-                });
-            }
+            Command::Kind(call) => call(self, ctx),
             Command::Commit(commit, reply) => self.commit(ctx, *commit, reply),
             Command::WriteDone(id, result) => self.complete(ctx, id, result),
             Command::Fetch(member, partitions, require_stable, reply) => {
@@ -875,7 +827,7 @@ impl GroupActor {
         match self.group.delete_by_shell() {
             Some(Ok(())) => {
                 let batch = vec![Mutation::DeleteGroup { group: id }];
-                self.submit_consumer(ctx, batch, Vec::new(), Some(reply));
+                self.submit_records(ctx, batch, Vec::new(), Some(reply));
             }
             Some(Err(e)) => {
                 let _ = reply.send(Err(e));
@@ -927,8 +879,6 @@ impl GroupActor {
                     }
                 }
             }
-            // Records a timer or a fenced member produced (heartbeats submit their own).
-            self.flush_consumer(ctx, Vec::new(), None);
         }
         if let Some(group) = self.group.get_mut::<ConsumerGroup>() {
             let events = group.take_events();
@@ -951,10 +901,11 @@ impl GroupActor {
                     }
                 }
             }
-            // Records a timer or a fenced member produced (heartbeats submit their own).
-            self.flush_consumer(ctx, Vec::new(), None);
-            self.observe_consumer(ctx);
         }
+        // Records a timer or a fenced member produced (a kind's own requests submit theirs);
+        // a consumer group whose last consumer-protocol member left turns classic here.
+        self.flush_records(ctx, Vec::new(), None);
+        self.observe_consumer(ctx);
         while let Some(out) = self
             .group
             .get_mut::<ClassicGroup>()

@@ -393,32 +393,6 @@ pub(super) fn log_event(event: &GroupEvent) {
 }
 
 /// StreamsGroupDescribe's view of a streams group.
-pub(super) fn streams_view(g: &StreamsGroup) -> StreamsGroupView {
-    let internal_partitions = g
-        .configured()
-        .and_then(|c| c.subtopologies.as_ref())
-        .map(|subs| {
-            subs.values()
-                .flat_map(|s| {
-                    s.repartition_source_topics
-                        .iter()
-                        .chain(&s.changelog_topics)
-                        .map(|(n, p)| (n.clone(), *p))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    StreamsGroupView {
-        state: g.state(),
-        group_epoch: g.group_epoch(),
-        assignment_epoch: g.assignment_epoch(),
-        assignor_name: g.assignor_name().to_string(),
-        topology: g.topology().cloned(),
-        internal_partitions,
-        members: g.members().cloned().collect(),
-    }
-}
-
 /// A streams group's event as a log line: membership, epochs and targets at info (warm-ups
 /// being planned and promoted are what an operator watches a scale-out by), the rest at debug.
 pub(super) fn log_streams_event(event: &StreamsEvent) {

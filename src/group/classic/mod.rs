@@ -793,6 +793,10 @@ impl ClassicGroup {
     }
 }
 
+impl super::core::Kind for ClassicGroup {
+    const KIND: crate::vocab::stored::GroupKind = codec::KIND;
+}
+
 impl super::core::GroupCore for ClassicGroup {
     fn id(&self) -> &GroupId {
         &self.id

@@ -1316,6 +1316,10 @@ impl ModernMember for ConsumerMember {
     }
 }
 
+impl super::core::Kind for ConsumerGroup {
+    const KIND: crate::vocab::stored::GroupKind = codec::KIND;
+}
+
 impl super::core::GroupCore for ConsumerGroup {
     fn id(&self) -> &GroupId {
         self.base.id()

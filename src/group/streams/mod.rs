@@ -29,6 +29,10 @@ pub use member::{Endpoint, StreamsGroupRecord, StreamsMember, StreamsMemberState
 use crate::group::core::TopicImage;
 use crate::vocab::{GroupError, GroupId, MemberId, Timestamp};
 
+impl crate::group::core::Kind for StreamsGroup {
+    const KIND: crate::vocab::stored::GroupKind = codec::KIND;
+}
+
 impl crate::group::core::GroupCore for StreamsGroup {
     fn id(&self) -> &GroupId {
         (**self).id()
