@@ -79,7 +79,7 @@ impl GroupActor {
 
     /// A consumer group whose last consumer-protocol member left becomes the classic group of
     /// its classic members; the mutations that store it in place of the consumer group.
-    fn downgrade(&mut self, ctx: &Ctx, now: Timestamp) -> Option<Vec<Mutation>> {
+    fn downgrade(&mut self, ctx: &Ctx) -> Option<Vec<Mutation>> {
         let group = self.group.get_mut::<ConsumerGroup>()?;
         let downgrade = group.take_downgrade()?;
         let id = group.id().clone();
@@ -88,7 +88,7 @@ impl GroupActor {
             ctx.settings.group_config(&id),
             downgrade.generation,
             downgrade.members,
-            now,
+            ctx.clock.now(),
         );
         let record = classic.metadata_record();
         self.group = Core::new(classic);
@@ -105,16 +105,16 @@ impl GroupActor {
         ])
     }
 
-    /// Sends `first` and the consumer group's queued records to the store (the classic
-    /// group's record in their place if it just turned classic); `reply` goes out once they,
-    /// and every consumer-group write before them, are durable.
+    /// Sends `first` and the group's records in stored form to the store (for a consumer
+    /// group that just turned classic, the classic group's record in their place); `reply`
+    /// goes out once they, and every such write of the group's before them, are durable.
     pub(super) fn flush_records(
         &mut self,
         ctx: &Ctx,
         mut first: Vec<Mutation>,
         reply: Option<Deferred>,
     ) {
-        match self.downgrade(ctx, ctx.clock.now()) {
+        match self.downgrade(ctx) {
             Some(batch) => first.extend(batch),
             None => first.extend(self.record_mutations()),
         }
@@ -140,9 +140,14 @@ impl GroupActor {
     /// The group's records as mutations (none for a classic group: its record goes out
     /// through its outputs).
     fn record_mutations(&mut self) -> Vec<Mutation> {
-        let id = self.group.id().clone();
-        self.group
-            .take_stored()
+        let stored = self.group.take_stored();
+        if stored.is_empty() {
+            // Every input of every group comes here (a classic heartbeat too): no copy of
+            // the id for nothing.
+            return Vec::new();
+        }
+        let id = self.group.id();
+        stored
             .into_iter()
             .map(|c| Mutation::group_record(id.clone(), c))
             .collect()
