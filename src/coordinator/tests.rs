@@ -717,3 +717,62 @@ async fn a_group_whose_shard_moves_away_is_refused_and_dropped_and_comes_back_lo
         Err(GroupError::NotCoordinator)
     );
 }
+
+/// A kind's own request reaches a group of that kind only: none is created without `create`,
+/// a group of another kind with members is refused, an Empty one (a simple group) becomes the
+/// kind and keeps its offsets.
+#[tokio::test(start_paused = true)]
+async fn with_kind_creates_converts_and_refuses_by_kind() {
+    use crate::group::streams::StreamsGroup;
+    let c = coordinator();
+    let epoch = |g: &mut StreamsGroup, _: &dyn TopicImage, _| g.group_epoch();
+    assert_eq!(
+        c.with_kind(gid("none"), false, epoch).await,
+        Err(KindRefusal::Missing)
+    );
+    assert!(c.listing(&gid("none")).is_none());
+    assert_eq!(c.with_kind(gid("new"), true, epoch).await, Ok(0));
+    assert_eq!(
+        c.listing(&gid("new")).unwrap().state.group_type(),
+        "streams"
+    );
+
+    c.commit_offsets(gid("s"), anonymous_commit("t", 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        c.with_kind(gid("s"), false, epoch).await,
+        Err(KindRefusal::OtherKind)
+    );
+    assert_eq!(c.with_kind(gid("s"), true, epoch).await, Ok(0));
+    assert_eq!(c.listing(&gid("s")).unwrap().state.group_type(), "streams");
+    assert_eq!(c.fetch_offsets(gid("s"), None).await[0].offset, 1);
+
+    stable_with_commit(&c).await;
+    assert_eq!(
+        c.with_kind(gid("g"), true, epoch).await,
+        Err(KindRefusal::OtherKind)
+    );
+    assert_eq!(c.listing(&gid("g")).unwrap().state.group_type(), "classic");
+}
+
+/// A kind's answer waits for the group's writes before it and carries their failure: an
+/// Empty group converted while the store refuses writes (its old records cannot be cleared)
+/// is answered with the mapped storage error.
+#[tokio::test(start_paused = true)]
+async fn with_kind_answers_once_the_writes_before_it_are_durable() {
+    use crate::group::streams::StreamsGroup;
+    let store = Arc::new(MemoryStore::default());
+    let c = coordinator_on(&store);
+    c.commit_offsets(gid("s"), anonymous_commit("t", 1))
+        .await
+        .unwrap();
+    store.fail_writes(true);
+    let epoch = |g: &mut StreamsGroup, _: &dyn TopicImage, _| g.group_epoch();
+    assert_eq!(
+        c.with_kind(gid("s"), true, epoch).await,
+        Err(KindRefusal::Error(GroupError::NotCoordinator))
+    );
+    store.fail_writes(false);
+    assert_eq!(c.with_kind(gid("s"), false, epoch).await, Ok(0));
+}
