@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::coordinator::ownership::Ownership;
 use crate::coordinator::{Clock, Coordinator, Settings};
 use crate::log::Logs;
+use crate::metadata::group_config::{GroupConfigMap, GroupConfigs};
 use crate::metadata::topic_config::{LogSettings, TopicConfigs};
 use crate::metadata::{CreateError, Topic, Topics};
 use crate::security::acl::AuthorizerSettings;
@@ -66,6 +67,9 @@ pub struct Broker {
     /// Reported by Metadata (v2+) and DescribeCluster.
     pub cluster_id: String,
     pub topics: Arc<Topics>,
+    /// Every group's configs (GROUP config resources) and the broker-level defaults: what a
+    /// group kind reads with `group_configs.get(group_id)`.
+    pub group_configs: Arc<GroupConfigs>,
     /// `host`, `port` clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: i32,
@@ -93,6 +97,9 @@ pub struct Broker {
     /// from reading the topic to applying the change: each writes the whole record, so two at
     /// once could store a stale count or stale configs last.
     topic_writes: tokio::sync::Mutex<()>,
+    /// Held by each change of a group's configs from reading them to applying the change
+    /// (IncrementalAlterConfigs computes the new set from the current one).
+    group_config_writes: tokio::sync::Mutex<()>,
 }
 
 /// The right to change topic records, from [`Broker::topic_writes`]: whatever was read about
@@ -210,6 +217,10 @@ impl Broker {
                 topics.set_configs(&name, configs);
             }
         }
+        let group_configs = Arc::new(GroupConfigs::new(config.group_defaults()));
+        for (group, configs) in store.load_group_configs().map_err(io::Error::other)? {
+            group_configs.set(&group, configs);
+        }
         for t in &config.topics {
             // A configured topic that is also stored keeps its stored partition count.
             if topics.get(&t.name).is_some() {
@@ -265,6 +276,8 @@ impl Broker {
             storage,
             backend,
             topic_writes: tokio::sync::Mutex::new(()),
+            group_config_writes: tokio::sync::Mutex::new(()),
+            group_configs,
         })
     }
 
@@ -395,6 +408,36 @@ impl Broker {
             LogSettings::new(&configs, &self.config.topic_defaults()),
         );
         self.topics.set_configs(&topic.name, configs);
+        Ok(())
+    }
+
+    /// Changes group `group`'s configs: `change` gets the current ones and returns the new
+    /// ones (or why not); they are stored first (durable when this returns Ok), then served.
+    /// With `validate_only` nothing is stored.
+    ///
+    /// # Errors
+    /// `change`'s error, or the store's (nothing changed then).
+    pub async fn change_group_configs<E>(
+        &self,
+        group: &str,
+        validate_only: bool,
+        change: impl FnOnce(GroupConfigMap) -> Result<GroupConfigMap, E>,
+        store_error: impl FnOnce(StoreError) -> E,
+    ) -> Result<(), E> {
+        let _writes = self.group_config_writes.lock().await;
+        let configs = change(self.group_configs.configs(group))?;
+        if validate_only {
+            return Ok(());
+        }
+        self.storage
+            .write(vec![Mutation::PutGroupConfigs {
+                group: group.to_string(),
+                configs: configs.clone(),
+            }])
+            .await
+            .map_err(store_error)?;
+        tracing::info!(group, ?configs, "group configs changed");
+        self.group_configs.set(group, configs);
         Ok(())
     }
 

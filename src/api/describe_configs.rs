@@ -1,7 +1,11 @@
 //! DescribeConfigs (key 32), v1-4, as Kafka's `ConfigHelper` answers it: a topic's every config
 //! (or those asked for) with its effective value, source (DYNAMIC_TOPIC_CONFIG when set on the
 //! topic, else STATIC_BROKER_CONFIG or DEFAULT_CONFIG), synonyms and documentation when asked;
-//! the broker's own settings under the Kafka names koord's configuration mirrors, read-only.
+//! the broker's own settings under the Kafka names koord's configuration mirrors, read-only;
+//! a group's every group config (Kafka 4.4's `GroupConfig`, internal ones only when set) with
+//! its effective value and source (GROUP_CONFIG when set on the group, else its broker
+//! synonym's: STATIC_BROKER_CONFIG where koord's configuration differs from Kafka's default,
+//! else DEFAULT_CONFIG), as Kafka's `ConfigHelper.createGroupConfigEntry` answers.
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -13,6 +17,7 @@ use super::context::RequestContext;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::config::{Config, KEYS};
+use crate::metadata::group_config::GROUP_DEFS;
 use crate::metadata::topic_config::{broker_default, effective, Source, DEFS};
 use crate::metadata::validate_topic_name;
 use crate::security::acl::Operation;
@@ -20,6 +25,10 @@ use crate::security::acl::Operation;
 /// `ConfigResource.Type` codes.
 pub const TOPIC: i8 = 2;
 pub const BROKER: i8 = 4;
+pub const GROUP: i8 = 32;
+
+/// `DescribeConfigsResponse.ConfigSource` GROUP_CONFIG: set on the group.
+const GROUP_CONFIG: i8 = 8;
 
 type Failure = (ResponseError, String);
 
@@ -109,6 +118,66 @@ fn topic_configs(
         .collect())
 }
 
+fn group_configs(
+    broker: &Broker,
+    name: &str,
+    keys: &Option<Vec<kafka_protocol::protocol::StrBytes>>,
+    synonyms: bool,
+    docs: bool,
+) -> Result<Vec<DescribeConfigsResourceResult>, Failure> {
+    if name.is_empty() {
+        return Err((
+            ResponseError::InvalidRequest,
+            "Group name must not be empty".into(),
+        ));
+    }
+    let configs = broker.group_configs.configs(name);
+    let defaults = broker.group_configs.defaults();
+    let kafka_defaults = crate::metadata::group_config::GroupDefaults::default();
+    Ok(GROUP_DEFS
+        .iter()
+        // Internal configs only when set (koord's configuration sets none of their synonyms).
+        .filter(|d| !d.internal || configs.contains_key(d.name))
+        .filter(|d| wanted(keys, d.name))
+        .map(|d| {
+            let (value, set) = defaults.effective(d, &configs);
+            let mut list = Vec::new();
+            if set {
+                list.push(
+                    DescribeConfigsSynonym::default()
+                        .with_name(str_bytes(d.name))
+                        .with_value(value.clone().map(str_bytes))
+                        .with_source(GROUP_CONFIG),
+                );
+            }
+            match d.broker {
+                Some(b) => {
+                    let ours = defaults.broker_value(b);
+                    if ours.is_some() && ours != kafka_defaults.broker_value(b) {
+                        list.push(synonym(b, ours.unwrap_or_default(), Source::StaticBroker));
+                    }
+                    list.push(synonym(b, d.broker_default.to_string(), Source::Default));
+                }
+                None => {
+                    if let Some(v) = d.default {
+                        list.push(synonym(d.name, v.to_string(), Source::Default));
+                    }
+                }
+            }
+            let source = list.first().map_or(Source::Default as i8, |s| s.source);
+            DescribeConfigsResourceResult::default()
+                .with_name(str_bytes(d.name))
+                .with_value(value.map(str_bytes))
+                .with_read_only(false)
+                .with_config_source(source)
+                .with_is_sensitive(false)
+                .with_config_type(d.kind.code())
+                .with_documentation(docs.then(|| str_bytes(d.doc)))
+                .with_synonyms(if synonyms { list } else { Vec::new() })
+        })
+        .collect())
+}
+
 /// A koord setting's value as Kafka shows a config value.
 fn shown(v: &toml::Value) -> String {
     match v {
@@ -182,6 +251,13 @@ pub fn handle(
             let configs = match (denied, r.resource_type) {
                 (Some(e), _) => Err((e, e.to_string())),
                 (None, TOPIC) => topic_configs(
+                    broker,
+                    name,
+                    &r.configuration_keys,
+                    req.include_synonyms,
+                    req.include_documentation,
+                ),
+                (None, GROUP) => group_configs(
                     broker,
                     name,
                     &r.configuration_keys,

@@ -211,6 +211,48 @@ pub struct Config {
     pub group_streams_initial_rebalance_delay_ms: u64,
     /// `group.streams.assignor`: learner (warm-ups first) or sticky (Kafka's).
     pub group_streams_assignor: String,
+    // Share groups (KIP-932) and the bounds of group configs (Kafka's GroupCoordinatorConfig
+    // and ShareGroupConfig): the defaults and limits of each group's configs.
+    /// `group.share.session.timeout.ms`.
+    pub group_share_session_timeout_ms: i32,
+    /// `group.share.min.session.timeout.ms`.
+    pub group_share_min_session_timeout_ms: i32,
+    /// `group.share.max.session.timeout.ms`.
+    pub group_share_max_session_timeout_ms: i32,
+    /// `group.share.heartbeat.interval.ms`.
+    pub group_share_heartbeat_interval_ms: i32,
+    /// `group.share.min.heartbeat.interval.ms`.
+    pub group_share_min_heartbeat_interval_ms: i32,
+    /// `group.share.max.heartbeat.interval.ms`.
+    pub group_share_max_heartbeat_interval_ms: i32,
+    /// `group.share.record.lock.duration.ms`.
+    pub group_share_record_lock_duration_ms: i32,
+    /// `group.share.min.record.lock.duration.ms`.
+    pub group_share_min_record_lock_duration_ms: i32,
+    /// `group.share.max.record.lock.duration.ms`.
+    pub group_share_max_record_lock_duration_ms: i32,
+    /// `group.share.delivery.count.limit`.
+    pub group_share_delivery_count_limit: i32,
+    /// `group.share.min.delivery.count.limit`.
+    pub group_share_min_delivery_count_limit: i32,
+    /// `group.share.max.delivery.count.limit`.
+    pub group_share_max_delivery_count_limit: i32,
+    /// `group.share.partition.max.record.locks`.
+    pub group_share_partition_max_record_locks: i32,
+    /// `group.share.min.partition.max.record.locks`.
+    pub group_share_min_partition_max_record_locks: i32,
+    /// `group.share.max.partition.max.record.locks`.
+    pub group_share_max_partition_max_record_locks: i32,
+    /// `group.streams.min.session.timeout.ms`.
+    pub group_streams_min_session_timeout_ms: i32,
+    /// `group.streams.max.session.timeout.ms`.
+    pub group_streams_max_session_timeout_ms: i32,
+    /// `group.streams.min.heartbeat.interval.ms`.
+    pub group_streams_min_heartbeat_interval_ms: i32,
+    /// `group.streams.max.heartbeat.interval.ms`.
+    pub group_streams_max_heartbeat_interval_ms: i32,
+    /// `group.streams.max.standby.replicas`.
+    pub group_streams_max_standby_replicas: i32,
     /// Whether each group commit of the store syncs to disk before writes are acknowledged.
     pub offsets_commit_sync: crate::storage::SyncPolicy,
     /// The `learner.*` settings of the learner assignor.
@@ -287,6 +329,26 @@ impl Default for Config {
             group_streams_num_standby_replicas: 0,
             group_streams_initial_rebalance_delay_ms: 3_000,
             group_streams_assignor: "learner".to_owned(),
+            group_share_session_timeout_ms: 45_000,
+            group_share_min_session_timeout_ms: 45_000,
+            group_share_max_session_timeout_ms: 60_000,
+            group_share_heartbeat_interval_ms: 5_000,
+            group_share_min_heartbeat_interval_ms: 5_000,
+            group_share_max_heartbeat_interval_ms: 15_000,
+            group_share_record_lock_duration_ms: 30_000,
+            group_share_min_record_lock_duration_ms: 15_000,
+            group_share_max_record_lock_duration_ms: 60_000,
+            group_share_delivery_count_limit: 5,
+            group_share_min_delivery_count_limit: 2,
+            group_share_max_delivery_count_limit: 10,
+            group_share_partition_max_record_locks: 2_000,
+            group_share_min_partition_max_record_locks: 100,
+            group_share_max_partition_max_record_locks: 4_000,
+            group_streams_min_session_timeout_ms: 45_000,
+            group_streams_max_session_timeout_ms: 60_000,
+            group_streams_min_heartbeat_interval_ms: 5_000,
+            group_streams_max_heartbeat_interval_ms: 15_000,
+            group_streams_max_standby_replicas: 2,
             offsets_commit_sync: crate::storage::SyncPolicy::Always,
             learner: crate::assignor::learner::Settings::default(),
         }
@@ -294,6 +356,54 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The broker-level settings group configs default to and are bounded by.
+    pub fn group_defaults(&self) -> crate::metadata::group_config::GroupDefaults {
+        let int = |v: u64| i32::try_from(v).unwrap_or(i32::MAX);
+        crate::metadata::group_config::GroupDefaults {
+            consumer_session_timeout_ms: int(self.group_consumer_session_timeout_ms),
+            consumer_min_session_timeout_ms: int(self.group_consumer_min_session_timeout_ms),
+            consumer_max_session_timeout_ms: int(self.group_consumer_max_session_timeout_ms),
+            consumer_heartbeat_interval_ms: self.group_consumer_heartbeat_interval_ms,
+            consumer_min_heartbeat_interval_ms: self.group_consumer_min_heartbeat_interval_ms,
+            consumer_max_heartbeat_interval_ms: self.group_consumer_max_heartbeat_interval_ms,
+            share_session_timeout_ms: self.group_share_session_timeout_ms,
+            share_min_session_timeout_ms: self.group_share_min_session_timeout_ms,
+            share_max_session_timeout_ms: self.group_share_max_session_timeout_ms,
+            share_heartbeat_interval_ms: self.group_share_heartbeat_interval_ms,
+            share_min_heartbeat_interval_ms: self.group_share_min_heartbeat_interval_ms,
+            share_max_heartbeat_interval_ms: self.group_share_max_heartbeat_interval_ms,
+            share_record_lock_duration_ms: self.group_share_record_lock_duration_ms,
+            share_min_record_lock_duration_ms: self.group_share_min_record_lock_duration_ms,
+            share_max_record_lock_duration_ms: self.group_share_max_record_lock_duration_ms,
+            share_delivery_count_limit: self.group_share_delivery_count_limit,
+            share_min_delivery_count_limit: self.group_share_min_delivery_count_limit,
+            share_max_delivery_count_limit: self.group_share_max_delivery_count_limit,
+            share_partition_max_record_locks: self.group_share_partition_max_record_locks,
+            share_min_partition_max_record_locks: self.group_share_min_partition_max_record_locks,
+            share_max_partition_max_record_locks: self.group_share_max_partition_max_record_locks,
+            streams_session_timeout_ms: int(self.group_streams_session_timeout_ms),
+            streams_min_session_timeout_ms: self.group_streams_min_session_timeout_ms,
+            streams_max_session_timeout_ms: self.group_streams_max_session_timeout_ms,
+            streams_heartbeat_interval_ms: self.group_streams_heartbeat_interval_ms,
+            streams_min_heartbeat_interval_ms: self.group_streams_min_heartbeat_interval_ms,
+            streams_max_heartbeat_interval_ms: self.group_streams_max_heartbeat_interval_ms,
+            streams_num_standby_replicas: i32::try_from(self.group_streams_num_standby_replicas)
+                .unwrap_or(i32::MAX),
+            streams_max_standby_replicas: self.group_streams_max_standby_replicas,
+            streams_initial_rebalance_delay_ms: int(self.group_streams_initial_rebalance_delay_ms),
+            // koord's streams assignors, its configured one first (Kafka's
+            // group.streams.assignors: the first is the default).
+            streams_assignors: std::iter::once(self.group_streams_assignor.clone())
+                .chain(
+                    ["learner", "sticky"]
+                        .into_iter()
+                        .filter(|a| *a != self.group_streams_assignor)
+                        .map(str::to_owned),
+                )
+                .collect(),
+        }
+    }
+
     /// What of this configuration sets topic configs' defaults (their broker synonyms).
     pub fn topic_defaults(&self) -> crate::metadata::topic_config::BrokerDefaults {
         crate::metadata::topic_config::BrokerDefaults {
@@ -406,6 +516,58 @@ impl Config {
                 "group.consumer.heartbeat.interval.ms",
                 format!(
                     "{interval} must be smaller than group.consumer.session.timeout.ms ({session})"
+                ),
+            ));
+        }
+        // Kafka's checks of the share groups' bounds (GroupCoordinatorConfig, ShareGroupConfig):
+        // min <= default <= max, heartbeat below session. (The streams groups' bounds are not
+        // checked against koord's group.streams.* defaults, which predate them: they bound
+        // only what a group may set.)
+        for (key, min, value, max) in [
+            (
+                "group.share.session.timeout.ms",
+                self.group_share_min_session_timeout_ms,
+                self.group_share_session_timeout_ms,
+                self.group_share_max_session_timeout_ms,
+            ),
+            (
+                "group.share.heartbeat.interval.ms",
+                self.group_share_min_heartbeat_interval_ms,
+                self.group_share_heartbeat_interval_ms,
+                self.group_share_max_heartbeat_interval_ms,
+            ),
+            (
+                "group.share.record.lock.duration.ms",
+                self.group_share_min_record_lock_duration_ms,
+                self.group_share_record_lock_duration_ms,
+                self.group_share_max_record_lock_duration_ms,
+            ),
+            (
+                "group.share.delivery.count.limit",
+                self.group_share_min_delivery_count_limit,
+                self.group_share_delivery_count_limit,
+                self.group_share_max_delivery_count_limit,
+            ),
+            (
+                "group.share.partition.max.record.locks",
+                self.group_share_min_partition_max_record_locks,
+                self.group_share_partition_max_record_locks,
+                self.group_share_max_partition_max_record_locks,
+            ),
+        ] {
+            if !(min..=max).contains(&value) {
+                return Err(invalid(
+                    key,
+                    format!("{value} is outside its min and max settings [{min}, {max}]"),
+                ));
+            }
+        }
+        if self.group_share_heartbeat_interval_ms >= self.group_share_session_timeout_ms {
+            return Err(invalid(
+                "group.share.heartbeat.interval.ms",
+                format!(
+                    "{} must be smaller than group.share.session.timeout.ms ({})",
+                    self.group_share_heartbeat_interval_ms, self.group_share_session_timeout_ms
                 ),
             ));
         }

@@ -865,6 +865,12 @@ impl Store for UpstreamStore {
     fn load_txns(&self) -> Result<Vec<TxnRecord>, StoreError> {
         self.local.load_txns()
     }
+
+    fn load_group_configs(
+        &self,
+    ) -> Result<Vec<(String, crate::metadata::group_config::GroupConfigMap)>, StoreError> {
+        self.local.load_group_configs()
+    }
 }
 
 #[cfg(test)]
@@ -1092,7 +1098,7 @@ mod tests {
             "unknown kind"
         );
         assert!(
-            decode(&[0, b'Q', 0, 1, b'g'], &[0]).is_err(),
+            decode(&[0, b'Z', 0, 1, b'g'], &[0]).is_err(),
             "unknown key kind"
         );
         // A record's value is its kind's to read (the coordinator, at load): carried as is.

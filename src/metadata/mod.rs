@@ -1,10 +1,12 @@
 //! The topics this node knows: configured at start-up or created at run time (CreateTopics, or
 //! Metadata with auto-creation). This node is the only broker, so it leads every partition at
-//! leader epoch 0.
+//! leader epoch 0. Group configs (per-group overrides of group settings) are kept beside them
+//! ([`group_config`]).
 //!
 //! A topic's id is derived from its name (a name-based UUID), so it is the same across restarts
 //! without being stored, and a client that cached it keeps working.
 
+pub mod group_config;
 pub mod topic_config;
 
 use std::collections::BTreeMap;

@@ -187,8 +187,17 @@ fn range(name: &str, value: &str, v: i64, min: i64, max: i64) -> Result<(), Stri
 /// Kafka's message: `Unknown topic config name: x`, or `Invalid value v for configuration x: ...`.
 pub fn validate(name: &str, value: &str) -> Result<(), String> {
     let d = def(name).ok_or_else(|| format!("Unknown topic config name: {name}"))?;
+    check_value(name, value, d.kind)
+}
+
+/// Validates `value` as a config of type `kind` (Kafka's `ConfigDef` parse and validator);
+/// group configs share it ([`super::group_config`]).
+///
+/// # Errors
+/// Kafka's message: `Invalid value v for configuration x: ...`.
+pub fn check_value(name: &str, value: &str, kind: Kind) -> Result<(), String> {
     let t = value.trim();
-    match d.kind {
+    match kind {
         Kind::Boolean => {
             if !(t.eq_ignore_ascii_case("true") || t.eq_ignore_ascii_case("false")) {
                 return Err(invalid(

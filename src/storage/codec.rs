@@ -193,6 +193,39 @@ pub fn decode_topic(value: &[u8]) -> Result<(i32, TopicConfigs), DecodeError> {
     Ok((n, configs))
 }
 
+/// Group config values: a format version, then the configs set on the group.
+pub fn encode_group_configs(configs: &crate::metadata::group_config::GroupConfigMap) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(V1);
+    w.u32(configs.len() as u32);
+    for (name, value) in configs {
+        w.str(name);
+        w.str(value);
+    }
+    w.0
+}
+
+/// The configs of a group config value.
+pub fn decode_group_configs(
+    value: &[u8],
+) -> Result<crate::metadata::group_config::GroupConfigMap, DecodeError> {
+    const WHAT: &str = "group config value";
+    let mut r = Reader::new(value);
+    let version = r.u8(WHAT)?;
+    if version != V1 {
+        return Err(err(format!("{WHAT}: unknown format version {version}")));
+    }
+    let mut configs = crate::metadata::group_config::GroupConfigMap::new();
+    let count = r.u32(WHAT)?;
+    for _ in 0..count {
+        let name = r.str_u32(WHAT)?.to_owned();
+        let value = r.str_u32(WHAT)?.to_owned();
+        configs.insert(name, value);
+    }
+    end(&r, WHAT)?;
+    Ok(configs)
+}
+
 /// The key of a SCRAM credential: the mechanism's code, then the user name.
 pub fn credential_key(user: &str, mechanism: ScramMechanism) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + user.len());

@@ -56,6 +56,10 @@ const PENDING: TableDefinition<&[u8], &[u8]> = TableDefinition::new("pending_off
 /// Added to format 1 as the consumer tables were.
 const ACLS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("acls");
 
+/// Groups' configs (GROUP config resources): key the group id, value
+/// [`codec::encode_group_configs`]. Added to format 2 as the tables above were to format 1.
+const GROUP_CONFIGS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("group_configs");
+
 /// The layout version this build writes and reads (format 1 is converted when opened).
 const FORMAT: u32 = 2;
 
@@ -165,6 +169,7 @@ impl EmbeddedStore {
                 TXNS,
                 ACLS,
                 PENDING,
+                GROUP_CONFIGS,
             ] {
                 tx.open_table(table).map_err(|e| e.to_string())?;
             }
@@ -206,6 +211,7 @@ impl EmbeddedStore {
         let mut txns = tx.open_table(TXNS)?;
         let mut acls = tx.open_table(ACLS)?;
         let mut pending_offsets = tx.open_table(PENDING)?;
+        let mut group_configs = tx.open_table(GROUP_CONFIGS)?;
         // Offsets are most of a batch: their keys and values are encoded into these two.
         let (mut key, mut value) = (Vec::new(), Vec::new());
         for m in batch {
@@ -245,6 +251,13 @@ impl EmbeddedStore {
                 }
                 Mutation::DeleteTopic { name } => {
                     topics.remove(name.as_bytes())?;
+                }
+                Mutation::PutGroupConfigs { group, configs } if configs.is_empty() => {
+                    group_configs.remove(group.as_bytes())?;
+                }
+                Mutation::PutGroupConfigs { group, configs } => {
+                    let value = codec::encode_group_configs(configs);
+                    group_configs.insert(group.as_bytes(), value.as_slice())?;
                 }
                 Mutation::Credential(CredentialChange::Put {
                     user,
@@ -444,6 +457,23 @@ impl Store for EmbeddedStore {
             let (partitions, configs) = codec::decode_topic(v.value())
                 .map_err(|e| self.corrupt(format!("topic {name}: {e}")))?;
             out.push((name, partitions, configs));
+        }
+        Ok(out)
+    }
+
+    fn load_group_configs(
+        &self,
+    ) -> Result<Vec<(String, crate::metadata::group_config::GroupConfigMap)>, StoreError> {
+        let tx = self.read()?;
+        let table = tx.open_table(GROUP_CONFIGS).map_err(|e| self.corrupt(e))?;
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(|e| self.corrupt(e))? {
+            let (k, v) = entry.map_err(|e| self.corrupt(e))?;
+            let group = String::from_utf8(k.value().to_vec())
+                .map_err(|_| self.corrupt("a group id of group configs is not UTF-8"))?;
+            let configs = codec::decode_group_configs(v.value())
+                .map_err(|e| self.corrupt(format!("configs of group {group}: {e}")))?;
+            out.push((group, configs));
         }
         Ok(out)
     }

@@ -15,6 +15,7 @@ use crate::vocab::{OffsetAndMetadata, PendingOffset, TopicPartition, TxnRecord};
 #[derive(Debug, Default)]
 struct Data {
     topics: BTreeMap<String, (i32, TopicConfigs)>,
+    group_configs: BTreeMap<String, crate::metadata::group_config::GroupConfigMap>,
     /// Groups' records by group, kind and key.
     records: BTreeMap<(GroupId, u8, String), StoredRecord>,
     offsets: BTreeMap<(GroupId, TopicPartition), OffsetAndMetadata>,
@@ -91,6 +92,12 @@ impl Store for MemoryStore {
                 Mutation::DeleteTopic { name } => {
                     d.topics.remove(name);
                 }
+                Mutation::PutGroupConfigs { group, configs } if configs.is_empty() => {
+                    d.group_configs.remove(group);
+                }
+                Mutation::PutGroupConfigs { group, configs } => {
+                    d.group_configs.insert(group.clone(), configs.clone());
+                }
                 Mutation::Credential(CredentialChange::Put {
                     user,
                     mechanism,
@@ -144,6 +151,17 @@ impl Store for MemoryStore {
             .topics
             .iter()
             .map(|(n, (p, c))| (n.clone(), *p, c.clone()))
+            .collect())
+    }
+
+    fn load_group_configs(
+        &self,
+    ) -> Result<Vec<(String, crate::metadata::group_config::GroupConfigMap)>, StoreError> {
+        Ok(self
+            .data()
+            .group_configs
+            .iter()
+            .map(|(g, c)| (g.clone(), c.clone()))
             .collect())
     }
 

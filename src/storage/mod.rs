@@ -28,6 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use embedded::EmbeddedStore;
 pub use memory::MemoryStore;
 
+use crate::metadata::group_config::GroupConfigMap;
 use crate::metadata::topic_config::TopicConfigs;
 use crate::vocab::stored::{GroupKind, RecordChange, StoredRecord};
 use crate::vocab::{GroupError, GroupId};
@@ -107,6 +108,13 @@ pub enum Mutation {
     /// A deleted topic (DeleteTopics); groups' offsets for it stay, as in Kafka.
     DeleteTopic {
         name: String,
+    },
+    /// The configs set on a group (IncrementalAlterConfigs or AlterConfigs on a GROUP
+    /// resource), replacing the previous ones; empty removes them. Not a group record: they
+    /// outlive the group's deletion, as in Kafka.
+    PutGroupConfigs {
+        group: String,
+        configs: GroupConfigMap,
     },
     /// A SCRAM user's credential for one mechanism (AlterUserScramCredentials), or its
     /// deletion.
@@ -273,6 +281,13 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     /// [`StoreError::Corrupt`] naming what cannot be read.
     fn load_txns(&self) -> Result<Vec<TxnRecord>, StoreError>;
+    /// Every group's stored configs ([`Mutation::PutGroupConfigs`]); none by default.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] naming what cannot be read.
+    fn load_group_configs(&self) -> Result<Vec<(String, GroupConfigMap)>, StoreError> {
+        Ok(Vec::new())
+    }
 }
 
 /// `offsets.commit.sync`: whether a write is on disk before it is acknowledged.
@@ -361,6 +376,7 @@ impl Mutation {
             | Mutation::Fence { group } => Some(group),
             Mutation::PutTopic { .. }
             | Mutation::DeleteTopic { .. }
+            | Mutation::PutGroupConfigs { .. }
             | Mutation::Credential(_)
             | Mutation::PutAcl(_)
             | Mutation::DeleteAcl(_)
