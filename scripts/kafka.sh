@@ -22,6 +22,13 @@
 # by default computes it at most once a second, on a background thread: a member's first
 # heartbeat then gets an empty assignment). Timed-out transactions are aborted within a second
 # (tests/transactions.rs starts koord with the same value; Kafka's default checks every 10 s).
+# Share groups (KIP-932; share.version 2 is on by default in a cluster formatted by 4.4, no
+# feature to enable): a group may set share.record.lock.duration.ms down to 1 s (Kafka's
+# group.share.min.record.lock.duration.ms is 15 s: proto-tests/test_share_groups.py crashes a
+# consumer holding records and waits for their locks to expire), and share members get the
+# consumer groups' 6 s session, 1 s heartbeat and assignment in the heartbeat that changes the
+# group (Kafka's defaults: 45 s, 5 s, and at most once a second on a background thread, which
+# gives a new member an empty assignment until its next heartbeat, 5 s later).
 #
 # KAFKA_SECURITY=sasl: also a SASL_PLAINTEXT and a SASL_SSL listener (PLAIN, SCRAM-SHA-256 and
 # SCRAM-SHA-512; the user alice/alice-secret for all three; a CA and a certificate for 127.0.0.1
@@ -234,6 +241,13 @@ group.consumer.max.size=5
 group.consumer.assignment.interval.ms=0
 group.consumer.assignor.offload.enable=false
 transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
+group.share.min.record.lock.duration.ms=1000
+group.share.min.session.timeout.ms=1000
+group.share.session.timeout.ms=6000
+group.share.min.heartbeat.interval.ms=500
+group.share.heartbeat.interval.ms=1000
+group.share.assignment.interval.ms=0
+group.share.assignor.offload.enable=false
 PROPS
   if [ "${KAFKA_SECURITY:-}" = sasl ]; then
     {

@@ -8,8 +8,10 @@
 #   python  pytest proto-tests/ with real clients against target/release/koord
 #   load    koord-load (load/) at a small size against a fresh koord, over PLAINTEXT and over
 #           SASL_SSL: every group Stable, no request failed
-#   kafka   the raw conformance tier (tests/wire.rs, tests/groups.rs, tests/consumer_groups.rs),
-#           the franz-go groups (proto-tests/test_franz.py) and Kafka Streams, a custom assignor
+#   kafka   the raw conformance tier (tests/wire.rs, tests/groups.rs, tests/consumer_groups.rs,
+#           tests/share_groups.rs, tests/group_configs.rs), the franz-go groups
+#           (proto-tests/test_franz.py), share groups with Java's KafkaShareConsumer
+#           (proto-tests/test_share_groups.py) and Kafka Streams, a custom assignor
 #           and the admin tools (proto-tests/test_streams.py) again, against Apache Kafka 4.4
 #           (scripts/kafka.sh), proving their expectations are Kafka's own answers; the same
 #           koord-load smoke run against Kafka; and koord in gateway mode in front of that
@@ -349,10 +351,10 @@ kafka_conformance() {
         --test transactions
     # What koord does not do yet is #[ignore]d for koord and still proven against Kafka here.
     KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test consumer_groups \
-        --test streams_groups -- --include-ignored
-    say "franz-go groups and consumer-protocol (KIP-848) groups against Kafka 4.4"
+        --test streams_groups --test share_groups --test group_configs -- --include-ignored
+    say "franz-go groups, consumer-protocol (KIP-848) and share (KIP-932) groups against Kafka 4.4"
     KOORD_BOOTSTRAP="$bootstrap" "$venv/bin/python" -m pytest proto-tests/test_franz.py \
-        proto-tests/test_consumer_protocol.py -ra \
+        proto-tests/test_consumer_protocol.py proto-tests/test_share_groups.py -ra \
         --tb=short -p no:cacheprovider
     say "koord-load smoke run against Kafka 4.4 (PLAINTEXT, then SASL_SSL)"
     load_smoke_run "$bootstrap"

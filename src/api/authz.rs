@@ -49,7 +49,8 @@ impl RequestContext {
     /// The error for a config resource (DescribeConfigs, AlterConfigs,
     /// IncrementalAlterConfigs) the principal may not `op` (DESCRIBE_CONFIGS / ALTER_CONFIGS):
     /// a topic's on the topic (TOPIC_AUTHORIZATION_FAILED), a broker's or broker logger's on
-    /// the cluster (CLUSTER_AUTHORIZATION_FAILED); `None` when allowed or another type.
+    /// the cluster (CLUSTER_AUTHORIZATION_FAILED), a group's on the group
+    /// (GROUP_AUTHORIZATION_FAILED); `None` when allowed or another type.
     pub fn config_denied(
         &self,
         broker: &Broker,
@@ -60,12 +61,17 @@ impl RequestContext {
         const TOPIC: i8 = 2;
         const BROKER: i8 = 4;
         const BROKER_LOGGER: i8 = 8;
+        const GROUP: i8 = 32;
         match resource_type {
             TOPIC if !self.may(broker, op, ResourceType::Topic, name) => {
                 Some(ResponseError::TopicAuthorizationFailed)
             }
             BROKER | BROKER_LOGGER if !self.may_cluster(broker, op) => {
                 Some(ResponseError::ClusterAuthorizationFailed)
+            }
+            // As Kafka: DESCRIBE_CONFIGS / ALTER_CONFIGS on the group.
+            GROUP if !self.may(broker, op, ResourceType::Group, name) => {
+                Some(ResponseError::GroupAuthorizationFailed)
             }
             _ => None,
         }
@@ -137,6 +143,11 @@ pub(crate) fn deny_request(
         RequestKind::ConsumerGroupHeartbeat(r) if !may(Read, Group, &r.group_id) => {
             ResponseKind::ConsumerGroupHeartbeat(
                 m::ConsumerGroupHeartbeatResponse::default().with_error_code(group),
+            )
+        }
+        RequestKind::ShareGroupHeartbeat(r) if !may(Read, Group, &r.group_id) => {
+            ResponseKind::ShareGroupHeartbeat(
+                m::ShareGroupHeartbeatResponse::default().with_error_code(group),
             )
         }
         RequestKind::StreamsGroupHeartbeat(r) if !may(Read, Group, &r.group_id) => {

@@ -34,6 +34,47 @@ pub struct RequestContext {
     /// The client's IP address as ACL hosts name it, made once per connection for the
     /// authorizer.
     pub peer_host: Arc<str>,
+    /// The share sessions opened over this connection (ShareFetch), given up when it closes.
+    pub share_sessions: ShareSessions,
+}
+
+/// The share sessions a connection opened, as Kafka's `ShareSessionCache` remembers the
+/// connection of each: when the connection closes, the sessions it opened close and what their
+/// members had acquired becomes available again (unless a newer connection opened the
+/// member's session since).
+#[derive(Debug, Clone)]
+pub struct ShareSessions {
+    /// This connection, as the sessions it opens name it.
+    pub connection: u64,
+    pub opened: Arc<std::sync::Mutex<std::collections::BTreeSet<(String, crate::vocab::MemberId)>>>,
+}
+
+impl Default for ShareSessions {
+    fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        ShareSessions {
+            connection: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            opened: Arc::default(),
+        }
+    }
+}
+
+impl ShareSessions {
+    /// `member` of `group` opened its session over this connection.
+    pub fn opened(&self, group: &str, member: &crate::vocab::MemberId) {
+        // Nothing is awaited while the lock is held.
+        if let Ok(mut set) = self.opened.lock() {
+            set.insert((group.to_owned(), member.clone()));
+        }
+    }
+
+    /// The sessions to close, once the connection is gone.
+    pub fn take(&self) -> Vec<(String, crate::vocab::MemberId)> {
+        self.opened
+            .lock()
+            .map(|mut set| std::mem::take(&mut *set).into_iter().collect())
+            .unwrap_or_default()
+    }
 }
 
 impl RequestContext {
@@ -51,6 +92,7 @@ impl RequestContext {
                 advertised_port: broker.advertised_port,
             }),
             principal: Principal::anonymous(),
+            share_sessions: ShareSessions::default(),
         }
     }
 }

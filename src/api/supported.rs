@@ -53,6 +53,11 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
     api(ApiKey::StreamsGroupHeartbeat, 0, 1),
     api(ApiKey::StreamsGroupDescribe, 0, 1),
+    api(ApiKey::ShareGroupHeartbeat, 1, 1),
+    api(ApiKey::ShareGroupDescribe, 1, 1),
+    api(ApiKey::ShareFetch, 1, 1),
+    api(ApiKey::ShareAcknowledge, 1, 1),
+    api(ApiKey::DescribeShareGroupOffsets, 0, 1),
     // Transaction admin, Kafka 4.4's full ranges.
     api(ApiKey::DescribeProducers, 0, 0),
     api(ApiKey::DescribeTransactions, 0, 0),

@@ -121,6 +121,21 @@ pub async fn dispatch(
         RequestKind::StreamsGroupDescribe(r) => ResponseKind::StreamsGroupDescribe(
             api::streams_group_describe::handle(broker, ctx, r, v).await,
         ),
+        RequestKind::ShareGroupHeartbeat(r) => ResponseKind::ShareGroupHeartbeat(
+            api::share_group_heartbeat::handle(broker, ctx, r, v, client_id).await,
+        ),
+        RequestKind::ShareGroupDescribe(r) => ResponseKind::ShareGroupDescribe(
+            api::share_group_describe::handle(broker, ctx, r, v).await,
+        ),
+        RequestKind::ShareFetch(r) => {
+            ResponseKind::ShareFetch(api::share_fetch::handle(broker, ctx, r, v).await)
+        }
+        RequestKind::ShareAcknowledge(r) => {
+            ResponseKind::ShareAcknowledge(api::share_acknowledge::handle(broker, ctx, r, v).await)
+        }
+        RequestKind::DescribeShareGroupOffsets(r) => ResponseKind::DescribeShareGroupOffsets(
+            api::describe_share_group_offsets::handle(broker, ctx, r, v).await,
+        ),
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(api::describe_producers::handle(broker, ctx, r, v))
         }

@@ -50,6 +50,7 @@ use crate::group::consumer::{
     TopicImage,
 };
 use crate::group::core::Kind;
+use crate::group::share::ShareSettings;
 use crate::group::streams::learner::LearnerSettings;
 use crate::group::streams::{StreamsAssignor, StreamsGroupConfig};
 use crate::group::{
@@ -85,6 +86,9 @@ pub struct Settings {
     pub consumer: Arc<ConsumerGroupConfig>,
     /// The settings of streams groups (KIP-1071).
     pub streams: Arc<StreamsGroupConfig>,
+    /// The broker's settings of share groups (KIP-932); a group's own configs go over them
+    /// at each request.
+    pub share: ShareSettings,
     /// The topics consumer groups subscribe to.
     pub image: Arc<dyn TopicImage + Send + Sync>,
     /// Which groups this node serves (all of them outside a cluster).
@@ -125,6 +129,19 @@ impl Settings {
                 },
                 ..StreamsGroupConfig::default()
             }),
+            share: ShareSettings {
+                session_timeout_ms: u64::try_from(c.group_share_session_timeout_ms).unwrap_or(0),
+                heartbeat_interval_ms: c.group_share_heartbeat_interval_ms,
+                partition: crate::group::share::partition::PartitionConfig {
+                    lock_duration_ms: u64::try_from(c.group_share_record_lock_duration_ms)
+                        .unwrap_or(0),
+                    delivery_count_limit: u16::try_from(c.group_share_delivery_count_limit)
+                        .unwrap_or(u16::MAX),
+                    max_in_flight: u32::try_from(c.group_share_partition_max_record_locks)
+                        .unwrap_or(0),
+                },
+                ..ShareSettings::default()
+            },
             image: topics.clone(),
             ownership: Arc::new(Ownership::single()),
             assignment: AssignmentPolicy::new(
@@ -883,7 +900,8 @@ impl Coordinator {
     /// a `K` in its shard, with the topics and the time, and its answer goes out once the
     /// records `f` made the group write (and every write of the group's before them) are
     /// durable. With `create`, a missing group is created as a `K`, and an Empty group of
-    /// another kind becomes one (keeping its offsets), as Kafka converts an empty group.
+    /// another kind becomes one (keeping its offsets), as Kafka converts an empty group,
+    /// where `K` [converts](Kind::CONVERTS).
     ///
     /// # Errors
     /// See [`KindRefusal`].
@@ -915,6 +933,11 @@ impl Coordinator {
     /// The settings of consumer groups.
     pub fn consumer_config(&self) -> Arc<ConsumerGroupConfig> {
         self.settings.consumer.clone()
+    }
+
+    /// The broker's share-group settings (a group's own configs go over them).
+    pub fn share_settings(&self) -> &ShareSettings {
+        &self.settings.share
     }
 
     /// ListGroups' view of one group, if it exists.

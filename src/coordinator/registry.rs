@@ -6,8 +6,9 @@
 use super::core::Core;
 use super::Settings;
 use crate::group::consumer::ConsumerGroup;
+use crate::group::share::ShareGroup;
 use crate::group::streams::StreamsGroup;
-use crate::group::{classic, consumer, streams, ClassicGroup, GroupId, Timestamp};
+use crate::group::{classic, consumer, share, streams, ClassicGroup, GroupId, Timestamp};
 use crate::vocab::codec::DecodeError;
 use crate::vocab::stored::{GroupKind, StoredRecord};
 
@@ -75,8 +76,28 @@ pub(super) static STREAMS: KindEntry = KindEntry {
     },
 };
 
+/// Share groups (KIP-932).
+pub(super) static SHARE: KindEntry = KindEntry {
+    kind: share::codec::KIND,
+    create: |id, s, _| Core::new(ShareGroup::new(id.clone(), s.share.clone())),
+    restore: |id, s, records, now| {
+        Ok(
+            share::codec::restore(records)?.map(|(record, members, partitions)| {
+                Core::new(ShareGroup::from_records(
+                    id.clone(),
+                    s.share.clone(),
+                    record,
+                    members,
+                    partitions,
+                    now,
+                ))
+            }),
+        )
+    },
+};
+
 /// Every kind the coordinator serves.
-pub(super) static KINDS: &[&KindEntry] = &[&CLASSIC, &CONSUMER, &STREAMS];
+pub(super) static KINDS: &[&KindEntry] = &[&CLASSIC, &CONSUMER, &STREAMS, &SHARE];
 
 /// The entry of `kind`, if the coordinator serves it.
 pub(super) fn entry(kind: GroupKind) -> Option<&'static KindEntry> {

@@ -47,6 +47,7 @@ fn settings() -> Settings {
         ),
         consumer: Arc::default(),
         streams: Arc::default(),
+        share: Default::default(),
         image: Arc::new(crate::metadata::Topics::default()),
     }
 }

@@ -69,6 +69,10 @@ pub trait GroupCore: Any + Send + std::fmt::Debug {
 pub trait Kind: GroupCore {
     /// Its stored name (the same as [`GroupCore::kind`]).
     const KIND: GroupKind;
+    /// Whether a request that creates a group of this kind turns an Empty group of another
+    /// kind into one (Kafka converts empty classic, consumer and streams groups; a share group
+    /// is never made from another: GROUP_ID_NOT_FOUND).
+    const CONVERTS: bool = true;
 }
 
 impl dyn GroupCore {

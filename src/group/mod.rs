@@ -106,6 +106,7 @@ pub mod member;
 pub mod missing;
 pub mod modern;
 pub mod output;
+pub mod share;
 pub mod streams;
 pub mod timers;
 pub mod types;

@@ -157,6 +157,7 @@ pub async fn serve<S>(
         peer_host: conn.peer.ip().to_string().into(),
         listener: conn.listener,
         principal: session.principal().clone(),
+        share_sessions: Default::default(),
     };
     let (mut rd, mut wr) = tokio::io::split(stream);
     let mut buf = BytesMut::new();
@@ -306,6 +307,7 @@ pub async fn serve<S>(
     // behind a forwarded request still unanswered).
     let _ = write_out(&mut wr, &mut out).await;
     let _ = wr.shutdown().await;
+    api::share_fetch::connection_closed(&broker, &ctx.share_sessions);
 }
 
 /// A request through the connection's layer: admitted by the session first (the SASL

@@ -4,6 +4,7 @@
 //! unchecked allocation.
 
 use super::reader::{ReadError, Reader};
+use super::records::{Partitions, TopicId};
 
 /// The version byte every value starts with.
 pub const V1: u8 = 1;
@@ -100,4 +101,44 @@ pub fn count(r: &mut Reader, min: usize, what: &'static str) -> Result<usize, De
         return Err(err(format!("{what}: {n} items in {} bytes", r.remaining())));
     }
     Ok(n)
+}
+
+impl Writer {
+    /// Partitions by topic id: a count, then each topic's 16-byte id and its partitions.
+    pub fn partitions(&mut self, p: &Partitions) {
+        self.u32(p.len() as u32);
+        for (topic, parts) in p {
+            self.0.extend_from_slice(topic.as_bytes());
+            self.u32(parts.len() as u32);
+            for &part in parts {
+                self.i32(part);
+            }
+        }
+    }
+}
+
+/// [`Writer::partitions`] read back; counts are checked against what is left.
+pub fn partitions(r: &mut Reader, what: &'static str) -> Result<Partitions, DecodeError> {
+    let topics = r.u32(what)?;
+    let mut out = Partitions::new();
+    for _ in 0..topics {
+        let id: [u8; 16] = r
+            .take(16, what)?
+            .try_into()
+            .map_err(|_| err(format!("{what}: bad topic id")))?;
+        let count = r.u32(what)? as usize;
+        // Each partition takes 4 bytes: a count beyond what is left is damage.
+        if count > r.remaining() / 4 {
+            return Err(err(format!(
+                "{what}: {count} partitions in {} bytes",
+                r.remaining()
+            )));
+        }
+        let mut parts = Vec::with_capacity(count);
+        for _ in 0..count {
+            parts.push(r.i32(what)?);
+        }
+        out.insert(TopicId::from_bytes(id), parts);
+    }
+    Ok(out)
 }

@@ -92,6 +92,15 @@ pub enum GroupError {
     /// 113: an offset commit or fetch at an epoch that is not the member's current one.
     #[error("STALE_MEMBER_EPOCH")]
     StaleMemberEpoch,
+    /// 121: a share-group acknowledgement of records the member does not hold acquired.
+    #[error("INVALID_RECORD_STATE")]
+    InvalidRecordState,
+    /// 122: a ShareFetch or ShareAcknowledge names a share session that does not exist.
+    #[error("SHARE_SESSION_NOT_FOUND")]
+    ShareSessionNotFound,
+    /// 123: a share session's epoch is not the one expected.
+    #[error("INVALID_SHARE_SESSION_EPOCH")]
+    InvalidShareSessionEpoch,
     /// 128
     #[error("INVALID_REGULAR_EXPRESSION")]
     InvalidRegularExpression,
@@ -102,7 +111,7 @@ pub enum GroupError {
 
 impl GroupError {
     /// Every variant, for tests and for `from_code`.
-    pub const ALL: [GroupError; 30] = [
+    pub const ALL: [GroupError; 33] = [
         GroupError::UnknownServerError,
         GroupError::UnknownTopicOrPartition,
         GroupError::OffsetMetadataTooLarge,
@@ -131,6 +140,9 @@ impl GroupError {
         GroupError::UnreleasedInstanceId,
         GroupError::UnsupportedAssignor,
         GroupError::StaleMemberEpoch,
+        GroupError::InvalidRecordState,
+        GroupError::ShareSessionNotFound,
+        GroupError::InvalidShareSessionEpoch,
         GroupError::InvalidRegularExpression,
         GroupError::StreamsInvalidTopology,
     ];
@@ -166,6 +178,9 @@ impl GroupError {
             GroupError::UnreleasedInstanceId => 111,
             GroupError::UnsupportedAssignor => 112,
             GroupError::StaleMemberEpoch => 113,
+            GroupError::InvalidRecordState => 121,
+            GroupError::ShareSessionNotFound => 122,
+            GroupError::InvalidShareSessionEpoch => 123,
             GroupError::InvalidRegularExpression => 128,
             GroupError::StreamsInvalidTopology => 130,
         }

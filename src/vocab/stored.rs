@@ -36,8 +36,15 @@ pub const STREAMS: GroupKind = GroupKind {
     name: "streams",
 };
 
+/// Share groups (KIP-932): the group's record, its members' and its share partitions'.
+pub const SHARE: GroupKind = GroupKind {
+    id: b'q',
+    member_tag: b'Q',
+    name: "share",
+};
+
 /// Every group kind as stored. A new kind adds its line here.
-pub const KINDS: &[GroupKind] = &[CLASSIC, CONSUMER, STREAMS];
+pub const KINDS: &[GroupKind] = &[CLASSIC, CONSUMER, STREAMS, SHARE];
 
 /// The kind stored under `id`.
 pub fn kind_of(id: u8) -> Option<GroupKind> {

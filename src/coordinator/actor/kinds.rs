@@ -28,7 +28,7 @@ impl GroupActor {
         f: impl FnOnce(&mut K, &dyn TopicImage, Timestamp) -> R,
         reply: oneshot::Sender<Result<R, KindRefusal>>,
     ) {
-        if let Some(entry) = create {
+        if let Some(entry) = create.filter(|_| K::CONVERTS) {
             self.become_kind(ctx, entry);
         }
         let Some(group) = self.group.get_mut::<K>() else {

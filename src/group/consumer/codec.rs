@@ -2,12 +2,12 @@
 
 use bytes::Bytes;
 
-use crate::vocab::codec::{end, err, opt_str, version, DecodeError, Writer, V1};
+use crate::vocab::codec::{end, err, opt_str, partitions, version, DecodeError, Writer, V1};
 use crate::vocab::reader::Reader;
 use crate::vocab::stored::{GroupKind, RecordChange, StoredRecord};
 use crate::vocab::{
     ClassicMemberMetadata, ConsumerGroupRecord, ConsumerMember, ConsumerMemberState, InstanceId,
-    MemberId, Partitions, Protocol, TopicId,
+    MemberId, Protocol,
 };
 
 pub fn encode_consumer_group(g: &ConsumerGroupRecord) -> Vec<u8> {
@@ -32,44 +32,6 @@ pub fn decode_consumer_group(value: &[u8]) -> Result<ConsumerGroupRecord, Decode
     };
     end(&r, WHAT)?;
     Ok(record)
-}
-
-impl Writer {
-    fn partitions(&mut self, p: &Partitions) {
-        self.u32(p.len() as u32);
-        for (topic, parts) in p {
-            self.0.extend_from_slice(topic.as_bytes());
-            self.u32(parts.len() as u32);
-            for &part in parts {
-                self.i32(part);
-            }
-        }
-    }
-}
-
-fn partitions(r: &mut Reader, what: &'static str) -> Result<Partitions, DecodeError> {
-    let topics = r.u32(what)?;
-    let mut out = Partitions::new();
-    for _ in 0..topics {
-        let id: [u8; 16] = r
-            .take(16, what)?
-            .try_into()
-            .map_err(|_| err(format!("{what}: bad topic id")))?;
-        let count = r.u32(what)? as usize;
-        // Each partition takes 4 bytes: a count beyond what is left is damage.
-        if count > r.remaining() / 4 {
-            return Err(err(format!(
-                "{what}: {count} partitions in {} bytes",
-                r.remaining()
-            )));
-        }
-        let mut parts = Vec::with_capacity(count);
-        for _ in 0..count {
-            parts.push(r.i32(what)?);
-        }
-        out.insert(TopicId::from_bytes(id), parts);
-    }
-    Ok(out)
 }
 
 pub fn encode_consumer_member(m: &ConsumerMember) -> Vec<u8> {
@@ -205,6 +167,7 @@ pub fn restore(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::TopicId;
 
     #[test]
     fn consumer_records_round_trip_and_every_truncation_is_an_error() {

@@ -1,0 +1,589 @@
+"""Share groups (KIP-932) with the Java KafkaShareConsumer 4.4: what a user of share groups relies
+on, each delivery and acknowledgement as the consumers themselves report it.
+
+- 20,000 records on 2 partitions, 8 consumers of one group (two JVMs of 4, one committing with
+  commitSync, the other with commitAsync), explicit acknowledgement: every record is delivered
+  once, with delivery count 1, and ACCEPTed once, successfully, with its value as produced.
+- The same with implicit acknowledgement (2,000 records, 3 consumers, no commit call: the
+  acknowledgements go with the next ShareFetch and with close()).
+- RELEASE: records released on their first delivery come again (to one of the two consumers)
+  with delivery count 2, and are then accepted; no other record comes twice.
+- REJECT: rejected records are delivered once and never again (records produced afterwards are
+  delivered, and the rejected ones still are not).
+- share.delivery.count.limit=3: a record released on every delivery is delivered exactly 3
+  times (counts 1, 2, 3) and then never again (same after-the-fact check).
+- A consumer that crashes (Runtime.halt) holding acquired records: another consumer gets them
+  with delivery count 2, and every record is accepted once (Kafka releases them when the
+  crashed consumer's connection closes; their locks would expire anyway).
+- A consumer that stalls holding acquired records, connected and heartbeating: once their
+  locks expire (share.record.lock.duration.ms=2000 for the group) another consumer gets them
+  with delivery count 2; the stalled consumer's late acknowledgement changes nothing.
+- Admin: describeShareGroups shows the group Stable with its 3 members (by client.id), each
+  with a non-empty assignment covering every partition; listGroups (type share, and every type)
+  lists it as a share group; listShareGroupOffsets lists both partitions with lag 0 once all is
+  acknowledged; after the members close the group is Empty.
+
+Each group's configs are set before its consumers start, with incrementalAlterConfigs on the
+GROUP resource: share.auto.offset.reset=earliest (the records produced before the consumers
+started are delivered), and the lock duration and delivery-count limit where a test needs them.
+
+The consumers are java/.../ShareMember.java (JSON lines: record, ack, commit, joined, halting,
+closed, error); the admin steps java/.../ShareAdmin.java. Nothing waits on a clock: every wait
+is on the consumers' events or the broker's answers, with a deadline that only bounds a failure.
+
+KOORD_BOOTSTRAP=HOST:PORT runs the same tests against a running broker instead (the Apache
+Kafka 4.4 of `scripts/kafka.sh start`, which sets the share-group minimums these need: a 1 s
+minimum record lock duration, 6 s sessions, 1 s heartbeats). SHARE_CLIENT_LOG=debug (or trace)
+logs org.apache.kafka at that level to each JVM's stderr file under the test's tmp dir.
+"""
+
+import collections
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import JAVA_DIR
+
+EXTERNAL_BOOTSTRAP = os.environ.get("KOORD_BOOTSTRAP")
+# koord's settings for these tests: scripts/kafka.sh's group.share.* lines (locks a group may
+# set down to 1 s, 6 s sessions, 1 s heartbeats; koord assigns in the heartbeat anyway).
+KOORD_SETTINGS = (
+    "group.share.min.record.lock.duration.ms=1000",
+    "group.share.min.session.timeout.ms=1000",
+    "group.share.session.timeout.ms=6000",
+    "group.share.min.heartbeat.interval.ms=500",
+    "group.share.heartbeat.interval.ms=1000",
+)
+TIMEOUT = 60.0  # seconds a step may take before the test fails
+POLL_INTERVAL = 0.2  # between admin polls; not a wait for an outcome
+CLIENT_LOG = os.environ.get("SHARE_CLIENT_LOG", "warn")
+
+
+@pytest.fixture
+def bootstrap(request):
+    if EXTERNAL_BOOTSTRAP:
+        return EXTERNAL_BOOTSTRAP
+    koord = request.getfixturevalue("koord")(*KOORD_SETTINGS)
+    request.node.koord = koord  # for a test that kills it
+    return koord.bootstrap
+
+
+@pytest.fixture
+def names(request):
+    """Unique topic and group names for this test."""
+    base = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name).strip("-")
+    tag = uuid.uuid4().hex[:6]
+    return {"topic": f"{base}-{tag}", "group": f"{base}-g-{tag}"}
+
+
+def java_cmd(main, *args):
+    cp_file = JAVA_DIR / "target" / "classpath.txt"
+    classes = JAVA_DIR / "target" / "classes"
+    if not cp_file.exists() or not (classes / "koord" / "tests" / "ShareMember.class").exists():
+        pytest.fail(f"{classes} or {cp_file} missing: build proto-tests/java "
+                    "(cd proto-tests/java && mvn -B compile)")
+    cp = f"{classes}:{cp_file.read_text().strip()}"
+    return ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            f"-Dorg.slf4j.simpleLogger.log.org.apache.kafka={CLIENT_LOG}",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+            "-cp", cp, f"koord.tests.{main}", *map(str, args)]
+
+
+def share_admin(*args):
+    """One ShareAdmin step; returns its JSON line (fails the test on an error)."""
+    p = subprocess.run(java_cmd("ShareAdmin", *args), capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    if p.returncode != 0 or not lines:
+        pytest.fail(f"ShareAdmin {' '.join(map(str, args))} exited {p.returncode}: "
+                    f"{lines or p.stdout[-1000:]}\nstderr: {p.stderr[-3000:]}")
+    return lines[-1]
+
+
+def set_group_config(bootstrap, group, **configs):
+    """incrementalAlterConfigs on the group; asserts describeConfigs then shows the values."""
+    kvs = [f"{k.replace('_', '.')}={v}" for k, v in configs.items()]
+    described = share_admin("set-config", bootstrap, group, *kvs)["configs"]
+    for kv in kvs:
+        key, value = kv.split("=", 1)
+        assert described.get(key) == value, f"{key}: described as {described.get(key)!r}"
+
+
+def create_topic(bootstrap, topic, partitions):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def produce(bootstrap, topic, values, partitions):
+    """values[i] to partition i % partitions, key "k<i>"; returns {(partition, offset): value}."""
+    out = {}
+    errors = []
+
+    def done(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            out[(msg.partition(), msg.offset())] = msg.value().decode()
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, v in enumerate(values):
+        p.produce(topic, value=v.encode(), key=b"k%d" % i, partition=i % partitions,
+                  on_delivery=done)
+        if i % 1000 == 0:
+            p.poll(0)
+    assert p.flush(30) == 0, "records still undelivered after 30 s"
+    assert not errors, errors[:5]
+    assert len(out) == len(values)
+    return out
+
+
+# --- the consumers' events ------------------------------------------------------------------
+
+class ShareLog:
+    """Every event of a test's share consumers, indexed as they arrive (a test sees tens of
+    thousands of them), with waiters woken on each."""
+
+    FAILING = ("error", "died")
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self.events = []
+        # (partition, offset) -> [(member, delivery_count, ack)] in arrival order
+        self.deliveries = collections.defaultdict(list)
+        # (partition, offset) -> [(member, type, error)] from the acknowledgement callbacks
+        self.acks = collections.defaultdict(list)
+        self.accepted = set()  # (partition, offset) acknowledged ACCEPT or IMPLICIT without error
+        self.by_event = collections.defaultdict(list)  # event name -> events (not record/ack)
+
+    def add(self, e):
+        with self._cond:
+            self.events.append(e)
+            kind = e["event"]
+            if kind == "record":
+                self.deliveries[(e["partition"], e["offset"])].append(
+                    (e["member"], e["delivery_count"], e["ack"]))
+            elif kind == "ack":
+                for o in e["offsets"]:
+                    self.acks[(e["partition"], o)].append((e["member"], e["type"], e["error"]))
+                    if e["type"] in ("ACCEPT", "IMPLICIT") and e["error"] is None:
+                        self.accepted.add((e["partition"], o))
+            else:
+                self.by_event[kind].append(e)
+            self._cond.notify_all()
+
+    def wait_for(self, what, check, timeout=TIMEOUT):
+        """check() (under the lock, so it may read the indexes) until it returns other than
+        None; fails on a consumer's error or death, or at the deadline."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                bad = [e for k in self.FAILING for e in self.by_event[k]]
+                if bad:
+                    pytest.fail(f"a consumer failed while waiting for {what}: {bad[0]}\n"
+                                f"{self.summary()}")
+                result = check()
+                if result is not None:
+                    return result
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(left, 1.0))
+        pytest.fail(f"not reached within {timeout:.0f}s: {what}\n{self.summary()}")
+
+    def summary(self, last=25):
+        with self._cond:
+            per_member = collections.Counter(e["member"] for e in self.events
+                                             if e["event"] == "record")
+            other = [e for e in self.events if e["event"] not in ("record", "ack")]
+            return (f"{len(self.deliveries)} offsets delivered, {len(self.accepted)} accepted; "
+                    f"deliveries per member {dict(per_member)}\nlast events:\n"
+                    + "\n".join(f"  {json.dumps(e)}" for e in other[-last:]))
+
+
+class ShareJvm:
+    """One ShareMember JVM (its consumers are threads in it), its events going to `log`. An
+    exit that was not asked for (close()) nor expected (`crash=True`: --hold) is a "died"
+    event."""
+
+    def __init__(self, log, tmp_path, bootstrap, group, topics, name, *flags, crash=False):
+        self.log = log
+        self.name = name
+        self.crash = crash
+        self.closing = False
+        self.stderr_path = tmp_path / f"{name}.stderr"
+        self._stderr = open(self.stderr_path, "wb")
+        args = ["--bootstrap", bootstrap, "--group", group, "--topics", ",".join(topics),
+                "--name", name, *flags]
+        self.proc = subprocess.Popen(java_cmd("ShareMember", *args), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                self.log.add(json.loads(line))
+        code = self.proc.wait()
+        if not (self.closing and code == 0) and not (self.crash and code == 137):
+            tail = self.stderr_path.read_text(errors="replace").splitlines()[-20:]
+            self.log.add({"member": self.name, "event": "died", "code": code, "stderr": tail})
+        self.log.add({"member": self.name, "event": "exited", "code": code})
+
+    def close(self):
+        """End of stdin: every consumer closes (sending its last acknowledgements)."""
+        self.closing = True
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+
+    def wait_exit(self):
+        self.log.wait_for(f"{self.name} to exit", lambda: True if any(
+            e["member"] == self.name for e in self.log.by_event["exited"]) else None)
+
+    def stop(self):
+        """At teardown: close, and kill what does not exit."""
+        self.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(5)
+        self._stderr.close()
+
+
+@pytest.fixture
+def share(bootstrap, names, tmp_path):
+    """The test's ShareLog, and start(name, *flags) for ShareMember JVMs of the test's group."""
+    log = ShareLog()
+    jvms = []
+
+    def start(name, *flags, crash=False, topics=None):
+        jvm = ShareJvm(log, tmp_path, bootstrap, names["group"], topics or [names["topic"]],
+                       name, *flags, crash=crash)
+        jvms.append(jvm)
+        return jvm
+
+    log.start = start
+    yield log
+    for jvm in jvms:
+        jvm.stop()
+
+
+def close_all(log, *jvms):
+    for jvm in jvms:
+        jvm.close()
+    for jvm in jvms:
+        jvm.wait_exit()
+
+
+def all_accepted(log, keys):
+    keys = set(keys)
+    return lambda: True if keys <= log.accepted else None
+
+
+def check_once_each(log, produced):
+    """Every produced record delivered exactly once, with delivery count 1 and the value
+    produced, and acknowledged once, successfully, as accepted."""
+    with log._cond:
+        assert set(log.deliveries) == set(produced), (
+            f"delivered offsets differ from produced: missing "
+            f"{sorted(set(produced) - set(log.deliveries))[:10]}, unknown "
+            f"{sorted(set(log.deliveries) - set(produced))[:10]}")
+        twice = {k: v for k, v in log.deliveries.items() if len(v) != 1 or v[0][1] != 1}
+        assert not twice, f"delivered more than once or with count > 1: {list(twice.items())[:10]}"
+        bad_acks = {k: v for k, v in log.acks.items()
+                    if len(v) != 1 or v[0][1] not in ("ACCEPT", "IMPLICIT") or v[0][2]}
+        assert not bad_acks, f"not acknowledged once as accepted: {list(bad_acks.items())[:10]}"
+        assert set(log.acks) == set(produced)
+    for e in log.events:
+        if e["event"] == "record":
+            assert e["value"] == produced[(e["partition"], e["offset"])], e
+            assert e["key"] is not None
+
+
+def member_counts(log):
+    return dict(collections.Counter(e["member"] for e in log.events if e["event"] == "record"))
+
+
+# --- the tests --------------------------------------------------------------------------------
+
+def test_explicit_every_record_accepted_once(bootstrap, names, share):
+    """8 consumers (2 JVMs of 4; commitSync in one, commitAsync in the other) share 20,000
+    records on 2 partitions: each delivered and accepted exactly once across the group."""
+    create_topic(bootstrap, names["topic"], 2)
+    set_group_config(bootstrap, names["group"], share_auto_offset_reset="earliest")
+    produced = produce(bootstrap, names["topic"], [f"v-{i}" for i in range(20_000)], 2)
+    a = share.start("sync", "--count", 4, "--commit", "sync")
+    b = share.start("async", "--count", 4, "--commit", "async")
+    share.wait_for("all 20,000 records accepted", all_accepted(share, produced))
+    close_all(share, a, b)
+    check_once_each(share, produced)
+    closed = share.by_event["closed"]
+    assert len(closed) == 8, closed
+    assert sum(e["deliveries"] for e in closed) == 20_000
+    # Which consumers get records is up to timing (a fetch acquires whole batches, thousands
+    # of records): a commitSync consumer that had any commits them, and each commit succeeds.
+    commits = share.by_event["commit"]
+    counts = member_counts(share)
+    print(f"deliveries per consumer: {counts}")
+    if any(m.startswith("sync") for m in counts):
+        assert commits, counts
+    assert all(v is None for c in commits for v in c["result"].values()), commits[:5]
+
+
+def test_implicit_every_record_accepted_once(bootstrap, names, share):
+    """share.acknowledgement.mode=implicit, no commit call: 2,000 records on 2 partitions, 3
+    consumers; each record delivered once and acknowledged (implicitly) once."""
+    create_topic(bootstrap, names["topic"], 2)
+    set_group_config(bootstrap, names["group"], share_auto_offset_reset="earliest")
+    produced = produce(bootstrap, names["topic"], [f"v-{i}" for i in range(2_000)], 2)
+    a = share.start("implicit", "--count", 3, "--ack-mode", "implicit")
+    share.wait_for("all 2,000 records acknowledged", all_accepted(share, produced))
+    close_all(share, a)
+    check_once_each(share, produced)
+    assert all(t == "IMPLICIT" for v in share.acks.values() for _, t, _ in v)
+    print(f"deliveries per consumer: {member_counts(share)}")
+
+
+def test_release_redelivers_with_count_2(bootstrap, names, share):
+    """Two consumers release every "rel-" record on its first delivery: each comes again, to
+    one of them, with delivery count 2, and is accepted; every other record comes once."""
+    create_topic(bootstrap, names["topic"], 2)
+    set_group_config(bootstrap, names["group"], share_auto_offset_reset="earliest")
+    values = [f"rel-{i}" if i % 10 == 0 else f"v-{i}" for i in range(400)]
+    produced = produce(bootstrap, names["topic"], values, 2)
+    a = share.start("rel", "--count", 2, "--release", "^rel-", "--release-below", 2,
+                    "--commit", "sync")
+    share.wait_for("all 400 records accepted", all_accepted(share, produced))
+    close_all(share, a)
+    released = {k for k, v in produced.items() if v.startswith("rel-")}
+    assert len(released) == 40
+    with share._cond:
+        for k in produced:
+            d = share.deliveries[k]
+            acks = share.acks[k]
+            if k in released:
+                assert [(c, t) for _, c, t in d] == [(1, "RELEASE"), (2, "ACCEPT")], (k, d)
+                assert [(t, err) for _, t, err in acks] == [("RELEASE", None), ("ACCEPT", None)], \
+                    (k, acks)
+            else:
+                assert [(c, t) for _, c, t in d] == [(1, "ACCEPT")], (k, d)
+                assert [(t, err) for _, t, err in acks] == [("ACCEPT", None)], (k, acks)
+    print(f"deliveries per consumer: {member_counts(share)}; released records went again to "
+          f"{collections.Counter(share.deliveries[k][1][0] for k in released)}")
+
+
+def after_the_fact(share, bootstrap, names, partitions, count=10):
+    """Produces `count` more records to each partition and waits until they are accepted:
+    anything released or still available before them would have been delivered by then
+    (a share partition hands out its lowest available offsets first)."""
+    values = [f"after-{i}" for i in range(count * partitions)]
+    more = produce(bootstrap, names["topic"], values, partitions)
+    share.wait_for("the records produced afterwards accepted", all_accepted(share, more))
+    return more
+
+
+def test_reject_is_never_redelivered(bootstrap, names, share):
+    """Two consumers reject every "rej-" record: each is delivered once, rejected successfully,
+    and not delivered again, even after records produced later have been."""
+    create_topic(bootstrap, names["topic"], 2)
+    set_group_config(bootstrap, names["group"], share_auto_offset_reset="earliest")
+    values = [f"rej-{i}" if i % 7 == 0 else f"v-{i}" for i in range(300)]
+    produced = produce(bootstrap, names["topic"], values, 2)
+    rejected = {k for k, v in produced.items() if v.startswith("rej-")}
+    a = share.start("rej", "--count", 2, "--reject", "^rej-", "--commit", "async")
+
+    def done():
+        ok = set(produced) - rejected <= share.accepted and all(
+            any(t == "REJECT" and err is None for _, t, err in share.acks[k]) for k in rejected)
+        return True if ok else None
+
+    share.wait_for("accepted and rejected acknowledgements of all 300", done)
+    more = after_the_fact(share, bootstrap, names, 2)
+    close_all(share, a)
+    with share._cond:
+        for k in rejected:
+            assert [(c, t) for _, c, t in share.deliveries[k]] == [(1, "REJECT")], \
+                (k, share.deliveries[k])
+        for k in set(produced) - rejected:
+            assert [(c, t) for _, c, t in share.deliveries[k]] == [(1, "ACCEPT")], \
+                (k, share.deliveries[k])
+        assert set(share.deliveries) == set(produced) | set(more)
+
+
+def test_delivery_count_limit(bootstrap, names, share):
+    """share.delivery.count.limit=3: a record released on every delivery is delivered with
+    counts 1, 2 and 3, and never again (records produced after it are delivered; it is not)."""
+    create_topic(bootstrap, names["topic"], 1)
+    set_group_config(bootstrap, names["group"], share_auto_offset_reset="earliest",
+                     share_delivery_count_limit=3)
+    values = [f"rel-{i}" if i in (3, 11) else f"v-{i}" for i in range(20)]
+    produced = produce(bootstrap, names["topic"], values, 1)
+    doomed = {k for k, v in produced.items() if v.startswith("rel-")}
+    a = share.start("limit", "--release", "^rel-", "--commit", "sync")
+
+    def done():
+        ok = set(produced) - doomed <= share.accepted and all(
+            sum(1 for _, t, err in share.acks[k] if t == "RELEASE" and err is None) >= 3
+            for k in doomed)
+        return True if ok else None
+
+    share.wait_for("the others accepted and the doomed records released 3 times", done)
+    after_the_fact(share, bootstrap, names, 1)
+    close_all(share, a)
+    with share._cond:
+        for k in doomed:
+            assert [(c, t) for _, c, t in share.deliveries[k]] == \
+                [(1, "RELEASE"), (2, "RELEASE"), (3, "RELEASE")], (k, share.deliveries[k])
+        for k in set(produced) - doomed:
+            assert [(c, t) for _, c, t in share.deliveries[k]] == [(1, "ACCEPT")], \
+                (k, share.deliveries[k])
+
+
+def test_crashed_consumer_records_go_to_another(bootstrap, names, share):
+    """A consumer crashes (Runtime.halt) holding the records of its first poll,
+    unacknowledged. Another consumer gets them with delivery count 2, and every record is
+    accepted once. (Kafka 4.4 releases them as soon as the crashed consumer's connection
+    closes, its share session going with it; at the latest their locks expire, after
+    share.record.lock.duration.ms=2000.)"""
+    create_topic(bootstrap, names["topic"], 1)
+    set_group_config(bootstrap, names["group"], share_auto_offset_reset="earliest",
+                     share_record_lock_duration_ms=2000)
+    produced = produce(bootstrap, names["topic"], [f"v-{i}" for i in range(50)], 1)
+    victim = share.start("victim", "--hold", crash=True)
+    victim.wait_exit()
+    halting = share.by_event["halting"]
+    assert len(halting) == 1 and halting[0]["held"] > 0, halting
+    held = {k for k, v in share.deliveries.items() if any(m == "victim" for m, _, _ in v)}
+    assert len(held) == halting[0]["held"]
+    assert not share.acks, f"the victim acknowledged: {dict(share.acks)}"
+    survivor = share.start("survivor", "--commit", "sync")
+    share.wait_for("every record accepted by the survivor", all_accepted(share, produced))
+    close_all(share, survivor)
+    with share._cond:
+        for k in produced:
+            d = share.deliveries[k]
+            if k in held:
+                assert [(m, c) for m, c, _ in d] == [("victim", 1), ("survivor", 2)], (k, d)
+            else:
+                # Acquired by the victim's fetch without reaching its poll (count 2), or never.
+                assert [m for m, _, _ in d] == ["survivor"] and d[0][1] in (1, 2), (k, d)
+            assert [(m, t, err) for m, t, err in share.acks[k]] == [("survivor", "ACCEPT", None)]
+    print(f"the victim held {len(held)} records; the survivor got "
+          f"{collections.Counter(share.deliveries[k][-1][1] for k in produced)} by count")
+
+
+def poll_admin(what, step, check, timeout=TIMEOUT):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = step()
+        if check(last):
+            return last
+        time.sleep(POLL_INTERVAL)
+    pytest.fail(f"not reached within {timeout:.0f}s: {what}; last answer: {last}")
+
+
+def test_admin_describe_list_offsets(bootstrap, names, share):
+    """describeShareGroups: Stable, 3 members known by their client.id, each assigned, every
+    partition assigned; listGroups lists it as a share group; listShareGroupOffsets: lag 0 on
+    every partition once every record is accepted; Empty once the members have left."""
+    topic, group = names["topic"], names["group"]
+    create_topic(bootstrap, topic, 2)
+    set_group_config(bootstrap, group, share_auto_offset_reset="earliest")
+    produced = produce(bootstrap, topic, [f"v-{i}" for i in range(100)], 2)
+    a = share.start("adm", "--count", 3, "--commit", "sync")
+    share.wait_for("all 100 records accepted", all_accepted(share, produced))
+    members = {"adm-0", "adm-1", "adm-2"}
+
+    def stable(d):
+        return (d["state"] == "Stable" and {m["client_id"] for m in d["members"]} == members
+                and all(m["assignment"] for m in d["members"])
+                and {p for m in d["members"] for p in m["assignment"]}
+                == {f"{topic}-0", f"{topic}-1"})
+
+    d = poll_admin("Stable with 3 assigned members", lambda: share_admin("describe", bootstrap,
+                                                                          group), stable)
+    assert d["group"] == group
+    assert len({m["member_id"] for m in d["members"]}) == 3
+    assert all(m["member_epoch"] > 0 for m in d["members"]), d
+    assert d["assignment_epoch"] == d["group_epoch"], d
+    print(f"described: {d}")
+
+    listed = share_admin("list", bootstrap)
+    mine = [g for g in listed["share"] if g["group"] == group]
+    assert len(mine) == 1 and mine[0]["type"] == "Share", listed["share"]
+    assert mine[0]["state"] == "Stable", mine
+    assert all(g["type"] == "Share" for g in listed["share"]), listed["share"]
+    mine_all = [g for g in listed["all"] if g["group"] == group]
+    assert len(mine_all) == 1 and mine_all[0]["type"] == "Share", listed["all"]
+
+    # Every record is acknowledged: lag 0 on both partitions. (Kafka 4.4 still says start
+    # offset 0 here, its share-partition start offset as last written to the share
+    # coordinator; anything up to the end offset is right.)
+    ends = {f"{topic}-{p}": 1 + max(o for q, o in produced if q == p) for p in (0, 1)}
+    offsets = poll_admin(
+        "both partitions listed with lag 0",
+        lambda: share_admin("offsets", bootstrap, group)["offsets"],
+        lambda o: set(o) == set(ends) and all(v["lag"] == 0 for v in o.values()))
+    assert all(0 <= v["start_offset"] <= ends[k] for k, v in offsets.items()), offsets
+    print(f"listShareGroupOffsets: {offsets}")
+
+    close_all(share, a)
+    d = poll_admin("Empty with no member once they closed",
+                   lambda: share_admin("describe", bootstrap, group),
+                   lambda d: d["state"] == "Empty" and not d["members"])
+
+
+def test_stalled_consumer_lock_expires(bootstrap, names, share):
+    """A consumer holds the records of its first poll and stops polling, its connection and
+    membership alive (the client's background thread heartbeats). Once their locks expire
+    (share.record.lock.duration.ms=2000) another consumer gets them with delivery count 2 and
+    accepts them. The stalled consumer then resumes and accepts them too: that late
+    acknowledgement changes nothing (Kafka 4.4 answers it without an error: the records are
+    already acknowledged, below the share partition's start offset; an error would do as
+    well), and nothing is delivered a third time."""
+    create_topic(bootstrap, names["topic"], 1)
+    set_group_config(bootstrap, names["group"], share_auto_offset_reset="earliest",
+                     share_record_lock_duration_ms=2000)
+    produced = produce(bootstrap, names["topic"], [f"v-{i}" for i in range(50)], 1)
+    stalled = share.start("stalled", "--stall")
+    share.wait_for("the consumer stalled holding records",
+                   lambda: share.by_event["stalled"][0] if share.by_event["stalled"] else None)
+    held = {k for k, v in share.deliveries.items() if any(m == "stalled" for m, _, _ in v)}
+    assert len(held) == share.by_event["stalled"][0]["held"] > 0
+    other = share.start("other", "--commit", "sync")
+    share.wait_for("every record accepted by the other consumer", all_accepted(share, produced))
+    stalled.proc.stdin.write("resume stalled\n")
+    stalled.proc.stdin.flush()
+    share.wait_for("the stalled consumer's acknowledgement answered", lambda: True if any(
+        e["member"] == "stalled" for e in share.by_event["commit"]) else None)
+    close_all(share, stalled, other)
+    commit = next(e for e in share.by_event["commit"] if e["member"] == "stalled")
+    print(f"the stalled consumer's late acknowledgement: {commit}; acks "
+          f"{[e for e in share.events if e['event'] == 'ack' and e['member'] == 'stalled']}")
+    with share._cond:
+        for k in produced:
+            d = share.deliveries[k]
+            if k in held:
+                assert [(m, c) for m, c, _ in d] == [("stalled", 1), ("other", 2)], (k, d)
+                late = [t for m, t, _ in share.acks[k] if m == "stalled"]
+                assert late == ["ACCEPT"], (k, share.acks[k])
+            else:
+                assert [m for m, _, _ in d] == ["other"] and d[0][1] in (1, 2), (k, d)
+            ok = [(m, t) for m, t, err in share.acks[k] if m == "other" and err is None]
+            assert ok == [("other", "ACCEPT")], (k, share.acks[k])
+

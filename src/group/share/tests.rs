@@ -1,0 +1,387 @@
+//! The share group core with a manual clock: membership as Kafka's share heartbeat runs it,
+//! share sessions, acquisition and acknowledgement through the group, and the records that
+//! store it.
+
+use super::group::{ReadPartition, SessionRequest, FINAL_SESSION_EPOCH};
+use super::partition::{AckBatch, AckType, ReadBatch};
+use super::*;
+use crate::group::consumer::tests::Image;
+use crate::group::modern::Refusal;
+use crate::vocab::{Partitions, TopicId};
+
+const T0: Timestamp = Timestamp(1_000);
+
+fn tid(name: &str) -> TopicId {
+    TopicId::new_v5(&TopicId::NAMESPACE_OID, name.as_bytes())
+}
+
+fn settings() -> ShareSettings {
+    ShareSettings {
+        session_timeout_ms: 60_000,
+        ..ShareSettings::default()
+    }
+}
+
+fn join(member: &str, topics: &[&str]) -> ShareHeartbeat {
+    ShareHeartbeat {
+        member_id: MemberId::new(member),
+        member_epoch: 0,
+        rack_id: None,
+        subscribed_topic_names: Some(topics.iter().map(|t| t.to_string()).collect()),
+        client_id: "app".into(),
+        client_host: "/127.0.0.1".into(),
+    }
+}
+
+fn beat(member: &str, epoch: i32) -> ShareHeartbeat {
+    ShareHeartbeat {
+        member_epoch: epoch,
+        subscribed_topic_names: None,
+        ..join(member, &[])
+    }
+}
+
+fn group() -> ShareGroup {
+    ShareGroup::new(GroupId::new("g"), settings())
+}
+
+fn parts(list: &[(&str, &[i32])]) -> Partitions {
+    list.iter().map(|(t, p)| (tid(t), p.to_vec())).collect()
+}
+
+fn open(g: &mut ShareGroup, member: &str, partitions: &[(&str, i32)]) -> SessionAnswer {
+    g.handle_session(
+        SessionRequest {
+            member_id: MemberId::new(member),
+            connection: 1,
+            session_epoch: 0,
+            fetch: Some(partitions.iter().map(|(t, p)| (tid(t), *p)).collect()),
+            forgotten: Vec::new(),
+            acks: Vec::new(),
+        },
+        &settings(),
+        T0,
+    )
+    .unwrap()
+}
+
+fn read(topic: &str, partition: i32, first: i64, last: i64) -> ReadPartition {
+    ReadPartition {
+        topic: tid(topic),
+        partition,
+        start: 0,
+        log_start: 0,
+        log_end: last + 1,
+        batches: vec![ReadBatch {
+            first,
+            last,
+            skip: false,
+        }],
+    }
+}
+
+fn ack(
+    g: &mut ShareGroup,
+    member: &str,
+    epoch: i32,
+    (first, last, kind): (i64, i64, AckType),
+) -> Result<SessionAnswer, Refusal> {
+    g.handle_session(
+        SessionRequest {
+            member_id: MemberId::new(member),
+            connection: 1,
+            session_epoch: epoch,
+            fetch: None,
+            forgotten: Vec::new(),
+            acks: vec![PartitionAcks {
+                topic: tid("t"),
+                partition: 0,
+                batches: vec![AckBatch {
+                    first,
+                    last,
+                    types: vec![kind],
+                }],
+            }],
+        },
+        &settings(),
+        T0,
+    )
+}
+
+#[test]
+fn members_join_and_share_the_partitions() {
+    let image = Image::with(&[("t", 2)]);
+    let mut g = group();
+    let a = g
+        .handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    assert_eq!(a.member_epoch, 1);
+    assert_eq!(a.assignment, Some(parts(&[("t", &[0, 1])])));
+    assert_eq!(g.state(), ShareGroupState::Stable);
+    for m in ["b", "c", "d"] {
+        g.handle_heartbeat(join(m, &["t"]), &settings(), &image, T0)
+            .unwrap();
+    }
+    // Four members on two partitions: each partition goes to two, each member gets one.
+    let a = g
+        .handle_heartbeat(beat("a", 1), &settings(), &image, T0)
+        .unwrap();
+    assert_eq!(a.member_epoch, 4, "a member takes its target at once");
+    let assigned: Vec<usize> = g
+        .members()
+        .map(|m| m.assigned.values().map(Vec::len).sum())
+        .collect();
+    assert_eq!(assigned, vec![1, 1, 1, 1]);
+    // A steady heartbeat is told nothing new.
+    let a = g
+        .handle_heartbeat(beat("a", 4), &settings(), &image, T0)
+        .unwrap();
+    assert_eq!(a.assignment, None);
+}
+
+#[test]
+fn epochs_are_checked_as_kafka_checks_them() {
+    let image = Image::with(&[("t", 1)]);
+    let mut g = group();
+    g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    g.handle_heartbeat(join("b", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    let a = g
+        .handle_heartbeat(beat("a", 1), &settings(), &image, T0)
+        .unwrap();
+    assert_eq!(a.member_epoch, 2);
+    // The previous epoch is still accepted; one above, or older than the previous, is not.
+    assert!(g
+        .handle_heartbeat(beat("a", 1), &settings(), &image, T0)
+        .is_ok());
+    let e = g
+        .handle_heartbeat(beat("a", 3), &settings(), &image, T0)
+        .unwrap_err();
+    assert_eq!(e.error, GroupError::FencedMemberEpoch);
+    let e = g
+        .handle_heartbeat(beat("x", 1), &settings(), &image, T0)
+        .unwrap_err();
+    assert_eq!(e.error, GroupError::UnknownMemberId);
+    // Leaving: answered with epoch -1; leaving again is UNKNOWN_MEMBER_ID.
+    let left = g
+        .handle_heartbeat(beat("a", -1), &settings(), &image, T0)
+        .unwrap();
+    assert_eq!(left.member_epoch, -1);
+    let e = g
+        .handle_heartbeat(beat("a", -1), &settings(), &image, T0)
+        .unwrap_err();
+    assert_eq!(e.error, GroupError::UnknownMemberId);
+}
+
+#[test]
+fn heartbeat_validation_and_the_size_limit() {
+    let mut hb = join("", &["t"]);
+    assert_eq!(
+        group::validate("g", &hb).unwrap_err().message.as_deref(),
+        Some("MemberId can't be empty.")
+    );
+    hb.member_id = MemberId::new("m");
+    assert!(group::validate("", &hb).is_err());
+    hb.subscribed_topic_names = Some(Vec::new());
+    assert_eq!(
+        group::validate("g", &hb).unwrap_err().message.as_deref(),
+        Some("SubscribedTopicNames must be set in first request.")
+    );
+    hb.member_epoch = -2;
+    assert!(group::validate("g", &hb).is_err());
+
+    let image = Image::with(&[("t", 1)]);
+    let small = ShareSettings {
+        max_size: 1,
+        ..settings()
+    };
+    let mut g = group();
+    g.handle_heartbeat(join("a", &["t"]), &small, &image, T0)
+        .unwrap();
+    let e = g
+        .handle_heartbeat(join("b", &["t"]), &small, &image, T0)
+        .unwrap_err();
+    assert_eq!(e.error, GroupError::GroupMaxSizeReached);
+}
+
+#[test]
+fn session_epochs_follow_kafkas_share_sessions() {
+    let image = Image::with(&[("t", 1)]);
+    let mut g = group();
+    g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    // No session yet: an incremental request or a close is SHARE_SESSION_NOT_FOUND.
+    let e = ack(&mut g, "a", 1, (0, 0, AckType::Accept)).unwrap_err();
+    assert_eq!(e.error, GroupError::ShareSessionNotFound);
+    let opened = open(&mut g, "a", &[("t", 0)]);
+    assert!(opened.full);
+    assert_eq!(opened.fetch, vec![(tid("t"), 0, None)]);
+    // Acknowledgements cannot open a session; a wrong epoch is refused.
+    let e = ack(&mut g, "a", 0, (0, 0, AckType::Accept)).unwrap_err();
+    assert_eq!(e.error, GroupError::InvalidRequest);
+    let e = ack(&mut g, "a", 2, (0, 0, AckType::Accept)).unwrap_err();
+    assert_eq!(e.error, GroupError::InvalidShareSessionEpoch);
+}
+
+#[test]
+fn acquired_records_are_acknowledged_durably_and_released_when_the_member_leaves() {
+    let image = Image::with(&[("t", 1)]);
+    let mut g = group();
+    g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    g.handle_heartbeat(join("b", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    open(&mut g, "a", &[("t", 0)]);
+    open(&mut g, "b", &[("t", 0)]);
+    g.take_records();
+    let got = g.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 9)], 500, T0);
+    assert_eq!(got[0].2.len(), 1);
+    assert_eq!((got[0].2[0].first, got[0].2[0].last), (0, 9));
+    // b reads the same batch: nothing left for it.
+    let got = g.acquire(&MemberId::new("b"), vec![read("t", 0, 0, 9)], 500, T0);
+    assert!(got[0].2.is_empty());
+    // a accepts 0..4: stored before the answer; b cannot acknowledge what a holds.
+    ack(&mut g, "a", 1, (0, 4, AckType::Accept)).unwrap();
+    assert!(g
+        .take_records()
+        .iter()
+        .any(|r| matches!(r, ShareRecord::Partition { state, .. } if state.start_offset == 5)));
+    let refused = ack(&mut g, "b", 1, (5, 5, AckType::Accept)).unwrap();
+    assert_eq!(
+        refused.acks[0].2.unwrap_err().error,
+        GroupError::InvalidRecordState
+    );
+    // a leaves: 5..9 are b's to take, delivered a second time.
+    g.handle_heartbeat(beat("a", -1), &settings(), &image, T0)
+        .unwrap();
+    let again = g.acquire(&MemberId::new("b"), vec![read("t", 0, 5, 9)], 500, T0);
+    assert_eq!(again[0].2[0].delivery_count, 2);
+    assert_eq!((again[0].2[0].first, again[0].2[0].last), (5, 9));
+}
+
+#[test]
+fn closing_the_session_and_lock_timeouts_release_records() {
+    let image = Image::with(&[("t", 1)]);
+    let mut g = group();
+    g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    open(&mut g, "a", &[("t", 0)]);
+    g.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 3)], 500, T0);
+    // The lock runs out: available again, offered from offset 0.
+    let deadline = g.next_deadline().unwrap();
+    assert!(deadline <= T0.plus_ms(30_000));
+    g.handle_timeout(&image, T0.plus_ms(30_000));
+    assert_eq!(
+        g.fetch_offsets(&MemberId::new("a")),
+        vec![(tid("t"), 0, Some(0))]
+    );
+    let got = g.acquire(
+        &MemberId::new("a"),
+        vec![read("t", 0, 0, 3)],
+        500,
+        T0.plus_ms(30_000),
+    );
+    assert_eq!(got[0].2[0].delivery_count, 2);
+    // Closing the session gives them back and ends the session.
+    let closed = g
+        .handle_session(
+            SessionRequest {
+                member_id: MemberId::new("a"),
+                connection: 1,
+                session_epoch: FINAL_SESSION_EPOCH,
+                fetch: None,
+                forgotten: Vec::new(),
+                acks: Vec::new(),
+            },
+            &settings(),
+            T0.plus_ms(30_001),
+        )
+        .unwrap();
+    assert!(closed.fetch.is_empty());
+    assert!(g.fetch_offsets(&MemberId::new("a")).is_empty());
+    assert!(g
+        .acquire(&MemberId::new("a"), vec![read("t", 0, 0, 3)], 500, T0)
+        .is_empty());
+}
+
+#[test]
+fn a_member_whose_session_expires_is_fenced() {
+    let image = Image::with(&[("t", 1)]);
+    let mut g = group();
+    g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    g.take_events();
+    g.handle_timeout(&image, T0.plus_ms(60_000));
+    assert_eq!(g.state(), ShareGroupState::Empty);
+    assert!(g
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, ShareEvent::Fenced { member, .. } if member.as_str() == "a")));
+    assert!(g.delete().is_ok());
+}
+
+#[test]
+fn the_group_comes_back_from_its_records() {
+    let image = Image::with(&[("t", 1)]);
+    let mut g = group();
+    g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    open(&mut g, "a", &[("t", 0)]);
+    g.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 9)], 500, T0);
+    ack(&mut g, "a", 1, (0, 2, AckType::Accept)).unwrap();
+    let stored: Vec<_> = g
+        .take_records()
+        .into_iter()
+        .map(codec::change)
+        .filter_map(|c| match c {
+            crate::vocab::stored::RecordChange::Put(r) => Some(r),
+            crate::vocab::stored::RecordChange::Delete { .. } => None,
+        })
+        .fold(
+            Vec::<crate::vocab::stored::StoredRecord>::new(),
+            |mut acc, r| {
+                acc.retain(|o| o.key != r.key);
+                acc.push(r);
+                acc
+            },
+        );
+    let (record, members, partitions) = codec::restore(&stored).unwrap().unwrap();
+    let mut back = ShareGroup::from_records(
+        GroupId::new("g"),
+        settings(),
+        record,
+        members,
+        partitions,
+        T0,
+    );
+    assert_eq!(back.group_epoch(), g.group_epoch());
+    assert_eq!(back.members().count(), 1);
+    // Nothing acknowledged comes again; what was acquired and not acknowledged does.
+    open(&mut back, "a", &[("t", 0)]);
+    assert_eq!(
+        back.fetch_offsets(&MemberId::new("a")),
+        vec![(tid("t"), 0, Some(3))]
+    );
+    let again = back.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 9)], 500, T0);
+    assert_eq!((again[0].2[0].first, again[0].2[0].last), (3, 9));
+    assert_eq!(again[0].2[0].delivery_count, 2);
+}
+
+#[test]
+fn a_log_that_was_lost_starts_the_partition_over() {
+    let image = Image::with(&[("t", 1)]);
+    let mut g = group();
+    g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    open(&mut g, "a", &[("t", 0)]);
+    g.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 9)], 500, T0);
+    ack(&mut g, "a", 1, (0, 9, AckType::Accept)).unwrap();
+    assert_eq!(
+        g.fetch_offsets(&MemberId::new("a")),
+        vec![(tid("t"), 0, Some(10))]
+    );
+    // The log now ends at 3 (it was lost and written again): its records are delivered.
+    let again = g.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 2)], 500, T0);
+    assert_eq!((again[0].2[0].first, again[0].2[0].last), (0, 2));
+}
