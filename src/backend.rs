@@ -74,6 +74,10 @@ pub trait Backend: Send + Sync {
     /// then expires none (it forgets a long-Empty group's records, never its offsets).
     fn keeps_offsets(&self) -> bool;
 
+    /// Whether the partition logs outlive koord's process (upstream's in gateway mode; koord's
+    /// own live in memory): share groups keep their partitions' delivery states only then.
+    fn keeps_logs(&self) -> bool;
+
     /// OffsetFetch of `group` by `member` (v9+: a consumer-group member names itself and its
     /// epoch), for the `wanted` partitions of each topic (`None`: every committed offset).
     fn fetch_offsets<'a>(
@@ -138,6 +142,10 @@ pub struct Standalone;
 
 impl Backend for Standalone {
     fn keeps_offsets(&self) -> bool {
+        false
+    }
+
+    fn keeps_logs(&self) -> bool {
         false
     }
 

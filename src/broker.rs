@@ -257,6 +257,7 @@ impl Broker {
             ..Settings::from_config(&config, topics.clone())
         };
         settings.offsets.kept_elsewhere = backend.keeps_offsets();
+        settings.share.logs_kept = backend.keeps_logs();
         let coordinator =
             Coordinator::with_storage(settings, Clock::system(), storage.clone(), true);
         let txns = Transactions::new(config.transaction_max_timeout_ms, storage.clone());

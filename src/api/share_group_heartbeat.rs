@@ -45,6 +45,7 @@ pub(super) fn settings(broker: &Broker, group: &str) -> ShareSettings {
             delivery_count_limit: u16::try_from(c.share_delivery_count_limit).unwrap_or(u16::MAX),
             max_in_flight: u32::try_from(c.share_partition_max_record_locks).unwrap_or(0),
         },
+        logs_kept: base.logs_kept,
     }
 }
 

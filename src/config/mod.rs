@@ -239,6 +239,8 @@ pub struct Config {
     pub group_share_max_delivery_count_limit: i32,
     /// `group.share.partition.max.record.locks`.
     pub group_share_partition_max_record_locks: i32,
+    /// `group.share.max.size`.
+    pub group_share_max_size: usize,
     /// `group.share.min.partition.max.record.locks`.
     pub group_share_min_partition_max_record_locks: i32,
     /// `group.share.max.partition.max.record.locks`.
@@ -342,6 +344,7 @@ impl Default for Config {
             group_share_min_delivery_count_limit: 2,
             group_share_max_delivery_count_limit: 10,
             group_share_partition_max_record_locks: 2_000,
+            group_share_max_size: 200,
             group_share_min_partition_max_record_locks: 100,
             group_share_max_partition_max_record_locks: 4_000,
             group_streams_min_session_timeout_ms: 45_000,

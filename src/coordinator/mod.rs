@@ -132,6 +132,7 @@ impl Settings {
             share: ShareSettings {
                 session_timeout_ms: u64::try_from(c.group_share_session_timeout_ms).unwrap_or(0),
                 heartbeat_interval_ms: c.group_share_heartbeat_interval_ms,
+                max_size: c.group_share_max_size,
                 partition: crate::group::share::partition::PartitionConfig {
                     lock_duration_ms: u64::try_from(c.group_share_record_lock_duration_ms)
                         .unwrap_or(0),

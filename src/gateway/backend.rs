@@ -63,6 +63,10 @@ impl Backend for Upstreamed {
         true
     }
 
+    fn keeps_logs(&self) -> bool {
+        true
+    }
+
     fn fetch_offsets<'a>(
         &'a self,
         local: Local<'a>,

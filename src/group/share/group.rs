@@ -67,6 +67,10 @@ pub struct ShareSettings {
     pub read_committed: bool,
     /// The lock duration, delivery-count limit and in-flight limit of its partitions.
     pub partition: PartitionConfig,
+    /// Whether the partition logs outlived the last restart. When not (standalone koord's logs
+    /// live in memory), a restored group's partitions start over at offset 0 of the new logs:
+    /// every record there is new to it, and nothing it acknowledged exists any more.
+    pub logs_kept: bool,
 }
 
 impl Default for ShareSettings {
@@ -78,6 +82,7 @@ impl Default for ShareSettings {
             auto_offset_reset: AutoOffsetReset::Latest,
             read_committed: false,
             partition: PartitionConfig::default(),
+            logs_kept: true,
         }
     }
 }
@@ -323,7 +328,11 @@ impl ShareGroup {
             group.base.timers.set(ShareTimer::Session(id), deadline);
         }
         for (topic, partition, state) in partitions {
-            let p = SharePartition::restore(state, group.settings.partition);
+            let p = if group.settings.logs_kept {
+                SharePartition::restore(state, group.settings.partition)
+            } else {
+                SharePartition::new(0, group.settings.partition)
+            };
             group.partitions.insert((topic, partition), p);
         }
         group

@@ -346,6 +346,25 @@ fn the_group_comes_back_from_its_records() {
                 acc
             },
         );
+    // koord's own logs live in memory: after a restart the partitions start over at 0 of the
+    // new logs, whatever they had acknowledged (the records are gone, and offset 3 of a new log
+    // is a new record).
+    let (record, members, partitions) = codec::restore(&stored).unwrap().unwrap();
+    let lost = ShareSettings {
+        logs_kept: false,
+        ..settings()
+    };
+    let mut fresh =
+        ShareGroup::from_records(GroupId::new("g"), lost, record, members, partitions, T0);
+    open(&mut fresh, "a", &[("t", 0)]);
+    assert_eq!(
+        fresh.fetch_offsets(&MemberId::new("a")),
+        vec![(tid("t"), 0, Some(0))]
+    );
+    let new = fresh.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 4)], 500, T0);
+    assert_eq!((new[0].2[0].first, new[0].2[0].last), (0, 4));
+    assert_eq!(new[0].2[0].delivery_count, 1);
+    // Behind a Kafka whose logs outlive koord, the stored states go on.
     let (record, members, partitions) = codec::restore(&stored).unwrap().unwrap();
     let mut back = ShareGroup::from_records(
         GroupId::new("g"),

@@ -33,7 +33,8 @@ import org.apache.kafka.common.config.ConfigResource;
  * <pre>
  * ShareAdmin set-config BOOTSTRAP GROUP KEY=VALUE...
  *     incrementalAlterConfigs(SET) on ConfigResource(GROUP, GROUP), then describeConfigs of it:
- *     {"configs": {KEY: VALUE, ...}} (the group's configs as described, every key)
+ *     {"configs": {KEY: VALUE, ...}} (the group's configs as described, every key); with no
+ *     KEY=VALUE it only describes them
  * ShareAdmin describe BOOTSTRAP GROUP
  *     describeShareGroups: {"group", "state", "group_epoch", "assignment_epoch", "coordinator",
  *     "members": [{"member_id", "client_id", "host", "member_epoch", "assignment": ["t-p",..]}]}
@@ -79,7 +80,9 @@ public final class ShareAdmin {
             ops.add(new AlterConfigOp(new ConfigEntry(s.substring(0, eq), s.substring(eq + 1)),
                     AlterConfigOp.OpType.SET));
         }
-        admin.incrementalAlterConfigs(Map.of(resource, ops)).all().get();
+        if (!ops.isEmpty()) {
+            admin.incrementalAlterConfigs(Map.of(resource, ops)).all().get();
+        }
         Config config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
         List<String> entries = new ArrayList<>();
         config.entries().stream().sorted(Comparator.comparing(ConfigEntry::name))
