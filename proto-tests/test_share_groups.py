@@ -22,6 +22,11 @@ on, each delivery and acknowledgement as the consumers themselves report it.
   with a non-empty assignment covering every partition; listGroups (type share, and every type)
   lists it as a share group; listShareGroupOffsets lists both partitions with lag 0 once all is
   acknowledged; after the members close the group is Empty.
+- kafka-share-groups (Kafka 4.4's tool): --list, --describe --state/--members/--offsets,
+  --reset-offsets (the records from the new start offset are delivered again, as new),
+  --delete-offsets, --delete.
+- koord killed -9 under two consumers mid-stream and restarted (koord only): every record
+  produced after the restart is delivered once.
 
 Each group's configs are set before its consumers start, with incrementalAlterConfigs on the
 GROUP resource: share.auto.offset.reset=earliest (the records produced before the consumers
@@ -641,3 +646,93 @@ def test_koord_killed_and_restarted_mid_stream(request, bootstrap, names, share)
         failed = [e for e in share.events[mark:] if e["event"] == "ack" and e["error"]]
     print(f"{before} records accepted before the kill; acknowledgements that failed across "
           f"the restart: {collections.Counter((e['error'], len(e['offsets'])) for e in failed)}")
+
+
+def share_tool(bootstrap, *args):
+    """kafka-share-groups (Kafka 4.4's ShareGroupCommand) with `args`: its stdout and stderr (it
+    prints some answers to the one, some to the other), or the test fails with its output."""
+    p = subprocess.run(java_cmd_main("org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+                                     "--bootstrap-server", bootstrap, *args),
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    if p.returncode != 0:
+        pytest.fail(f"kafka-share-groups {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n"
+                    f"{p.stderr[-3000:]}")
+    return p.stdout + p.stderr
+
+
+def java_cmd_main(main, *args):
+    """java_cmd for a class outside koord.tests (a Kafka tool on the classpath)."""
+    cmd = java_cmd("ShareAdmin", *args)
+    cmd[cmd.index("koord.tests.ShareAdmin")] = main
+    return cmd
+
+
+def tool_rows(out, group):
+    """The table rows of a kafka-share-groups answer that belong to `group`, split."""
+    return [line.split() for line in out.splitlines() if line.split()[:1] == [group]]
+
+
+def test_kafka_share_groups_tool(bootstrap, names, share):
+    """kafka-share-groups (Kafka 4.4's tool) on a group that accepted 100 records on 2
+    partitions and closed: --list, --describe --state/--members/--offsets (lag 0 on each
+    partition), --reset-offsets --to-offset 20 on partition 1 (then described at
+    20 with lag 30, and a consumer gets exactly offsets 20-49 of it again, as new deliveries),
+    --reset-offsets --to-latest, --delete-offsets, --delete."""
+    topic, group = names["topic"], names["group"]
+    create_topic(bootstrap, topic, 2)
+    set_group_config(bootstrap, group, share_auto_offset_reset="earliest")
+    produced = produce(bootstrap, topic, [f"v-{i}" for i in range(100)], 2)
+    a = share.start("tool", "--commit", "sync")
+    share.wait_for("all 100 records accepted", all_accepted(share, produced))
+    close_all(share, a)
+
+    assert group in share_tool(bootstrap, "--list").split()
+    state = poll_admin("the group Empty", lambda: tool_rows(
+        share_tool(bootstrap, "--describe", "--group", group, "--state"), group),
+        lambda rows: len(rows) == 1 and rows[0][-2:] == ["Empty", "0"])
+    print(f"--state: {state}")
+    members = share_tool(bootstrap, "--describe", "--group", group, "--members")
+    assert f"Share group '{group}' has no active members." in members, members
+    # GROUP TOPIC PARTITION START-OFFSET LAG
+    # Lag 0 on both. (Kafka 4.4 may still say start offset 0, its share-partition start offset
+    # as last written to its share coordinator; koord says 50.)
+    offsets = tool_rows(share_tool(bootstrap, "--describe", "--group", group, "--offsets"), group)
+    assert sorted((r[1], r[2], r[4]) for r in offsets) == [(topic, "0", "0"), (topic, "1", "0")], \
+        offsets
+    assert all(0 <= int(r[3]) <= 50 for r in offsets), offsets
+
+    reset = tool_rows(share_tool(bootstrap, "--reset-offsets", "--group", group, "--topic",
+                                 f"{topic}:1", "--to-offset", "20", "--execute"), group)
+    assert [r[1:] for r in reset] == [[topic, "1", "20"]], reset
+    offsets = tool_rows(share_tool(bootstrap, "--describe", "--group", group, "--offsets"), group)
+    assert sorted((r[1], r[2], r[4]) for r in offsets) == [(topic, "0", "0"), (topic, "1", "30")], \
+        offsets
+    assert [r[3] for r in offsets if r[2] == "1"] == ["20"], offsets
+    again = {(1, o) for o in range(20, 50)}
+    with share._cond:
+        mark = len(share.events)
+    b = share.start("again", "--commit", "sync")
+
+    def redelivered():
+        got = [e for e in share.events[mark:] if e["event"] == "record"]
+        return got if {(e["partition"], e["offset"]) for e in got} >= again else None
+
+    share.wait_for("partition 1's records from offset 20 delivered again", redelivered)
+    close_all(share, b)
+    with share._cond:
+        got = [(e["partition"], e["offset"], e["delivery_count"])
+               for e in share.events[mark:] if e["event"] == "record"]
+    assert sorted(got) == sorted((p, o, 1) for p, o in again), got
+
+    latest = tool_rows(share_tool(bootstrap, "--reset-offsets", "--group", group, "--all-topics",
+                                  "--to-latest", "--execute"), group)
+    assert sorted(r[1:] for r in latest) == [[topic, "0", "50"], [topic, "1", "50"]], latest
+
+    deleted = share_tool(bootstrap, "--delete-offsets", "--group", group, "--topic", topic)
+    assert [topic, "Successful"] in [line.split() for line in deleted.splitlines()], deleted
+    out = share_tool(bootstrap, "--describe", "--group", group, "--offsets")
+    assert f"Share group '{group}' has no offset information." in out, out
+
+    out = share_tool(bootstrap, "--delete", "--group", group)
+    assert f"Deletion of requested share groups ('{group}') was successful." in out, out
+    assert group not in share_tool(bootstrap, "--list").split()

@@ -854,3 +854,375 @@ fn describe_groups_of_a_share_group_is_dead_below_v6_and_group_id_not_found_at_v
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups
+// ---------------------------------------------------------------------------------------------
+
+/// AlterShareGroupOffsets v0 of `group`: (topic, [(partition, start offset)]).
+fn alter_offsets(
+    c: &mut Client,
+    group: &str,
+    topics: &[(&str, &[(i32, i64)])],
+) -> kafka_protocol::messages::AlterShareGroupOffsetsResponse {
+    use kafka_protocol::messages::alter_share_group_offsets_request::{
+        AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+    };
+    c.send(
+        0,
+        &kafka_protocol::messages::AlterShareGroupOffsetsRequest::default()
+            .with_group_id(group_id(group))
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|(t, ps)| {
+                        AlterShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(topic_name(t))
+                            .with_partitions(
+                                ps.iter()
+                                    .map(|&(p, o)| {
+                                        AlterShareGroupOffsetsRequestPartition::default()
+                                            .with_partition_index(p)
+                                            .with_start_offset(o)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+    )
+}
+
+/// DeleteShareGroupOffsets v0 of `group`'s `topics`.
+fn delete_offsets(
+    c: &mut Client,
+    group: &str,
+    topics: &[&str],
+) -> kafka_protocol::messages::DeleteShareGroupOffsetsResponse {
+    use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
+    c.send(
+        0,
+        &kafka_protocol::messages::DeleteShareGroupOffsetsRequest::default()
+            .with_group_id(group_id(group))
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|t| {
+                        DeleteShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(topic_name(t))
+                    })
+                    .collect(),
+            ),
+    )
+}
+
+/// DescribeShareGroupOffsets v1 of every partition `group` has state for:
+/// (topic id, partition) -> start offset.
+fn share_offsets(c: &mut Client, group: &str) -> BTreeMap<(Uuid, i32), i64> {
+    use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+    let resp = c.send(
+        1,
+        &kafka_protocol::messages::DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+            DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(group_id(group))
+                .with_topics(None),
+        ]),
+    );
+    let g = &resp.groups[0];
+    assert_eq!(err(g.error_code), None, "{resp:?}");
+    g.topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| ((t.topic_id, p.partition_index), p.start_offset))
+        })
+        .collect()
+}
+
+fn top_level(
+    code: i16,
+    message: &Option<kafka_protocol::protocol::StrBytes>,
+) -> (Option<ResponseError>, Option<String>) {
+    (err(code), message.as_ref().map(|m| m.to_string()))
+}
+
+#[test]
+fn alter_share_group_offsets_creates_the_group_and_sets_start_offsets() {
+    let koord = server();
+    let mut c = koord.connect();
+    let topic = unique("st-alter");
+    let id = create_topic(&mut c, &topic, 2);
+    let missing = unique("st-alter-missing");
+    let group = unique("sg-alter");
+    // Kafka's group coordinator learns of a new topic a moment after Metadata shows it, and
+    // until then answers its partitions UNKNOWN_TOPIC_OR_PARTITION.
+    let resp = eventually("the new topic known to the group coordinator", || {
+        let resp = alter_offsets(
+            &mut c,
+            &group,
+            &[(&topic, &[(0, 5), (1, 0), (7, 3)]), (&missing, &[(0, 1)])],
+        );
+        let known = resp
+            .responses
+            .iter()
+            .any(|t| t.partitions.iter().any(|p| p.error_code == 0));
+        known.then_some(resp)
+    });
+    assert_eq!(
+        top_level(resp.error_code, &resp.error_message),
+        (None, None),
+        "{resp:?}"
+    );
+    let unknown = Some("This server does not host this topic-partition.".to_string());
+    let got: Vec<_> = resp
+        .responses
+        .iter()
+        .map(|t| {
+            (
+                t.topic_name.to_string(),
+                t.topic_id,
+                t.partitions
+                    .iter()
+                    .map(|p| {
+                        (
+                            p.partition_index,
+                            err(p.error_code),
+                            p.error_message.as_ref().map(|m| m.to_string()),
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                missing.clone(),
+                Uuid::nil(),
+                vec![(
+                    0,
+                    Some(ResponseError::UnknownTopicOrPartition),
+                    unknown.clone()
+                )]
+            ),
+            (
+                topic.clone(),
+                id,
+                vec![
+                    (0, None, None),
+                    (1, None, None),
+                    (7, Some(ResponseError::UnknownTopicOrPartition), unknown)
+                ]
+            ),
+        ],
+        "{resp:?}"
+    );
+    // The group exists now, an Empty share group, and starts where it was told.
+    let row = (
+        "share".to_string(),
+        "Empty".to_string(),
+        "share".to_string(),
+    );
+    assert_eq!(
+        list_groups(&mut c, &[], &[], &[&group]).get(&group),
+        Some(&row)
+    );
+    let want = BTreeMap::from([((id, 0), 5), ((id, 1), 0)]);
+    eventually("the altered start offsets described", || {
+        let got = share_offsets(&mut c, &group);
+        (got == want).then_some(())
+    });
+    // Again, to other offsets: they replace the first ones.
+    let resp = alter_offsets(&mut c, &group, &[(&topic, &[(0, 2)])]);
+    assert_eq!(
+        top_level(resp.error_code, &resp.error_message),
+        (None, None),
+        "{resp:?}"
+    );
+    let want = BTreeMap::from([((id, 0), 2), ((id, 1), 0)]);
+    eventually("the second start offsets described", || {
+        (share_offsets(&mut c, &group) == want).then_some(())
+    });
+}
+
+#[test]
+fn alter_and_delete_share_group_offsets_refuse_as_kafka_does() {
+    let koord = server();
+    let mut c = koord.connect();
+    let topic = unique("st-alter-ref");
+    create_topic(&mut c, &topic, 1);
+    // A share group with a member: NON_EMPTY_GROUP for both.
+    let group = unique("sg-alter-ref");
+    join(&mut c, &group, &[&topic]);
+    let not_empty = message(ResponseError::NonEmptyGroup, "The group is not empty.");
+    let resp = alter_offsets(&mut c, &group, &[(&topic, &[(0, 0)])]);
+    assert_eq!(
+        top_level(resp.error_code, &resp.error_message),
+        not_empty,
+        "{resp:?}"
+    );
+    assert!(resp.responses.is_empty(), "{resp:?}");
+    let resp = delete_offsets(&mut c, &group, &[&topic]);
+    assert_eq!(
+        top_level(resp.error_code, &resp.error_message),
+        not_empty,
+        "{resp:?}"
+    );
+    assert!(resp.responses.is_empty(), "{resp:?}");
+    // A classic group: not a share group.
+    let classic = unique("sg-alter-classic");
+    classic_group(&mut c, &classic);
+    let other = message(
+        ResponseError::GroupIdNotFound,
+        &format!("Group {classic} is not a share group."),
+    );
+    let resp = alter_offsets(&mut c, &classic, &[(&topic, &[(0, 0)])]);
+    assert_eq!(
+        top_level(resp.error_code, &resp.error_message),
+        other,
+        "{resp:?}"
+    );
+    let resp = delete_offsets(&mut c, &classic, &[&topic]);
+    assert_eq!(
+        top_level(resp.error_code, &resp.error_message),
+        other,
+        "{resp:?}"
+    );
+    // No such group: DeleteShareGroupOffsets does not create one.
+    let nobody = unique("sg-alter-nobody");
+    let resp = delete_offsets(&mut c, &nobody, &[&topic]);
+    assert_eq!(
+        top_level(resp.error_code, &resp.error_message),
+        message(
+            ResponseError::GroupIdNotFound,
+            &format!("Group {nobody} not found.")
+        ),
+        "{resp:?}"
+    );
+    assert!(list_groups(&mut c, &[], &[], &[&nobody]).is_empty());
+    // An empty group id.
+    let invalid = message(ResponseError::InvalidGroupId, "The group id is invalid.");
+    let resp = alter_offsets(&mut c, "", &[(&topic, &[(0, 0)])]);
+    assert_eq!(
+        top_level(resp.error_code, &resp.error_message),
+        invalid,
+        "{resp:?}"
+    );
+    let resp = delete_offsets(&mut c, "", &[&topic]);
+    assert_eq!(
+        top_level(resp.error_code, &resp.error_message),
+        invalid,
+        "{resp:?}"
+    );
+}
+
+#[test]
+fn delete_share_group_offsets_drops_the_topics_state() {
+    let koord = server();
+    let mut c = koord.connect();
+    let topic = unique("st-delo");
+    let id = create_topic(&mut c, &topic, 2);
+    let untouched = unique("st-delo-none");
+    create_topic(&mut c, &untouched, 1);
+    let missing = unique("st-delo-missing");
+    let group = unique("sg-delo");
+    eventually("the new topic known to the group coordinator", || {
+        let resp = alter_offsets(&mut c, &group, &[(&topic, &[(0, 3), (1, 4)])]);
+        assert_eq!(
+            top_level(resp.error_code, &resp.error_message),
+            (None, None),
+            "{resp:?}"
+        );
+        resp.responses[0]
+            .partitions
+            .iter()
+            .all(|p| p.error_code == 0)
+            .then_some(())
+    });
+    eventually("the altered offsets described", || {
+        (share_offsets(&mut c, &group).len() == 2).then_some(())
+    });
+    let resp = delete_offsets(&mut c, &group, &[&untouched, &missing, &topic]);
+    assert_eq!(
+        top_level(resp.error_code, &resp.error_message),
+        (None, None),
+        "{resp:?}"
+    );
+    let got: Vec<_> = resp
+        .responses
+        .iter()
+        .map(|t| {
+            (
+                t.topic_name.to_string(),
+                t.topic_id,
+                err(t.error_code),
+                t.error_message.as_ref().map(|m| m.to_string()),
+            )
+        })
+        .collect();
+    let unknown = Some(ResponseError::UnknownTopicOrPartition);
+    assert_eq!(
+        got,
+        vec![
+            (topic.clone(), id, None, None),
+            (
+                untouched.clone(),
+                Uuid::nil(),
+                unknown,
+                Some("There is no offset information to delete.".to_string())
+            ),
+            (
+                missing.clone(),
+                Uuid::nil(),
+                unknown,
+                Some("This server does not host this topic-partition.".to_string())
+            ),
+        ],
+        "{resp:?}"
+    );
+    assert_eq!(share_offsets(&mut c, &group), BTreeMap::new());
+    // Nothing left to delete now.
+    let resp = delete_offsets(&mut c, &group, &[&topic]);
+    assert_eq!(
+        resp.responses
+            .iter()
+            .map(|t| (
+                err(t.error_code),
+                t.error_message.as_ref().map(|m| m.to_string())
+            ))
+            .collect::<Vec<_>>(),
+        vec![(
+            unknown,
+            Some("There is no offset information to delete.".to_string())
+        )],
+        "{resp:?}"
+    );
+}
+
+#[test]
+fn delete_groups_deletes_an_empty_share_group_not_one_with_members() {
+    let koord = server();
+    let mut c = koord.connect();
+    let topic = unique("st-delg");
+    create_topic(&mut c, &topic, 1);
+    let group = unique("sg-delg");
+    let mut m = join(&mut c, &group, &[&topic]);
+    let delete = |c: &mut Client| {
+        let resp = c.send(
+            2,
+            &kafka_protocol::messages::DeleteGroupsRequest::default()
+                .with_groups_names(vec![group_id(&group)]),
+        );
+        err(resp.results[0].error_code)
+    };
+    assert_eq!(delete(&mut c), Some(ResponseError::NonEmptyGroup));
+    // The member leaves (epoch -1): the group is Empty, and goes.
+    let resp = heartbeat(&mut c, &steady(&group, &m.id, -1));
+    assert_eq!(err(resp.error_code), None, "{resp:?}");
+    m.epoch = -1;
+    assert_eq!(delete(&mut c), None);
+    assert!(list_groups(&mut c, &[], &[], &[&group]).is_empty());
+    assert_eq!(delete(&mut c), Some(ResponseError::GroupIdNotFound));
+}

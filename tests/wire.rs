@@ -774,6 +774,8 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::ShareFetch => probe_share_fetch,
         ApiKey::ShareAcknowledge => probe_share_acknowledge,
         ApiKey::DescribeShareGroupOffsets => probe_describe_share_group_offsets,
+        ApiKey::AlterShareGroupOffsets => probe_alter_share_group_offsets,
+        ApiKey::DeleteShareGroupOffsets => probe_delete_share_group_offsets,
         ApiKey::DescribeProducers => probe_describe_producers,
         ApiKey::DescribeTransactions => probe_describe_transactions,
         ApiKey::ListTransactions => probe_list_transactions,
@@ -1814,6 +1816,70 @@ fn probe_describe_share_group_offsets(c: &mut Client, v: i16) {
         assert!((-1..=3).contains(&listed[0].2), "v{v}: {resp:?}");
         break;
     }
+}
+
+/// AlterShareGroupOffsets of a new group (created Empty) to start offset 2 of a new topic's
+/// partition 0 (retried while Kafka's group coordinator has not learnt of the topic yet).
+fn share_offsets_altered(c: &mut Client, v: i16) -> (String, TopicRef) {
+    use kafka_protocol::messages::alter_share_group_offsets_request::{
+        AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+    };
+    use kafka_protocol::messages::AlterShareGroupOffsetsRequest;
+    let topic = new_topic(c, "probe-asgo", 1);
+    let group = common::unique("probe-asgo");
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let resp = c.send(
+            v,
+            &AlterShareGroupOffsetsRequest::default()
+                .with_group_id(group_id(&group))
+                .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(topic_name(&topic.name))
+                    .with_partitions(vec![
+                        AlterShareGroupOffsetsRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_start_offset(2),
+                    ])]),
+        );
+        assert_eq!(err(resp.error_code), None, "v{v}: {resp:?}");
+        let code = err(resp.responses[0].partitions[0].error_code);
+        if code == Some(ResponseError::UnknownTopicOrPartition)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            continue;
+        }
+        assert_eq!(code, None, "v{v}: {resp:?}");
+        assert_eq!(resp.responses[0].topic_id, topic.id, "v{v}: {resp:?}");
+        return (group, topic);
+    }
+}
+
+fn probe_alter_share_group_offsets(c: &mut Client, v: i16) {
+    share_offsets_altered(c, v);
+}
+
+/// DeleteShareGroupOffsets of the topic of a group altered a moment before: deleted.
+fn probe_delete_share_group_offsets(c: &mut Client, v: i16) {
+    use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
+    use kafka_protocol::messages::DeleteShareGroupOffsetsRequest;
+    let (group, topic) = share_offsets_altered(c, 0);
+    let resp = c.send(
+        v,
+        &DeleteShareGroupOffsetsRequest::default()
+            .with_group_id(group_id(&group))
+            .with_topics(vec![DeleteShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(topic_name(&topic.name))]),
+    );
+    assert_eq!(err(resp.error_code), None, "v{v}: {resp:?}");
+    assert_eq!(
+        resp.responses
+            .iter()
+            .map(|t| (t.topic_id, err(t.error_code)))
+            .collect::<Vec<_>>(),
+        vec![(topic.id, None)],
+        "v{v}: {resp:?}"
+    );
 }
 
 fn probe_delete_records(c: &mut Client, v: i16) {

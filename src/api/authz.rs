@@ -150,6 +150,20 @@ pub(crate) fn deny_request(
                 m::ShareGroupHeartbeatResponse::default().with_error_code(group),
             )
         }
+        RequestKind::AlterShareGroupOffsets(r) if !may(Read, Group, &r.group_id) => {
+            ResponseKind::AlterShareGroupOffsets(
+                m::AlterShareGroupOffsetsResponse::default()
+                    .with_error_code(group)
+                    .with_error_message(Some("Group authorization failed.".into())),
+            )
+        }
+        RequestKind::DeleteShareGroupOffsets(r) if !may(Delete, Group, &r.group_id) => {
+            ResponseKind::DeleteShareGroupOffsets(
+                m::DeleteShareGroupOffsetsResponse::default()
+                    .with_error_code(group)
+                    .with_error_message(Some("Group authorization failed.".into())),
+            )
+        }
         RequestKind::StreamsGroupHeartbeat(r) if !may(Read, Group, &r.group_id) => {
             ResponseKind::StreamsGroupHeartbeat(
                 m::StreamsGroupHeartbeatResponse::default().with_error_code(group),

@@ -6,6 +6,7 @@
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
+pub mod alter_share_group_offsets;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub(crate) mod authz;
@@ -18,6 +19,7 @@ pub mod create_topics;
 pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
+pub mod delete_share_group_offsets;
 pub mod delete_topics;
 pub mod describe_acls;
 pub mod describe_cluster;

@@ -58,6 +58,8 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::ShareFetch, 1, 1),
     api(ApiKey::ShareAcknowledge, 1, 1),
     api(ApiKey::DescribeShareGroupOffsets, 0, 1),
+    api(ApiKey::AlterShareGroupOffsets, 0, 0),
+    api(ApiKey::DeleteShareGroupOffsets, 0, 0),
     // Transaction admin, Kafka 4.4's full ranges.
     api(ApiKey::DescribeProducers, 0, 0),
     api(ApiKey::DescribeTransactions, 0, 0),

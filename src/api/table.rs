@@ -136,6 +136,12 @@ pub async fn dispatch(
         RequestKind::DescribeShareGroupOffsets(r) => ResponseKind::DescribeShareGroupOffsets(
             api::describe_share_group_offsets::handle(broker, ctx, r, v).await,
         ),
+        RequestKind::AlterShareGroupOffsets(r) => ResponseKind::AlterShareGroupOffsets(
+            api::alter_share_group_offsets::handle(broker, ctx, r, v).await,
+        ),
+        RequestKind::DeleteShareGroupOffsets(r) => ResponseKind::DeleteShareGroupOffsets(
+            api::delete_share_group_offsets::handle(broker, ctx, r, v).await,
+        ),
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(api::describe_producers::handle(broker, ctx, r, v))
         }

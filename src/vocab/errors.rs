@@ -197,6 +197,24 @@ pub fn error_code(error: Option<GroupError>) -> i16 {
     error.map_or(0, GroupError::code)
 }
 
+/// Kafka's own wording of an error code (`Errors.message()`), for the answers whose
+/// `ErrorMessage` Kafka fills with it; `None` for a code not listed here.
+pub fn kafka_message(code: i16) -> Option<&'static str> {
+    Some(match code {
+        -1 => "The server experienced an unexpected error when processing the request.",
+        3 => "This server does not host this topic-partition.",
+        14 => "The coordinator is loading and hence can't process requests.",
+        15 => "The coordinator is not available.",
+        16 => "This is not the correct coordinator.",
+        24 => "The group id is invalid.",
+        29 => "Topic authorization failed.",
+        30 => "Group authorization failed.",
+        68 => "The group is not empty.",
+        69 => "The group id does not exist.",
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

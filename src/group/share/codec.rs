@@ -104,6 +104,10 @@ pub fn change(record: ShareRecord) -> RecordChange {
             kind: KIND,
             key: id.as_str().to_owned(),
         },
+        ShareRecord::RemovePartition { topic, partition } => RecordChange::Delete {
+            kind: KIND,
+            key: partition_key(topic, partition),
+        },
         ShareRecord::Partition {
             topic,
             partition,

@@ -147,6 +147,12 @@ pub enum ShareRecord {
         partition: i32,
         state: PartitionState,
     },
+    /// A share partition's state is gone (DeleteShareGroupOffsets, or an AlterShareGroupOffsets
+    /// to no offset): the group starts it where `share.auto.offset.reset` says.
+    RemovePartition {
+        topic: TopicId,
+        partition: i32,
+    },
 }
 
 /// What the shell logs and counts.
@@ -708,6 +714,70 @@ impl ShareGroup {
             None => {
                 self.base.timers.cancel(&timer);
             }
+        }
+    }
+
+    /// AlterShareGroupOffsets (`kafka-share-groups --reset-offsets`): each partition starts
+    /// over at its offset with nothing in flight; at a negative one (Kafka's uninitialized
+    /// start offset) the group starts it where `share.auto.offset.reset` says, at its next
+    /// read. A group just created by the call is stored with them.
+    ///
+    /// # Errors
+    /// NON_EMPTY_GROUP while the group has members (Kafka's "The group is not empty.").
+    pub fn alter_offsets(&mut self, offsets: &[(TopicId, i32, i64)]) -> Result<(), GroupError> {
+        if !self.base.members.is_empty() {
+            return Err(GroupError::NonEmptyGroup);
+        }
+        self.base
+            .records
+            .push(ShareRecord::Group(self.group_record()));
+        for &(topic, partition, offset) in offsets {
+            if offset < 0 {
+                self.remove_partition((topic, partition));
+                continue;
+            }
+            let mut p = SharePartition::new(offset, self.settings.partition);
+            p.mark_changed();
+            self.partitions.insert((topic, partition), p);
+            self.settle((topic, partition));
+        }
+        Ok(())
+    }
+
+    /// DeleteShareGroupOffsets: the states of every partition of `topics` go. For each topic,
+    /// whether the group had any (Kafka answers a topic it had none of with
+    /// UNKNOWN_TOPIC_OR_PARTITION).
+    ///
+    /// # Errors
+    /// NON_EMPTY_GROUP while the group has members.
+    pub fn delete_offsets(&mut self, topics: &[TopicId]) -> Result<Vec<bool>, GroupError> {
+        if !self.base.members.is_empty() {
+            return Err(GroupError::NonEmptyGroup);
+        }
+        Ok(topics
+            .iter()
+            .map(|topic| {
+                let keys: Vec<_> = self
+                    .partitions
+                    .keys()
+                    .filter(|(t, _)| t == topic)
+                    .copied()
+                    .collect();
+                for key in &keys {
+                    self.remove_partition(*key);
+                }
+                !keys.is_empty()
+            })
+            .collect())
+    }
+
+    fn remove_partition(&mut self, key: (TopicId, i32)) {
+        if self.partitions.remove(&key).is_some() {
+            self.base.timers.cancel(&ShareTimer::Lock(key.0, key.1));
+            self.base.records.push(ShareRecord::RemovePartition {
+                topic: key.0,
+                partition: key.1,
+            });
         }
     }
 

@@ -408,6 +408,11 @@ impl SharePartition {
         self.locks.first().map(|&(deadline, _)| deadline)
     }
 
+    /// Marks the state as to be stored (a partition set anew).
+    pub fn mark_changed(&mut self) {
+        self.changed = true;
+    }
+
     /// Whether a durable change (acknowledgement, release, archive, timeout, start move)
     /// happened since last asked: the shell then stores [`SharePartition::snapshot`].
     pub fn take_changed(&mut self) -> bool {

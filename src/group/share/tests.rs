@@ -404,3 +404,62 @@ fn a_log_that_was_lost_starts_the_partition_over() {
     let again = g.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 2)], 500, T0);
     assert_eq!((again[0].2[0].first, again[0].2[0].last), (0, 2));
 }
+
+#[test]
+fn offsets_are_altered_and_deleted_only_while_the_group_is_empty() {
+    let image = Image::with(&[("t", 2), ("u", 1)]);
+    let mut g = group();
+    // An Empty (new) group: each partition starts over where it is told, and is stored.
+    g.alter_offsets(&[(tid("t"), 0, 7), (tid("t"), 1, 0), (tid("u"), 0, 3)])
+        .unwrap();
+    let records = g.take_records();
+    assert!(matches!(records[0], ShareRecord::Group(_)), "{records:?}");
+    let stored: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            ShareRecord::Partition {
+                topic,
+                partition,
+                state,
+            } => Some((*topic, *partition, state.start_offset)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        stored,
+        vec![(tid("t"), 0, 7), (tid("t"), 1, 0), (tid("u"), 0, 3)]
+    );
+    // A negative offset: the partition's state goes (share.auto.offset.reset applies again).
+    g.alter_offsets(&[(tid("t"), 1, -1)]).unwrap();
+    assert!(g.take_records().iter().any(|r| matches!(
+        r,
+        ShareRecord::RemovePartition { topic, partition: 1 } if *topic == tid("t")
+    )));
+    // Delete: per topic, whether the group had state for it.
+    assert_eq!(
+        g.delete_offsets(&[tid("u"), tid("x")]),
+        Ok(vec![true, false])
+    );
+    assert_eq!(
+        g.partitions()
+            .map(|(k, p)| (*k, p.start_offset()))
+            .collect::<Vec<_>>(),
+        vec![((tid("t"), 0), 7)]
+    );
+    // A member joins: neither is allowed while it is there.
+    g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    assert_eq!(
+        g.alter_offsets(&[(tid("t"), 0, 0)]),
+        Err(GroupError::NonEmptyGroup)
+    );
+    assert_eq!(
+        g.delete_offsets(&[tid("t")]),
+        Err(GroupError::NonEmptyGroup)
+    );
+    open(&mut g, "a", &[("t", 0)]);
+    assert_eq!(
+        g.fetch_offsets(&MemberId::new("a")),
+        vec![(tid("t"), 0, Some(7))]
+    );
+}
