@@ -25,6 +25,7 @@ on, each delivery and acknowledgement as the consumers themselves report it.
 - kafka-share-groups (Kafka 4.4's tool): --list, --describe --state/--members/--offsets,
   --reset-offsets (the records from the new start offset are delivered again, as new),
   --delete-offsets, --delete.
+- share.acquire.mode=record_limit (ShareFetch v2): no poll over max.poll.records.
 - koord killed -9 under two consumers mid-stream and restarted (koord only): every record
   produced after the restart is delivered once.
 
@@ -736,3 +737,20 @@ def test_kafka_share_groups_tool(bootstrap, names, share):
     out = share_tool(bootstrap, "--delete", "--group", group)
     assert f"Deletion of requested share groups ('{group}') was successful." in out, out
     assert group not in share_tool(bootstrap, "--list").split()
+
+
+def test_record_limit_acquire_mode(bootstrap, names, share):
+    """share.acquire.mode=record_limit (ShareFetch v2, KIP-1206) with max.poll.records=7: no
+    poll returns more than 7 records, though the producer wrote batches of many more, and each
+    of 1,000 records is delivered once and accepted."""
+    create_topic(bootstrap, names["topic"], 2)
+    set_group_config(bootstrap, names["group"], share_auto_offset_reset="earliest")
+    produced = produce(bootstrap, names["topic"], [f"v-{i}" for i in range(1_000)], 2)
+    a = share.start("limit", "--count", 2, "--commit", "sync", "--report-polls",
+                    "share.acquire.mode=record_limit", "max.poll.records=7")
+    share.wait_for("all 1,000 records accepted", all_accepted(share, produced))
+    close_all(share, a)
+    check_once_each(share, produced)
+    polls = [e["records"] for e in share.by_event["poll"]]
+    assert polls and max(polls) <= 7, polls
+    print(f"{len(polls)} polls, sizes {collections.Counter(polls)}")

@@ -1723,10 +1723,7 @@ fn share_records_acquired(c: &mut Client, v: i16, prefix: &str) -> (String, Stri
     (group, second, topic)
 }
 
-/// ShareFetch: Kafka 4.4 advertises v1-2, the `kafka-protocol` crate encodes v1 only (v2 adds
-/// the acquisition mode and is probed as v1).
 fn probe_share_fetch(c: &mut Client, v: i16) {
-    let v = v.min(1);
     share_records_acquired(c, v, "probe-sfetch");
 }
 
@@ -1735,7 +1732,6 @@ fn probe_share_acknowledge(c: &mut Client, v: i16) {
         AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch,
     };
     use kafka_protocol::messages::ShareAcknowledgeRequest;
-    let v = v.min(1);
     let (group, member, topic) = share_records_acquired(c, 1, "probe-sack");
     // ACCEPT (1) the three records, in the session opened by the fetch (epoch 0, so now 1).
     let resp = c.send(
@@ -1771,6 +1767,10 @@ fn probe_share_acknowledge(c: &mut Client, v: i16) {
         vec![(0, None)],
         "v{v}: {resp:?}"
     );
+    if v >= 2 {
+        // The group's lock duration (Kafka 4.4's default, 30 s: the group sets none).
+        assert_eq!(resp.acquisition_lock_timeout_ms, 30_000, "v{v}: {resp:?}");
+    }
     // Accepted: nothing left to acquire (epoch 2: the acknowledgement moved the session on).
     let after = share_fetch(c, 1, &group, &member, 2, &topic, 100);
     assert_eq!(acquired(&after), vec![], "v{v}: {after:?}");
@@ -4822,4 +4822,186 @@ fn a_compacted_topic_refuses_records_without_a_key() {
     );
     let p = produce(&mut c, 9, &t, 0, batch(0, &["keyed"], None));
     assert_eq!(err(p.error_code), None, "{p:?}");
+}
+
+/// A ShareFetch v2 of partition 0 of `topic`: `mode` 0 (batch-optimized) or 1 (record limit)
+/// up to `max_records`, with `acks` (first, last, types) on it, `renew` its is_renew_ack (then
+/// every limit 0, as Kafka requires).
+#[allow(clippy::too_many_arguments)]
+fn share_fetch_v2(
+    c: &mut Client,
+    group: &str,
+    member: &str,
+    session_epoch: i32,
+    topic: &TopicRef,
+    mode: i8,
+    max_records: i32,
+    acks: &[(i64, i64, Vec<i8>)],
+    renew: bool,
+) -> kafka_protocol::messages::ShareFetchResponse {
+    use kafka_protocol::messages::share_fetch_request::{
+        AcknowledgementBatch, FetchPartition, FetchTopic,
+    };
+    use kafka_protocol::messages::ShareFetchRequest;
+    let limit = |v: i32| if renew { 0 } else { v };
+    let req = ShareFetchRequest::default()
+        .with_group_id(Some(group_id(group)))
+        .with_member_id(Some(s(member)))
+        .with_share_session_epoch(session_epoch)
+        .with_max_wait_ms(limit(5_000))
+        .with_min_bytes(limit(1))
+        .with_max_bytes(limit(1 << 20))
+        .with_max_records(limit(max_records))
+        .with_batch_size(500)
+        .with_share_acquire_mode(mode)
+        .with_is_renew_ack(renew)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(topic.id)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition_index(0)
+                .with_acknowledgement_batches(
+                    acks.iter()
+                        .map(|(first, last, types)| {
+                            AcknowledgementBatch::default()
+                                .with_first_offset(*first)
+                                .with_last_offset(*last)
+                                .with_acknowledge_types(types.clone())
+                        })
+                        .collect(),
+                )])]);
+    c.send(2, &req)
+}
+
+/// A share-fetched partition: (error, acknowledge error, acquired ranges).
+type Fetched = (
+    Option<ResponseError>,
+    Option<ResponseError>,
+    Vec<(i64, i64, i16)>,
+);
+
+/// The one partition of a ShareFetch answer: (error, acknowledge error, acquired ranges).
+fn fetched(resp: &kafka_protocol::messages::ShareFetchResponse) -> Fetched {
+    assert_eq!(
+        (err(resp.error_code), resp.error_message.as_deref()),
+        (None, None),
+        "{resp:?}"
+    );
+    let p = resp
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .next()
+        .unwrap_or_else(|| panic!("no partition in {resp:?}"));
+    (
+        err(p.error_code),
+        err(p.acknowledge_error_code),
+        acquired(&Some(p.clone())),
+    )
+}
+
+/// ShareFetch v2's record-limit acquire mode: a fetch takes at most max_records records,
+/// splitting the batch; the next fetch (another member) takes the next ones; batch-optimized
+/// takes what is left of the batch whatever the limit.
+#[test]
+fn share_fetch_v2_record_limit_splits_a_batch() {
+    let koord = Koord::start(NO_REBALANCE_DELAY);
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "sf2-limit", 1);
+    let group = common::unique("sf2-limit");
+    let (a, _) = share_member(&mut c, 1, &group, &topic, 1);
+    let (b, _) = share_member(&mut c, 1, &group, &topic, 1);
+    // a's session starts the group at the (empty) log's end.
+    let opened = share_fetch(&mut c, 1, &group, &a, 0, &topic, 500);
+    assert_eq!(acquired(&opened), vec![]);
+    let written = produce(
+        &mut c,
+        9,
+        &topic,
+        0,
+        batch(0, &["a", "b", "c", "d", "e"], None),
+    );
+    assert_eq!(err(written.error_code), None, "{written:?}");
+    let r = share_fetch_v2(&mut c, &group, &a, 1, &topic, 1, 2, &[], false);
+    assert_eq!(fetched(&r), (None, None, vec![(0, 1, 1)]));
+    let r = share_fetch_v2(&mut c, &group, &b, 0, &topic, 1, 2, &[], false);
+    assert_eq!(fetched(&r), (None, None, vec![(2, 3, 1)]));
+    let r = share_fetch_v2(&mut c, &group, &a, 2, &topic, 0, 1, &[], false);
+    assert_eq!(fetched(&r), (None, None, vec![(4, 4, 1)]));
+}
+
+/// RENEW acknowledgements (type 4, KIP-1222): INVALID_REQUEST for the partition at v1 and at
+/// v2 without is_renew_ack; at v2 with it, in ShareAcknowledge (whose answer carries the lock
+/// duration) and in a ShareFetch that fetches nothing (its limits must be 0, else a top-level
+/// INVALID_REQUEST); the renewed records stay the member's, which accepts them.
+#[test]
+fn renew_acknowledgements_need_v2_and_is_renew_ack() {
+    use kafka_protocol::messages::share_acknowledge_request::{
+        AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch,
+    };
+    use kafka_protocol::messages::{ShareAcknowledgeRequest, ShareAcknowledgeResponse};
+    let koord = Koord::start(NO_REBALANCE_DELAY);
+    let mut c = koord.connect();
+    let (group, member, topic) = share_records_acquired(&mut c, 1, "renew");
+    let ack = |c: &mut Client, v: i16, epoch: i32, kind: i8, renew: bool| {
+        let resp: ShareAcknowledgeResponse = c.send(
+            v,
+            &ShareAcknowledgeRequest::default()
+                .with_group_id(Some(group_id(&group)))
+                .with_member_id(Some(s(&member)))
+                .with_share_session_epoch(epoch)
+                .with_is_renew_ack(renew)
+                .with_topics(vec![AcknowledgeTopic::default()
+                    .with_topic_id(topic.id)
+                    .with_partitions(vec![AcknowledgePartition::default()
+                        .with_partition_index(0)
+                        .with_acknowledgement_batches(vec![
+                            AcknowledgementBatch::default()
+                                .with_first_offset(0)
+                                .with_last_offset(2)
+                                .with_acknowledge_types(vec![kind]),
+                        ])])]),
+        );
+        assert_eq!(err(resp.error_code), None, "v{v}: {resp:?}");
+        let code = err(resp.responses[0].partitions[0].error_code);
+        (code, resp.acquisition_lock_timeout_ms)
+    };
+    let invalid = Some(ResponseError::InvalidRequest);
+    assert_eq!(ack(&mut c, 1, 1, 4, false).0, invalid);
+    assert_eq!(ack(&mut c, 2, 2, 4, false).0, invalid);
+    assert_eq!(ack(&mut c, 2, 3, 4, true), (None, 30_000));
+    // A renewing ShareFetch with limits is refused before its session moves on.
+    let refused: kafka_protocol::messages::ShareFetchResponse = c.send(
+        2,
+        &kafka_protocol::messages::ShareFetchRequest::default()
+            .with_group_id(Some(group_id(&group)))
+            .with_member_id(Some(s(&member)))
+            .with_share_session_epoch(4)
+            .with_max_bytes(1)
+            .with_max_wait_ms(100)
+            .with_is_renew_ack(true),
+    );
+    assert_eq!(
+        (
+            err(refused.error_code),
+            refused.error_message.as_deref().map(str::to_string)
+        ),
+        (invalid, None),
+        "{refused:?}"
+    );
+    let renewed = share_fetch_v2(
+        &mut c,
+        &group,
+        &member,
+        4,
+        &topic,
+        0,
+        0,
+        &[(0, 2, vec![4])],
+        true,
+    );
+    assert_eq!(fetched(&renewed), (None, None, vec![]));
+    // Still the member's: it accepts them, and nothing is left to acquire.
+    assert_eq!(ack(&mut c, 2, 5, 1, false), (None, 30_000));
+    let after = share_fetch(&mut c, 1, &group, &member, 6, &topic, 100);
+    assert_eq!(acquired(&after), vec![], "{after:?}");
 }

@@ -1,9 +1,11 @@
-//! ShareAcknowledge (key 79), v1: a share group member acknowledges records it acquired
-//! (ACCEPT, RELEASE, REJECT; GAP for offsets without a record) within its share session; with
+//! ShareAcknowledge (key 79), v1-2: a share group member acknowledges records it acquired
+//! (ACCEPT, RELEASE, REJECT; GAP for offsets without a record; from v2 RENEW, in a request
+//! with `is_renew_ack`: the lock starts again) within its share session; with
 //! session epoch -1 it also closes the session, and what it still held becomes available
 //! again. The acknowledgements are stored before the answer. Session errors are top-level, as
 //! for ShareFetch (epoch 0 cannot open a session here: INVALID_SHARE_SESSION_EPOCH); each
-//! partition's acknowledgement outcome is its error code.
+//! partition's acknowledgement outcome is its error code. From v2 the answer carries the
+//! group's acquisition lock duration, as Kafka's.
 
 use std::collections::BTreeMap;
 
@@ -14,50 +16,33 @@ use kafka_protocol::messages::{ShareAcknowledgeRequest, ShareAcknowledgeResponse
 use kafka_protocol::ResponseError;
 
 use super::context::RequestContext;
-use super::share_fetch::{acks_of, session};
+use super::share_fetch::{acks_of, caller, session};
 use super::share_group_heartbeat::settings;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::group::modern::Refusal;
 use crate::group::share::SessionRequest;
-use crate::group::{GroupError, MemberId};
+use crate::group::GroupError;
 use crate::metadata::LEADER_EPOCH;
-use crate::security::acl::{Operation, ResourceType};
+use crate::security::acl::Operation;
 use crate::vocab::TopicId;
 
 pub async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: ShareAcknowledgeRequest,
-    _version: i16,
+    version: i16,
 ) -> ShareAcknowledgeResponse {
-    let group = req
-        .group_id
-        .as_ref()
-        .map(|g| g.to_string())
-        .unwrap_or_default();
     let top = |error: GroupError, message: Option<String>| {
         ShareAcknowledgeResponse::default()
             .with_error_code(error.code())
             .with_error_message(message.map(str_bytes))
     };
-    if group.is_empty() {
-        return top(GroupError::InvalidGroupId, None);
-    }
-    if !ctx.may(broker, Operation::Read, ResourceType::Group, &group) {
-        return top(GroupError::GroupAuthorizationFailed, None);
-    }
-    let member = req
-        .member_id
-        .as_ref()
-        .map(|m| m.to_string())
-        .unwrap_or_default();
-    if member.is_empty() {
-        return top(
-            GroupError::InvalidRequest,
-            Some("Member id is empty.".into()),
-        );
-    }
+    let (group, member) = match caller(broker, ctx, req.group_id.as_ref(), req.member_id.as_ref()) {
+        Ok(c) => c,
+        Err(Refusal { error, message }) => return top(error, message),
+    };
+    let renew = version >= 2 && req.is_renew_ack;
     let mut outcomes: BTreeMap<(TopicId, i32), Option<i16>> = BTreeMap::new();
     let mut valid = Vec::new();
     for t in &req.topics {
@@ -77,32 +62,38 @@ pub async fn handle(
             }
         }
     }
-    let (acks, invalid) = acks_of(valid.iter().map(|(topic, p)| {
-        let batches = p
-            .acknowledgement_batches
-            .iter()
-            .map(|b| {
-                (
-                    b.first_offset,
-                    b.last_offset,
-                    b.acknowledge_types.as_slice(),
-                )
-            })
-            .collect();
-        (*topic, p.partition_index, batches)
-    }));
+    let (acks, invalid) = acks_of(
+        version,
+        renew,
+        valid.iter().map(|(topic, p)| {
+            let batches = p
+                .acknowledgement_batches
+                .iter()
+                .map(|b| {
+                    (
+                        b.first_offset,
+                        b.last_offset,
+                        b.acknowledge_types.as_slice(),
+                    )
+                })
+                .collect();
+            (*topic, p.partition_index, batches)
+        }),
+    );
     for key in invalid {
         outcomes.insert(key, Some(GroupError::InvalidRequest.code()));
     }
     let request = SessionRequest {
-        member_id: MemberId::new(member),
+        member_id: member,
         connection: ctx.share_sessions.connection,
         session_epoch: req.share_session_epoch,
         fetch: None,
         forgotten: Vec::new(),
         acks,
     };
-    let answer = match session(broker, &group, request, settings(broker, &group)).await {
+    let settings = settings(broker, &group);
+    let lock_ms = i32::try_from(settings.partition.lock_duration_ms).unwrap_or(i32::MAX);
+    let answer = match session(broker, &group, request, settings).await {
         Ok(a) => a,
         Err(Refusal { error, message }) => return top(error, message),
     };
@@ -121,14 +112,16 @@ pub async fn handle(
                 .with_current_leader(leader.clone()),
         );
     }
-    ShareAcknowledgeResponse::default().with_responses(
-        topics
-            .into_iter()
-            .map(|(topic_id, partitions)| {
-                ShareAcknowledgeTopicResponse::default()
-                    .with_topic_id(topic_id)
-                    .with_partitions(partitions)
-            })
-            .collect(),
-    )
+    ShareAcknowledgeResponse::default()
+        .with_acquisition_lock_timeout_ms(lock_ms)
+        .with_responses(
+            topics
+                .into_iter()
+                .map(|(topic_id, partitions)| {
+                    ShareAcknowledgeTopicResponse::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
 }

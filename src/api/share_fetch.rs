@@ -1,7 +1,13 @@
-//! ShareFetch (key 78), v1: records of a share group's partitions, each acquired by the
+//! ShareFetch (key 78), v1-2: records of a share group's partitions, each acquired by the
 //! fetching member until its lock runs out (KIP-932), with the acknowledgements of records it
 //! was given before.
 //!
+//! - v2 (KIP-1206, KIP-1222): the acquire mode (`record_limit`: never more than `max_records`
+//!   records, a batch split where the limit falls) and RENEW acknowledgements (type 4: the
+//!   lock starts again, the record stays the member's), which a request carries only with
+//!   `is_renew_ack`, and such a request fetches nothing (its byte, record and wait limits must
+//!   be 0, else INVALID_REQUEST; an unknown acquire mode too). Below v2 a type above 3 is
+//!   INVALID_REQUEST for its partition.
 //! - The share session (epoch 0 opens one with the partitions named, then one up per request,
 //!   -1 closes it and gives back what the member had acquired) lives with the group
 //!   ([`crate::group::share::ShareGroup::handle_session`]): SHARE_SESSION_NOT_FOUND,
@@ -12,7 +18,7 @@
 //! - Then, for every partition of the session, the log is read from the group's next offset
 //!   (`share.auto.offset.reset` for a partition the group has not read: the log start or end),
 //!   whole batches up to the request's byte limits, and the member acquires what is available
-//!   of them, up to `max_records` (whole batches: Kafka's batch-optimized acquire mode). Control
+//!   of them, up to `max_records` (whole batches in Kafka's default batch-optimized mode). Control
 //!   batches and, under `share.isolation.level=read_committed`, aborted transactions' batches
 //!   are archived, never delivered.
 //! - Long poll: when nothing was acquired the answer waits, up to `max_wait_ms`, for an append
@@ -40,7 +46,7 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::coordinator::KindRefusal;
 use crate::group::modern::Refusal;
-use crate::group::share::partition::{AckBatch, AckType, Acquired, ReadBatch};
+use crate::group::share::partition::{AckBatch, AckType, AcquireMode, Acquired, ReadBatch};
 use crate::group::share::{
     AutoOffsetReset, PartitionAcks, ReadPartition, SessionAnswer, SessionRequest, ShareGroup,
     ShareSettings,
@@ -64,10 +70,17 @@ struct Outcome {
 }
 
 /// A request's acknowledgements, by partition; an invalid type makes the partition's
-/// acknowledgement INVALID_REQUEST.
+/// acknowledgement INVALID_REQUEST: one unknown at the request's `version` (RENEW from v2),
+/// or a RENEW in a request without `is_renew_ack`.
 pub(super) fn acks_of<'a>(
+    version: i16,
+    renew: bool,
     batches: impl Iterator<Item = (TopicId, i32, Vec<(i64, i64, &'a [i8])>)>,
 ) -> (Vec<PartitionAcks>, Vec<(TopicId, i32)>) {
+    let known = |t: AckType| match t {
+        AckType::Renew => version >= 2 && renew,
+        _ => true,
+    };
     let mut acks = Vec::new();
     let mut invalid = Vec::new();
     for (topic, partition, list) in batches {
@@ -79,7 +92,12 @@ pub(super) fn acks_of<'a>(
             .map(|(first, last, types)| {
                 let types = types
                     .iter()
-                    .map(|t| u8::try_from(*t).ok().and_then(AckType::from_code))
+                    .map(|t| {
+                        u8::try_from(*t)
+                            .ok()
+                            .and_then(AckType::from_code)
+                            .filter(|t| known(*t))
+                    })
                     .collect::<Option<Vec<_>>>()?;
                 Some(AckBatch { first, last, types })
             })
@@ -118,40 +136,66 @@ pub(super) async fn session(
     }
 }
 
+/// What ShareFetch and ShareAcknowledge check before anything else, in Kafka's order: a
+/// group id (INVALID_GROUP_ID), READ on the group (GROUP_AUTHORIZATION_FAILED), a member id
+/// (INVALID_REQUEST "Member id is empty."). The group and member, or the top-level refusal.
+pub(super) fn caller(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group: Option<&kafka_protocol::messages::GroupId>,
+    member: Option<&kafka_protocol::protocol::StrBytes>,
+) -> Result<(String, MemberId), Refusal> {
+    let group = group.map(|g| g.to_string()).unwrap_or_default();
+    if group.is_empty() {
+        return Err(GroupError::InvalidGroupId.into());
+    }
+    if !ctx.may(broker, Operation::Read, ResourceType::Group, &group) {
+        return Err(GroupError::GroupAuthorizationFailed.into());
+    }
+    match member.map(|m| m.to_string()) {
+        Some(m) if !m.is_empty() => Ok((group, MemberId::new(m))),
+        _ => Err(Refusal::new(
+            GroupError::InvalidRequest,
+            "Member id is empty.".to_string(),
+        )),
+    }
+}
+
 pub async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: ShareFetchRequest,
-    _version: i16,
+    version: i16,
 ) -> ShareFetchResponse {
-    let group = req
-        .group_id
-        .as_ref()
-        .map(|g| g.to_string())
-        .unwrap_or_default();
     let top = |error: GroupError, message: Option<String>| {
         ShareFetchResponse::default()
             .with_error_code(error.code())
             .with_error_message(message.map(str_bytes))
     };
-    if group.is_empty() {
-        return top(GroupError::InvalidGroupId, None);
+    let (group, member) = match caller(broker, ctx, req.group_id.as_ref(), req.member_id.as_ref()) {
+        Ok(c) => c,
+        Err(Refusal { error, message }) => return top(error, message),
+    };
+    let renew = version >= 2 && req.is_renew_ack;
+    // Kafka logs which limit was not 0; its answer carries no message.
+    if renew
+        && [
+            req.max_bytes,
+            req.min_bytes,
+            req.max_records,
+            req.max_wait_ms,
+        ] != [0; 4]
+    {
+        return top(GroupError::InvalidRequest, None);
     }
-    if !ctx.may(broker, Operation::Read, ResourceType::Group, &group) {
-        return top(GroupError::GroupAuthorizationFailed, None);
-    }
-    let member = req
-        .member_id
-        .as_ref()
-        .map(|m| m.to_string())
-        .unwrap_or_default();
-    if member.is_empty() {
-        return top(
-            GroupError::InvalidRequest,
-            Some("Member id is empty.".into()),
-        );
-    }
-    let member = MemberId::new(member);
+    let mode = if version >= 2 {
+        match AcquireMode::from_code(req.share_acquire_mode) {
+            Some(mode) => mode,
+            None => return top(GroupError::InvalidRequest, None),
+        }
+    } else {
+        AcquireMode::BatchOptimized
+    };
     let settings = settings(broker, &group);
 
     // Each partition named, resolved: what cannot be read answers with its error.
@@ -173,22 +217,26 @@ pub async fn handle(
             }
         }
     }
-    let (acks, invalid) = acks_of(req.topics.iter().flat_map(|t| {
-        t.partitions.iter().map(|p| {
-            let batches = p
-                .acknowledgement_batches
-                .iter()
-                .map(|b| {
-                    (
-                        b.first_offset,
-                        b.last_offset,
-                        b.acknowledge_types.as_slice(),
-                    )
-                })
-                .collect();
-            (t.topic_id, p.partition_index, batches)
-        })
-    }));
+    let (acks, invalid) = acks_of(
+        version,
+        renew,
+        req.topics.iter().flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                let batches = p
+                    .acknowledgement_batches
+                    .iter()
+                    .map(|b| {
+                        (
+                            b.first_offset,
+                            b.last_offset,
+                            b.acknowledge_types.as_slice(),
+                        )
+                    })
+                    .collect();
+                (t.topic_id, p.partition_index, batches)
+            })
+        }),
+    );
     for key in invalid {
         let o = outcomes.entry(key).or_default();
         o.acknowledged = true;
@@ -219,10 +267,11 @@ pub async fn handle(
         o.acknowledged = true;
         o.ack_error = result.err().map(|e| e.error);
     }
-    let acquired = if req.share_session_epoch == -1 {
+    // A closing request, and one that only renews locks, fetch nothing.
+    let acquired = if req.share_session_epoch == -1 || renew {
         Vec::new()
     } else {
-        fetch(broker, &group, &member, &req, &settings, answer.fetch).await
+        fetch(broker, &group, &member, &req, mode, &settings, answer.fetch).await
     };
     for (key, read) in acquired {
         let o = outcomes.entry(key).or_default();
@@ -273,6 +322,7 @@ async fn fetch(
     group: &str,
     member: &MemberId,
     req: &ShareFetchRequest,
+    mode: AcquireMode,
     settings: &ShareSettings,
     mut plan: Vec<(TopicId, i32, Option<i64>)>,
 ) -> Vec<((TopicId, i32), Acquisition)> {
@@ -355,7 +405,7 @@ async fn fetch(
         let any_read = partitions.iter().any(|r| !r.batches.is_empty())
             || plan.iter().any(|(_, _, offset)| offset.is_none());
         let acquired = if any_read {
-            acquire(broker, group, member, partitions.clone(), max_records).await
+            acquire(broker, group, member, partitions.clone(), max_records, mode).await
         } else {
             partitions
                 .iter()
@@ -386,6 +436,7 @@ async fn acquire(
     member: &MemberId,
     read: Vec<ReadPartition>,
     max_records: u32,
+    mode: AcquireMode,
 ) -> Vec<(TopicId, i32, Vec<Acquired>)> {
     let fallback: Vec<_> = read
         .iter()
@@ -395,7 +446,7 @@ async fn acquire(
     let answer = broker.coordinator.with_kind(
         GroupId::new(group),
         false,
-        move |g: &mut ShareGroup, _, now| g.acquire(&member, read, max_records, now),
+        move |g: &mut ShareGroup, _, now| g.acquire(&member, read, max_records, mode, now),
     );
     answer.await.unwrap_or(fallback)
 }

@@ -25,7 +25,8 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use super::assign::{assign, Subscriber};
 use super::partition::{
-    AckBatch, AckError, Acquired, PartitionConfig, PartitionState, ReadBatch, SharePartition,
+    AckBatch, AckError, AcquireMode, Acquired, PartitionConfig, PartitionState, ReadBatch,
+    SharePartition,
 };
 use crate::group::core::TopicImage;
 use crate::group::modern::{Modern, ModernMember, Refusal};
@@ -627,12 +628,14 @@ impl ShareGroup {
             .collect()
     }
 
-    /// Acquires for `member` what it may take of the records the shell read.
+    /// Acquires for `member` what it may take of the records the shell read, at most
+    /// `max_records` across the partitions in `mode`'s way.
     pub fn acquire(
         &mut self,
         member: &MemberId,
         read: Vec<ReadPartition>,
         max_records: u32,
+        mode: AcquireMode,
         now: Timestamp,
     ) -> Vec<(TopicId, i32, Vec<Acquired>)> {
         let mut left = max_records.max(1);
@@ -654,7 +657,7 @@ impl ShareGroup {
             let got = if left == 0 {
                 Vec::new()
             } else {
-                p.acquire(member, &r.batches, left, now)
+                p.acquire_in(mode, member, &r.batches, left, now)
             };
             let n: u64 = got.iter().map(|a| (a.last - a.first + 1) as u64).sum();
             left = left.saturating_sub(n.min(u32::MAX as u64) as u32);

@@ -88,6 +88,28 @@ impl RecordState {
     }
 }
 
+/// How a share fetch acquires records (`ShareAcquireMode`, ShareFetch v2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AcquireMode {
+    /// Kafka's default (`batch_optimized`): whole batches until `max_records` is reached, so
+    /// the last one may take the count past it.
+    #[default]
+    BatchOptimized,
+    /// `record_limit` (KIP-1206, ShareFetch v2): at most `max_records` records.
+    RecordLimit,
+}
+
+impl AcquireMode {
+    /// The mode for ShareFetch's `ShareAcquireMode` byte; `None` for an unknown one.
+    pub fn from_code(code: i8) -> Option<AcquireMode> {
+        match code {
+            0 => Some(AcquireMode::BatchOptimized),
+            1 => Some(AcquireMode::RecordLimit),
+            _ => None,
+        }
+    }
+}
+
 /// An acknowledgement type, from its ShareAcknowledge / ShareFetch wire byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AckType {
@@ -456,6 +478,27 @@ impl SharePartition {
         max_records: u32,
         now: Timestamp,
     ) -> Vec<Acquired> {
+        self.acquire_in(
+            AcquireMode::BatchOptimized,
+            member,
+            batches,
+            max_records,
+            now,
+        )
+    }
+
+    /// [`SharePartition::acquire`] in either of Kafka's acquire modes: in
+    /// [`AcquireMode::RecordLimit`] never more than `max_records` records, a batch split where
+    /// the limit falls (its other records stay available, or unread past the window's end).
+    pub fn acquire_in(
+        &mut self,
+        mode: AcquireMode,
+        member: &MemberId,
+        batches: &[ReadBatch],
+        max_records: u32,
+        now: Timestamp,
+    ) -> Vec<Acquired> {
+        let record_limit = mode == AcquireMode::RecordLimit;
         let mut out = Vec::new();
         if max_records == 0 || !well_formed(batches) {
             return out;
@@ -546,6 +589,14 @@ impl SharePartition {
                         let mut cur = lo;
                         while let Some((a, b, c)) = self.next_available(cur, ex_hi) {
                             let mut n = len(a, b);
+                            if record_limit {
+                                if got >= max {
+                                    stop = true;
+                                    break;
+                                }
+                                n = n.min(max - got);
+                                stop = got + n >= max;
+                            }
                             if let Some(t) = throttled.as_mut() {
                                 if limit > 2 && c.saturating_add(1) == limit {
                                     // The last attempt goes out alone.
@@ -593,8 +644,17 @@ impl SharePartition {
                     }
                 }
                 // New records: not throttled (never delivered), but not taken after a throttled batch.
-                if hi >= self.end && !stop && throttled.is_none_or(|t| t.got == 0) {
+                let room_left = !record_limit || got < max;
+                if hi >= self.end && !stop && room_left && throttled.is_none_or(|t| t.got == 0) {
                     let new_lo = lo.max(self.end);
+                    // Record limit: the window ends where the limit falls; the rest of the
+                    // batch is read again by the next fetch.
+                    let hi = if record_limit && !skip && len(new_lo, hi) > max - got {
+                        stop = true;
+                        new_lo + i64::try_from(max - got).unwrap_or(i64::MAX) - 1
+                    } else {
+                        hi
+                    };
                     if new_lo > self.end {
                         if self.runs.is_empty() {
                             // Nothing in flight: the window simply starts at the first record.
@@ -1856,6 +1916,38 @@ mod tests {
     /// offset is the first unfinished offset, and a fetch with something to hand out hands
     /// something out.
     #[test]
+    fn record_limit_splits_batches_where_the_limit_falls() {
+        let (a, b) = (MemberId::new("a"), MemberId::new("b"));
+        let mut p = SharePartition::new(0, PartitionConfig::default());
+        let log = [batch(0, 9)];
+        let mode = AcquireMode::RecordLimit;
+        let spans = |got: Vec<Acquired>| {
+            got.iter()
+                .map(|r| (r.first, r.last, r.delivery_count))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            spans(p.acquire_in(mode, &a, &log, 3, t(0))),
+            vec![(0, 2, 1)]
+        );
+        assert_eq!(p.next_fetch_offset(), 3);
+        // The next fetch reads the same batch again: the records after the first three.
+        assert_eq!(
+            spans(p.acquire_in(mode, &b, &log, 3, t(0))),
+            vec![(3, 5, 1)]
+        );
+        // Released records go first, then new ones, up to the limit.
+        p.acknowledge(&a, &[ack(0, 2, AckType::Release)], t(1))
+            .unwrap();
+        assert_eq!(
+            spans(p.acquire_in(mode, &b, &log, 4, t(2))),
+            vec![(0, 2, 2), (6, 6, 1)]
+        );
+        // Batch-optimized takes the whole rest of the batch whatever the limit.
+        assert_eq!(spans(p.acquire(&a, &log, 1, t(3))), vec![(7, 9, 1)]);
+    }
+
+    #[test]
     fn model_of_random_interleavings() {
         const LOG_END: i64 = 400;
         for seed in 1..=40u64 {
@@ -1891,8 +1983,17 @@ mod tests {
                         let max = 1 + rng.below(30) as u32;
                         let can = p.in_flight() < u64::from(config.max_in_flight)
                             || fetch < p.end_offset();
-                        let got = p.acquire(&members[who], read, max, Timestamp(now));
+                        let mode = if rng.below(2) == 0 {
+                            AcquireMode::BatchOptimized
+                        } else {
+                            AcquireMode::RecordLimit
+                        };
+                        let got = p.acquire_in(mode, &members[who], read, max, Timestamp(now));
                         assert!(!can || !got.is_empty(), "{ctx}: nothing acquired");
+                        if mode == AcquireMode::RecordLimit {
+                            let n: i64 = got.iter().map(|r| r.last - r.first + 1).sum();
+                            assert!(n <= i64::from(max), "{ctx}: {n} acquired, limit {max}");
+                        }
                         for r in &got {
                             for o in r.first..=r.last {
                                 let e = &mut model[o as usize];

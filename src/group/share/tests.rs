@@ -3,7 +3,7 @@
 //! store it.
 
 use super::group::{ReadPartition, SessionRequest, FINAL_SESSION_EPOCH};
-use super::partition::{AckBatch, AckType, ReadBatch};
+use super::partition::{AckBatch, AckType, AcquireMode, ReadBatch};
 use super::*;
 use crate::group::consumer::tests::Image;
 use crate::group::modern::Refusal;
@@ -235,11 +235,23 @@ fn acquired_records_are_acknowledged_durably_and_released_when_the_member_leaves
     open(&mut g, "a", &[("t", 0)]);
     open(&mut g, "b", &[("t", 0)]);
     g.take_records();
-    let got = g.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 9)], 500, T0);
+    let got = g.acquire(
+        &MemberId::new("a"),
+        vec![read("t", 0, 0, 9)],
+        500,
+        AcquireMode::BatchOptimized,
+        T0,
+    );
     assert_eq!(got[0].2.len(), 1);
     assert_eq!((got[0].2[0].first, got[0].2[0].last), (0, 9));
     // b reads the same batch: nothing left for it.
-    let got = g.acquire(&MemberId::new("b"), vec![read("t", 0, 0, 9)], 500, T0);
+    let got = g.acquire(
+        &MemberId::new("b"),
+        vec![read("t", 0, 0, 9)],
+        500,
+        AcquireMode::BatchOptimized,
+        T0,
+    );
     assert!(got[0].2.is_empty());
     // a accepts 0..4: stored before the answer; b cannot acknowledge what a holds.
     ack(&mut g, "a", 1, (0, 4, AckType::Accept)).unwrap();
@@ -255,7 +267,13 @@ fn acquired_records_are_acknowledged_durably_and_released_when_the_member_leaves
     // a leaves: 5..9 are b's to take, delivered a second time.
     g.handle_heartbeat(beat("a", -1), &settings(), &image, T0)
         .unwrap();
-    let again = g.acquire(&MemberId::new("b"), vec![read("t", 0, 5, 9)], 500, T0);
+    let again = g.acquire(
+        &MemberId::new("b"),
+        vec![read("t", 0, 5, 9)],
+        500,
+        AcquireMode::BatchOptimized,
+        T0,
+    );
     assert_eq!(again[0].2[0].delivery_count, 2);
     assert_eq!((again[0].2[0].first, again[0].2[0].last), (5, 9));
 }
@@ -267,7 +285,13 @@ fn closing_the_session_and_lock_timeouts_release_records() {
     g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
         .unwrap();
     open(&mut g, "a", &[("t", 0)]);
-    g.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 3)], 500, T0);
+    g.acquire(
+        &MemberId::new("a"),
+        vec![read("t", 0, 0, 3)],
+        500,
+        AcquireMode::BatchOptimized,
+        T0,
+    );
     // The lock runs out: available again, offered from offset 0.
     let deadline = g.next_deadline().unwrap();
     assert!(deadline <= T0.plus_ms(30_000));
@@ -280,6 +304,7 @@ fn closing_the_session_and_lock_timeouts_release_records() {
         &MemberId::new("a"),
         vec![read("t", 0, 0, 3)],
         500,
+        AcquireMode::BatchOptimized,
         T0.plus_ms(30_000),
     );
     assert_eq!(got[0].2[0].delivery_count, 2);
@@ -301,7 +326,13 @@ fn closing_the_session_and_lock_timeouts_release_records() {
     assert!(closed.fetch.is_empty());
     assert!(g.fetch_offsets(&MemberId::new("a")).is_empty());
     assert!(g
-        .acquire(&MemberId::new("a"), vec![read("t", 0, 0, 3)], 500, T0)
+        .acquire(
+            &MemberId::new("a"),
+            vec![read("t", 0, 0, 3)],
+            500,
+            AcquireMode::BatchOptimized,
+            T0
+        )
         .is_empty());
 }
 
@@ -328,7 +359,13 @@ fn the_group_comes_back_from_its_records() {
     g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
         .unwrap();
     open(&mut g, "a", &[("t", 0)]);
-    g.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 9)], 500, T0);
+    g.acquire(
+        &MemberId::new("a"),
+        vec![read("t", 0, 0, 9)],
+        500,
+        AcquireMode::BatchOptimized,
+        T0,
+    );
     ack(&mut g, "a", 1, (0, 2, AckType::Accept)).unwrap();
     let stored: Vec<_> = g
         .take_records()
@@ -361,7 +398,13 @@ fn the_group_comes_back_from_its_records() {
         fresh.fetch_offsets(&MemberId::new("a")),
         vec![(tid("t"), 0, Some(0))]
     );
-    let new = fresh.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 4)], 500, T0);
+    let new = fresh.acquire(
+        &MemberId::new("a"),
+        vec![read("t", 0, 0, 4)],
+        500,
+        AcquireMode::BatchOptimized,
+        T0,
+    );
     assert_eq!((new[0].2[0].first, new[0].2[0].last), (0, 4));
     assert_eq!(new[0].2[0].delivery_count, 1);
     // Behind a Kafka whose logs outlive koord, the stored states go on.
@@ -382,7 +425,13 @@ fn the_group_comes_back_from_its_records() {
         back.fetch_offsets(&MemberId::new("a")),
         vec![(tid("t"), 0, Some(3))]
     );
-    let again = back.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 9)], 500, T0);
+    let again = back.acquire(
+        &MemberId::new("a"),
+        vec![read("t", 0, 0, 9)],
+        500,
+        AcquireMode::BatchOptimized,
+        T0,
+    );
     assert_eq!((again[0].2[0].first, again[0].2[0].last), (3, 9));
     assert_eq!(again[0].2[0].delivery_count, 2);
 }
@@ -394,14 +443,26 @@ fn a_log_that_was_lost_starts_the_partition_over() {
     g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
         .unwrap();
     open(&mut g, "a", &[("t", 0)]);
-    g.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 9)], 500, T0);
+    g.acquire(
+        &MemberId::new("a"),
+        vec![read("t", 0, 0, 9)],
+        500,
+        AcquireMode::BatchOptimized,
+        T0,
+    );
     ack(&mut g, "a", 1, (0, 9, AckType::Accept)).unwrap();
     assert_eq!(
         g.fetch_offsets(&MemberId::new("a")),
         vec![(tid("t"), 0, Some(10))]
     );
     // The log now ends at 3 (it was lost and written again): its records are delivered.
-    let again = g.acquire(&MemberId::new("a"), vec![read("t", 0, 0, 2)], 500, T0);
+    let again = g.acquire(
+        &MemberId::new("a"),
+        vec![read("t", 0, 0, 2)],
+        500,
+        AcquireMode::BatchOptimized,
+        T0,
+    );
     assert_eq!((again[0].2[0].first, again[0].2[0].last), (0, 2));
 }
 

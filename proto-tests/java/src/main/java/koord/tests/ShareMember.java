@@ -50,6 +50,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *   --stop-after N       a consumer closes once it has had N deliveries
  *   --idle-ms MS         a consumer closes once it has had no record for MS (after its first one)
  *   --poll-ms MS         poll timeout (default 200)
+ *   --report-polls       a "poll" event (records) for each non-empty poll
  *   KEY=VALUE            more consumer properties
  * </pre>
  *
@@ -86,6 +87,7 @@ public final class ShareMember {
     private static long stopAfter = Long.MAX_VALUE;
     private static long idleMs = -1;
     private static long pollMs = 200;
+    private static boolean reportPolls;
     private static final Properties EXTRA = new Properties();
 
     public static void main(String[] args) throws Exception {
@@ -109,6 +111,7 @@ public final class ShareMember {
                 case "--stop-after" -> stopAfter = Long.parseLong(args[++i]);
                 case "--idle-ms" -> idleMs = Long.parseLong(args[++i]);
                 case "--poll-ms" -> pollMs = Long.parseLong(args[++i]);
+                case "--report-polls" -> reportPolls = true;
                 default -> {
                     int eq = a.indexOf('=');
                     if (eq <= 0) {
@@ -215,6 +218,9 @@ public final class ShareMember {
                         continue;
                     }
                     lastRecord = System.currentTimeMillis();
+                    if (reportPolls) {
+                        emit(name, "poll", kv("records", records.count()));
+                    }
                     if (!joined) {
                         joined = true;
                         emit(name, "joined", "\"records\":" + records.count());
