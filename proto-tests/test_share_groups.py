@@ -754,3 +754,52 @@ def test_record_limit_acquire_mode(bootstrap, names, share):
     polls = [e["records"] for e in share.by_event["poll"]]
     assert polls and max(polls) <= 7, polls
     print(f"{len(polls)} polls, sizes {collections.Counter(polls)}")
+
+
+@pytest.mark.skipif(bool(EXTERNAL_BOOTSTRAP), reason="koord's own /metrics and status API")
+def test_metrics_and_status_page_show_share_groups(request, bootstrap, names, share):
+    """koord's /metrics counts share-group records by outcome and /api/groups/{id} shows the
+    share group, its members and its partitions: 200 records on 2 partitions, 20 released once
+    and accepted on their second delivery, the other 180 accepted at once."""
+    import urllib.parse
+    import urllib.request
+    from test_observe import scrape, value
+    koord = request.node.koord
+    topic, group = names["topic"], names["group"]
+    before = scrape(koord)
+    create_topic(bootstrap, topic, 2)
+    set_group_config(bootstrap, group, share_auto_offset_reset="earliest")
+    values = [f"rel-{i}" if i % 10 == 0 else f"v-{i}" for i in range(200)]
+    produced = produce(bootstrap, topic, values, 2)
+    a = share.start("obs", "--count", 2, "--commit", "sync", "--release", "^rel-",
+                    "--release-below", 2)
+    share.wait_for("all 200 records accepted", all_accepted(share, produced))
+
+    def status():
+        url = f"{koord.http}/api/groups/{urllib.parse.quote(group)}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.loads(r.read())
+
+    g = poll_admin("the status API shows both members", status,
+                   lambda g: len(g["members"]) == 2)
+    assert (g["kind"], g["state"], g["protocol_type"], g["assignor"]) == \
+        ("share", "Stable", "share", "simple"), g
+    assert {f"{p['topic']}-{p['partition']}" for m in g["members"] for p in m["partitions"]} \
+        == {f"{topic}-0", f"{topic}-1"}, g
+    parts = {p["partition"]: p for p in g["share_partitions"]}
+    assert set(parts) == {0, 1}, g
+    assert all(p["start_offset"] == 100 and p["acquired"] == 0 for p in parts.values()), g
+    close_all(share, a)
+
+    after = scrape(koord)
+
+    def grew(outcome):
+        name = "koord_share_records_total"
+        return value(after, name, outcome=outcome) - value(before, name, outcome=outcome)
+
+    assert grew("accepted") == 200
+    assert grew("released") == 20
+    assert grew("redelivered") == 20
+    assert grew("acquired") == 220
+    assert grew("rejected") == 0 and grew("archived") == 0
+    assert value(after, "koord_share_records_in_flight") == 0

@@ -58,6 +58,60 @@ struct StateLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: String,
+}
+
+/// What happened to share-group records (KIP-932), the `outcome` of
+/// `koord_share_records_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShareOutcome {
+    /// Delivered to a member (acquired), first time or again.
+    Acquired,
+    /// Delivered again (delivery count above 1).
+    Redelivered,
+    /// Acknowledged ACCEPT.
+    Accepted,
+    /// Acknowledged RELEASE.
+    Released,
+    /// Acknowledged REJECT.
+    Rejected,
+    /// Their acquisition lock ran out.
+    LockExpired,
+    /// Given back when their member left or its share session ended.
+    Returned,
+    /// Archived at the delivery-count limit (by a lock running out, a release or a member
+    /// leaving).
+    Archived,
+}
+
+impl ShareOutcome {
+    const ALL: [ShareOutcome; 8] = [
+        ShareOutcome::Acquired,
+        ShareOutcome::Redelivered,
+        ShareOutcome::Accepted,
+        ShareOutcome::Released,
+        ShareOutcome::Rejected,
+        ShareOutcome::LockExpired,
+        ShareOutcome::Returned,
+        ShareOutcome::Archived,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            ShareOutcome::Acquired => "acquired",
+            ShareOutcome::Redelivered => "redelivered",
+            ShareOutcome::Accepted => "accepted",
+            ShareOutcome::Released => "released",
+            ShareOutcome::Rejected => "rejected",
+            ShareOutcome::LockExpired => "lock_expired",
+            ShareOutcome::Returned => "returned",
+            ShareOutcome::Archived => "archived",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AssignorLabels {
     assignor: String,
 }
@@ -105,6 +159,10 @@ pub struct Metrics {
     learners: Gauge,
     learner_warmup: Histogram,
     assignor_run: HistogramFamily<AssignorLabels>,
+    /// `koord_share_records_total`, one counter per [`ShareOutcome`], in `ShareOutcome::ALL`'s
+    /// order.
+    share_records: Vec<Counter>,
+    share_in_flight: Gauge,
     /// Serialises scrapes: the group gauges are refilled before each encoding.
     scrape: Mutex<()>,
 }
@@ -247,6 +305,31 @@ impl Metrics {
             "Time of the group core's call that ran a server assignor, per assignor",
             assignor_run.clone(),
         );
+        let share_family = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "share_records",
+            "Share-group records (KIP-932) by outcome: acquired (delivered), redelivered, \
+             accepted, released, rejected, lock_expired, returned (their member left), archived \
+             (at the delivery-count limit)",
+            share_family.clone(),
+        );
+        let share_records = ShareOutcome::ALL
+            .iter()
+            .map(|o| {
+                share_family
+                    .get_or_create(&OutcomeLabels {
+                        outcome: o.label().to_string(),
+                    })
+                    .clone()
+            })
+            .collect();
+        let share_in_flight = Gauge::default();
+        registry.register(
+            "share_records_in_flight",
+            "Records in the share partitions' in-flight windows over all share groups (from \
+             the start offset to the last record acquired, whatever their state)",
+            share_in_flight.clone(),
+        );
         Metrics {
             enabled: AtomicBool::new(true),
             registry,
@@ -271,6 +354,8 @@ impl Metrics {
             learners,
             learner_warmup,
             assignor_run,
+            share_records,
+            share_in_flight,
             scrape: Mutex::new(()),
         }
     }
@@ -382,6 +467,22 @@ impl Metrics {
     /// A learner ended (its task moved to it, or it was dropped) after `took`.
     pub fn learner_finished(&self, took: Duration) {
         self.learner_warmup.observe(took.as_secs_f64());
+    }
+
+    /// `n` share-group records had `outcome`.
+    pub fn share_records(&self, outcome: ShareOutcome, n: u64) {
+        if n > 0 {
+            if let Some(c) = self.share_records.get(outcome as usize) {
+                c.inc_by(n);
+            }
+        }
+    }
+
+    /// A share group's in-flight records changed by `delta`.
+    pub fn share_in_flight_changed(&self, delta: i64) {
+        if delta != 0 {
+            self.share_in_flight.inc_by(delta);
+        }
     }
 
     /// A core call that ran `assignor` took `took`.

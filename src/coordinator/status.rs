@@ -41,6 +41,25 @@ pub struct GroupSnapshot {
     pub offsets: usize,
     /// The last rebalances, oldest first.
     pub rebalances: Vec<RebalanceSnapshot>,
+    /// A share group's partitions (KIP-932): where each stands and what is in flight.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub share_partitions: Vec<SharePartitionSnapshot>,
+}
+
+/// One share partition of a share group, as the status page shows it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SharePartitionSnapshot {
+    pub topic: String,
+    pub partition: i32,
+    /// The share-partition start offset: every record below it is done.
+    pub start_offset: i64,
+    /// Records from the start offset to the last one acquired, whatever their state.
+    pub in_flight: u64,
+    /// Of those: acquired (locked by a member), available (to be delivered again),
+    /// acknowledged or archived.
+    pub acquired: u64,
+    pub available: u64,
+    pub delivered: u64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

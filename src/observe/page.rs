@@ -116,6 +116,27 @@ fn group(s: &mut String, g: &GroupSnapshot) {
         }
         s.push_str("</table>\n");
     }
+    if !g.share_partitions.is_empty() {
+        let _ = writeln!(
+            s,
+            "<h3>share partitions ({})</h3><table class=\"share-partitions\"><tr><th>partition</th><th>start offset</th><th>in flight</th><th>acquired</th><th>available</th><th>acknowledged or archived</th></tr>",
+            g.share_partitions.len()
+        );
+        for p in &g.share_partitions {
+            let _ = writeln!(
+                s,
+                r#"<tr class="share-partition"><td>{}-{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
+                escape(&p.topic),
+                p.partition,
+                p.start_offset,
+                p.in_flight,
+                p.acquired,
+                p.available,
+                p.delivered,
+            );
+        }
+        s.push_str("</table>\n");
+    }
     if !g.rebalances.is_empty() {
         s.push_str("<h3>last rebalances</h3>\n");
         s.push_str(&timeline_svg(g, &colours));
@@ -318,6 +339,7 @@ mod tests {
                 }],
             }],
             learners: vec![],
+            share_partitions: vec![],
             offsets: 0,
             rebalances: vec![RebalanceSnapshot {
                 epoch: 2,

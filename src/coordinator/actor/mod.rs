@@ -38,12 +38,13 @@ use super::{
     PartitionResults, Settings, TxnMarker, TxnOffsetCommit,
 };
 use crate::coordinator::status::{
-    GroupSnapshot, History, LearnerSnapshot, MemberSnapshot, PartitionRef,
+    GroupSnapshot, History, LearnerSnapshot, MemberSnapshot, PartitionRef, SharePartitionSnapshot,
 };
 use crate::group::consumer::{
     ConsumerEvent, ConsumerGroup, ConsumerGroupState, ConsumerHeartbeat, ConsumerHeartbeatReply,
     Refusal,
 };
+use crate::group::share::{ShareEvent, ShareGroup};
 use crate::group::streams::{StreamsEvent, StreamsGroup};
 use crate::group::{
     ClassicGroup, GroupError, GroupEvent, GroupId, GroupRecord, GroupState, Heartbeat, JoinGroup,
@@ -57,7 +58,7 @@ use crate::offsets::{
 };
 use crate::storage::{Mutation, Storage, StoreError};
 use crate::vocab::{IdMap, PendingOffset};
-use observe::{log_consumer_event, log_event, log_streams_event};
+use observe::{log_consumer_event, log_event, log_streams_event, observe_share_events};
 
 /// A command for one group, as its shard's queue carries it.
 pub(super) struct Envelope {
@@ -219,6 +220,8 @@ pub(super) struct GroupActor {
     history: History,
     /// How long the last core call that can run an assignor took (join, leave, timeout).
     core_call: Duration,
+    /// A share group's in-flight records as last added to the metrics' gauge.
+    share_in_flight: i64,
     /// The last command cannot have changed what ListGroups shows (a classic group's
     /// heartbeat): [`GroupActor::drain`] leaves the listing, and its lock, alone.
     listing_unchanged: bool,
@@ -389,6 +392,7 @@ impl Shard {
         self.free.push(slot);
         // Its learners are no longer in flight.
         metrics().learners_changed(actor.history.learners().len(), 0);
+        metrics().share_in_flight_changed(-actor.share_in_flight);
         if let Some(at) = actor.armed {
             self.timers.remove(&(at, slot));
         }
@@ -455,6 +459,7 @@ impl GroupActor {
             last_records_write: None,
             history: History::default(),
             core_call: Duration::ZERO,
+            share_in_flight: 0,
             listing_unchanged: false,
         }
     }
@@ -901,6 +906,19 @@ impl GroupActor {
                     }
                 }
             }
+        }
+        if let Some(group) = self.group.get_mut::<ShareGroup>() {
+            let events = group.take_events();
+            let in_flight: i64 = group
+                .partitions()
+                .map(|(_, p)| i64::try_from(p.in_flight()).unwrap_or(i64::MAX))
+                .sum();
+            if !events.is_empty() {
+                let _span = self.log_span();
+                observe_share_events(&events);
+            }
+            metrics().share_in_flight_changed(in_flight - self.share_in_flight);
+            self.share_in_flight = in_flight;
         }
         // Records a timer or a fenced member produced (a kind's own requests submit theirs);
         // a consumer group whose last consumer-protocol member left turns classic here.

@@ -152,6 +152,9 @@ impl GroupActor {
         if let Some(group) = self.group.get::<StreamsGroup>() {
             return Some(self.streams_snapshot(group));
         }
+        if let Some(group) = self.group.get::<ShareGroup>() {
+            return Some(share_snapshot(ctx, group));
+        }
         let group = self.group.get::<ClassicGroup>()?;
         let state = group.state();
         let now = ctx.clock.now();
@@ -182,6 +185,7 @@ impl GroupActor {
                 .collect(),
             offsets: self.offsets.count(self.group.id()),
             rebalances: self.history.rebalances(),
+            share_partitions: Vec::new(),
         })
     }
 
@@ -213,6 +217,7 @@ impl GroupActor {
             learners: Vec::new(),
             offsets: self.offsets.count(group.id()),
             rebalances: self.history.rebalances(),
+            share_partitions: Vec::new(),
         }
     }
 
@@ -249,7 +254,51 @@ impl GroupActor {
             learners: Vec::new(),
             offsets: self.offsets.count(group.id()),
             rebalances: self.history.rebalances(),
+            share_partitions: Vec::new(),
         }
+    }
+}
+
+/// A share group (KIP-932) for the status page: members with the partitions they share, and
+/// each share partition's window.
+fn share_snapshot(ctx: &Ctx, group: &ShareGroup) -> GroupSnapshot {
+    let image = &*ctx.settings.image;
+    GroupSnapshot {
+        group_id: group.id().as_str().to_owned(),
+        kind: "share",
+        state: group.state().as_str().to_owned(),
+        epoch: group.group_epoch(),
+        protocol_type: "share".to_owned(),
+        protocol: String::new(),
+        assignor: Some("simple".to_owned()),
+        leader: None,
+        members: group
+            .members()
+            .map(|m| MemberSnapshot {
+                member_id: m.member_id.as_str().to_owned(),
+                instance_id: None,
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                partitions: partition_refs(&m.assigned, image),
+            })
+            .collect(),
+        learners: Vec::new(),
+        offsets: 0,
+        rebalances: Vec::new(),
+        share_partitions: group
+            .partitions()
+            .filter_map(|(&(topic, partition), p)| {
+                Some(SharePartitionSnapshot {
+                    topic: image.name_of(topic)?,
+                    partition,
+                    start_offset: p.start_offset(),
+                    in_flight: p.in_flight(),
+                    acquired: p.acquired_count(),
+                    available: p.available_count(),
+                    delivered: p.delivered_count(),
+                })
+            })
+            .collect(),
     }
 }
 
@@ -296,6 +345,53 @@ pub(super) fn log_consumer_event(event: &ConsumerEvent) {
                 .map(|s| format!(": {s}"))
                 .unwrap_or_default()
         ),
+    }
+}
+
+/// A share group's events: membership logged, record outcomes counted.
+pub(super) fn observe_share_events(events: &[ShareEvent]) {
+    use crate::metrics::ShareOutcome as O;
+    let m = metrics();
+    for event in events {
+        match event {
+            ShareEvent::Joined(member) => info!(member = %member, "member joined the share group"),
+            ShareEvent::Left(member) => info!(member = %member, "member left the share group"),
+            ShareEvent::Fenced { member, why } => {
+                info!(member = %member, "member removed: {why}")
+            }
+            ShareEvent::EpochBumped { epoch, why } => info!(epoch, "group epoch bumped: {why}"),
+            ShareEvent::LocksExpired { released, archived } => {
+                debug!(released, archived, "acquisition locks expired");
+                m.share_records(O::LockExpired, released + archived);
+                m.share_records(O::Archived, *archived);
+            }
+            ShareEvent::Acquired {
+                records,
+                redelivered,
+            } => {
+                m.share_records(O::Acquired, *records);
+                m.share_records(O::Redelivered, *redelivered);
+            }
+            ShareEvent::Acknowledged {
+                accepted,
+                released,
+                rejected,
+                archived,
+            } => {
+                m.share_records(O::Accepted, *accepted);
+                m.share_records(O::Released, *released);
+                m.share_records(O::Rejected, *rejected);
+                m.share_records(O::Archived, *archived);
+            }
+            ShareEvent::Released { released, archived } => {
+                debug!(
+                    released,
+                    archived, "records of a departed member given back"
+                );
+                m.share_records(O::Returned, released + archived);
+                m.share_records(O::Archived, *archived);
+            }
+        }
     }
 }
 

@@ -25,7 +25,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use super::assign::{assign, Subscriber};
 use super::partition::{
-    AckBatch, AckError, AcquireMode, Acquired, PartitionConfig, PartitionState, ReadBatch,
+    AckBatch, AckError, AckType, AcquireMode, Acquired, PartitionConfig, PartitionState, ReadBatch,
     SharePartition,
 };
 use crate::group::core::TopicImage;
@@ -171,6 +171,25 @@ pub enum ShareEvent {
     },
     /// Records a lock timeout made available again, or archived at the delivery limit.
     LocksExpired {
+        released: u64,
+        archived: u64,
+    },
+    /// Records a member acquired, those of them delivered before among them.
+    Acquired {
+        records: u64,
+        redelivered: u64,
+    },
+    /// Records a member acknowledged, by type (GAP and RENEW not counted), and those its
+    /// release archived at the delivery limit.
+    Acknowledged {
+        accepted: u64,
+        released: u64,
+        rejected: u64,
+        archived: u64,
+    },
+    /// Records a member held when it left or its share session ended: available again, or
+    /// archived at the delivery limit.
+    Released {
         released: u64,
         archived: u64,
     },
@@ -586,15 +605,25 @@ impl ShareGroup {
         for acks in &req.acks {
             let key = (acks.topic, acks.partition);
             let result = match self.partitions.get_mut(&key) {
-                Some(p) => p.acknowledge(&member, &acks.batches, now),
+                Some(p) => p
+                    .acknowledge(&member, &acks.batches, now)
+                    .map(|()| p.take_archived()),
                 None => Err(AckError {
                     error: GroupError::InvalidRecordState,
                     message: "The group has not read this partition.",
                 }),
             };
-            if result.is_ok() {
+            let result = result.map(|archived| {
+                let count =
+                    |t: AckType| -> u64 { acks.batches.iter().map(|b| b.count_of(t)).sum() };
+                self.base.events.push(ShareEvent::Acknowledged {
+                    accepted: count(AckType::Accept),
+                    released: count(AckType::Release),
+                    rejected: count(AckType::Reject),
+                    archived,
+                });
                 self.settle(key);
-            }
+            });
             answer.acks.push((acks.topic, acks.partition, result));
         }
         if req.session_epoch == FINAL_SESSION_EPOCH {
@@ -660,6 +689,17 @@ impl ShareGroup {
                 p.acquire_in(mode, member, &r.batches, left, now)
             };
             let n: u64 = got.iter().map(|a| (a.last - a.first + 1) as u64).sum();
+            let again: u64 = got
+                .iter()
+                .filter(|a| a.delivery_count > 1)
+                .map(|a| (a.last - a.first + 1) as u64)
+                .sum();
+            if n > 0 {
+                self.base.events.push(ShareEvent::Acquired {
+                    records: n,
+                    redelivered: again,
+                });
+            }
             left = left.saturating_sub(n.min(u32::MAX as u64) as u32);
             self.settle(key);
             out.push((r.topic, r.partition, got));
@@ -690,11 +730,19 @@ impl ShareGroup {
     /// limit).
     fn release(&mut self, member: &MemberId, now: Timestamp) {
         let keys: Vec<(TopicId, i32)> = self.partitions.keys().copied().collect();
+        let (mut released, mut archived) = (0, 0);
         for key in keys {
             if let Some(p) = self.partitions.get_mut(&key) {
-                p.release_member(member, now);
+                let r = p.release_member(member, now);
+                released += r.released;
+                archived += r.archived;
             }
             self.settle(key);
+        }
+        if released + archived > 0 {
+            self.base
+                .events
+                .push(ShareEvent::Released { released, archived });
         }
     }
 

@@ -177,6 +177,17 @@ pub struct AckBatch {
     pub types: Vec<AckType>,
 }
 
+impl AckBatch {
+    /// Offsets of the batch acknowledged as `t`.
+    pub fn count_of(&self, t: AckType) -> u64 {
+        match self.types.as_slice() {
+            [one] if *one == t => len(self.first, self.last),
+            [_] => 0,
+            many => many.iter().filter(|x| **x == t).count() as u64,
+        }
+    }
+}
+
 /// Why an acknowledgement was refused (nothing of the call was applied).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{error}: {message}")]
@@ -310,6 +321,8 @@ pub struct SharePartition {
     n_acquired: u64,
     n_terminal: u64,
     changed: bool,
+    /// Records a RELEASE archived at the delivery limit since last asked (for the metrics).
+    archived_by_release: u64,
 }
 
 impl SharePartition {
@@ -328,6 +341,7 @@ impl SharePartition {
             n_acquired: 0,
             n_terminal: 0,
             changed: false,
+            archived_by_release: 0,
         }
     }
 
@@ -428,6 +442,11 @@ impl SharePartition {
     /// The earliest lock deadline, for the shell's one timer.
     pub fn next_deadline(&self) -> Option<Timestamp> {
         self.locks.first().map(|&(deadline, _)| deadline)
+    }
+
+    /// Records a RELEASE archived at the delivery limit since the last call.
+    pub fn take_archived(&mut self) -> u64 {
+        std::mem::take(&mut self.archived_by_release)
     }
 
     /// Marks the state as to be stored (a partition set anew).
@@ -1035,7 +1054,13 @@ impl SharePartition {
                 run.slot = match t {
                     AckType::Accept => Slot::Acknowledged,
                     AckType::Reject | AckType::Gap => Slot::Archived,
-                    AckType::Release => self.released(run.count),
+                    AckType::Release => {
+                        let slot = self.released(run.count);
+                        if slot == Slot::Archived {
+                            self.archived_by_release += len(k, run.last);
+                        }
+                        slot
+                    }
                     AckType::Renew => Slot::Acquired {
                         member: member.clone(),
                         deadline,
