@@ -20,7 +20,7 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::coordinator::KindRefusal;
 use crate::group::share::ShareGroup;
-use crate::group::GroupError;
+use crate::group::{GroupError, GroupId};
 use crate::security::acl::Operation;
 use crate::vocab::errors::kafka_message;
 use crate::vocab::TopicId;
@@ -103,12 +103,24 @@ pub async fn handle(
             }
             AlterShareGroupOffsetsResponse::default().with_responses(responses)
         }
-        Ok(Err(e)) | Err(KindRefusal::Error(e)) => refused(e.code(), None),
-        Err(KindRefusal::OtherKind) => refused(
+        Ok(Err(e)) => refused(e.code(), None),
+        Err(r) => {
+            let (code, message) = refusal(&id, r);
+            refused(code, message)
+        }
+    }
+}
+
+/// How Kafka 4.4 refuses a share group's offsets call for the group: its code and, when not
+/// the code's own wording, its message.
+pub(super) fn refusal(id: &GroupId, r: KindRefusal) -> (i16, Option<String>) {
+    match r {
+        KindRefusal::Error(e) => (e.code(), None),
+        KindRefusal::OtherKind => (
             GroupError::GroupIdNotFound.code(),
             Some(format!("Group {id} is not a share group.")),
         ),
-        Err(KindRefusal::Missing) => refused(
+        KindRefusal::Missing => (
             GroupError::GroupIdNotFound.code(),
             Some(format!("Group {id} not found.")),
         ),

@@ -13,10 +13,10 @@
 use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic;
 use kafka_protocol::messages::{DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse};
 
+use super::alter_share_group_offsets::refusal;
 use super::context::RequestContext;
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::coordinator::KindRefusal;
 use crate::group::share::ShareGroup;
 use crate::group::GroupError;
 use crate::security::acl::{Operation, ResourceType};
@@ -84,15 +84,11 @@ pub async fn handle(
             responses.extend(errors);
             DeleteShareGroupOffsetsResponse::default().with_responses(responses)
         }
-        Ok(Err(e)) | Err(KindRefusal::Error(e)) => refused(e.code(), None),
-        Err(KindRefusal::OtherKind) => refused(
-            GroupError::GroupIdNotFound.code(),
-            Some(format!("Group {id} is not a share group.")),
-        ),
-        Err(KindRefusal::Missing) => refused(
-            GroupError::GroupIdNotFound.code(),
-            Some(format!("Group {id} not found.")),
-        ),
+        Ok(Err(e)) => refused(e.code(), None),
+        Err(r) => {
+            let (code, message) = refusal(&id, r);
+            refused(code, message)
+        }
     }
 }
 

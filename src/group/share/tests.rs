@@ -383,57 +383,40 @@ fn the_group_comes_back_from_its_records() {
                 acc
             },
         );
+    // Restored with `settings`, `a` reopens its session and acquires from `read`'s records:
+    // where the group reads next, and what `a` got (first, last, delivery count).
+    let restart = |settings: ShareSettings, read_to: i64| {
+        let (record, members, partitions) = codec::restore(&stored).unwrap().unwrap();
+        let mut back =
+            ShareGroup::from_records(GroupId::new("g"), settings, record, members, partitions, T0);
+        assert_eq!(back.group_epoch(), g.group_epoch());
+        assert_eq!(back.members().count(), 1);
+        open(&mut back, "a", &[("t", 0)]);
+        let next = back.fetch_offsets(&MemberId::new("a"));
+        let got = back.acquire(
+            &MemberId::new("a"),
+            vec![read("t", 0, 0, read_to)],
+            500,
+            AcquireMode::BatchOptimized,
+            T0,
+        );
+        let a = &got[0].2[0];
+        (next, (a.first, a.last, a.delivery_count))
+    };
     // koord's own logs live in memory: after a restart the partitions start over at 0 of the
     // new logs, whatever they had acknowledged (the records are gone, and offset 3 of a new log
     // is a new record).
-    let (record, members, partitions) = codec::restore(&stored).unwrap().unwrap();
     let lost = ShareSettings {
         logs_kept: false,
         ..settings()
     };
-    let mut fresh =
-        ShareGroup::from_records(GroupId::new("g"), lost, record, members, partitions, T0);
-    open(&mut fresh, "a", &[("t", 0)]);
+    assert_eq!(restart(lost, 4), (vec![(tid("t"), 0, Some(0))], (0, 4, 1)));
+    // Behind a Kafka whose logs outlive koord, the stored states go on: nothing acknowledged
+    // comes again; what was acquired and not acknowledged does.
     assert_eq!(
-        fresh.fetch_offsets(&MemberId::new("a")),
-        vec![(tid("t"), 0, Some(0))]
+        restart(settings(), 9),
+        (vec![(tid("t"), 0, Some(3))], (3, 9, 2))
     );
-    let new = fresh.acquire(
-        &MemberId::new("a"),
-        vec![read("t", 0, 0, 4)],
-        500,
-        AcquireMode::BatchOptimized,
-        T0,
-    );
-    assert_eq!((new[0].2[0].first, new[0].2[0].last), (0, 4));
-    assert_eq!(new[0].2[0].delivery_count, 1);
-    // Behind a Kafka whose logs outlive koord, the stored states go on.
-    let (record, members, partitions) = codec::restore(&stored).unwrap().unwrap();
-    let mut back = ShareGroup::from_records(
-        GroupId::new("g"),
-        settings(),
-        record,
-        members,
-        partitions,
-        T0,
-    );
-    assert_eq!(back.group_epoch(), g.group_epoch());
-    assert_eq!(back.members().count(), 1);
-    // Nothing acknowledged comes again; what was acquired and not acknowledged does.
-    open(&mut back, "a", &[("t", 0)]);
-    assert_eq!(
-        back.fetch_offsets(&MemberId::new("a")),
-        vec![(tid("t"), 0, Some(3))]
-    );
-    let again = back.acquire(
-        &MemberId::new("a"),
-        vec![read("t", 0, 0, 9)],
-        500,
-        AcquireMode::BatchOptimized,
-        T0,
-    );
-    assert_eq!((again[0].2[0].first, again[0].2[0].last), (3, 9));
-    assert_eq!(again[0].2[0].delivery_count, 2);
 }
 
 #[test]
