@@ -1864,13 +1864,23 @@ fn probe_delete_share_group_offsets(c: &mut Client, v: i16) {
     use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
     use kafka_protocol::messages::DeleteShareGroupOffsetsRequest;
     let (group, topic) = share_offsets_altered(c, 0);
-    let resp = c.send(
-        v,
-        &DeleteShareGroupOffsetsRequest::default()
-            .with_group_id(group_id(&group))
-            .with_topics(vec![DeleteShareGroupOffsetsRequestTopic::default()
-                .with_topic_name(topic_name(&topic.name))]),
-    );
+    // Kafka marks the altered topic's state initialized a moment after the answer; until then
+    // it has no offset information to delete for it.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let resp = loop {
+        let resp = c.send(
+            v,
+            &DeleteShareGroupOffsetsRequest::default()
+                .with_group_id(group_id(&group))
+                .with_topics(vec![DeleteShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(topic_name(&topic.name))]),
+        );
+        let pending = resp.responses.iter().any(|t| t.error_code != 0);
+        if !pending || std::time::Instant::now() >= deadline {
+            break resp;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     assert_eq!(err(resp.error_code), None, "v{v}: {resp:?}");
     assert_eq!(
         resp.responses
