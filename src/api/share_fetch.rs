@@ -361,7 +361,7 @@ async fn fetch(
                 ),
                 _ => None,
             };
-            let (read, start, log_start, log_end) = {
+            let (read, start) = {
                 let mut log = log.lock();
                 log.expire(crate::log::now_ms());
                 let start = match settings.auto_offset_reset {
@@ -371,15 +371,14 @@ async fn fetch(
                         by_time.flatten().unwrap_or(log.log_end_offset())
                     }
                 };
-                // Past the log's end, the log was lost and begun again (the group starts over
-                // at its start, see `ShareGroup::acquire`); below its start, records went.
-                let from = match offset {
-                    Some(o) if *o > log.log_end_offset() => log.log_start_offset(),
-                    Some(o) => (*o).max(log.log_start_offset()),
-                    None => start,
-                };
+                // Below the log's start, records went (the group archives what it had not
+                // delivered of them). The group's offset never passes a log's end: koord's own
+                // logs start over only with koord, and its share groups with them
+                // (`ShareSettings::logs_kept`). Nothing in the read decides where the group
+                // stands: the read may be older than another member's acquisition.
+                let from = offset.map_or(start, |o| o.max(log.log_start_offset()));
                 let read = log.read_isolated(from, left, true, settings.read_committed);
-                (read, start, log.log_start_offset(), log.log_end_offset())
+                (read, start)
             };
             let Ok(read) = read else {
                 out.push((key, Ok((Vec::new(), Vec::new()))));
@@ -392,8 +391,6 @@ async fn fetch(
                     topic: *topic,
                     partition: *partition,
                     start,
-                    log_start,
-                    log_end,
                     batches: batches.iter().map(|(b, _)| *b).collect(),
                 },
                 read.batches,

@@ -284,11 +284,6 @@ pub struct ReadPartition {
     pub partition: i32,
     /// Where the group starts reading a partition it has not read before (ignored otherwise).
     pub start: i64,
-    /// The log's start and end offsets when it was read: a log that ends before the group's
-    /// window was lost and begun again (standalone koord's logs live in memory), and the group
-    /// starts over at its start.
-    pub log_start: i64,
-    pub log_end: i64,
     pub batches: Vec<ReadBatch>,
 }
 
@@ -680,9 +675,6 @@ impl ShareGroup {
                 .partitions
                 .entry(key)
                 .or_insert_with(|| SharePartition::new(r.start, config));
-            if p.end_offset() > r.log_end && p.start_offset() != r.log_start {
-                p.reset_start(r.log_start);
-            }
             let got = if left == 0 {
                 Vec::new()
             } else {
@@ -787,9 +779,11 @@ impl ShareGroup {
                 self.remove_partition((topic, partition));
                 continue;
             }
-            let mut p = SharePartition::new(offset, self.settings.partition);
-            p.mark_changed();
-            self.partitions.insert((topic, partition), p);
+            let config = self.settings.partition;
+            self.partitions
+                .entry((topic, partition))
+                .or_insert_with(|| SharePartition::new(offset, config))
+                .reset_start(offset);
             self.settle((topic, partition));
         }
         Ok(())

@@ -449,11 +449,6 @@ impl SharePartition {
         std::mem::take(&mut self.archived_by_release)
     }
 
-    /// Marks the state as to be stored (a partition set anew).
-    pub fn mark_changed(&mut self) {
-        self.changed = true;
-    }
-
     /// Whether a durable change (acknowledgement, release, archive, timeout, start move)
     /// happened since last asked: the shell then stores [`SharePartition::snapshot`].
     pub fn take_changed(&mut self) -> bool {
