@@ -811,17 +811,18 @@ def test_metrics_and_status_page_show_share_groups(request, bootstrap, names, sh
 
 
 def test_records_appended_while_consumers_share_a_partition(bootstrap, names, share):
-    """6 consumers share one partition while 5,000 records are produced to it in small batches:
+    """12 consumers share one partition while 5,000 records are produced to it in small batches:
     their fetches race with the appends and with each other, and still each record is delivered
     once, with delivery count 1, and accepted once. (koord once let a fetch that had read the
     log before another member's acquisition start the partition over: records went out twice
     with count 1, and the first holder's acknowledgements failed.)"""
     create_topic(bootstrap, names["topic"], 1)
     set_group_config(bootstrap, names["group"], share_auto_offset_reset="earliest")
-    a = share.start("race", "--count", 6, "--commit", "async")
+    a = share.start("race", "--count", 12, "--commit", "async")
     share.wait_for("the consumers subscribed", lambda: True if len(
-        share.by_event["subscribed"]) == 6 else None)
-    # Many small appends (no linger, one record a call) that land while the consumers fetch.
+        share.by_event["subscribed"]) == 12 else None)
+    # A stream of small appends (no linger; about 2,000 records/s for 2.5 s: the load's shape,
+    # not a wait for anything) that land while the consumers fetch.
     produced = {}
     errors = []
 
@@ -836,6 +837,8 @@ def test_records_appended_while_consumers_share_a_partition(bootstrap, names, sh
         p.produce(names["topic"], value=f"v-{i}".encode(), key=b"k%d" % i, partition=0,
                   on_delivery=done)
         p.poll(0)
+        if i % 20 == 19:
+            time.sleep(0.01)
     assert p.flush(30) == 0 and not errors, errors[:5]
     assert len(produced) == 5_000
     share.wait_for("all 5,000 records accepted", all_accepted(share, produced))
