@@ -26,6 +26,8 @@ on, each delivery and acknowledgement as the consumers themselves report it.
   --reset-offsets (the records from the new start offset are delivered again, as new),
   --delete-offsets, --delete.
 - share.acquire.mode=record_limit (ShareFetch v2): no poll over max.poll.records.
+- 16 consumers on one partition under a stream of appends (ShareBench): no record delivered
+  twice, no acknowledgement failed.
 - koord killed -9 under two consumers mid-stream and restarted (koord only): every record
   produced after the restart is delivered once.
 
@@ -810,38 +812,23 @@ def test_metrics_and_status_page_show_share_groups(request, bootstrap, names, sh
     assert value(after, "koord_share_records_in_flight") == 0
 
 
-def test_records_appended_while_consumers_share_a_partition(bootstrap, names, share):
-    """12 consumers share one partition while 5,000 records are produced to it in small batches:
-    their fetches race with the appends and with each other, and still each record is delivered
-    once, with delivery count 1, and accepted once. (koord once let a fetch that had read the
-    log before another member's acquisition start the partition over: records went out twice
-    with count 1, and the first holder's acknowledgements failed.)"""
-    create_topic(bootstrap, names["topic"], 1)
-    set_group_config(bootstrap, names["group"], share_auto_offset_reset="earliest")
-    a = share.start("race", "--count", 12, "--commit", "async")
-    share.wait_for("the consumers subscribed", lambda: True if len(
-        share.by_event["subscribed"]) == 12 else None)
-    # A stream of small appends (no linger; about 2,000 records/s for 2.5 s: the load's shape,
-    # not a wait for anything) that land while the consumers fetch.
-    produced = {}
-    errors = []
-
-    def done(err, msg):
-        if err is not None:
-            errors.append(err)
-        else:
-            produced[(msg.partition(), msg.offset())] = msg.value().decode()
-
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 20})
-    for i in range(5_000):
-        p.produce(names["topic"], value=f"v-{i}".encode(), key=b"k%d" % i, partition=0,
-                  on_delivery=done)
-        p.poll(0)
-        if i % 20 == 19:
-            time.sleep(0.01)
-    assert p.flush(30) == 0 and not errors, errors[:5]
-    assert len(produced) == 5_000
-    share.wait_for("all 5,000 records accepted", all_accepted(share, produced))
-    close_all(share, a)
-    check_once_each(share, produced)
-    print(f"deliveries per consumer: {member_counts(share)}")
+def test_records_appended_while_consumers_share_a_partition(bootstrap, names):
+    """16 consumers (implicit acknowledgement) share one partition while a producer appends
+    5,000 records/s to it for 6 s (ShareBench, bench/share.sh's load program, latency phase
+    only): their fetches race with the appends and with each other, and still no record is
+    delivered twice and no acknowledgement fails. (koord once let a fetch whose read of the log
+    was older than another member's acquisition start the partition over: here 100-450 records
+    went out twice with delivery count 1, and the first holders' acknowledgements failed.)"""
+    p = subprocess.run(java_cmd("ShareBench", "run", "--bootstrap", bootstrap,
+                                "--topic", names["topic"], "--group", names["group"],
+                                "--partitions", 1, "--consumers", 16, "--records", 1000,
+                                "--rate", 5000, "--seconds", 6, "--warmup-s", 0),
+                       capture_output=True, text=True, timeout=4 * TIMEOUT)
+    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    assert p.returncode == 0 and lines, f"ShareBench exited {p.returncode}: {p.stdout[-1000:]}" \
+        f"\n{p.stderr[-3000:]}"
+    r = lines[-1]
+    print({k: r.get(k) for k in ("records", "sent", "deliveries", "redeliveries", "duplicates",
+                                 "ack_errors", "latency_lost")})
+    assert r["sent"] >= 20_000, r
+    assert (r["duplicates"], r["ack_errors"], r["latency_lost"]) == (0, 0, 0), r
