@@ -29,7 +29,10 @@ on, each delivery and acknowledgement as the consumers themselves report it.
 - 16 consumers on one partition under a stream of appends (ShareBench): no record delivered
   twice, no acknowledgement failed.
 - koord killed -9 under two consumers mid-stream and restarted (koord only): every record
-  produced after the restart is delivered once.
+  produced after the restart is delivered once (standalone: koord's logs start over with it);
+  in gateway mode every record is accepted in the end and none whose acceptance koord
+  confirmed before the kill is delivered again (the records and the share states are
+  upstream's).
 
 Each group's configs are set before its consumers start, with incrementalAlterConfigs on the
 GROUP resource: share.auto.offset.reset=earliest (the records produced before the consumers
@@ -43,6 +46,12 @@ KOORD_BOOTSTRAP=HOST:PORT runs the same tests against a running broker instead (
 Kafka 4.4 of `scripts/kafka.sh start`, which sets the share-group minimums these need: a 1 s
 minimum record lock duration, 6 s sessions, 1 s heartbeats). SHARE_CLIENT_LOG=debug (or trace)
 logs org.apache.kafka at that level to each JVM's stderr file under the test's tmp dir.
+
+KOORD_UPSTREAM=HOST:PORT,... (scripts/test.sh's gateway tier, a 3-broker Kafka 4.4 formatted with
+share groups off, share.version=0) runs them against koord in gateway mode in front of it: koord
+is the share groups' coordinator and the share-partition leader of every partition they read,
+reading the records from upstream; the clients see only koord's ports (one per upstream broker,
+a share session on each).
 """
 
 import collections
@@ -61,6 +70,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import JAVA_DIR
 
 EXTERNAL_BOOTSTRAP = os.environ.get("KOORD_BOOTSTRAP")
+UPSTREAM = os.environ.get("KOORD_UPSTREAM", "")
 # koord's settings for these tests: scripts/kafka.sh's group.share.* lines (locks a group may
 # set down to 1 s, 6 s sessions, 1 s heartbeats; koord assigns in the heartbeat anyway).
 KOORD_SETTINGS = (
@@ -79,7 +89,8 @@ CLIENT_LOG = os.environ.get("SHARE_CLIENT_LOG", "warn")
 def bootstrap(request):
     if EXTERNAL_BOOTSTRAP:
         return EXTERNAL_BOOTSTRAP
-    koord = request.getfixturevalue("koord")(*KOORD_SETTINGS)
+    gateway = (f"upstream.bootstrap.servers={UPSTREAM}",) if UPSTREAM else ()
+    koord = request.getfixturevalue("koord")(*KOORD_SETTINGS, *gateway)
     request.node.koord = koord  # for a test that kills it
     return koord.bootstrap
 
@@ -597,8 +608,8 @@ def test_stalled_consumer_lock_expires(bootstrap, names, share):
 
 
 
-@pytest.mark.skipif(bool(EXTERNAL_BOOTSTRAP),
-                    reason="kills koord: needs the koord process this test starts")
+@pytest.mark.skipif(bool(EXTERNAL_BOOTSTRAP or UPSTREAM),
+                    reason="kills koord standalone: needs the koord process this test starts")
 def test_koord_killed_and_restarted_mid_stream(request, bootstrap, names, share):
     """koord is killed -9 while two consumers are accepting 20,000 records, and started again
     on the same port with the same data dir. The consumers ride it out (they reconnect; their
@@ -649,6 +660,49 @@ def test_koord_killed_and_restarted_mid_stream(request, bootstrap, names, share)
         failed = [e for e in share.events[mark:] if e["event"] == "ack" and e["error"]]
     print(f"{before} records accepted before the kill; acknowledgements that failed across "
           f"the restart: {collections.Counter((e['error'], len(e['offsets'])) for e in failed)}")
+
+
+@pytest.mark.skipif(bool(EXTERNAL_BOOTSTRAP or not UPSTREAM), reason="gateway mode: KOORD_UPSTREAM")
+def test_gateway_serves_share_groups_the_upstream_has_not(bootstrap, names):
+    """The upstream cluster has share groups off: Kafka's own tool, pointed at it, is refused
+    (UnsupportedVersionException); through koord the same command gets koord's answer (no such
+    group yet, as Kafka with share groups on answers it)."""
+    out = share_tool(UPSTREAM.split(",")[0], "--describe", "--group", names["group"], check=False)
+    assert "UnsupportedVersionException" in out, out
+    out = share_tool(bootstrap, "--describe", "--group", names["group"], check=False)
+    assert f"GroupIdNotFoundException: Group {names['group']} not found." in out, out
+
+
+@pytest.mark.skipif(bool(EXTERNAL_BOOTSTRAP or not UPSTREAM),
+                    reason="kills koord in gateway mode: needs KOORD_UPSTREAM")
+def test_gateway_koord_killed_and_restarted_mid_stream(request, bootstrap, names, share):
+    """Gateway mode: koord is killed -9 while two consumers are accepting 20,000 records and
+    started again on the same port. The records and the share-partition states are upstream's,
+    so the group goes on where koord's store left it: every record is accepted in the end, and
+    no record whose ACCEPT koord confirmed before the kill is delivered again after it."""
+    koord = request.node.koord
+    create_topic(bootstrap, names["topic"], 2)
+    set_group_config(bootstrap, names["group"], share_auto_offset_reset="earliest")
+    produced = produce(bootstrap, names["topic"], [f"v-{i}" for i in range(20_000)], 2)
+    a = share.start("r", "--count", 2, "--commit", "sync")
+    share.wait_for("some records accepted", lambda: True if len(share.accepted) >= 200 else None)
+    koord.proc.kill()
+    koord.proc.wait()
+    with share._cond:
+        mark = len(share.events)
+        confirmed = {(e["partition"], o) for e in share.events[:mark]
+                     if e["event"] == "ack" and e["error"] is None and e["type"] == "ACCEPT"
+                     for o in e["offsets"]}
+    koord.start(port=koord.port)
+    share.wait_for("every record accepted across the restart",
+                   all_accepted(share, produced), timeout=120)
+    close_all(share, a)
+    with share._cond:
+        again = {(e["partition"], e["offset"]) for e in share.events[mark:]
+                 if e["event"] == "record"}
+    assert confirmed, "nothing was accepted before the kill"
+    assert not confirmed & again, sorted(confirmed & again)[:10]
+    print(f"{len(confirmed)} accepted before the kill, {len(again)} delivered after it")
 
 
 def share_tool(bootstrap, *args, check=True):
@@ -748,8 +802,11 @@ def test_kafka_share_groups_tool(bootstrap, names, share):
 
 def test_record_limit_acquire_mode(bootstrap, names, share):
     """share.acquire.mode=record_limit (ShareFetch v2, KIP-1206) with max.poll.records=7: no
-    poll returns more than 7 records, though the producer wrote batches of many more, and each
-    of 1,000 records is delivered once and accepted."""
+    ShareFetch answer holds more than 7 records, though the producer wrote batches of many more,
+    and each of 1,000 records is delivered once and accepted. The client shows it per poll: a
+    poll holds at most 7 records per broker the partitions are fetched from (the Java client
+    finishes a batch it started from the next broker's answer: in gateway mode in front of a
+    3-broker Kafka the 2 partitions may have 2 leaders)."""
     create_topic(bootstrap, names["topic"], 2)
     set_group_config(bootstrap, names["group"], share_auto_offset_reset="earliest")
     produced = produce(bootstrap, names["topic"], [f"v-{i}" for i in range(1_000)], 2)
@@ -759,7 +816,10 @@ def test_record_limit_acquire_mode(bootstrap, names, share):
     close_all(share, a)
     check_once_each(share, produced)
     polls = [e["records"] for e in share.by_event["poll"]]
-    assert polls and max(polls) <= 7, polls
+    topic = names["topic"]
+    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    leaders = {p.leader for p in meta.topics[topic].partitions.values()}
+    assert polls and max(polls) <= 7 * len(leaders), (leaders, polls)
     print(f"{len(polls)} polls, sizes {collections.Counter(polls)}")
 
 

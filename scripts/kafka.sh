@@ -61,11 +61,16 @@
 #
 # KAFKA_CONFIG="key=value ...": broker settings that replace these (bench/vs-kafka.sh's consumer
 # protocol scenarios); "key=" with no value drops kafka.sh's line, leaving Kafka's own default.
+#
+# KAFKA_FEATURES="feature=level ...": feature levels the cluster is formatted with (the gateway
+# tier's upstream has share groups off: KAFKA_FEATURES=share.version=0).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 home="${KAFKA_DIR:-$root/.build/kafka}"
 libs="$home/libs"
 pidfile="$home/kafka.pid"
+features=()
+for kv in ${KAFKA_FEATURES:-}; do features+=(--feature "$kv"); done
 
 fetch() {
   if [ ! -f "$libs/kafka_2.13-4.4.0.jar" ]; then
@@ -270,7 +275,7 @@ PROPS
   write_log_config
   cluster="$(cluster_id)"
   java -cp "$libs/*" -Dlog4j2.configurationFile="$home/log4j2.yaml" kafka.tools.StorageTool \
-    format -t "$cluster" -c "$home/server.properties" --standalone "${scram[@]}" \
+    format -t "$cluster" -c "$home/server.properties" --standalone "${scram[@]}" "${features[@]}" \
     > "$home/format.log" 2>&1 \
     || { cat "$home/format.log" >&2; exit 1; }
   # KAFKA_HEAP_OPTS (Kafka's own name for it): unset gives -Xms512m, which starts the broker
@@ -365,7 +370,7 @@ PROPS
       [ -z "${kv#*=}" ] || echo "$kv" >> "$dir/server.properties"
     done
     java -cp "$libs/*" -Dlog4j2.configurationFile="$home/log4j2.yaml" kafka.tools.StorageTool \
-      format -t "$cluster" -c "$dir/server.properties" > "$dir/format.log" 2>&1 \
+      format -t "$cluster" -c "$dir/server.properties" "${features[@]}" > "$dir/format.log" 2>&1 \
       || { cat "$dir/format.log" >&2; stop; exit 1; }
     # shellcheck disable=SC2086  # the options are words
     nohup java ${KAFKA_HEAP_OPTS--Xms256m} -cp "$libs/*" \

@@ -32,7 +32,11 @@
 #           (brokers and koord nodes killed and paused, cores starved) under Java, librdkafka
 #           and franz-go groups and an exactly-once Streams app: no commit lost, no group
 #           stuck, no partition owned twice, the Streams output exact (proto-tests/test_chaos.py,
-#           bench/chaos.py; bench/chaos.sh runs it for 10 minutes)
+#           bench/chaos.py; bench/chaos.sh runs it for 10 minutes); share groups in front of
+#           that Kafka, formatted with share groups off (share.version=0): the Java share
+#           consumer tests pass through koord, which reads the records upstream, and a koord
+#           killed -9 mid-stream delivers nothing it had confirmed accepted again
+#           (proto-tests/test_share_groups.py)
 # Exits non-zero if any step fails, after printing a summary of all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -382,7 +386,8 @@ gateway_tier() {
     if [ ! -e "$dir/libs" ] && [ -d .build/kafka/libs ]; then
         ln -s "$root/.build/kafka/libs" "$dir/libs"
     fi
-    bootstrap=$(KAFKA_DIR="$dir" KAFKA_BROKERS=3 scripts/kafka.sh start)
+    # Share groups off upstream (share.version=0): koord serves them in front of it.
+    bootstrap=$(KAFKA_DIR="$dir" KAFKA_BROKERS=3 KAFKA_FEATURES=share.version=0 scripts/kafka.sh start)
     # shellcheck disable=SC2064  # expanded now
     trap "KAFKA_DIR='$dir' scripts/kafka.sh stop" EXIT
     echo "Kafka 4.4 cluster at $bootstrap"
@@ -390,8 +395,8 @@ gateway_tier() {
     KOORD_UPSTREAM="$bootstrap" cargo test --release --workspace --test cluster -- --include-ignored
     KOORD_BIN="$koord_bin" KOORD_UPSTREAM="$bootstrap" KAFKA_DIR="$dir" "$venv/bin/python" -m pytest \
         proto-tests/test_gateway.py proto-tests/test_gateway_state.py proto-tests/test_cluster.py \
-        proto-tests/test_gateway_faults.py proto-tests/test_chaos.py -ra --tb=short \
-        -p no:cacheprovider
+        proto-tests/test_gateway_faults.py proto-tests/test_chaos.py \
+        proto-tests/test_share_groups.py -ra --tb=short -p no:cacheprovider
 }
 
 step install-tools install_tools

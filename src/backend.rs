@@ -8,11 +8,18 @@
 
 use std::collections::HashMap;
 
+use std::sync::Arc;
+
+use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::TxnOffsetCommitRequest;
+use kafka_protocol::ResponseError;
+use tokio::time::Instant;
 
 use crate::coordinator::{Coordinator, TxnOffsetCommit};
+use crate::group::share::AutoOffsetReset;
+use crate::log::{AppendWatch, Logs};
 use crate::metadata::topic_config::TopicConfigs;
 use crate::metadata::{CreateError, Topic};
 use crate::offsets::{FetchedOffset, TopicPartition};
@@ -67,6 +74,46 @@ pub enum TxnCommitRefused {
     /// The group's (or the backend's) code, for every partition.
     Group(i16),
 }
+
+/// One partition a share group reads (ShareFetch) from `offset`, the group's next one; `None`
+/// when the group has not read it yet (`share.auto.offset.reset` decides).
+#[derive(Debug, Clone)]
+pub struct ShareRead {
+    pub topic: Topic,
+    pub partition: i32,
+    pub offset: Option<i64>,
+}
+
+/// How a share group reads: whole batches within `max_bytes` in all (at least one batch),
+/// from where `reset` says in a partition it has not read, only committed records (and the
+/// aborted transactions among them) with `read_committed`.
+#[derive(Debug, Clone, Copy)]
+pub struct ShareReadSpec {
+    pub max_bytes: usize,
+    pub reset: AutoOffsetReset,
+    pub read_committed: bool,
+    /// The most a batch may decompress to when searched by timestamp (`by_duration`).
+    pub max_decompressed: usize,
+}
+
+/// One partition as a share group read it.
+#[derive(Debug, Clone, Default)]
+pub struct SharedRead {
+    /// Where `share.auto.offset.reset` puts a group that has not read the partition (set only
+    /// for a read without an offset).
+    pub start: i64,
+    /// Whole batches, oldest first.
+    pub batches: Vec<Bytes>,
+    /// read_committed: the aborted transactions overlapping them, `(producer id, first
+    /// offset)`.
+    pub aborted: Vec<(i64, i64)>,
+    /// The log's end as the read saw it: a waiting ShareFetch wakes for records past it.
+    pub end: i64,
+}
+
+/// A share group's read of one partition: what was read (`None`: nothing to hand the group,
+/// the offset is past the log), or the partition's error.
+pub type ShareReadResult = Result<Option<SharedRead>, ResponseError>;
 
 /// A request's offsets and groups, where they live. See the module documentation.
 pub trait Backend: Send + Sync {
@@ -124,6 +171,32 @@ pub trait Backend: Send + Sync {
         &'a self,
         group: &'a GroupId,
     ) -> BoxFuture<'a, Result<Option<DescribedGroup>, i16>>;
+
+    /// A share group's reads of `reads`, in their order: koord's own logs standalone, the
+    /// upstream partitions in gateway mode.
+    fn read_shared<'a>(
+        &'a self,
+        logs: &'a Logs,
+        reads: Vec<ShareRead>,
+        spec: ShareReadSpec,
+    ) -> BoxFuture<'a, Vec<ShareReadResult>>;
+
+    /// Each partition's log end (`None`: not known now), in order: a share group's lag.
+    fn log_ends<'a>(
+        &'a self,
+        logs: &'a Logs,
+        partitions: Vec<(Topic, i32)>,
+    ) -> BoxFuture<'a, Vec<Option<i64>>>;
+
+    /// Waits until one of the partitions `after` (each with the log end a read saw) has
+    /// records past that end, or until `deadline`: a ShareFetch's long poll.
+    fn await_shared<'a>(
+        &'a self,
+        logs: &'a Logs,
+        after: Vec<(Topic, i32, i64)>,
+        read_committed: bool,
+        deadline: Instant,
+    ) -> BoxFuture<'a, ()>;
 
     /// Creates an internal topic a group needs (Kafka Streams' repartition and changelog
     /// topics) where topics live: the topic, or `None` when it existed already.
@@ -266,6 +339,71 @@ impl Backend for Standalone {
         Box::pin(async move { Ok(listed(local.coordinator)) })
     }
 
+    fn read_shared<'a>(
+        &'a self,
+        logs: &'a Logs,
+        reads: Vec<ShareRead>,
+        spec: ShareReadSpec,
+    ) -> BoxFuture<'a, Vec<ShareReadResult>> {
+        Box::pin(async move {
+            let mut left = spec.max_bytes.max(1);
+            reads
+                .into_iter()
+                .map(|r| {
+                    let log = logs
+                        .partition(&r.topic, r.partition)
+                        .ok_or(ResponseError::UnknownTopicOrPartition)?;
+                    let read = read_own(&log, r.offset, left, spec);
+                    if let Some(read) = &read {
+                        let bytes: usize = read.batches.iter().map(Bytes::len).sum();
+                        left = left.saturating_sub(bytes).max(1);
+                    }
+                    Ok(read)
+                })
+                .collect()
+        })
+    }
+
+    fn log_ends<'a>(
+        &'a self,
+        logs: &'a Logs,
+        partitions: Vec<(Topic, i32)>,
+    ) -> BoxFuture<'a, Vec<Option<i64>>> {
+        Box::pin(async move {
+            partitions
+                .iter()
+                .map(|(t, p)| Some(logs.partition(t, *p)?.lock().log_end_offset()))
+                .collect()
+        })
+    }
+
+    fn await_shared<'a>(
+        &'a self,
+        logs: &'a Logs,
+        after: Vec<(Topic, i32, i64)>,
+        _read_committed: bool,
+        deadline: Instant,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let parts: Vec<(Arc<crate::log::Partition>, i64)> = after
+                .iter()
+                .filter_map(|(t, p, end)| Some((logs.partition(t, *p)?, *end)))
+                .collect();
+            // Interest first, then the check: an append in between still wakes the wait.
+            let mut watch = AppendWatch::new(parts.iter().map(|(p, _)| &**p));
+            if parts
+                .iter()
+                .any(|(p, end)| p.lock().log_end_offset() > *end)
+            {
+                return;
+            }
+            tokio::select! {
+                _ = watch.appended() => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        })
+    }
+
     fn describe_elsewhere<'a>(
         &'a self,
         _group: &'a GroupId,
@@ -319,4 +457,44 @@ pub fn listed(coordinator: &Coordinator) -> Vec<Listed> {
             group_type: g.state.group_type().to_string(),
         })
         .collect()
+}
+
+/// A share group's read of koord's own log `log` from `offset` (`None`: where `spec.reset`
+/// puts it), within `max_bytes`.
+fn read_own(
+    log: &crate::log::Partition,
+    offset: Option<i64>,
+    max_bytes: usize,
+    spec: ShareReadSpec,
+) -> Option<SharedRead> {
+    let now = crate::log::now_ms();
+    // `by_duration`: the first record at most that old (none: the log end), searched before
+    // the log is locked for the read (the search locks it batch by batch).
+    let by_time = match (offset, spec.reset) {
+        (None, AutoOffsetReset::ByDuration(ms)) => log
+            .offset_for_timestamp(now.saturating_sub(ms), spec.max_decompressed)
+            .map(|(offset, _)| offset),
+        _ => None,
+    };
+    let mut log = log.lock();
+    log.expire(now);
+    let start = match spec.reset {
+        AutoOffsetReset::Earliest => log.log_start_offset(),
+        AutoOffsetReset::Latest => log.log_end_offset(),
+        AutoOffsetReset::ByDuration(_) => by_time.unwrap_or(log.log_end_offset()),
+    };
+    // Below the log's start, records went (the group archives what it had not delivered of
+    // them). The group's offset never passes a log's end: koord's own logs start over only
+    // with koord, and its share groups with them (`ShareSettings::logs_kept`).
+    let from = offset.map_or(start, |o| o.max(log.log_start_offset()));
+    let end = log.log_end_offset();
+    let read = log
+        .read_isolated(from, max_bytes, true, spec.read_committed)
+        .ok()?;
+    Some(SharedRead {
+        start,
+        batches: read.batches,
+        aborted: read.aborted,
+        end,
+    })
 }

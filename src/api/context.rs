@@ -34,6 +34,9 @@ pub struct RequestContext {
     /// The client's IP address as ACL hosts name it, made once per connection for the
     /// authorizer.
     pub peer_host: Arc<str>,
+    /// Gateway mode: the upstream broker the client's socket stands for (`None`: koord's own
+    /// listener). A share consumer keeps a share session per broker it fetches from.
+    pub stands_for: Option<i32>,
     /// The share sessions opened over this connection (ShareFetch), given up when it closes.
     pub share_sessions: ShareSessions,
 }
@@ -78,6 +81,12 @@ impl ShareSessions {
 }
 
 impl RequestContext {
+    /// The broker the client takes this connection's far end for: the upstream broker the
+    /// socket stands for in gateway mode, koord itself otherwise.
+    pub fn node(&self, broker: &Broker) -> i32 {
+        self.stands_for.unwrap_or_else(|| broker.node_id())
+    }
+
     /// A context for `peer` on a PLAINTEXT listener advertising `broker`'s address.
     pub fn plaintext(broker: &Broker, peer: SocketAddr) -> RequestContext {
         RequestContext {
@@ -92,6 +101,7 @@ impl RequestContext {
                 advertised_port: broker.advertised_port,
             }),
             principal: Principal::anonymous(),
+            stands_for: None,
             share_sessions: ShareSessions::default(),
         }
     }

@@ -9,7 +9,7 @@
 //! (TOPIC_AUTHORIZATION_FAILED for its partitions); a group that does not exist, or is not a
 //! share group, is GROUP_ID_NOT_FOUND.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use kafka_protocol::messages::describe_share_group_offsets_response::{
     DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition,
@@ -27,7 +27,7 @@ use crate::coordinator::KindRefusal;
 use crate::group::share::partition::{PartitionState, RecordState};
 use crate::group::share::ShareGroup;
 use crate::group::{GroupError, GroupId};
-use crate::metadata::LEADER_EPOCH;
+use crate::metadata::{Topic, LEADER_EPOCH};
 use crate::security::acl::{Operation, ResourceType};
 use crate::vocab::TopicId;
 
@@ -77,7 +77,7 @@ pub async fn handle(
                 by_name.into_iter().collect()
             }
         };
-        let topics = asked
+        let resolved: Vec<_> = asked
             .into_iter()
             .map(|(name, partitions)| {
                 let topic = super::resolve_topic_for(
@@ -88,6 +88,29 @@ pub async fn handle(
                     TopicId::nil(),
                     &name,
                 );
+                (name, partitions, topic)
+            })
+            .collect();
+        // Each read partition's log end (upstream's in gateway mode), for its lag.
+        let read: Vec<(Topic, i32)> = resolved
+            .iter()
+            .filter_map(|(_, partitions, topic)| topic.as_ref().ok().map(|t| (t, partitions)))
+            .flat_map(|(t, partitions)| {
+                partitions
+                    .iter()
+                    .filter(|p| states.contains_key(&(t.id, **p)))
+                    .map(|p| (t.clone(), *p))
+            })
+            .collect();
+        let ends: HashMap<(TopicId, i32), i64> = read
+            .iter()
+            .map(|(t, p)| (t.id, *p))
+            .zip(broker.backend.log_ends(&broker.logs, read.clone()).await)
+            .filter_map(|(key, end)| Some((key, end?)))
+            .collect();
+        let topics = resolved
+            .into_iter()
+            .map(|(name, partitions, topic)| {
                 let entry = DescribeShareGroupOffsetsResponseTopic::default()
                     .with_topic_name(TopicName(str_bytes(name)));
                 let partition = |index: i32| {
@@ -103,10 +126,8 @@ pub async fn handle(
                                 let Some(state) = states.get(&(t.id, p)) else {
                                     return partition(p).with_start_offset(-1);
                                 };
-                                let end = broker
-                                    .logs
-                                    .partition(&t, p)
-                                    .map_or(state.start_offset, |l| l.lock().log_end_offset());
+                                let end =
+                                    ends.get(&(t.id, p)).copied().unwrap_or(state.start_offset);
                                 partition(p)
                                     .with_start_offset(state.start_offset)
                                     .with_lag(lag(state, end))

@@ -85,6 +85,7 @@ pub async fn handle(
     }
     let request = SessionRequest {
         member_id: member,
+        node: ctx.node(broker),
         connection: ctx.share_sessions.connection,
         session_epoch: req.share_session_epoch,
         fetch: None,
@@ -101,7 +102,7 @@ pub async fn handle(
         outcomes.insert((topic, partition), result.err().map(|e| e.error.code()));
     }
     let leader = LeaderIdAndEpoch::default()
-        .with_leader_id(broker.node_id())
+        .with_leader_id(ctx.node(broker))
         .with_leader_epoch(LEADER_EPOCH);
     let mut topics: BTreeMap<TopicId, Vec<PartitionData>> = BTreeMap::new();
     for ((topic, partition), error) in outcomes {

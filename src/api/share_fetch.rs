@@ -43,17 +43,16 @@ use tokio::time::Instant;
 use super::context::RequestContext;
 use super::share_group_heartbeat::settings;
 use super::str_bytes;
+use crate::backend::{ShareRead, ShareReadSpec};
 use crate::broker::Broker;
 use crate::coordinator::KindRefusal;
 use crate::group::modern::Refusal;
 use crate::group::share::partition::{AckBatch, AckType, AcquireMode, Acquired, ReadBatch};
 use crate::group::share::{
-    AutoOffsetReset, PartitionAcks, ReadPartition, SessionAnswer, SessionRequest, ShareGroup,
-    ShareSettings,
+    PartitionAcks, ReadPartition, SessionAnswer, SessionRequest, ShareGroup, ShareSettings,
 };
 use crate::group::{GroupError, GroupId, MemberId};
 use crate::log::batch::BatchHeader;
-use crate::log::AppendWatch;
 use crate::metadata::LEADER_EPOCH;
 use crate::security::acl::{Operation, ResourceType};
 use crate::vocab::TopicId;
@@ -249,6 +248,7 @@ pub async fn handle(
         .collect();
     let request = SessionRequest {
         member_id: member.clone(),
+        node: ctx.node(broker),
         connection: ctx.share_sessions.connection,
         session_epoch: req.share_session_epoch,
         fetch: Some(named),
@@ -271,7 +271,18 @@ pub async fn handle(
     let acquired = if req.share_session_epoch == -1 || renew {
         Vec::new()
     } else {
-        fetch(broker, &group, &member, &req, mode, &settings, answer.fetch).await
+        let node = ctx.node(broker);
+        fetch(
+            broker,
+            &group,
+            &member,
+            node,
+            &req,
+            mode,
+            &settings,
+            answer.fetch,
+        )
+        .await
     };
     for (key, read) in acquired {
         let o = outcomes.entry(key).or_default();
@@ -283,20 +294,18 @@ pub async fn handle(
             Err(e) => o.error = Some(e),
         }
     }
-    respond(broker, outcomes, answer.full, &settings)
+    respond(ctx.node(broker), outcomes, answer.full, &settings)
 }
 
 /// A connection closed: the share sessions it opened close, and what their members had
 /// acquired becomes available again (Kafka's `ShareSessionCache` connection listener).
-pub fn connection_closed(
-    broker: &std::sync::Arc<Broker>,
-    sessions: &super::context::ShareSessions,
-) {
-    let opened = sessions.take();
+pub fn connection_closed(broker: &std::sync::Arc<Broker>, ctx: &RequestContext) {
+    let opened = ctx.share_sessions.take();
     if opened.is_empty() {
         return;
     }
-    let connection = sessions.connection;
+    let connection = ctx.share_sessions.connection;
+    let node = ctx.node(broker);
     let broker = broker.clone();
     tokio::spawn(async move {
         for (group, member) in opened {
@@ -306,7 +315,7 @@ pub fn connection_closed(
                     GroupId::new(group),
                     false,
                     move |g: &mut ShareGroup, _, now| {
-                        g.handle_session_lost(&member, connection, now)
+                        g.handle_session_lost(&member, node, connection, now)
                     },
                 )
                 .await;
@@ -316,11 +325,14 @@ pub fn connection_closed(
 
 type Acquisition = Result<(Vec<Bytes>, Vec<Acquired>), ResponseError>;
 
-/// Reads and acquires, waiting for appends while nothing was acquired.
+/// Reads (where the backend keeps the logs) and acquires, waiting for appends while nothing
+/// was acquired.
+#[allow(clippy::too_many_arguments)]
 async fn fetch(
     broker: &Broker,
     group: &str,
     member: &MemberId,
+    node: i32,
     req: &ShareFetchRequest,
     mode: AcquireMode,
     settings: &ShareSettings,
@@ -329,68 +341,55 @@ async fn fetch(
     let wait = Duration::from_millis(u64::try_from(req.max_wait_ms).unwrap_or(0));
     let start = Instant::now();
     let deadline = start.checked_add(wait).unwrap_or(start);
-    let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0).max(1);
     let max_records = u32::try_from(req.max_records).unwrap_or(0).max(1);
+    let spec = ShareReadSpec {
+        max_bytes: usize::try_from(req.max_bytes).unwrap_or(0).max(1),
+        reset: settings.auto_offset_reset,
+        read_committed: settings.read_committed,
+        max_decompressed: broker.config.socket_request_max_bytes,
+    };
     loop {
-        let logs: Vec<_> = plan
-            .iter()
-            .map(|(t, p, _)| {
-                let topic = broker.topics.get_by_id(*t);
-                topic.and_then(|topic| broker.logs.partition(&topic, *p))
-            })
-            .collect();
-        let mut watch = AppendWatch::new(logs.iter().flatten().map(|p| &**p));
         let mut out = Vec::new();
+        let mut asks = Vec::new();
+        for (topic, partition, offset) in &plan {
+            match broker.topics.get_by_id(*topic) {
+                Some(t) => asks.push(ShareRead {
+                    topic: t,
+                    partition: *partition,
+                    offset: *offset,
+                }),
+                None => out.push((
+                    (*topic, *partition),
+                    Err(ResponseError::UnknownTopicOrPartition),
+                )),
+            }
+        }
+        let results = broker
+            .backend
+            .read_shared(&broker.logs, asks.clone(), spec)
+            .await;
         let mut reads = Vec::new();
-        let mut left = max_bytes;
-        for ((topic, partition, offset), log) in plan.iter().zip(&logs) {
-            let key = (*topic, *partition);
-            let Some(log) = log else {
-                out.push((key, Err(ResponseError::UnknownTopicOrPartition)));
-                continue;
+        let mut ends = Vec::new();
+        for (ask, result) in asks.into_iter().zip(results) {
+            let key = (ask.topic.id, ask.partition);
+            let read = match result {
+                Ok(Some(read)) => read,
+                Ok(None) => {
+                    out.push((key, Ok((Vec::new(), Vec::new()))));
+                    continue;
+                }
+                Err(e) => {
+                    out.push((key, Err(e)));
+                    continue;
+                }
             };
-            // `by_duration`: the first record at most that old (none: the log end), searched
-            // before the log is locked for the read (the search locks it batch by batch).
-            let by_time = match (offset, settings.auto_offset_reset) {
-                (None, AutoOffsetReset::ByDuration(ms)) => Some(
-                    log.offset_for_timestamp(
-                        crate::log::now_ms().saturating_sub(ms),
-                        broker.config.socket_request_max_bytes,
-                    )
-                    .map(|(offset, _)| offset),
-                ),
-                _ => None,
-            };
-            let (read, start) = {
-                let mut log = log.lock();
-                log.expire(crate::log::now_ms());
-                let start = match settings.auto_offset_reset {
-                    AutoOffsetReset::Earliest => log.log_start_offset(),
-                    AutoOffsetReset::Latest => log.log_end_offset(),
-                    AutoOffsetReset::ByDuration(_) => {
-                        by_time.flatten().unwrap_or(log.log_end_offset())
-                    }
-                };
-                // Below the log's start, records went (the group archives what it had not
-                // delivered of them). The group's offset never passes a log's end: koord's own
-                // logs start over only with koord, and its share groups with them
-                // (`ShareSettings::logs_kept`). Nothing in the read decides where the group
-                // stands: the read may be older than another member's acquisition.
-                let from = offset.map_or(start, |o| o.max(log.log_start_offset()));
-                let read = log.read_isolated(from, left, true, settings.read_committed);
-                (read, start)
-            };
-            let Ok(read) = read else {
-                out.push((key, Ok((Vec::new(), Vec::new()))));
-                continue;
-            };
-            left = left.saturating_sub(read.bytes).max(1);
+            ends.push((ask.topic.clone(), ask.partition, read.end));
             let batches = batches_of(&read.batches, &read.aborted, settings.read_committed);
             reads.push((
                 ReadPartition {
-                    topic: *topic,
-                    partition: *partition,
-                    start,
+                    topic: key.0,
+                    partition: key.1,
+                    start: read.start,
                     batches: batches.iter().map(|(b, _)| *b).collect(),
                 },
                 read.batches,
@@ -402,7 +401,16 @@ async fn fetch(
         let any_read = partitions.iter().any(|r| !r.batches.is_empty())
             || plan.iter().any(|(_, _, offset)| offset.is_none());
         let acquired = if any_read {
-            acquire(broker, group, member, partitions.clone(), max_records, mode).await
+            acquire(
+                broker,
+                group,
+                member,
+                node,
+                partitions.clone(),
+                max_records,
+                mode,
+            )
+            .await
         } else {
             partitions
                 .iter()
@@ -415,15 +423,17 @@ async fn fetch(
             any |= !got.is_empty();
             out.push(((topic, partition), Ok((records, got))));
         }
-        if any || Instant::now() >= deadline || plan.is_empty() {
+        if any || Instant::now() >= deadline || ends.is_empty() {
             return out;
         }
-        tokio::select! {
-            _ = watch.appended() => {}
-            _ = tokio::time::sleep_until(deadline) => return out,
+        broker
+            .backend
+            .await_shared(&broker.logs, ends, settings.read_committed, deadline)
+            .await;
+        if Instant::now() >= deadline {
+            return out;
         }
-        drop(watch);
-        plan = offsets(broker, group, member).await;
+        plan = offsets(broker, group, member, node).await;
     }
 }
 
@@ -431,6 +441,7 @@ async fn acquire(
     broker: &Broker,
     group: &str,
     member: &MemberId,
+    node: i32,
     read: Vec<ReadPartition>,
     max_records: u32,
     mode: AcquireMode,
@@ -443,7 +454,7 @@ async fn acquire(
     let answer = broker.coordinator.with_kind(
         GroupId::new(group),
         false,
-        move |g: &mut ShareGroup, _, now| g.acquire(&member, read, max_records, mode, now),
+        move |g: &mut ShareGroup, _, now| g.acquire(&member, node, read, max_records, mode, now),
     );
     answer.await.unwrap_or(fallback)
 }
@@ -452,6 +463,7 @@ async fn offsets(
     broker: &Broker,
     group: &str,
     member: &MemberId,
+    node: i32,
 ) -> Vec<(TopicId, i32, Option<i64>)> {
     let member = member.clone();
     broker
@@ -459,7 +471,7 @@ async fn offsets(
         .with_kind(
             GroupId::new(group),
             false,
-            move |g: &mut ShareGroup, _, _| g.fetch_offsets(&member),
+            move |g: &mut ShareGroup, _, _| g.fetch_offsets(&member, node),
         )
         .await
         .unwrap_or_default()
@@ -534,13 +546,13 @@ fn concat(batches: Vec<Bytes>) -> Bytes {
 }
 
 fn respond(
-    broker: &Broker,
+    leader: i32,
     outcomes: BTreeMap<(TopicId, i32), Outcome>,
     full: bool,
     settings: &ShareSettings,
 ) -> ShareFetchResponse {
     let leader = LeaderIdAndEpoch::default()
-        .with_leader_id(broker.node_id())
+        .with_leader_id(leader)
         .with_leader_epoch(LEADER_EPOCH);
     let mut topics: BTreeMap<TopicId, Vec<PartitionData>> = BTreeMap::new();
     for ((topic, partition), o) in outcomes {

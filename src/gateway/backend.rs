@@ -10,15 +10,23 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::TxnOffsetCommitRequest;
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use tokio::time::Instant;
 
 use super::client::Upstream;
-use crate::backend::{listed, Backend, GroupOffsets, Listed, Local, TxnCommitRefused};
+use crate::backend::{
+    listed, Backend, GroupOffsets, Listed, Local, ShareRead, ShareReadResult, ShareReadSpec,
+    SharedRead, TxnCommitRefused,
+};
 use crate::coordinator::TxnOffsetCommit;
+use crate::group::share::AutoOffsetReset;
+use crate::log::Logs;
 use crate::metadata::Topic;
 use crate::offsets::{FetchedOffset, TopicPartition};
 use crate::storage::Mutation;
@@ -57,6 +65,118 @@ impl Upstreamed {
         local.coordinator.admit(group).map_err(GroupError::code)
     }
 }
+
+/// How long a long poll that upstream failed at once pauses before the fetch reads again.
+const FAILED_WAIT_PAUSE: Duration = Duration::from_millis(100);
+
+impl Upstreamed {
+    /// A share group's reads of upstream's partitions (koord is their share-partition
+    /// leader): where `spec.reset` puts a partition the group has not read (ListOffsets), then
+    /// one Fetch per leader; an offset below a log's start (retention, DeleteRecords) is read
+    /// from the start.
+    async fn read_upstream(
+        &self,
+        reads: Vec<ShareRead>,
+        spec: ShareReadSpec,
+    ) -> Vec<ShareReadResult> {
+        let key = |r: &ShareRead| (r.topic.name.clone(), r.partition);
+        let mut out: Vec<ShareReadResult> = vec![Ok(None); reads.len()];
+        let mut starts: HashMap<usize, i64> = HashMap::new();
+        let unread: Vec<usize> = (0..reads.len())
+            .filter(|&i| reads[i].offset.is_none())
+            .collect();
+        if !unread.is_empty() {
+            let keys: Vec<(String, i32)> = unread.iter().map(|&i| key(&reads[i])).collect();
+            let at = match spec.reset {
+                AutoOffsetReset::Earliest => EARLIEST,
+                AutoOffsetReset::Latest => LATEST,
+                AutoOffsetReset::ByDuration(ms) => crate::log::now_ms().saturating_sub(ms),
+            };
+            let mut found = self.up.offsets_at(&keys, at).await;
+            if matches!(spec.reset, AutoOffsetReset::ByDuration(_)) {
+                // No record that recent: the log end.
+                let none: Vec<usize> = (0..found.len()).filter(|&j| found[j] == Ok(-1)).collect();
+                if !none.is_empty() {
+                    let keys: Vec<_> = none.iter().map(|&j| keys[j].clone()).collect();
+                    for (j, end) in none
+                        .into_iter()
+                        .zip(self.up.offsets_at(&keys, LATEST).await)
+                    {
+                        found[j] = end;
+                    }
+                }
+            }
+            for (i, start) in unread.into_iter().zip(found) {
+                match start {
+                    Ok(start) => {
+                        starts.insert(i, start);
+                    }
+                    Err(e) => out[i] = Err(e),
+                }
+            }
+        }
+        let mut asks: Vec<(usize, (String, i32, i64))> = Vec::new();
+        for (i, r) in reads.iter().enumerate() {
+            if let Some(from) = r.offset.or_else(|| starts.get(&i).copied()) {
+                if out[i].is_ok() {
+                    asks.push((i, (r.topic.name.clone(), r.partition, from)));
+                }
+            }
+        }
+        let mut left = asks;
+        // At most twice: an offset below the log's start is read again from the start.
+        for _ in 0..2 {
+            if left.is_empty() {
+                break;
+            }
+            let wanted: Vec<_> = left.iter().map(|(_, a)| a.clone()).collect();
+            let fetched = self
+                .up
+                .fetch_records(&wanted, spec.max_bytes, spec.read_committed, Duration::ZERO)
+                .await;
+            let mut below = Vec::new();
+            for ((i, ask), f) in left.into_iter().zip(fetched) {
+                match f {
+                    Ok(f) => {
+                        out[i] = Ok(Some(SharedRead {
+                            start: starts.get(&i).copied().unwrap_or(ask.2),
+                            batches: f.batches,
+                            aborted: f.aborted,
+                            end: if spec.read_committed {
+                                f.last_stable_offset
+                            } else {
+                                f.high_watermark
+                            },
+                        }));
+                    }
+                    Err(ResponseError::OffsetOutOfRange) => below.push((i, ask)),
+                    Err(e) => out[i] = Err(e),
+                }
+            }
+            left = Vec::new();
+            if below.is_empty() {
+                break;
+            }
+            let keys: Vec<_> = below.iter().map(|(_, (t, p, _))| (t.clone(), *p)).collect();
+            for ((i, (t, p, from)), start) in below
+                .into_iter()
+                .zip(self.up.offsets_at(&keys, EARLIEST).await)
+            {
+                match start {
+                    // Past the log's end (upstream lost records): nothing to read yet.
+                    Ok(start) if start <= from => {}
+                    Ok(start) => left.push((i, (t, p, start))),
+                    Err(e) => out[i] = Err(e),
+                }
+            }
+        }
+        out
+    }
+}
+
+/// ListOffsets' timestamps for a log's start and end.
+const EARLIEST: i64 = -2;
+const LATEST: i64 = -1;
 
 impl Backend for Upstreamed {
     fn keeps_offsets(&self) -> bool {
@@ -211,6 +331,56 @@ impl Backend for Upstreamed {
                     }
                 }
                 other => other.map_err(GroupError::code),
+            }
+        })
+    }
+
+    fn read_shared<'a>(
+        &'a self,
+        _logs: &'a Logs,
+        reads: Vec<ShareRead>,
+        spec: ShareReadSpec,
+    ) -> BoxFuture<'a, Vec<ShareReadResult>> {
+        Box::pin(self.read_upstream(reads, spec))
+    }
+
+    fn log_ends<'a>(
+        &'a self,
+        _logs: &'a Logs,
+        partitions: Vec<(Topic, i32)>,
+    ) -> BoxFuture<'a, Vec<Option<i64>>> {
+        Box::pin(async move {
+            let keys: Vec<(String, i32)> =
+                partitions.into_iter().map(|(t, p)| (t.name, p)).collect();
+            self.up
+                .offsets_at(&keys, LATEST)
+                .await
+                .into_iter()
+                .map(Result::ok)
+                .collect()
+        })
+    }
+
+    fn await_shared<'a>(
+        &'a self,
+        _logs: &'a Logs,
+        after: Vec<(Topic, i32, i64)>,
+        read_committed: bool,
+        deadline: Instant,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let from: Vec<(String, i32, i64)> = after
+                .into_iter()
+                .map(|(t, p, end)| (t.name, p, end))
+                .collect();
+            let began = Instant::now();
+            let wait = deadline.saturating_duration_since(began);
+            // Upstream holds the answer until a partition has a byte past its end, or `wait`;
+            // what it sends is read again by the caller, from the group's offsets.
+            let answered = self.up.fetch_records(&from, 1, read_committed, wait).await;
+            if answered.iter().all(Result::is_err) && began.elapsed() < FAILED_WAIT_PAUSE {
+                // Upstream failed at once: no tight loop of reads against it.
+                tokio::time::sleep_until(deadline.min(began + FAILED_WAIT_PAUSE)).await;
             }
         })
     }

@@ -3,7 +3,8 @@
 //! session and SASL, koord's own APIs with their authorization, metrics and pipelined
 //! heartbeats).
 //!
-//! Per request the layer decides: a koord API (the groups, FindCoordinator for a group) is
+//! Per request the layer decides: a koord API (the groups, share groups among them,
+//! FindCoordinator for a group, the config APIs when every resource they name is a group) is
 //! koord's own, run through dispatch; ApiVersions is answered with the gateway's versions; a
 //! forwarded one is handed to this connection's upstream connection for its broker, and the
 //! connection goes on to the next request. Answers leave in request order, each forwarded one
@@ -121,6 +122,27 @@ impl Forwarder {
                     RequestKind::FindCoordinator(r) => r.key_type == rewrite::KEY_TYPE_TRANSACTION,
                     _ => return Routed::Close,
                 },
+                _ => {
+                    debug!(api = ?key, v = version, "undecodable request; closing");
+                    return Routed::Close;
+                }
+            },
+            Route::Configs => match codec::decode_request(frame.clone()) {
+                Ok(Request::Request { body, .. }) => {
+                    let types: Vec<i8> = match *body {
+                        RequestKind::DescribeConfigs(r) => {
+                            r.resources.iter().map(|r| r.resource_type).collect()
+                        }
+                        RequestKind::AlterConfigs(r) => {
+                            r.resources.iter().map(|r| r.resource_type).collect()
+                        }
+                        RequestKind::IncrementalAlterConfigs(r) => {
+                            r.resources.iter().map(|r| r.resource_type).collect()
+                        }
+                        _ => return Routed::Close,
+                    };
+                    types.is_empty() || types.iter().any(|t| *t != rewrite::GROUP_RESOURCE)
+                }
                 _ => {
                     debug!(api = ?key, v = version, "undecodable request; closing");
                     return Routed::Close;

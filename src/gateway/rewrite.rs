@@ -24,7 +24,21 @@ pub enum Route {
     Forward,
     /// FindCoordinator: koord for groups, upstream (rewritten) for transactions.
     FindCoordinator,
+    /// DescribeConfigs, AlterConfigs, IncrementalAlterConfigs: koord's when every resource
+    /// is a group (the groups and their configs are koord's: a share group's
+    /// `share.auto.offset.reset`, a consumer group's session timeout), upstream's otherwise.
+    Configs,
 }
+
+/// The config APIs, routed by their resources ([`Route::Configs`]).
+const CONFIG_KEYS: &[ApiKey] = &[
+    ApiKey::DescribeConfigs,
+    ApiKey::AlterConfigs,
+    ApiKey::IncrementalAlterConfigs,
+];
+
+/// The resource type of a group in the config APIs.
+pub const GROUP_RESOURCE: i8 = 32;
 
 /// The group APIs: every one is koord's own, at koord's versions, whatever upstream offers.
 const KOORD_KEYS: &[ApiKey] = &[
@@ -44,6 +58,16 @@ const KOORD_KEYS: &[ApiKey] = &[
     ApiKey::TxnOffsetCommit,
     ApiKey::StreamsGroupHeartbeat,
     ApiKey::StreamsGroupDescribe,
+    // Share groups: koord is their coordinator and the share-partition leader of every
+    // partition they read (it reads the records from upstream), whether or not upstream has
+    // share groups of its own.
+    ApiKey::ShareGroupHeartbeat,
+    ApiKey::ShareGroupDescribe,
+    ApiKey::ShareFetch,
+    ApiKey::ShareAcknowledge,
+    ApiKey::DescribeShareGroupOffsets,
+    ApiKey::AlterShareGroupOffsets,
+    ApiKey::DeleteShareGroupOffsets,
     // Authentication between client and gateway is koord's (its credentials, its listeners'
     // SASL, the users kafka-configs manages); koord authenticates upstream as itself.
     ApiKey::SaslHandshake,
@@ -56,21 +80,14 @@ const KOORD_KEYS: &[ApiKey] = &[
 /// upstream's otherwise.
 const ACL_KEYS: &[ApiKey] = &[ApiKey::DescribeAcls, ApiKey::CreateAcls, ApiKey::DeleteAcls];
 
-/// Neither served nor forwarded: share groups (groups are koord's, and koord has no share
-/// groups), and what brokers and controllers send one another.
+/// Neither served nor forwarded: what brokers and controllers send one another (the share
+/// coordinator's state APIs among them: koord keeps its share groups' states itself).
 const NOT_SERVED: &[ApiKey] = &[
-    ApiKey::ShareGroupHeartbeat,
-    ApiKey::ShareGroupDescribe,
-    ApiKey::ShareFetch,
-    ApiKey::ShareAcknowledge,
     ApiKey::InitializeShareGroupState,
     ApiKey::ReadShareGroupState,
     ApiKey::WriteShareGroupState,
     ApiKey::DeleteShareGroupState,
     ApiKey::ReadShareGroupStateSummary,
-    ApiKey::DescribeShareGroupOffsets,
-    ApiKey::AlterShareGroupOffsets,
-    ApiKey::DeleteShareGroupOffsets,
     ApiKey::WriteTxnMarkers,
     ApiKey::Vote,
     ApiKey::BeginQuorumEpoch,
@@ -107,6 +124,8 @@ fn is_koords(key: ApiKey, own_acls: bool) -> bool {
 pub fn route(key: ApiKey, own_acls: bool) -> Route {
     if key == ApiKey::FindCoordinator {
         Route::FindCoordinator
+    } else if CONFIG_KEYS.contains(&key) {
+        Route::Configs
     } else if is_koords(key, own_acls) {
         Route::Koord
     } else {
@@ -142,7 +161,8 @@ pub fn advertised(upstream: &[ApiVersion], own_acls: bool) -> Vec<ApiVersion> {
             u.min_version.max(known.min)
         };
         let mut range = (min, u.max_version.min(known.max).min(forward_cap(key)));
-        if key == ApiKey::FindCoordinator {
+        // Served by koord or upstream by what the request names: versions both serve.
+        if key == ApiKey::FindCoordinator || CONFIG_KEYS.contains(&key) {
             let Some(k) = crate::api::supported(key) else {
                 continue;
             };
@@ -505,7 +525,14 @@ mod tests {
             Some((0, 1)),
             "koord's own, as standalone"
         );
-        assert_eq!(range(&adv, ApiKey::ShareFetch), None);
+        let koord_share = crate::api::supported(ApiKey::ShareFetch).unwrap();
+        assert_eq!(
+            range(&adv, ApiKey::ShareFetch),
+            Some((koord_share.min, koord_share.max)),
+            "koord's share groups, whatever upstream offers"
+        );
+        assert!(range(&adv, ApiKey::ShareGroupHeartbeat).is_some());
+        assert_eq!(range(&adv, ApiKey::ReadShareGroupState), None);
         // Not offered by upstream, not koord's: not advertised.
         assert_eq!(range(&adv, ApiKey::DeleteRecords), None);
         assert!(is_advertised(&adv, ApiKey::Produce, 9));

@@ -40,6 +40,9 @@ pub struct Conn {
     pub listener: Arc<Listener>,
     /// The client certificate's principal, on a TLS listener.
     pub tls_principal: Option<Principal>,
+    /// Gateway mode: the upstream broker the socket it came in on stands for (`None`: one of
+    /// koord's listeners).
+    pub stands_for: Option<i32>,
 }
 
 /// A forwarded request's answer, once it comes: the client's frame, or `None` to close the
@@ -157,6 +160,7 @@ pub async fn serve<S>(
         peer_host: conn.peer.ip().to_string().into(),
         listener: conn.listener,
         principal: session.principal().clone(),
+        stands_for: conn.stands_for,
         share_sessions: Default::default(),
     };
     let (mut rd, mut wr) = tokio::io::split(stream);
@@ -307,7 +311,7 @@ pub async fn serve<S>(
     // behind a forwarded request still unanswered).
     let _ = write_out(&mut wr, &mut out).await;
     let _ = wr.shutdown().await;
-    api::share_fetch::connection_closed(&broker, &ctx.share_sessions);
+    api::share_fetch::connection_closed(&broker, &ctx);
 }
 
 /// A request through the connection's layer: admitted by the session first (the SASL
@@ -750,6 +754,7 @@ mod tests {
             peer,
             listener: RequestContext::plaintext(&broker, peer).listener,
             tls_principal: None,
+            stands_for: None,
         };
         let served = tokio::spawn(serve(server, conn, broker, stop_rx, None));
 
@@ -836,6 +841,7 @@ mod tests {
             peer,
             listener: RequestContext::plaintext(&broker, peer).listener,
             tls_principal: None,
+            stands_for: None,
         };
         let served = tokio::spawn(serve(server, conn, broker, stop_rx, None));
 

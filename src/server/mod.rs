@@ -160,6 +160,7 @@ async fn serve_socket(
         peer,
         listener: a.listener,
         tls_principal: None,
+        stands_for: a.stands_for,
     };
     let layer = |conn: &Conn| front.as_ref().and_then(|f| f.layer(conn, a.stands_for));
     match a.tls {

@@ -35,10 +35,11 @@ use kafka_protocol::ResponseError;
 use tracing::debug;
 
 pub use super::upstream::{call_on, UpstreamError};
-use super::upstream::{connect, retriable, UpstreamConn};
+use super::upstream::{connect, retriable, Pool, UpstreamConn};
 use crate::security::client::ClientSecurity;
 
 mod groups;
+pub mod records;
 mod topics;
 
 /// How long an operation for a group retries upstream's coordinator while it moves or loads,
@@ -76,6 +77,8 @@ pub struct Upstream {
     security: Arc<ClientSecurity>,
     /// How long a group's operation retries upstream ([`DEFAULT_RETRY_FOR`]).
     retry_for: Duration,
+    /// Connections of their own for share groups' reads ([`records`]).
+    readers: Pool,
 }
 
 impl Upstream {
@@ -90,6 +93,7 @@ impl Upstream {
             next: AtomicUsize::new(0),
             security: Arc::new(ClientSecurity::plaintext()),
             retry_for: DEFAULT_RETRY_FOR,
+            readers: Pool::default(),
         }
     }
 

@@ -1,6 +1,6 @@
 //! The share group (KIP-932): membership as Kafka 4.4's `GroupMetadataManager.shareGroupHeartbeat`
 //! runs it, the share sessions its members fetch through (Kafka's `ShareSessionCache`, one per
-//! member), and the group's share partitions ([`SharePartition`]), all in one pure value owned
+//! member and broker it fetches from), and the group's share partitions ([`SharePartition`]), all in one pure value owned
 //! by the group's shard.
 //!
 //! Membership, check by check from Kafka:
@@ -253,6 +253,10 @@ pub struct PartitionAcks {
 #[derive(Debug, Clone)]
 pub struct SessionRequest {
     pub member_id: MemberId,
+    /// The broker the member fetches from, as it sees them (its sessions are one per broker
+    /// it fetches from: koord's own node standalone, each upstream broker koord presents in
+    /// gateway mode).
+    pub node: i32,
     /// The connection it came over: a session is closed with the connection that opened it.
     pub connection: u64,
     pub session_epoch: i32,
@@ -287,6 +291,9 @@ pub struct ReadPartition {
     pub batches: Vec<ReadBatch>,
 }
 
+/// The partitions a share session holds.
+type Held = BTreeSet<(TopicId, i32)>;
+
 #[derive(Debug, Clone, Copy, Default)]
 struct ShareSession {
     epoch: i32,
@@ -302,8 +309,9 @@ pub struct ShareGroup {
     metadata_hash: u64,
     target: BTreeMap<MemberId, Partitions>,
     partitions: BTreeMap<(TopicId, i32), SharePartition>,
-    /// Each member's share session with the partitions it holds (Kafka's `ShareSessionCache`).
-    sessions: HashMap<MemberId, (ShareSession, BTreeSet<(TopicId, i32)>)>,
+    /// Each member's share sessions, one per broker it fetches from, with the partitions each
+    /// holds (Kafka's `ShareSessionCache`, which each broker keeps for the partitions it leads).
+    sessions: HashMap<(MemberId, i32), (ShareSession, Held)>,
 }
 
 impl std::ops::Deref for ShareGroup {
@@ -556,10 +564,11 @@ impl ShareGroup {
     ) -> Result<SessionAnswer, Refusal> {
         self.settings.clone_from(settings);
         let member = req.member_id.clone();
+        let session = (member.clone(), req.node);
         let mut answer = SessionAnswer::default();
         match req.session_epoch {
             FINAL_SESSION_EPOCH => {
-                if !self.sessions.contains_key(&member) {
+                if !self.sessions.contains_key(&session) {
                     return Err(GroupError::ShareSessionNotFound.into());
                 }
             }
@@ -572,7 +581,7 @@ impl ShareGroup {
                 }
                 if req.fetch.is_some() {
                     self.sessions.insert(
-                        member.clone(),
+                        session.clone(),
                         (
                             ShareSession {
                                 epoch: 1,
@@ -588,13 +597,13 @@ impl ShareGroup {
                 }
             }
             epoch => {
-                let Some((session, _)) = self.sessions.get_mut(&member) else {
+                let Some((open, _)) = self.sessions.get_mut(&session) else {
                     return Err(GroupError::ShareSessionNotFound.into());
                 };
-                if session.epoch != epoch {
+                if open.epoch != epoch {
                     return Err(GroupError::InvalidShareSessionEpoch.into());
                 }
-                session.epoch = if epoch == i32::MAX { 1 } else { epoch + 1 };
+                open.epoch = if epoch == i32::MAX { 1 } else { epoch + 1 };
             }
         }
         for acks in &req.acks {
@@ -622,23 +631,23 @@ impl ShareGroup {
             answer.acks.push((acks.topic, acks.partition, result));
         }
         if req.session_epoch == FINAL_SESSION_EPOCH {
-            self.close_session(&member, now);
+            self.close_session(&member, req.node, now);
             return Ok(answer);
         }
-        if let (Some(fetch), Some((_, held))) = (&req.fetch, self.sessions.get_mut(&member)) {
+        if let (Some(fetch), Some((_, held))) = (&req.fetch, self.sessions.get_mut(&session)) {
             held.extend(fetch.iter().copied());
             for f in &req.forgotten {
                 held.remove(f);
             }
-            answer.fetch = self.fetch_offsets(&member);
+            answer.fetch = self.fetch_offsets(&member, req.node);
         }
         Ok(answer)
     }
 
-    /// The partitions of `member`'s share session, each with the offset to read from next
-    /// (`None`: the group has not read it yet).
-    pub fn fetch_offsets(&self, member: &MemberId) -> Vec<(TopicId, i32, Option<i64>)> {
-        let Some((_, held)) = self.sessions.get(member) else {
+    /// The partitions of `member`'s share session with broker `node`, each with the offset to
+    /// read from next (`None`: the group has not read it yet).
+    pub fn fetch_offsets(&self, member: &MemberId, node: i32) -> Vec<(TopicId, i32, Option<i64>)> {
+        let Some((_, held)) = self.sessions.get(&(member.clone(), node)) else {
             return Vec::new();
         };
         held.iter()
@@ -652,11 +661,13 @@ impl ShareGroup {
             .collect()
     }
 
-    /// Acquires for `member` what it may take of the records the shell read, at most
-    /// `max_records` across the partitions in `mode`'s way.
+    /// Acquires for `member`, fetching through its session with broker `node`, what it may
+    /// take of the records the shell read, at most `max_records` across the partitions in
+    /// `mode`'s way.
     pub fn acquire(
         &mut self,
         member: &MemberId,
+        node: i32,
         read: Vec<ReadPartition>,
         max_records: u32,
         mode: AcquireMode,
@@ -665,7 +676,7 @@ impl ShareGroup {
         let mut left = max_records.max(1);
         let mut out = Vec::with_capacity(read.len());
         // A member whose session closed (or that never opened one) acquires nothing.
-        if !self.sessions.contains_key(member) {
+        if !self.sessions.contains_key(&(member.clone(), node)) {
             return out;
         }
         for r in read {
@@ -701,27 +712,49 @@ impl ShareGroup {
 
     /// A connection that held a member's share session closed (Kafka's
     /// `ShareSessionCache` connection listener): the session goes, and what it acquired.
-    pub fn handle_session_lost(&mut self, member: &MemberId, connection: u64, now: Timestamp) {
+    pub fn handle_session_lost(
+        &mut self,
+        member: &MemberId,
+        node: i32,
+        connection: u64,
+        now: Timestamp,
+    ) {
         if self
             .sessions
-            .get(member)
+            .get(&(member.clone(), node))
             .is_some_and(|(s, _)| s.connection == connection)
         {
-            self.close_session(member, now);
+            self.close_session(member, node, now);
         }
     }
 
-    fn close_session(&mut self, member: &MemberId, now: Timestamp) {
-        if self.sessions.remove(member).is_none() {
+    /// `member`'s session with broker `node` closes: what it acquired of that session's
+    /// partitions becomes available again, and everything it holds when it has no other
+    /// session left.
+    fn close_session(&mut self, member: &MemberId, node: i32, now: Timestamp) {
+        let Some((_, held)) = self.sessions.remove(&(member.clone(), node)) else {
             return;
+        };
+        if self.sessions.keys().any(|(m, _)| m == member) {
+            self.release(member, Some(&held), now);
+        } else {
+            self.release(member, None, now);
         }
-        self.release(member, now);
     }
 
-    /// What `member` had acquired becomes available again (or archived at the delivery
-    /// limit).
-    fn release(&mut self, member: &MemberId, now: Timestamp) {
-        let keys: Vec<(TopicId, i32)> = self.partitions.keys().copied().collect();
+    /// Every session of `member` closes (it left the group, or was fenced).
+    fn close_sessions(&mut self, member: &MemberId, now: Timestamp) {
+        self.sessions.retain(|(m, _), _| m != member);
+        self.release(member, None, now);
+    }
+
+    /// What `member` had acquired (of the partitions `only`, or all) becomes available again
+    /// (or archived at the delivery limit).
+    fn release(&mut self, member: &MemberId, only: Option<&Held>, now: Timestamp) {
+        let keys: Vec<(TopicId, i32)> = match only {
+            Some(only) => only.iter().copied().collect(),
+            None => self.partitions.keys().copied().collect(),
+        };
         let (mut released, mut archived) = (0, 0);
         for key in keys {
             if let Some(p) = self.partitions.get_mut(&key) {
@@ -868,7 +901,7 @@ impl ShareGroup {
                 why,
             });
         }
-        self.close_session(member, now);
+        self.close_sessions(member, now);
         self.metadata_hash = self.metadata_hash(image);
         self.bump_epoch("a member left");
     }

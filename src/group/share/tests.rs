@@ -3,7 +3,7 @@
 //! store it.
 
 use super::group::{ReadPartition, SessionRequest, FINAL_SESSION_EPOCH};
-use super::partition::{AckBatch, AckType, AcquireMode, ReadBatch};
+use super::partition::{AckBatch, AckType, AcquireMode, ReadBatch, RecordState};
 use super::*;
 use crate::group::consumer::tests::Image;
 use crate::group::modern::Refusal;
@@ -41,6 +41,9 @@ fn beat(member: &str, epoch: i32) -> ShareHeartbeat {
     }
 }
 
+/// The broker every session here is with.
+const NODE: i32 = 1;
+
 fn group() -> ShareGroup {
     ShareGroup::new(GroupId::new("g"), settings())
 }
@@ -53,6 +56,7 @@ fn open(g: &mut ShareGroup, member: &str, partitions: &[(&str, i32)]) -> Session
     g.handle_session(
         SessionRequest {
             member_id: MemberId::new(member),
+            node: NODE,
             connection: 1,
             session_epoch: 0,
             fetch: Some(partitions.iter().map(|(t, p)| (tid(t), *p)).collect()),
@@ -87,6 +91,7 @@ fn ack(
     g.handle_session(
         SessionRequest {
             member_id: MemberId::new(member),
+            node: NODE,
             connection: 1,
             session_epoch: epoch,
             fetch: None,
@@ -222,6 +227,85 @@ fn session_epochs_follow_kafkas_share_sessions() {
     assert_eq!(e.error, GroupError::InvalidShareSessionEpoch);
 }
 
+/// A session request of member `member` with broker `node`.
+fn session_with(member: &str, node: i32, epoch: i32, fetch: &[(&str, i32)]) -> SessionRequest {
+    SessionRequest {
+        member_id: MemberId::new(member),
+        node,
+        connection: u64::try_from(node).unwrap(),
+        session_epoch: epoch,
+        fetch: Some(fetch.iter().map(|(t, p)| (tid(t), *p)).collect()),
+        forgotten: Vec::new(),
+        acks: Vec::new(),
+    }
+}
+
+#[test]
+fn a_member_keeps_a_session_per_broker_and_closing_one_releases_only_its_partitions() {
+    // Gateway mode: the member fetches partition 0 from one upstream broker's port and 1
+    // from another's, with a session (and session epochs) of its own on each.
+    let image = Image::with(&[("t", 2)]);
+    let mut g = group();
+    g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    for (node, partition) in [(1, 0), (2, 1)] {
+        let opened = g
+            .handle_session(
+                session_with("a", node, 0, &[("t", partition)]),
+                &settings(),
+                T0,
+            )
+            .unwrap();
+        assert_eq!(opened.fetch, vec![(tid("t"), partition, None)]);
+    }
+    for (node, partition) in [(1, 0), (2, 1)] {
+        let got = g.acquire(
+            &MemberId::new("a"),
+            node,
+            vec![read("t", partition, 0, 4)],
+            500,
+            AcquireMode::BatchOptimized,
+            T0,
+        );
+        assert_eq!(
+            got[0].2.len(),
+            1,
+            "partition {partition} through broker {node}"
+        );
+    }
+    // Each session counts its own epochs.
+    for node in [1, 2] {
+        g.handle_session(session_with("a", node, 1, &[]), &settings(), T0)
+            .unwrap();
+    }
+    // The session with broker 2 closes: partition 1's records come back, partition 0's stay
+    // the member's, and its session with broker 1 goes on.
+    g.handle_session(
+        session_with("a", 2, FINAL_SESSION_EPOCH, &[]),
+        &settings(),
+        T0,
+    )
+    .unwrap();
+    let state = |g: &ShareGroup, p: i32| {
+        let (_, part) = g.partitions().find(|(k, _)| **k == (tid("t"), p)).unwrap();
+        part.state_of(0).unwrap().state
+    };
+    assert_eq!(state(&g, 0), RecordState::Acquired);
+    assert_eq!(state(&g, 1), RecordState::Available);
+    assert_eq!(
+        g.fetch_offsets(&MemberId::new("a"), 1),
+        vec![(tid("t"), 0, Some(5))]
+    );
+    assert!(g.fetch_offsets(&MemberId::new("a"), 2).is_empty());
+    g.handle_session(session_with("a", 1, 2, &[]), &settings(), T0)
+        .unwrap();
+    // A connection lost closes only the session it opened.
+    g.handle_session_lost(&MemberId::new("a"), 1, 99, T0);
+    assert_eq!(state(&g, 0), RecordState::Acquired);
+    g.handle_session_lost(&MemberId::new("a"), 1, 1, T0);
+    assert_eq!(state(&g, 0), RecordState::Available);
+}
+
 #[test]
 fn acquired_records_are_acknowledged_durably_and_released_when_the_member_leaves() {
     let image = Image::with(&[("t", 1)]);
@@ -235,6 +319,7 @@ fn acquired_records_are_acknowledged_durably_and_released_when_the_member_leaves
     g.take_records();
     let got = g.acquire(
         &MemberId::new("a"),
+        NODE,
         vec![read("t", 0, 0, 9)],
         500,
         AcquireMode::BatchOptimized,
@@ -245,6 +330,7 @@ fn acquired_records_are_acknowledged_durably_and_released_when_the_member_leaves
     // b reads the same batch: nothing left for it.
     let got = g.acquire(
         &MemberId::new("b"),
+        NODE,
         vec![read("t", 0, 0, 9)],
         500,
         AcquireMode::BatchOptimized,
@@ -267,6 +353,7 @@ fn acquired_records_are_acknowledged_durably_and_released_when_the_member_leaves
         .unwrap();
     let again = g.acquire(
         &MemberId::new("b"),
+        NODE,
         vec![read("t", 0, 5, 9)],
         500,
         AcquireMode::BatchOptimized,
@@ -285,6 +372,7 @@ fn closing_the_session_and_lock_timeouts_release_records() {
     open(&mut g, "a", &[("t", 0)]);
     g.acquire(
         &MemberId::new("a"),
+        NODE,
         vec![read("t", 0, 0, 3)],
         500,
         AcquireMode::BatchOptimized,
@@ -295,11 +383,12 @@ fn closing_the_session_and_lock_timeouts_release_records() {
     assert!(deadline <= T0.plus_ms(30_000));
     g.handle_timeout(&image, T0.plus_ms(30_000));
     assert_eq!(
-        g.fetch_offsets(&MemberId::new("a")),
+        g.fetch_offsets(&MemberId::new("a"), NODE),
         vec![(tid("t"), 0, Some(0))]
     );
     let got = g.acquire(
         &MemberId::new("a"),
+        NODE,
         vec![read("t", 0, 0, 3)],
         500,
         AcquireMode::BatchOptimized,
@@ -311,6 +400,7 @@ fn closing_the_session_and_lock_timeouts_release_records() {
         .handle_session(
             SessionRequest {
                 member_id: MemberId::new("a"),
+                node: NODE,
                 connection: 1,
                 session_epoch: FINAL_SESSION_EPOCH,
                 fetch: None,
@@ -322,10 +412,11 @@ fn closing_the_session_and_lock_timeouts_release_records() {
         )
         .unwrap();
     assert!(closed.fetch.is_empty());
-    assert!(g.fetch_offsets(&MemberId::new("a")).is_empty());
+    assert!(g.fetch_offsets(&MemberId::new("a"), NODE).is_empty());
     assert!(g
         .acquire(
             &MemberId::new("a"),
+            NODE,
             vec![read("t", 0, 0, 3)],
             500,
             AcquireMode::BatchOptimized,
@@ -359,6 +450,7 @@ fn the_group_comes_back_from_its_records() {
     open(&mut g, "a", &[("t", 0)]);
     g.acquire(
         &MemberId::new("a"),
+        NODE,
         vec![read("t", 0, 0, 9)],
         500,
         AcquireMode::BatchOptimized,
@@ -390,9 +482,10 @@ fn the_group_comes_back_from_its_records() {
         assert_eq!(back.group_epoch(), g.group_epoch());
         assert_eq!(back.members().count(), 1);
         open(&mut back, "a", &[("t", 0)]);
-        let next = back.fetch_offsets(&MemberId::new("a"));
+        let next = back.fetch_offsets(&MemberId::new("a"), NODE);
         let got = back.acquire(
             &MemberId::new("a"),
+            NODE,
             vec![read("t", 0, 0, read_to)],
             500,
             AcquireMode::BatchOptimized,
@@ -433,6 +526,7 @@ fn a_read_older_than_another_members_acquisition_changes_nothing_of_it() {
     let acquire = |g: &mut ShareGroup, m: &str, last: i64| {
         g.acquire(
             &MemberId::new(m),
+            NODE,
             vec![read("t", 0, 0, last)],
             500,
             AcquireMode::BatchOptimized,
@@ -448,7 +542,7 @@ fn a_read_older_than_another_members_acquisition_changes_nothing_of_it() {
     let rest = ack(&mut g, "a", 2, (3, 9, AckType::Accept)).unwrap();
     assert!(rest.acks[0].2.is_ok(), "{rest:?}");
     assert_eq!(
-        g.fetch_offsets(&MemberId::new("b")),
+        g.fetch_offsets(&MemberId::new("b"), NODE),
         vec![(tid("t"), 0, Some(10))]
     );
 }
@@ -507,7 +601,7 @@ fn offsets_are_altered_and_deleted_only_while_the_group_is_empty() {
     );
     open(&mut g, "a", &[("t", 0)]);
     assert_eq!(
-        g.fetch_offsets(&MemberId::new("a")),
+        g.fetch_offsets(&MemberId::new("a"), NODE),
         vec![(tid("t"), 0, Some(7))]
     );
 }
