@@ -1235,3 +1235,51 @@ fn delete_groups_deletes_an_empty_share_group_not_one_with_members() {
     assert!(list_groups(&mut c, &[], &[], &[&group]).is_empty());
     assert_eq!(delete(&mut c), Some(ResponseError::GroupIdNotFound));
 }
+
+/// A deleted topic's share-partition states go with it (Kafka 4.4's
+/// `maybeCleanupShareGroupState` on topic deletion): the topic created again under its name
+/// (with koord's name-derived ids, the same id) has none, and the group reads it from where
+/// `share.auto.offset.reset` says.
+#[test]
+fn a_deleted_topics_share_states_go_with_it() {
+    let koord = server();
+    let mut c = koord.connect();
+    let topic = unique("st-deltopic");
+    let group = unique("sg-deltopic");
+    create_topic(&mut c, &topic, 1);
+    eventually("the new topic known to the group coordinator", || {
+        let resp = alter_offsets(&mut c, &group, &[(&topic, &[(0, 3)])]);
+        resp.responses[0]
+            .partitions
+            .iter()
+            .all(|p| p.error_code == 0)
+            .then_some(())
+    });
+    eventually("the altered offset described", || {
+        (share_offsets(&mut c, &group).values().eq([&3])).then_some(())
+    });
+    let resp: kafka_protocol::messages::DeleteTopicsResponse = c.send(
+        5,
+        &kafka_protocol::messages::DeleteTopicsRequest::default()
+            .with_topic_names(vec![topic_name(&topic)])
+            .with_timeout_ms(10_000),
+    );
+    assert_eq!(err(resp.responses[0].error_code), None, "{resp:?}");
+    eventually("the deleted topic's share state gone", || {
+        share_offsets(&mut c, &group).is_empty().then_some(())
+    });
+    // Created again (Kafka finishes deleting the old one first).
+    eventually("the topic created again", || {
+        let resp: kafka_protocol::messages::CreateTopicsResponse = c.send(
+            7,
+            &CreateTopicsRequest::default()
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(topic_name(&topic))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)])
+                .with_timeout_ms(10_000),
+        );
+        (err(resp.topics[0].error_code) != Some(ResponseError::TopicAlreadyExists)).then_some(())
+    });
+    assert_eq!(share_offsets(&mut c, &group), BTreeMap::new());
+}

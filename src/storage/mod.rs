@@ -190,6 +190,7 @@ impl Mutation {
         match change {
             RecordChange::Put(record) => Mutation::PutGroupRecord { group, record },
             RecordChange::Delete { kind, key } => Mutation::DeleteGroupRecord { group, kind, key },
+            RecordChange::Clear => Mutation::ClearGroupRecords { group },
         }
     }
 }

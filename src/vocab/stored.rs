@@ -97,6 +97,9 @@ pub enum RecordChange {
     Put(StoredRecord),
     /// The record of this kind and key is gone (a member left).
     Delete { kind: GroupKind, key: String },
+    /// Every record of the group is gone (not its offsets): the changes after it store the
+    /// group whole again (its records rewritten after a write failed).
+    Clear,
 }
 
 #[cfg(test)]

@@ -108,6 +108,7 @@ pub fn change(record: ShareRecord) -> RecordChange {
             kind: KIND,
             key: partition_key(topic, partition),
         },
+        ShareRecord::Clear => RecordChange::Clear,
         ShareRecord::Partition {
             topic,
             partition,

@@ -149,11 +149,14 @@ pub enum ShareRecord {
         state: PartitionState,
     },
     /// A share partition's state is gone (DeleteShareGroupOffsets, or an AlterShareGroupOffsets
-    /// to no offset): the group starts it where `share.auto.offset.reset` says.
+    /// to no offset, or its topic deleted): the group starts it where `share.auto.offset.reset`
+    /// says.
     RemovePartition {
         topic: TopicId,
         partition: i32,
     },
+    /// Every stored record of the group is gone; the records after it store it whole.
+    Clear,
 }
 
 /// What the shell logs and counts.
@@ -849,6 +852,20 @@ impl ShareGroup {
             .collect())
     }
 
+    /// The topic was deleted: its share partitions' states go (durably), whatever the group's
+    /// state; a session naming them reads nothing more of them.
+    pub fn topic_deleted(&mut self, topic: TopicId) {
+        let keys: Vec<_> = self
+            .partitions
+            .keys()
+            .filter(|(t, _)| *t == topic)
+            .copied()
+            .collect();
+        for key in keys {
+            self.remove_partition(key);
+        }
+    }
+
     fn remove_partition(&mut self, key: (TopicId, i32)) {
         if self.partitions.remove(&key).is_some() {
             self.base.timers.cancel(&ShareTimer::Lock(key.0, key.1));
@@ -869,10 +886,12 @@ impl ShareGroup {
     }
 
     /// The write of the records last taken failed: the group stays as it is in memory (the
-    /// members were answered with the error and will retry), and every record is written
-    /// again with the next change.
+    /// members were answered with the error and will retry), and the next write stores it
+    /// whole: its stored records cleared, then every record, so a member that left or a
+    /// partition removed in the failed write does not come back after a restart.
     pub fn handle_write_failed(&mut self) {
-        let records = self.snapshot();
+        let mut records = vec![ShareRecord::Clear];
+        records.extend(self.snapshot());
         self.base.records = records;
     }
 

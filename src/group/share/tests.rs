@@ -463,7 +463,7 @@ fn the_group_comes_back_from_its_records() {
         .map(codec::change)
         .filter_map(|c| match c {
             crate::vocab::stored::RecordChange::Put(r) => Some(r),
-            crate::vocab::stored::RecordChange::Delete { .. } => None,
+            _ => None,
         })
         .fold(
             Vec::<crate::vocab::stored::StoredRecord>::new(),
@@ -603,5 +603,57 @@ fn offsets_are_altered_and_deleted_only_while_the_group_is_empty() {
     assert_eq!(
         g.fetch_offsets(&MemberId::new("a"), NODE),
         vec![(tid("t"), 0, Some(7))]
+    );
+}
+
+#[test]
+fn after_a_failed_write_the_group_is_stored_whole_over_a_cleared_slate() {
+    // The failed write carried a member's departure and a partition's removal: the next write
+    // clears the group's stored records first, so neither comes back from the store.
+    let image = Image::with(&[("t", 2)]);
+    let mut g = group();
+    g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    g.handle_heartbeat(join("b", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    open(&mut g, "a", &[("t", 0), ("t", 1)]);
+    for p in [0, 1] {
+        g.acquire(
+            &MemberId::new("a"),
+            NODE,
+            vec![read("t", p, 0, 3)],
+            500,
+            AcquireMode::BatchOptimized,
+            T0,
+        );
+    }
+    g.handle_heartbeat(beat("b", -1), &settings(), &image, T0)
+        .unwrap();
+    g.take_records(); // the write that fails
+    g.handle_write_failed();
+    let records = g.take_records();
+    assert!(
+        matches!(records.first(), Some(ShareRecord::Clear)),
+        "{records:?}"
+    );
+    let changes: Vec<_> = records.into_iter().map(codec::change).collect();
+    assert_eq!(changes[0], crate::vocab::stored::RecordChange::Clear);
+    let members: Vec<_> = changes
+        .iter()
+        .filter_map(|c| match c {
+            crate::vocab::stored::RecordChange::Put(r)
+                if !r.is_group() && !r.key.starts_with('\0') =>
+            {
+                Some(r.key.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(members, vec!["a".to_string()]);
+    assert_eq!(
+        crate::storage::Mutation::group_record(GroupId::new("g"), changes[0].clone()),
+        crate::storage::Mutation::ClearGroupRecords {
+            group: GroupId::new("g")
+        }
     );
 }

@@ -436,7 +436,7 @@ mod tests {
         ]
         .map(|c| match c {
             RecordChange::Put(r) => r,
-            RecordChange::Delete { .. } => unreachable!(),
+            other => unreachable!("{other:?}"),
         });
         assert_eq!(restore(&stored), Ok(Some((record, vec![member]))));
         assert_eq!(
