@@ -22,8 +22,9 @@
 //!   batches and, under `share.isolation.level=read_committed`, aborted transactions' batches
 //!   are archived, never delivered.
 //! - Long poll: when nothing was acquired the answer waits, up to `max_wait_ms`, for an append
-//!   to one of the partitions, and tries again (records a lock timeout makes available are
-//!   picked up by the member's next fetch).
+//!   to one of the partitions (upstream's in gateway mode), or for records of the group made
+//!   available again (another member's release, an expired lock, a member gone), and tries
+//!   again.
 //! - A new session's answer lists every partition; a later one only partitions with records,
 //!   an error or an acknowledgement outcome (Kafka's `ShareSessionContext`).
 //! - READ on the group (top-level GROUP_AUTHORIZATION_FAILED) and on each topic (the
@@ -348,7 +349,15 @@ async fn fetch(
         read_committed: settings.read_committed,
         max_decompressed: broker.config.socket_request_max_bytes,
     };
+    let available = broker.coordinator.share_available(&GroupId::new(group));
     loop {
+        // Interest in records made available again (another member's release, an expired
+        // lock), registered before the read: one made available meanwhile still wakes the wait.
+        let mut made_available = available.as_ref().map(|n| {
+            let mut notified = Box::pin(n.notified());
+            notified.as_mut().enable();
+            notified
+        });
         let mut out = Vec::new();
         let mut asks = Vec::new();
         for (topic, partition, offset) in &plan {
@@ -426,10 +435,19 @@ async fn fetch(
         if any || Instant::now() >= deadline || ends.is_empty() {
             return out;
         }
-        broker
-            .backend
-            .await_shared(&broker.logs, ends, settings.read_committed, deadline)
-            .await;
+        let appended =
+            broker
+                .backend
+                .await_shared(&broker.logs, ends, settings.read_committed, deadline);
+        match made_available.as_mut() {
+            Some(notified) => {
+                tokio::select! {
+                    () = appended => {}
+                    () = notified.as_mut() => {}
+                }
+            }
+            None => appended.await,
+        }
         if Instant::now() >= deadline {
             return out;
         }

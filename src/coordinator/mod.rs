@@ -293,6 +293,9 @@ pub type PartitionResults = Vec<(TopicPartition, Option<GroupError>)>;
 /// A group's directory entry. Its commands go to the shard its id hashes to.
 struct Handle {
     listing: Arc<Mutex<GroupListing>>,
+    /// Notified when records of a share group became available again (released, their locks
+    /// expired, their member gone): a ShareFetch waiting for records wakes for them.
+    available: Arc<tokio::sync::Notify>,
 }
 
 /// The group directory: every group by id (ids are client-chosen, so the hasher is seeded).
@@ -595,6 +598,7 @@ impl Coordinator {
             protocol_type: group.protocol_type().to_string(),
             members: group.num_members(),
         }));
+        let available = Arc::new(tokio::sync::Notify::new());
         let id = group.id().clone();
         let _ = self.shard(&id).send(Envelope {
             group: id,
@@ -603,9 +607,10 @@ impl Coordinator {
                 offsets,
                 pending_offsets,
                 listing: listing.clone(),
+                available: available.clone(),
             })),
         });
-        Handle { listing }
+        Handle { listing, available }
     }
 
     /// The queue of the shard that owns `id` (spawning the shards on first use).
@@ -939,6 +944,13 @@ impl Coordinator {
     /// The broker's share-group settings (a group's own configs go over them).
     pub fn share_settings(&self) -> &ShareSettings {
         &self.settings.share
+    }
+
+    /// What a ShareFetch waiting on share group `id` wakes for besides appends: records of the
+    /// group available again (released, lock expired, their member gone). `None` when no group
+    /// has the id.
+    pub fn share_available(&self, id: &GroupId) -> Option<Arc<tokio::sync::Notify>> {
+        self.groups.get(id).map(|h| h.available.clone())
     }
 
     /// ListGroups' view of one group, if it exists.

@@ -777,3 +777,89 @@ async fn with_kind_answers_once_the_writes_before_it_are_durable() {
     store.fail_writes(false);
     assert_eq!(c.with_kind(gid("s"), false, epoch).await, Ok(0));
 }
+
+/// A ShareFetch waiting for records wakes when the group makes some available again: the
+/// group's notify fires for a RELEASE (and a member gone, a lock expired), not for an
+/// acquisition.
+#[tokio::test(start_paused = true)]
+async fn a_share_groups_released_records_wake_its_waiting_fetches() {
+    use crate::group::share::partition::{AckBatch, AckType, AcquireMode, ReadBatch};
+    use crate::group::share::{PartitionAcks, ReadPartition, SessionRequest, ShareGroup};
+    use futures_util::FutureExt;
+    let c = coordinator();
+    let id = gid("sg-wake");
+    let topic = crate::metadata::topic_id("t");
+    let share = c.share_settings().clone();
+    let session = move |epoch: i32, acks: Vec<PartitionAcks>| SessionRequest {
+        member_id: MemberId::new("a"),
+        node: 1,
+        connection: 1,
+        session_epoch: epoch,
+        fetch: (epoch == 0).then(|| vec![(topic, 0)]),
+        forgotten: Vec::new(),
+        acks,
+    };
+    let read = move || {
+        vec![ReadPartition {
+            topic,
+            partition: 0,
+            start: 0,
+            batches: vec![ReadBatch {
+                first: 0,
+                last: 4,
+                skip: false,
+            }],
+        }]
+    };
+    let (s, open) = (share.clone(), session);
+    let got = c
+        .with_kind(id.clone(), true, move |g: &mut ShareGroup, _, now| {
+            g.handle_session(open(0, Vec::new()), &s, now).unwrap();
+            g.acquire(
+                &MemberId::new("a"),
+                1,
+                read(),
+                10,
+                AcquireMode::BatchOptimized,
+                now,
+            )
+        })
+        .await
+        .unwrap();
+    assert_eq!(got[0].2.len(), 1, "{got:?}");
+    let available = c.share_available(&id).expect("the group's notify");
+    let mut woken = Box::pin(available.notified());
+    woken.as_mut().enable();
+    // Another acquisition (nothing left to take) wakes nobody.
+    c.with_kind(id.clone(), false, move |g: &mut ShareGroup, _, now| {
+        g.acquire(
+            &MemberId::new("a"),
+            1,
+            read(),
+            10,
+            AcquireMode::BatchOptimized,
+            now,
+        )
+    })
+    .await
+    .unwrap();
+    assert!(woken.as_mut().now_or_never().is_none());
+    let release = vec![PartitionAcks {
+        topic,
+        partition: 0,
+        batches: vec![AckBatch {
+            first: 0,
+            last: 4,
+            types: vec![AckType::Release],
+        }],
+    }];
+    c.with_kind(id.clone(), false, move |g: &mut ShareGroup, _, now| {
+        g.handle_session(session(1, release), &share, now).unwrap();
+    })
+    .await
+    .unwrap();
+    assert!(
+        woken.as_mut().now_or_never().is_some(),
+        "the release wakes the waiter"
+    );
+}

@@ -187,6 +187,8 @@ pub(super) struct NewGroup {
     pub offsets: MemoryOffsetStore,
     pub pending_offsets: PendingOffsets,
     pub listing: Arc<Mutex<GroupListing>>,
+    /// Notified when a share group's records became available again.
+    pub available: Arc<tokio::sync::Notify>,
 }
 
 /// One group's state in its shard: the core, its offsets and the replies it has parked.
@@ -198,6 +200,7 @@ pub(super) struct GroupActor {
     /// offsets change once durable.
     pending_offsets: PendingOffsets,
     listing: Arc<Mutex<GroupListing>>,
+    available: Arc<tokio::sync::Notify>,
     parked_joins: HashMap<RequestToken, oneshot::Sender<JoinReply>>,
     parked_syncs: HashMap<RequestToken, oneshot::Sender<SyncReply>>,
     next_token: u64,
@@ -447,6 +450,7 @@ impl GroupActor {
             offsets: new.offsets,
             pending_offsets: new.pending_offsets,
             listing: new.listing,
+            available: new.available,
             parked_joins: HashMap::new(),
             parked_syncs: HashMap::new(),
             next_token: 0,
@@ -916,6 +920,9 @@ impl GroupActor {
             if !events.is_empty() {
                 let _span = self.log_span();
                 observe_share_events(&events);
+            }
+            if events.iter().any(ShareEvent::made_available) {
+                self.available.notify_waiters();
             }
             metrics().share_in_flight_changed(in_flight - self.share_in_flight);
             self.share_in_flight = in_flight;

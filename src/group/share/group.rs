@@ -198,6 +198,19 @@ pub enum ShareEvent {
     },
 }
 
+impl ShareEvent {
+    /// Whether records became available again with it (released, a lock expired, their
+    /// member gone): a member waiting for records may take them now.
+    pub fn made_available(&self) -> bool {
+        match self {
+            ShareEvent::LocksExpired { released, .. }
+            | ShareEvent::Acknowledged { released, .. }
+            | ShareEvent::Released { released, .. } => *released > 0,
+            _ => false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ShareTimer {
     Session(MemberId),
