@@ -443,8 +443,9 @@ impl Broker {
     }
 
     /// Deletes a topic (DeleteTopics): its stored record goes first, durably, then the topic
-    /// and its partition logs. Groups' committed offsets for it stay, as in Kafka. `Ok(None)`:
-    /// no such topic (or a racing delete removed it first).
+    /// and its partition logs, then what groups kept of it (their committed offsets, share
+    /// groups' states: [`Coordinator::topic_deleted`]), as Kafka 4.4 does. `Ok(None)`: no such
+    /// topic (or a racing delete removed it first).
     ///
     /// # Errors
     /// The store could not delete the record; the topic is left as it was.
@@ -463,35 +464,8 @@ impl Broker {
         };
         self.logs.remove_topic(&topic);
         tracing::info!(topic = name, "deleted topic");
-        self.forget_share_states(topic.id).await;
+        self.coordinator.topic_deleted(&topic).await;
         Ok(Some(topic))
-    }
-
-    /// Every share group forgets what it read of a deleted topic (Kafka deletes the share
-    /// partitions' states with the topic): the topic created again under its name (standalone
-    /// topic ids follow names) is read from where each group's `share.auto.offset.reset`
-    /// says, not from where the old one's records ended.
-    async fn forget_share_states(&self, topic: crate::vocab::TopicId) {
-        let share_groups: Vec<_> = self
-            .coordinator
-            .list()
-            .into_iter()
-            .filter(|g| g.state.group_type() == "share")
-            .map(|g| g.group_id)
-            .collect();
-        for id in share_groups {
-            let forgotten = self
-                .coordinator
-                .with_kind(
-                    id.clone(),
-                    false,
-                    move |g: &mut crate::group::share::ShareGroup, _, _| g.topic_deleted(topic),
-                )
-                .await;
-            if let Err(e) = forgotten {
-                tracing::debug!(group = %id.0, ?e, "share group not told of a deleted topic");
-            }
-        }
     }
 
     /// Stores SCRAM credential changes (AlterUserScramCredentials) and, once they are durable,

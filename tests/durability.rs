@@ -234,8 +234,8 @@ fn topic_names(c: &mut Client) -> Vec<String> {
     names
 }
 
-/// A topic whose deletion was acknowledged stays deleted after kill -9 and a restart; the
-/// committed offsets of groups stay, as in Kafka.
+/// A topic whose deletion was acknowledged stays deleted after kill -9 and a restart; groups'
+/// committed offsets of other topics stay.
 #[test]
 fn a_deleted_topic_stays_deleted_after_kill_9() {
     let Some(mut koord) = Koord::start_owned(

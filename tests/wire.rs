@@ -3248,6 +3248,34 @@ fn delete_records_answers_error_codes_and_moves_the_log_start() {
     assert_eq!(values(&after.records), vec![(5, "f".into())]);
 }
 
+/// Deleting a topic deletes every group's committed offsets of it (Kafka 4.4's
+/// `OffsetMetadataManager.onTopicsDeleted`), an Empty group's and a member's alike; offsets of
+/// other topics stay.
+#[test]
+fn a_deleted_topics_committed_offsets_go_with_it() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let (group, topic) = committed_group(&mut c, "deltop-offsets");
+    let kept = new_topic(&mut c, "deltop-offsets-kept", 1).name;
+    assert_eq!(commit(&mut c, 2, &group, &kept, 9), None);
+    let other = common::unique("deltop-offsets-g2");
+    assert_eq!(commit(&mut c, 2, &other, &topic, 3), None);
+    assert_eq!(committed(&mut c, 9, &group, &topic), 7);
+    let deleted = delete_topics(&mut c, 5, &[&topic], vec![]);
+    assert_eq!(err(deleted[0].error_code), None, "{deleted:?}");
+    await_deleted(&mut c, &topic);
+    // Kafka deletes them once the controller's deletion reaches its group coordinator.
+    let deadline = Instant::now() + DEADLINE;
+    while committed(&mut c, 9, &group, &topic) != -1 || committed(&mut c, 9, &other, &topic) != -1 {
+        assert!(
+            Instant::now() < deadline,
+            "the deleted topic's offsets are still there"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(committed(&mut c, 9, &group, &kept), 9);
+}
+
 #[test]
 fn delete_topics_by_name_and_by_id_with_kafkas_error_codes() {
     let koord = Koord::start(&[]);

@@ -2,7 +2,8 @@
 //! name or id (`topics`), following Kafka's `ControllerApis.deleteTopics`.
 //!
 //! A topic's stored record is deleted durably before the reply ([`Broker::delete_topic`]), then
-//! the topic and its partition logs; groups' committed offsets for it stay, as in Kafka. Errors:
+//! the topic and its partition logs, then groups' committed offsets and share states of it, as
+//! in Kafka 4.4 ([`crate::coordinator::Coordinator::topic_deleted`]). Errors:
 //! an entry with both a name and an id, or with neither, is INVALID_REQUEST; a name or id given
 //! twice is INVALID_REQUEST for it; an unknown name is UNKNOWN_TOPIC_OR_PARTITION, an unknown id
 //! UNKNOWN_TOPIC_ID; a failed store write is KAFKA_STORAGE_ERROR (retriable), the topic kept.

@@ -872,6 +872,23 @@ impl Coordinator {
         }
     }
 
+    /// A topic was deleted (DeleteTopics): every group here forgets it, each once durable:
+    /// its committed offsets of the topic, whatever the group's state (Kafka 4.4's
+    /// `onTopicsDeleted`), the transactional offsets pending for it, and a share group's
+    /// share-partition states (its `maybeCleanupShareGroupState`). A group that cannot be
+    /// reached now (another node's, loading) is left as it is.
+    pub async fn topic_deleted(&self, topic: &crate::metadata::Topic) {
+        let ids: Vec<GroupId> = self.groups.iter().map(|e| e.key().clone()).collect();
+        let forgets = ids.into_iter().map(|id| async move {
+            self.admit(&id).ok()?;
+            let (tx, rx) = oneshot::channel();
+            self.send(id, None, Command::ForgetTopic(topic.clone(), tx))
+                .ok()?;
+            rx.await.ok()
+        });
+        futures_util::future::join_all(forgets).await;
+    }
+
     /// ConsumerGroupHeartbeat. A heartbeat at epoch 0 creates the group (or turns an Empty
     /// classic group into a consumer group); any other heartbeat for a group that does not
     /// exist is GROUP_ID_NOT_FOUND, as in Kafka.

@@ -144,6 +144,18 @@ impl PendingOffsets {
         }
     }
 
+    /// Every partition with an offset pending, once each.
+    pub fn partitions(&self) -> Vec<TopicPartition> {
+        let mut out: Vec<TopicPartition> = self
+            .by_producer
+            .values()
+            .flat_map(|offsets| offsets.keys().cloned())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// The offset of `tp` was deleted: its pending offsets go too. Returns the producers that
     /// had one.
     pub fn remove_partition(&mut self, tp: &TopicPartition) -> Vec<i64> {

@@ -105,7 +105,8 @@ pub enum Mutation {
         partitions: i32,
         configs: TopicConfigs,
     },
-    /// A deleted topic (DeleteTopics); groups' offsets for it stay, as in Kafka.
+    /// A deleted topic (DeleteTopics); groups' offsets of it are deleted by their own
+    /// mutations.
     DeleteTopic {
         name: String,
     },

@@ -180,6 +180,47 @@ impl GroupActor {
                 }
             })
             .collect();
+        self.remove_offsets(ctx, removed, results, reply);
+    }
+
+    /// A topic was deleted: the group's committed offsets of it go, whatever its state or
+    /// subscription, with the transactional offsets pending for it (Kafka 4.4's
+    /// `OffsetMetadataManager.onTopicsDeleted`); a share group's states of it go too.
+    /// Answered once durable.
+    pub(super) fn forget_topic(
+        &mut self,
+        ctx: &Ctx,
+        topic: &crate::metadata::Topic,
+        reply: oneshot::Sender<Result<PartitionResults, GroupError>>,
+    ) {
+        if let Some(share) = self.group.get_mut::<crate::group::share::ShareGroup>() {
+            share.topic_deleted(topic.id);
+            self.flush_records(ctx, Vec::new(), None);
+        }
+        let id = self.group.id().clone();
+        let mut removed: Vec<TopicPartition> = self
+            .offsets
+            .group_offsets(&id)
+            .into_iter()
+            .map(|(tp, _)| tp)
+            .chain(self.pending_offsets.partitions())
+            .filter(|tp| tp.topic == topic.name)
+            .collect();
+        removed.sort();
+        removed.dedup();
+        let results = removed.iter().map(|tp| (tp.clone(), None)).collect();
+        self.remove_offsets(ctx, removed, results, reply);
+    }
+
+    /// Deletes the offsets of `removed` (and the transactional offsets pending for them),
+    /// answering `results` once durable.
+    fn remove_offsets(
+        &mut self,
+        ctx: &Ctx,
+        removed: Vec<TopicPartition>,
+        results: PartitionResults,
+        reply: oneshot::Sender<Result<PartitionResults, GroupError>>,
+    ) {
         if removed.is_empty() {
             let _ = reply.send(Ok(results));
             return;

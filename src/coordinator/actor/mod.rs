@@ -107,6 +107,11 @@ pub(super) enum Command {
         Vec<TopicPartition>,
         oneshot::Sender<Result<PartitionResults, GroupError>>,
     ),
+    /// A deleted topic: its offsets (and a share group's states) go from the group.
+    ForgetTopic(
+        crate::metadata::Topic,
+        oneshot::Sender<Result<PartitionResults, GroupError>>,
+    ),
     Describe(oneshot::Sender<Option<GroupDescription>>),
     /// The status page's view of the group.
     Snapshot(oneshot::Sender<Option<GroupSnapshot>>),
@@ -808,6 +813,7 @@ impl GroupActor {
             Command::DeleteOffsets(partitions, reply) => {
                 self.delete_offsets(ctx, partitions, reply)
             }
+            Command::ForgetTopic(topic, reply) => self.forget_topic(ctx, &topic, reply),
             Command::Describe(reply) => {
                 let _ = reply.send(self.describe());
             }
