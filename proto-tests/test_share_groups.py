@@ -570,11 +570,13 @@ def test_admin_describe_list_offsets(bootstrap, names, share):
 def test_stalled_consumer_lock_expires(bootstrap, names, share):
     """A consumer holds the records of its first poll and stops polling, its connection and
     membership alive (the client's background thread heartbeats). Once their locks expire
-    (share.record.lock.duration.ms=2000) another consumer gets them with delivery count 2 and
-    accepts them. The stalled consumer then resumes and accepts them too: that late
+    (share.record.lock.duration.ms=2000) another consumer gets them with a higher delivery
+    count and accepts them. The stalled consumer then resumes and accepts them too: that late
     acknowledgement changes nothing (Kafka 4.4 answers it without an error: the records are
     already acknowledged, below the share partition's start offset; an error would do as
-    well), and nothing is delivered a third time."""
+    well), and nothing is delivered after the other consumer's acceptance. (The stalled
+    consumer's client may fetch in the background and take expired records again, count 2,
+    before the other consumer gets them, count 3: a waiting fetch wakes when locks expire.)"""
     create_topic(bootstrap, names["topic"], 1)
     set_group_config(bootstrap, names["group"], share_auto_offset_reset="earliest",
                      share_record_lock_duration_ms=2000)
@@ -597,12 +599,15 @@ def test_stalled_consumer_lock_expires(bootstrap, names, share):
     with share._cond:
         for k in produced:
             d = share.deliveries[k]
+            counts = [c for _, c, _ in d]
+            # Each delivery under a count of its own; the other consumer's is the last one.
+            assert len(set(counts)) == len(counts), (k, d)
+            by_other = [c for m, c, _ in d if m == "other"]
+            assert by_other == [max(counts)], (k, d)
             if k in held:
-                assert [(m, c) for m, c, _ in d] == [("stalled", 1), ("other", 2)], (k, d)
+                assert d[0][:2] == ("stalled", 1) and max(counts) >= 2, (k, d)
                 late = [t for m, t, _ in share.acks[k] if m == "stalled"]
-                assert late == ["ACCEPT"], (k, share.acks[k])
-            else:
-                assert [m for m, _, _ in d] == ["other"] and d[0][1] in (1, 2), (k, d)
+                assert late and set(late) == {"ACCEPT"}, (k, share.acks[k])
             ok = [(m, t) for m, t, err in share.acks[k] if m == "other" and err is None]
             assert ok == [("other", "ACCEPT")], (k, share.acks[k])
 
