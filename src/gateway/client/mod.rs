@@ -123,6 +123,16 @@ impl Upstream {
             .cloned()
     }
 
+    /// A new connection to broker `node`.
+    async fn connect_to(&self, node: i32) -> Result<UpstreamConn, UpstreamError> {
+        let addr = self
+            .addr_of(node)
+            .ok_or_else(|| UpstreamError::Unreachable(format!("broker {node} unknown")))?;
+        connect(&addr, &self.security)
+            .await
+            .map_err(|e| UpstreamError::Unreachable(e.to_string()))
+    }
+
     /// The live connection to `node`, connecting if there is none.
     async fn conn(&self, node: i32) -> Result<Arc<UpstreamConn>, UpstreamError> {
         if let Some(c) = self
@@ -134,14 +144,7 @@ impl Upstream {
         {
             return Ok(c.clone());
         }
-        let addr = self
-            .addr_of(node)
-            .ok_or_else(|| UpstreamError::Unreachable(format!("broker {node} unknown")))?;
-        let c = Arc::new(
-            connect(&addr, &self.security)
-                .await
-                .map_err(|e| UpstreamError::Unreachable(e.to_string()))?,
-        );
+        let c = Arc::new(self.connect_to(node).await?);
         self.conns
             .lock()
             .unwrap_or_else(|e| e.into_inner())

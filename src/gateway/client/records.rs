@@ -20,7 +20,7 @@ use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::ResponseError;
 use tracing::debug;
 
-use super::super::upstream::{call_on, connect, REQUEST_TIMEOUT};
+use super::super::upstream::{call_on, REQUEST_TIMEOUT};
 use super::{retriable, Upstream, UpstreamError};
 
 /// One partition of a Fetch answer: its whole batches (a partial one at the end dropped) and
@@ -52,8 +52,7 @@ fn read_error(code: i16) -> ReadError {
 }
 
 impl Upstream {
-    /// One request to broker `node` on a reading connection, waiting at most `wait` beyond
-    /// the usual request timeout.
+    /// One request to broker `node` on a reading connection.
     async fn call_reading<R: Request>(
         &self,
         node: i32,
@@ -62,14 +61,7 @@ impl Upstream {
     ) -> Result<R::Response, UpstreamError> {
         let conn = match self.readers.take(node) {
             Some(c) => c,
-            None => {
-                let addr = self
-                    .addr_of(node)
-                    .ok_or_else(|| UpstreamError::Unreachable(format!("broker {node} unknown")))?;
-                connect(&addr, &self.security)
-                    .await
-                    .map_err(|e| UpstreamError::Unreachable(e.to_string()))?
-            }
+            None => self.connect_to(node).await?,
         };
         let answer = call_on(&conn, v, req).await;
         self.readers.put(node, conn);
@@ -110,15 +102,9 @@ impl Upstream {
         partitions: &[(String, i32)],
         timestamp: i64,
     ) -> Vec<Result<i64, ReadError>> {
-        let leaders = self.leaders_of(partitions).await;
-        let mut by_leader: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+        let by_leader = by_leader(&self.leaders_of(partitions).await);
         let mut out: Vec<Result<i64, ReadError>> =
             vec![Err(ResponseError::NotLeaderOrFollower); partitions.len()];
-        for (i, leader) in leaders.iter().enumerate() {
-            if let Some(l) = leader {
-                by_leader.entry(*l).or_default().push(i);
-            }
-        }
         let calls = by_leader.into_iter().map(|(leader, idx)| async move {
             let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
             for &i in &idx {
@@ -193,15 +179,9 @@ impl Upstream {
         wait: Duration,
     ) -> Vec<Result<Fetched, ReadError>> {
         let keys: Vec<(String, i32)> = reads.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
-        let leaders = self.leaders_of(&keys).await;
-        let mut by_leader: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+        let by_leader = by_leader(&self.leaders_of(&keys).await);
         let mut out: Vec<Result<Fetched, ReadError>> =
             vec![Err(ResponseError::NotLeaderOrFollower); reads.len()];
-        for (i, leader) in leaders.iter().enumerate() {
-            if let Some(l) = leader {
-                by_leader.entry(*l).or_default().push(i);
-            }
-        }
         let max = i32::try_from(max_bytes).unwrap_or(i32::MAX).max(1);
         let wait_ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
         let calls = by_leader.into_iter().map(|(leader, idx)| async move {
@@ -288,6 +268,18 @@ impl Upstream {
         }
         out
     }
+}
+
+/// The indices of partitions by their leader (those with none left out: they answer
+/// NOT_LEADER_OR_FOLLOWER).
+fn by_leader(leaders: &[Option<i32>]) -> BTreeMap<i32, Vec<usize>> {
+    let mut out: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+    for (i, leader) in leaders.iter().enumerate() {
+        if let Some(l) = leader {
+            out.entry(*l).or_default().push(i);
+        }
+    }
+    out
 }
 
 /// The whole batches of a Fetch answer's records, each its own bytes; a partial batch at the
