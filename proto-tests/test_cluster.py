@@ -52,12 +52,12 @@ class Node(Koord):
 
 
 class Cluster:
-    def __init__(self, tmp_path, size=3):
+    def __init__(self, tmp_path, size=3, settings=()):
         name = f"c-{uuid.uuid4().hex[:8]}"
         self.nodes = [
             Node(tmp_path / f"node{i}", [
                 f"upstream.bootstrap.servers={UPSTREAM}", f"cluster.name={name}",
-                f"node.id={1001 + i}", "group.initial.rebalance.delay.ms=0"])
+                f"node.id={1001 + i}", "group.initial.rebalance.delay.ms=0", *settings])
             for i in range(size)]
         self.marks = [0] * size  # log offsets from which each node's assignments count
 

@@ -710,6 +710,67 @@ def test_gateway_koord_killed_and_restarted_mid_stream(request, bootstrap, names
     print(f"{len(confirmed)} accepted before the kill, {len(again)} delivered after it")
 
 
+@pytest.mark.skipif(bool(EXTERNAL_BOOTSTRAP or not UPSTREAM),
+                    reason="cluster mode: needs KOORD_UPSTREAM")
+def test_cluster_share_group_through_another_node_and_its_failover(tmp_path, names):
+    """Cluster mode, two nodes: the consumers know only the node that does not serve their
+    group (its ports are every partition's leader for them), so each share fetch and
+    acknowledgement goes through it to the group's node, on that node's port for the same
+    upstream broker. Records are accepted that way; then the group's node is killed -9: the
+    other takes its shard (the share states come from upstream), every record is accepted in
+    the end, and none whose ACCEPT was confirmed before the kill is delivered again."""
+    from test_cluster import Cluster
+    from test_gateway_state import kp_admin
+
+    cluster = Cluster(tmp_path, size=2, settings=KOORD_SETTINGS)
+    log = ShareLog()
+    jvm = None
+    try:
+        cluster.start()
+        cluster.wait_settled([0, 1])
+        front, owner = cluster.nodes
+        kp = kp_admin(front.bootstrap)
+        try:
+            async def coordinator(g):
+                return await kp._find_coordinator_id(g)
+            group = next(g for g in (f"{names['group']}-{i}" for i in range(64))
+                         if kp._manager.run(coordinator, g) == 1002)
+        finally:
+            kp.close()
+        create_topic(front.bootstrap, names["topic"], 2)
+        # Set through the node that does not serve the group; the group's node learns it.
+        set_group_config(front.bootstrap, group, share_auto_offset_reset="earliest")
+        poll_admin("the group's node to see the config set through the other",
+                   lambda: share_admin("set-config", owner.bootstrap, group)["configs"],
+                   lambda c: c.get("share.auto.offset.reset") == "earliest")
+        produced = produce(front.bootstrap, names["topic"],
+                           [f"v-{i}" for i in range(20_000)], 2)
+        jvm = ShareJvm(log, tmp_path, front.bootstrap, group, [names["topic"]], "c",
+                       "--count", 2, "--commit", "sync")
+        log.wait_for("some records accepted through the other node",
+                     lambda: True if len(log.accepted) >= 200 else None)
+        owner.proc.kill()
+        owner.proc.wait()
+        with log._cond:
+            mark = len(log.events)
+            confirmed = {(e["partition"], o) for e in log.events[:mark]
+                         if e["event"] == "ack" and e["error"] is None and e["type"] == "ACCEPT"
+                         for o in e["offsets"]}
+        log.wait_for("every record accepted after the group's node died",
+                     all_accepted(log, produced), timeout=120)
+        close_all(log, jvm)
+        with log._cond:
+            again = {(e["partition"], e["offset"]) for e in log.events[mark:]
+                     if e["event"] == "record"}
+        assert confirmed, "nothing was accepted before the kill"
+        assert not confirmed & again, sorted(confirmed & again)[:10]
+        print(f"{len(confirmed)} accepted before the kill, {len(again)} delivered after it")
+    finally:
+        if jvm is not None:
+            jvm.stop()
+        cluster.stop()
+
+
 def share_tool(bootstrap, *args, check=True):
     """kafka-share-groups (Kafka 4.4's ShareGroupCommand) with `args`: its stdout and stderr (it
     prints some answers to the one, some to the other); with `check`, the test fails with its

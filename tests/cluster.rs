@@ -90,7 +90,9 @@ fn a_former_owner_s_writes_are_refused_once_the_next_owner_claimed_the_shard() {
     };
     let first = open(1);
     let second = open(2);
-    let group = "fenced-group";
+    // Its own name per run: its committed offsets stay upstream after it.
+    let group = format!("fenced-group-{suffix}");
+    let group = group.as_str();
     let shard = partition_of(group, 2);
 
     // Not claimed: not written.

@@ -15,6 +15,18 @@ pub struct Endpoint {
     pub listener: String,
     pub host: String,
     pub port: i32,
+    /// The ports this listener presents upstream brokers on (gateway mode): (broker id, port).
+    pub presented: Vec<(i32, i32)>,
+}
+
+impl Endpoint {
+    /// The port it presents upstream broker `broker` on.
+    pub fn presenting(&self, broker: i32) -> Option<i32> {
+        self.presented
+            .iter()
+            .find(|(b, _)| *b == broker)
+            .map(|(_, p)| *p)
+    }
 }
 
 /// A koord node of the cluster.
@@ -255,6 +267,7 @@ mod tests {
                 listener: "PLAINTEXT".into(),
                 host: "127.0.0.1".into(),
                 port,
+                presented: Vec::new(),
             }],
         }
     }

@@ -15,6 +15,10 @@
 //! a new one (after refreshing metadata), and nothing upstream did not acknowledge is
 //! acknowledged.
 //!
+//! Cluster mode: a ShareFetch or ShareAcknowledge of a group another node serves goes on to
+//! that node's port for the same upstream broker ([`Forwarder::via_owner`]), its answer back
+//! as it came.
+//!
 //! The connection's session admits a request before the layer sees it: on a SASL listener
 //! nothing is forwarded for an unauthenticated client. Forwarded requests go upstream on
 //! koord's own upstream connections, as koord's upstream user.
@@ -55,6 +59,13 @@ struct Forwarder {
     gw: Arc<Gateway>,
     at: At,
     upstreams: HashMap<i32, UpstreamConn>,
+    /// Cluster mode: its connections to the other nodes' broker ports (by address), for the
+    /// share fetches of groups another node serves; never pooled, so a node sees this
+    /// connection's share sessions end with it.
+    nodes: HashMap<String, UpstreamConn>,
+    /// It is another node's such connection (named so in its ApiVersions): what comes in on
+    /// it is served here, never sent on again.
+    from_node: bool,
 }
 
 impl Drop for Forwarder {
@@ -85,6 +96,8 @@ impl crate::server::Front for Front {
             gw: gw.clone(),
             at,
             upstreams: HashMap::new(),
+            nodes: HashMap::new(),
+            from_node: false,
         }))
     }
 }
@@ -108,7 +121,11 @@ impl Forwarder {
         let corr = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
         let advertised = gw.advertised();
         if key == ApiKey::ApiVersions {
-            return api_versions(frame.clone(), &advertised);
+            let (routed, software) = api_versions(frame.clone(), &advertised);
+            if software.as_deref() == Some(NODE_SOFTWARE) {
+                self.from_node = true;
+            }
+            return routed;
         }
         if !rewrite::is_advertised(&advertised, key, version) {
             debug!(api = ?key, v = version, "API or version not served; closing");
@@ -150,6 +167,11 @@ impl Forwarder {
             },
         };
         if !forward {
+            if matches!(key, ApiKey::ShareFetch | ApiKey::ShareAcknowledge) {
+                if let Some(routed) = self.via_owner(frame, key, version, corr).await {
+                    return routed;
+                }
+            }
             return Routed::Own;
         }
         let expect = if key == ApiKey::Produce {
@@ -213,6 +235,101 @@ impl Forwarder {
     }
 }
 
+impl Forwarder {
+    /// Cluster mode: a share fetch or acknowledgement of a group another node serves goes to
+    /// that node, on its port for the upstream broker this one stands for (the share session
+    /// is per member and broker there too), on a connection of this client connection's own
+    /// (closed with it, ending its sessions there). `None`: served here, which answers as the
+    /// group's state here says (served, loading, NOT_COORDINATOR). Only on a PLAINTEXT
+    /// listener: elsewhere the node would need the client's identity, which it cannot pass
+    /// on; such a listener's share consumers need to reach the group's node for every
+    /// partition (a cluster of one node, or a gateway without `cluster.name`).
+    async fn via_owner(
+        &mut self,
+        frame: &Bytes,
+        key: ApiKey,
+        version: i16,
+        corr: i32,
+    ) -> Option<Routed> {
+        let gw = self.gw.clone();
+        let ownership = gw.broker.coordinator.ownership();
+        let listener = &gw.listeners.get(self.at.listener)?.listener;
+        if !ownership.is_cluster()
+            || self.from_node
+            || listener.protocol != crate::security::listener::SecurityProtocol::Plaintext
+        {
+            return None;
+        }
+        let target = self.at.target?;
+        let group = match codec::decode_request(frame.clone()) {
+            Ok(Request::Request { body, .. }) => match *body {
+                RequestKind::ShareFetch(r) => r.group_id?,
+                RequestKind::ShareAcknowledge(r) => r.group_id?,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let now = gw.broker.coordinator.clock().now();
+        let (node, endpoint) = ownership.coordinator(&group, &listener.name, now).ok()??;
+        let addr = format!("{}:{}", endpoint.host, endpoint.presenting(target)?);
+        if self.nodes.get(&addr).is_some_and(|c| !c.is_alive()) {
+            self.nodes.remove(&addr);
+        }
+        if !self.nodes.contains_key(&addr) {
+            match node_conn(&addr).await {
+                Ok(c) => {
+                    self.nodes.insert(addr.clone(), c);
+                }
+                Err(e) => {
+                    // The client finds the group's node again and retries on a new connection.
+                    debug!(node, %addr, error = %e, "the group's node cannot be reached; closing");
+                    return Some(Routed::Close);
+                }
+            }
+        }
+        trace!(api = ?key, v = version, corr, node, "to the group's node");
+        let metrics = crate::metrics::metrics();
+        let sent = metrics.enabled().then(Instant::now);
+        match self.nodes.get(&addr)?.send(frame.clone(), true).await {
+            Ok(Some(rx)) => Some(Routed::Forwarded(Box::pin(answer(
+                gw,
+                self.at.listener,
+                rx,
+                key,
+                version,
+                corr,
+                sent,
+            )))),
+            _ => {
+                self.nodes.remove(&addr);
+                Some(Routed::Close)
+            }
+        }
+    }
+}
+
+/// What a node's connection to another node's broker port calls itself in ApiVersions.
+const NODE_SOFTWARE: &str = "koord-node";
+
+/// A connection to another node's broker port at `addr` (PLAINTEXT), named a node's.
+async fn node_conn(addr: &str) -> Result<UpstreamConn, String> {
+    let conn =
+        super::upstream::connect(addr, &crate::security::client::ClientSecurity::plaintext())
+            .await
+            .map_err(|e| e.to_string())?;
+    let hello = kafka_protocol::messages::ApiVersionsRequest::default()
+        .with_client_software_name(kafka_protocol::protocol::StrBytes::from_static_str(
+            NODE_SOFTWARE,
+        ))
+        .with_client_software_version(kafka_protocol::protocol::StrBytes::from_static_str(env!(
+            "CARGO_PKG_VERSION"
+        )));
+    super::upstream::call_on(&conn, 3, &hello)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
 /// A forwarded request's answer for the client, once upstream sent it (counted in the request
 /// metrics with its round trip; its error codes are upstream's own, not decoded here). `None`
 /// when upstream went away first, or its answer cannot be passed on.
@@ -270,11 +387,13 @@ async fn upstream_for<'a>(
     Some(conn)
 }
 
-/// ApiVersions: koord's own answer with the gateway's versions.
+/// ApiVersions: koord's own answer with the gateway's versions, and the client software name
+/// the request gave.
 fn api_versions(
     frame: Bytes,
     advertised: &[kafka_protocol::messages::api_versions_response::ApiVersion],
-) -> Routed {
+) -> (Routed, Option<String>) {
+    let mut software = None;
     let out = match codec::decode_request(frame) {
         Ok(Request::UnsupportedApiVersions { correlation_id, .. }) => {
             let body = api::api_versions::unsupported().with_api_keys(advertised.to_vec());
@@ -287,6 +406,7 @@ fn api_versions(
         }
         Ok(Request::Request { header, body }) => match *body {
             RequestKind::ApiVersions(r) => {
+                software = Some(r.client_software_name.to_string());
                 let v = header.request_api_version;
                 let body = api::api_versions::handle(&r, v).with_api_keys(advertised.to_vec());
                 codec::encode_response(
@@ -296,20 +416,21 @@ fn api_versions(
                     &ResponseKind::ApiVersions(body),
                 )
             }
-            _ => return Routed::Close,
+            _ => return (Routed::Close, None),
         },
         Err(e) => {
             debug!(error = %e, "undecodable ApiVersions; closing");
-            return Routed::Close;
+            return (Routed::Close, None);
         }
     };
-    match out {
+    let routed = match out {
         Ok(b) => Routed::Answered(b),
         Err(e) => {
             warn!(error = %e, "ApiVersions encoding failed; closing");
             Routed::Close
         }
-    }
+    };
+    (routed, software)
 }
 
 /// The client's frame for an upstream answer: the same bytes with the client's correlation id,

@@ -179,6 +179,9 @@ pub struct Gateway {
     next_any: AtomicUsize,
     /// The sockets of newly presented upstream brokers, for the shell to accept on.
     spawn: mpsc::UnboundedSender<crate::server::Bound>,
+    /// This node as the other nodes of its cluster see it (its listeners and the ports they
+    /// present upstream brokers on), renewed as brokers are presented.
+    node: watch::Sender<crate::gateway::cluster::Node>,
 }
 
 /// Connects to the upstream and reads its brokers, topics and API versions, retrying (with a
@@ -303,9 +306,19 @@ impl Gateway {
             security,
             next_any: AtomicUsize::new(0),
             spawn: spawn_tx,
+            node: watch::Sender::new(crate::gateway::cluster::Node {
+                id: broker.node_id(),
+                endpoints: Vec::new(),
+            }),
         });
         gw.apply(&view).await?;
         let refresher = tokio::spawn(refresh_loop(gw.clone()));
+        let configs = tokio::spawn(
+            gw.upstreams
+                .store
+                .clone()
+                .follow_group_configs(broker.group_configs.clone()),
+        );
         let (stop_tx, stop_rx) = watch::channel(false);
         let member = gw.join_cluster(stop_rx);
         // At shutdown the member starts leaving while the connections close.
@@ -318,6 +331,7 @@ impl Gateway {
         // connection behind the gateway's layer, until shutdown; then its connections close.
         crate::server::serve(bound, broker, Some(front), Some(spawn_rx), shutdown).await;
         refresher.abort();
+        configs.abort();
         if let Some(member) = member {
             // It gives its shards up (their writes upstream first) and leaves the group.
             let _ = member.await;
@@ -333,24 +347,12 @@ impl Gateway {
             return None;
         }
         let Upstreams { client: up, store } = &self.upstreams;
-        let node = crate::gateway::cluster::Node {
-            id: self.broker.node_id(),
-            endpoints: self
-                .listeners
-                .iter()
-                .map(|l| crate::gateway::cluster::Endpoint {
-                    listener: l.listener.name.clone(),
-                    host: l.listener.advertised_host.clone(),
-                    port: l.listener.advertised_port,
-                })
-                .collect(),
-        };
         let settings = crate::gateway::cluster::member::Settings {
             group: format!("koord-cluster-{}", config.cluster_name),
             session_timeout_ms: config.cluster_session_timeout_ms,
             heartbeat_interval_ms: config.cluster_heartbeat_interval_ms,
             rebalance_timeout_ms: config.cluster_rebalance_timeout_ms,
-            node,
+            node: self.node.subscribe(),
         };
         Some(tokio::spawn(crate::gateway::cluster::member::run(
             self.broker.clone(),
@@ -445,7 +447,37 @@ impl Gateway {
                 });
             }
         }
+        let node = self.this_node();
+        self.node.send_if_modified(|n| {
+            let changed = *n != node;
+            *n = node;
+            changed
+        });
         Ok(())
+    }
+
+    /// This node as the others of its cluster see it: where clients reach each of its
+    /// listeners, and the port each presents every upstream broker on (where another node
+    /// forwards a share fetch of a group this one serves).
+    fn this_node(&self) -> crate::gateway::cluster::Node {
+        let brokers = self.brokers.read().unwrap_or_else(|e| e.into_inner());
+        crate::gateway::cluster::Node {
+            id: self.broker.node_id(),
+            endpoints: self
+                .listeners
+                .iter()
+                .enumerate()
+                .map(|(i, l)| crate::gateway::cluster::Endpoint {
+                    listener: l.listener.name.clone(),
+                    host: l.listener.advertised_host.clone(),
+                    port: l.listener.advertised_port,
+                    presented: brokers
+                        .iter()
+                        .filter_map(|(id, p)| Some((*id, *p.ports.get(i)?)))
+                        .collect(),
+                })
+                .collect(),
+        }
     }
 
     /// The endpoint koord presents for each upstream broker to a client of listener

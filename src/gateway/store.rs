@@ -8,6 +8,13 @@
 //! - Group records (classic group metadata, consumer and streams groups and their members) go
 //!   to a compacted topic of koord's own (`upstream.groups.topic.name`, `__koord_groups`), written
 //!   with acks=all. Start-up reads it back whole.
+//! - Group configs (IncrementalAlterConfigs and AlterConfigs on GROUP resources) go to a
+//!   compacted topic of one partition beside it (`<upstream.groups.topic.name>-configs`), one
+//!   key per group, written with acks=all by whichever node was asked: every node reads it
+//!   back at start-up and follows it while running ([`UpstreamStore::follow_group_configs`]), so
+//!   in cluster mode the node that serves a group (and the one that takes it over) uses the
+//!   configs set through any node, as every Kafka broker learns a group config from the
+//!   metadata log.
 //! - Everything else (topics created at run time, SCRAM credentials, ACLs, transactional ids,
 //!   which gateway mode does not keep itself) stays in the embedded store.
 //!
@@ -35,6 +42,7 @@ use futures_util::future::BoxFuture;
 use tracing::{error, warn};
 
 use super::client::{KeyValue, Upstream, UpstreamError};
+use crate::metadata::group_config::GroupConfigMap;
 use crate::storage::{
     AsyncStore, LoadedGroup, MemoryStore, Mutation, Store, StoreError, StoredCredential,
     StoredTopic,
@@ -196,6 +204,61 @@ pub struct UpstreamStore {
     keys: Mutex<HashMap<GroupId, HashSet<Bytes>>>,
     /// `upstream.write.timeout.ms`.
     write_timeout: Duration,
+    /// The group configs' topic, and where its reader goes on after start-up's read.
+    configs_topic: String,
+    configs_read: Mutex<(Vec<(String, GroupConfigMap)>, i64)>,
+}
+
+/// A group config record's key: version 0, then the group id.
+fn config_key(group: &str) -> Bytes {
+    let mut b = BytesMut::with_capacity(1 + group.len());
+    b.put_u8(VERSION);
+    b.put_slice(group.as_bytes());
+    b.freeze()
+}
+
+/// A group config record: the group and its configs (none: a tombstone, or configs removed).
+fn decode_config(k: &[u8], v: Option<&[u8]>) -> Result<(String, GroupConfigMap), String> {
+    let Some((&VERSION, group)) = k.split_first() else {
+        return Err("unknown group config key version".into());
+    };
+    let group = std::str::from_utf8(group).map_err(|_| "group id not UTF-8")?;
+    let configs = match v {
+        Some(v) => crate::storage::codec::decode_group_configs(v).map_err(|e| e.to_string())?,
+        None => GroupConfigMap::new(),
+    };
+    Ok((group.to_string(), configs))
+}
+
+/// Every group config in `topic` (one partition) as of now, the last of each group, and the
+/// offset after them.
+async fn read_configs(
+    up: &Upstream,
+    topic: &str,
+) -> Result<(Vec<(String, GroupConfigMap)>, i64), UpstreamError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut latest: BTreeMap<String, GroupConfigMap> = BTreeMap::new();
+    let mut next = 0;
+    loop {
+        match up.follow(topic, 0, next, Duration::ZERO).await {
+            Ok((records, after, end)) => {
+                for (k, v) in records {
+                    match decode_config(&k, v.as_deref()) {
+                        Ok((group, configs)) => {
+                            latest.insert(group, configs);
+                        }
+                        Err(e) => warn!(topic, error = %e, "a group config record skipped"),
+                    }
+                }
+                next = after;
+                if end >= 0 && next >= end {
+                    return Ok((latest.into_iter().collect(), next));
+                }
+            }
+            Err(e) if tokio::time::Instant::now() > deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
 }
 
 impl std::fmt::Debug for UpstreamStore {
@@ -221,6 +284,9 @@ impl UpstreamStore {
         write_timeout: Duration,
     ) -> Result<UpstreamStore, UpstreamError> {
         let partitions = up.ensure_compacted_topic(topic, partitions).await?;
+        let configs_topic = format!("{topic}-configs");
+        up.ensure_compacted_topic(&configs_topic, 1).await?;
+        let configs_read = read_configs(&up, &configs_topic).await?;
         Ok(UpstreamStore {
             fencing: None,
             local,
@@ -229,7 +295,45 @@ impl UpstreamStore {
             partitions,
             keys: Mutex::new(HashMap::new()),
             write_timeout,
+            configs_topic,
+            configs_read: Mutex::new(configs_read),
         })
+    }
+
+    /// Follows the group configs' topic from where start-up's read ended, setting each
+    /// group's configs in `configs` as they come (those set through another node, and this
+    /// node's own again, in the order upstream took them), until the task is dropped.
+    pub async fn follow_group_configs(
+        self: Arc<Self>,
+        configs: Arc<crate::metadata::group_config::GroupConfigs>,
+    ) {
+        let mut next = self
+            .configs_read
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1;
+        loop {
+            match self
+                .up
+                .follow(&self.configs_topic, 0, next, Duration::from_millis(500))
+                .await
+            {
+                Ok((records, after, _)) => {
+                    for (k, v) in records {
+                        match decode_config(&k, v.as_deref()) {
+                            Ok((group, c)) => configs.set(&group, c),
+                            Err(e) => warn!(error = %e, "a group config record skipped"),
+                        }
+                    }
+                    next = after;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "following the group configs upstream");
+                    // Upstream is moving the partition, or unreachable: ask again shortly.
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
     }
 
     /// Partitions of koord's topic upstream.
@@ -528,6 +632,9 @@ impl UpstreamStore {
         let mut ops: BTreeMap<GroupId, Vec<(GroupOp, Vec<usize>)>> = BTreeMap::new();
         // Cluster mode: the shards writes confirm this node still owns (partition, write).
         let mut fences: Vec<(i32, usize)> = Vec::new();
+        // Group configs, for their own topic, and the writes they belong to.
+        let mut config_records: Vec<KeyValue> = Vec::new();
+        let mut config_writes: Vec<usize> = Vec::new();
         for (i, write) in writes.into_iter().enumerate() {
             for m in write {
                 if let Some((group, k, v)) = record_of(&m) {
@@ -593,6 +700,13 @@ impl UpstreamStore {
                             &mut forgotten,
                         );
                     }
+                    Mutation::PutGroupConfigs { group, configs } => {
+                        let v = (!configs.is_empty()).then(|| {
+                            Bytes::from(crate::storage::codec::encode_group_configs(&configs))
+                        });
+                        config_records.push((config_key(&group), v));
+                        config_writes.push(i);
+                    }
                     other => {
                         local.push(other);
                         if local_writes.last() != Some(&i) {
@@ -611,6 +725,24 @@ impl UpstreamStore {
             if let Err(e) = applied {
                 for i in &local_writes {
                     results[*i] = Err(e.clone());
+                }
+            }
+        }
+        if !config_records.is_empty() {
+            // Any node writes them (no shard's producer): the last one upstream took wins.
+            let written = within(
+                self.write_timeout,
+                self.up.produce(
+                    &self.configs_topic,
+                    &BTreeMap::from([(0, config_records)]),
+                    &BTreeMap::new(),
+                    self.write_timeout,
+                ),
+            )
+            .await;
+            if let Err(e) = written {
+                for i in config_writes {
+                    results[i] = Err(StoreError::Io(format!("{}: {e}", self.configs_topic)));
                 }
             }
         }
@@ -800,6 +932,7 @@ fn goes_upstream(m: &Mutation) -> bool {
                 | Mutation::DeleteGroup { .. }
                 | Mutation::ClearGroupRecords { .. }
                 | Mutation::Fence { .. }
+                | Mutation::PutGroupConfigs { .. }
         )
 }
 
@@ -866,10 +999,14 @@ impl Store for UpstreamStore {
         self.local.load_txns()
     }
 
-    fn load_group_configs(
-        &self,
-    ) -> Result<Vec<(String, crate::metadata::group_config::GroupConfigMap)>, StoreError> {
-        self.local.load_group_configs()
+    /// Those read from upstream at start-up, over those an older koord kept in its local
+    /// store.
+    fn load_group_configs(&self) -> Result<Vec<(String, GroupConfigMap)>, StoreError> {
+        let mut all: BTreeMap<String, GroupConfigMap> =
+            self.local.load_group_configs()?.into_iter().collect();
+        let read = self.configs_read.lock().unwrap_or_else(|e| e.into_inner());
+        all.extend(read.0.iter().cloned());
+        Ok(all.into_iter().filter(|(_, c)| !c.is_empty()).collect())
     }
 }
 
@@ -877,6 +1014,31 @@ impl Store for UpstreamStore {
 mod tests {
     use super::*;
     use crate::vocab::GroupError;
+
+    #[test]
+    fn group_config_records_decode_back_and_garbage_is_an_error() {
+        let configs: GroupConfigMap = [(
+            "share.auto.offset.reset".to_string(),
+            "earliest".to_string(),
+        )]
+        .into_iter()
+        .collect();
+        let v = crate::storage::codec::encode_group_configs(&configs);
+        let k = config_key("g1");
+        assert_eq!(
+            decode_config(&k, Some(&v)).unwrap(),
+            ("g1".to_string(), configs)
+        );
+        // A tombstone: the group's configs removed.
+        assert_eq!(
+            decode_config(&k, None).unwrap(),
+            ("g1".to_string(), GroupConfigMap::new())
+        );
+        assert!(decode_config(&[], None).is_err());
+        assert!(decode_config(&[1, b'g'], None).is_err());
+        assert!(decode_config(&[0, 0xff], None).is_err());
+        assert!(decode_config(&k, Some(&[9, 9])).is_err());
+    }
 
     #[test]
     fn records_decode_back_to_the_mutation_that_wrote_them_in_the_topic_s_layout() {
@@ -1025,6 +1187,8 @@ mod tests {
             partitions: 1,
             keys: Mutex::new(HashMap::new()),
             write_timeout: Duration::from_secs(2),
+            configs_topic: "__koord_groups-configs".into(),
+            configs_read: Mutex::new((Vec::new(), 0)),
         };
         let commit = |group: &str| {
             vec![Mutation::PutOffset {

@@ -270,6 +270,53 @@ impl Upstream {
     }
 }
 
+impl Upstream {
+    /// The records of `partition` of `topic` from `from` (one read, waiting up to `wait` for
+    /// one), the offset to read next and the partition's high watermark: where a reader that
+    /// follows a topic (koord's group configs) goes on. A `from` below the log start reads
+    /// from there.
+    ///
+    /// # Errors
+    /// The partition could not be read.
+    pub async fn follow(
+        &self,
+        topic: &str,
+        partition: i32,
+        from: i64,
+        wait: Duration,
+    ) -> Result<(Vec<super::KeyValue>, i64, i64), UpstreamError> {
+        let read = [(topic.to_string(), partition, from)];
+        let fetched = self
+            .fetch_records(&read, FOLLOW_MAX_BYTES, false, wait)
+            .await
+            .pop()
+            .unwrap_or(Err(ResponseError::NotLeaderOrFollower));
+        match fetched {
+            Ok(f) => {
+                let mut data = bytes::BytesMut::new();
+                for b in &f.batches {
+                    data.extend_from_slice(b);
+                }
+                let (records, next) = super::topics::decode_batches(data.freeze(), from)?;
+                Ok((records, next, f.high_watermark))
+            }
+            Err(ResponseError::OffsetOutOfRange) => {
+                let start = self
+                    .offsets_at(&[(topic.to_string(), partition)], -2)
+                    .await
+                    .pop()
+                    .unwrap_or(Err(ResponseError::NotLeaderOrFollower))
+                    .map_err(|e| UpstreamError::refused(e.code(), "ListOffsets"))?;
+                Ok((Vec::new(), start.max(from), -1))
+            }
+            Err(e) => Err(UpstreamError::refused(e.code(), format!("Fetch {topic}"))),
+        }
+    }
+}
+
+/// At most this much of a followed topic per read.
+const FOLLOW_MAX_BYTES: usize = 1 << 20;
+
 /// The indices of partitions by their leader (those with none left out: they answer
 /// NOT_LEADER_OR_FOLLOWER).
 fn by_leader(leaders: &[Option<i32>]) -> BTreeMap<i32, Vec<usize>> {

@@ -336,7 +336,10 @@ impl Upstream {
 
 /// The records of every whole batch in `data` (a Fetch answer may end in a partial one) at
 /// or after `from`, and the offset after the last batch read (`from` if none).
-fn decode_batches(mut data: Bytes, from: i64) -> Result<(Vec<KeyValue>, i64), UpstreamError> {
+pub(super) fn decode_batches(
+    mut data: Bytes,
+    from: i64,
+) -> Result<(Vec<KeyValue>, i64), UpstreamError> {
     // Batch header: base offset (8), batch length (4) counting what follows it.
     const LENGTH_END: usize = 12;
     // Then leader epoch (4), magic (1), crc (4), attributes (2), last offset delta (4).

@@ -55,8 +55,9 @@ pub struct Settings {
     pub session_timeout_ms: u64,
     pub heartbeat_interval_ms: u64,
     pub rebalance_timeout_ms: u64,
-    /// This node as the others see it.
-    pub node: Node,
+    /// This node as the others see it: a change (a new upstream broker presented) makes the
+    /// node join again, so the others learn it.
+    pub node: watch::Receiver<Node>,
 }
 
 /// Why the member stopped its current round.
@@ -92,7 +93,8 @@ pub async fn run(
     settings: Settings,
     stop: watch::Receiver<bool>,
 ) {
-    info!(group = %settings.group, node = settings.node.id, "joining the cluster's nodes");
+    let id = settings.node.borrow().id;
+    info!(group = %settings.group, node = id, "joining the cluster's nodes");
     let mut m = Member {
         broker,
         up,
@@ -227,8 +229,9 @@ impl Member {
     /// JoinGroup until upstream takes the member: (whether it leads, the members' metadata).
     async fn join(&mut self) -> Result<(bool, Vec<(String, Metadata)>), Next> {
         loop {
+            let node = self.settings.node.borrow_and_update().clone();
             let metadata = wire::encode_metadata(&Metadata {
-                node: self.settings.node.clone(),
+                node,
                 owned: self.ownership().held(),
             });
             let req = JoinGroupRequest::default()
@@ -436,6 +439,7 @@ impl Member {
         let interval = Duration::from_millis(self.settings.heartbeat_interval_ms);
         loop {
             let mut stop = self.stop.clone();
+            let mut node = self.settings.node.clone();
             let loaded = async {
                 match self.loading.as_mut() {
                     Some(task) => task.await.unwrap_or(0),
@@ -445,6 +449,7 @@ impl Member {
             let failed = tokio::select! {
                 _ = tokio::time::sleep(interval) => None,
                 _ = stop.wait_for(|s| *s) => return Next::Stop,
+                Ok(()) = node.changed() => return Next::Rejoin,
                 failed = loaded => Some(failed),
             };
             if let Some(failed) = failed {

@@ -16,7 +16,9 @@
 //! - [`member`]: the node's membership in the upstream group, and the loading and dropping of
 //!   shards it decides;
 //! - [`Ownership`]: the table every request consults: which shards this node serves, who
-//!   serves the others, and where clients reach each node.
+//!   serves the others, and where clients reach each node (and the ports on which it presents
+//!   each upstream broker, where another node passes on a share group's fetches:
+//!   [`crate::gateway::conn`]).
 
 pub mod assign;
 pub mod member;

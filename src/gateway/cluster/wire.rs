@@ -3,9 +3,11 @@
 //! node's shards, and the whole table: every shard's owner and every node's endpoints, so each
 //! node can answer FindCoordinator for any group).
 //!
-//! Big-endian, Kafka's primitive types: `i16` version (0), then
+//! Big-endian, Kafka's primitive types: `i16` version (1; 0 is read too), then
 //! - metadata: `i32` node id, endpoints (`i32` count, each listener name, host as `i16`-length
-//!   UTF-8 strings and `i32` port), owned shards (`i32` count, `i32` each);
+//!   UTF-8 strings and `i32` port, then from version 1 the ports it presents upstream brokers
+//!   on: `i32` count, each `i32` broker id and `i32` port), owned shards (`i32` count, `i32`
+//!   each);
 //! - assignment: this node's shards (`i32` count, `i32` each), the owner of each shard in order
 //!   (`i32` count, `i32` node id each, -1 for none yet), the nodes (`i32` count, each its id and
 //!   endpoints as in the metadata).
@@ -17,7 +19,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::{Endpoint, Node};
 
-const VERSION: i16 = 0;
+const VERSION: i16 = 1;
 
 /// A node's JoinGroup metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +57,11 @@ fn put_node(b: &mut BytesMut, n: &Node) {
         put_str(b, &e.listener);
         put_str(b, &e.host);
         b.put_i32(e.port);
+        b.put_i32(e.presented.len() as i32);
+        for (broker, port) in &e.presented {
+            b.put_i32(*broker);
+            b.put_i32(*port);
+        }
     }
 }
 
@@ -78,8 +85,8 @@ pub fn encode_assigned(a: &Assigned) -> Bytes {
     b.freeze()
 }
 
-/// A reader that fails instead of panicking.
-struct Reader<'a>(&'a [u8]);
+/// A reader that fails instead of panicking; `.1` the version read.
+struct Reader<'a>(&'a [u8], i16);
 
 impl Reader<'_> {
     fn need(&self, n: usize) -> Result<(), String> {
@@ -129,10 +136,22 @@ impl Reader<'_> {
         let n = self.count(8)?;
         let endpoints = (0..n)
             .map(|_| {
+                let listener = self.str()?;
+                let host = self.str()?;
+                let port = self.i32()?;
+                let presented = if self.1 >= 1 {
+                    let n = self.count(8)?;
+                    (0..n)
+                        .map(|_| Ok((self.i32()?, self.i32()?)))
+                        .collect::<Result<_, String>>()?
+                } else {
+                    Vec::new()
+                };
                 Ok(Endpoint {
-                    listener: self.str()?,
-                    host: self.str()?,
-                    port: self.i32()?,
+                    listener,
+                    host,
+                    port,
+                    presented,
                 })
             })
             .collect::<Result<_, String>>()?;
@@ -141,7 +160,10 @@ impl Reader<'_> {
 
     fn version(&mut self) -> Result<(), String> {
         match self.i16()? {
-            VERSION => Ok(()),
+            v @ 0..=VERSION => {
+                self.1 = v;
+                Ok(())
+            }
             v => Err(format!("unknown version {v}")),
         }
     }
@@ -155,9 +177,9 @@ impl Reader<'_> {
 }
 
 /// # Errors
-/// Bytes that are not a version-0 metadata.
+/// Bytes that are not a metadata of a known version.
 pub fn decode_metadata(bytes: &[u8]) -> Result<Metadata, String> {
-    let mut r = Reader(bytes);
+    let mut r = Reader(bytes, 0);
     r.version()?;
     let node = r.node()?;
     let owned = r.ints()?;
@@ -166,9 +188,9 @@ pub fn decode_metadata(bytes: &[u8]) -> Result<Metadata, String> {
 }
 
 /// # Errors
-/// Bytes that are not a version-0 assignment.
+/// Bytes that are not an assignment of a known version.
 pub fn decode_assigned(bytes: &[u8]) -> Result<Assigned, String> {
-    let mut r = Reader(bytes);
+    let mut r = Reader(bytes, 0);
     r.version()?;
     let shards = r.ints()?;
     let owners = r.ints()?;
@@ -194,6 +216,7 @@ mod tests {
                 listener: "PLAINTEXT".into(),
                 host: "127.0.0.1".into(),
                 port: 9092 + id,
+                presented: vec![(1, 19_001 + id), (2, 19_002 + id)],
             }],
         }
     }
@@ -216,7 +239,7 @@ mod tests {
     #[test]
     fn garbage_is_an_error() {
         assert!(decode_metadata(&[]).is_err());
-        assert!(decode_metadata(&[0, 1]).unwrap_err().contains("version"));
+        assert!(decode_metadata(&[0, 2]).unwrap_err().contains("version"));
         // A count of 2^31-1 endpoints in a few bytes.
         let b = [0, 0, 0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff];
         assert!(decode_metadata(&b).unwrap_err().contains("past the end"));
@@ -227,6 +250,23 @@ mod tests {
         .to_vec();
         m.push(0);
         assert!(decode_metadata(&m).unwrap_err().contains("past the end"));
+    }
+
+    #[test]
+    fn version_0_has_no_presented_ports() {
+        // An older node's metadata: node 7, one endpoint, shard 3 owned.
+        let mut b = BytesMut::new();
+        b.put_i16(0);
+        b.put_i32(7);
+        b.put_i32(1);
+        put_str(&mut b, "PLAINTEXT");
+        put_str(&mut b, "h");
+        b.put_i32(9092);
+        put_ints(&mut b, &[3]);
+        let m = decode_metadata(&b).unwrap();
+        assert_eq!(m.node.endpoints[0].port, 9092);
+        assert!(m.node.endpoints[0].presented.is_empty());
+        assert_eq!(m.owned, vec![3]);
     }
 
     proptest! {
