@@ -6,7 +6,7 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -108,35 +108,136 @@ pub struct TopicWrites<'a> {
     _guard: tokio::sync::MutexGuard<'a, ()>,
 }
 
-/// Allocates producer ids: a counter, never reusing an id within a run.
-///
-/// Logs are in memory, but producers outlive a restart and keep their ids; starting the counter
-/// at the wall clock in milliseconds keeps a restarted koord from handing a live producer's id to
-/// another one (Kafka persists its id blocks instead). Ids stay far below `i64::MAX`.
-#[derive(Debug)]
-pub struct ProducerIds {
-    next: AtomicI64,
+/// How many producer ids one reservation covers.
+const PRODUCER_ID_BLOCK: i64 = 1000;
+
+/// Producer ids handed out from blocks reserved ahead (PURE): an id is handed out only from a
+/// block whose end the store already holds, so a restarted node, which starts at the stored
+/// end, never hands out an id again (Kafka's producer id blocks). The next block is reserved
+/// once half of the current one is gone; if it is not stored by the time the current one runs
+/// out, no id is handed out (the client is told COORDINATOR_LOAD_IN_PROGRESS and retries, as
+/// Kafka answers while its next block is on its way).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdBlocks {
+    next: i64,
+    /// The end of the block ids come from.
+    end: i64,
+    /// The end of the next block, once stored.
+    ready: Option<i64>,
+    /// The next block's reservation is on its way to the store.
+    reserving: bool,
 }
 
-impl ProducerIds {
-    /// A counter starting at `first`.
-    pub fn starting_at(first: i64) -> ProducerIds {
-        ProducerIds {
-            next: AtomicI64::new(first.max(0)),
+impl IdBlocks {
+    /// Ids from `next` up to `end`, which the store holds.
+    pub fn new(next: i64, end: i64) -> IdBlocks {
+        IdBlocks {
+            next,
+            end,
+            ready: None,
+            reserving: false,
         }
     }
 
-    /// A counter starting at the current time in milliseconds since the Unix epoch.
-    pub fn from_clock() -> ProducerIds {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0));
-        ProducerIds::starting_at(ms)
+    /// An id (`None` while no stored block has one left) and, when the next block is due, the
+    /// end to store for it (then [`IdBlocks::reserved`] or [`IdBlocks::not_reserved`]).
+    pub fn allocate(&mut self) -> (Option<i64>, Option<i64>) {
+        if self.next >= self.end {
+            if let Some(end) = self.ready.take() {
+                self.end = end;
+            }
+        }
+        let id = (self.next < self.end).then(|| {
+            self.next += 1;
+            self.next - 1
+        });
+        let due = self.ready.is_none()
+            && !self.reserving
+            && self.end.saturating_sub(self.next) <= PRODUCER_ID_BLOCK / 2;
+        let reserve = due.then(|| {
+            self.reserving = true;
+            self.end.saturating_add(PRODUCER_ID_BLOCK)
+        });
+        (id, reserve)
     }
 
-    /// A fresh producer id.
-    pub fn allocate(&self) -> i64 {
-        self.next.fetch_add(1, Ordering::Relaxed)
+    /// The block up to `end` is stored.
+    pub fn reserved(&mut self, end: i64) {
+        self.reserving = false;
+        self.ready = Some(end);
+    }
+
+    /// Its store write failed: the next allocation asks again.
+    pub fn not_reserved(&mut self) {
+        self.reserving = false;
+    }
+}
+
+/// Allocates producer ids ([`IdBlocks`]), storing each block's end before its ids go out.
+pub struct ProducerIds {
+    blocks: Arc<std::sync::Mutex<IdBlocks>>,
+    storage: Storage,
+}
+
+impl std::fmt::Debug for ProducerIds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerIds")
+            .field("blocks", &*self.lock())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProducerIds {
+    /// Reserves the first block in `store` (at its stored end; a store without one, written
+    /// by a koord that counted from the wall clock, starts at the clock once) and hands ids
+    /// out of it, storing the next ones through `storage`.
+    ///
+    /// # Errors
+    /// The store cannot be read or written.
+    pub fn open(store: &dyn Store, storage: Storage) -> Result<ProducerIds, StoreError> {
+        let start = match store.load_producer_ids_end()? {
+            Some(end) => end,
+            None => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0)),
+        };
+        let end = start.saturating_add(PRODUCER_ID_BLOCK);
+        store.apply(&[Mutation::ReserveProducerIds { end }], true)?;
+        Ok(ProducerIds {
+            blocks: Arc::new(std::sync::Mutex::new(IdBlocks::new(start, end))),
+            storage,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, IdBlocks> {
+        self.blocks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A producer id never handed out before; `None` while the next block is being stored.
+    pub fn allocate(&self) -> Option<i64> {
+        let (id, reserve) = self.lock().allocate();
+        if let Some(end) = reserve {
+            let blocks = self.blocks.clone();
+            let storage = self.storage.clone();
+            let stored = async move {
+                let written = storage
+                    .write(vec![Mutation::ReserveProducerIds { end }])
+                    .await;
+                let mut b = blocks.lock().unwrap_or_else(|e| e.into_inner());
+                match written {
+                    Ok(()) => b.reserved(end),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "producer id block not stored");
+                        b.not_reserved();
+                    }
+                }
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn(stored)),
+                Err(_) => self.lock().not_reserved(),
+            }
+        }
+        id
     }
 }
 
@@ -261,6 +362,8 @@ impl Broker {
         let coordinator =
             Coordinator::with_storage(settings, Clock::system(), storage.clone(), true);
         let txns = Transactions::new(config.transaction_max_timeout_ms, storage.clone());
+        let producer_ids =
+            ProducerIds::open(store.as_ref(), storage.clone()).map_err(io::Error::other)?;
         Ok(Broker {
             config,
             txns,
@@ -270,7 +373,7 @@ impl Broker {
             advertised_host,
             advertised_port,
             logs,
-            producer_ids: ProducerIds::from_clock(),
+            producer_ids,
             coordinator,
             credentials,
             store,
@@ -593,7 +696,7 @@ impl crate::transactions::Host for Broker {
         &self.coordinator
     }
 
-    fn allocate_producer_id(&self) -> i64 {
+    fn allocate_producer_id(&self) -> Option<i64> {
         self.producer_ids.allocate()
     }
 
@@ -743,10 +846,59 @@ mod tests {
     }
 
     #[test]
-    fn producer_ids_are_fresh() {
-        let ids = ProducerIds::starting_at(5);
-        assert_eq!((ids.allocate(), ids.allocate()), (5, 6));
-        assert!(ProducerIds::from_clock().allocate() > 1_600_000_000_000);
+    fn id_blocks_hand_out_only_stored_ids_and_ask_for_the_next_block_at_half() {
+        let mut b = IdBlocks::new(5, 5 + PRODUCER_ID_BLOCK);
+        let half = PRODUCER_ID_BLOCK / 2;
+        for i in 0..half - 1 {
+            assert_eq!(b.allocate(), (Some(5 + i), None));
+        }
+        // Half gone: the next block's end is due, once.
+        let end = 5 + 2 * PRODUCER_ID_BLOCK;
+        assert_eq!(b.allocate(), (Some(5 + half - 1), Some(end)));
+        for i in half..PRODUCER_ID_BLOCK {
+            assert_eq!(b.allocate(), (Some(5 + i), None));
+        }
+        // The block is used up and the next one not stored yet: no id.
+        assert_eq!(b.allocate(), (None, None));
+        b.reserved(end);
+        assert_eq!(b.allocate().0, Some(5 + PRODUCER_ID_BLOCK));
+    }
+
+    #[test]
+    fn id_blocks_ask_again_after_a_failed_reservation() {
+        let mut b = IdBlocks::new(0, 10);
+        let (_, due) = b.allocate();
+        assert_eq!(due, Some(10 + PRODUCER_ID_BLOCK));
+        assert_eq!(b.allocate().1, None, "asked once while it is on its way");
+        b.not_reserved();
+        assert_eq!(b.allocate().1, Some(10 + PRODUCER_ID_BLOCK));
+    }
+
+    #[tokio::test]
+    async fn producer_ids_never_repeat_across_restarts() {
+        // One store across three runs, each with its own storage task, as a restarted node.
+        let store: Arc<dyn Store> = Arc::new(crate::storage::MemoryStore::default());
+        let mut seen = std::collections::BTreeSet::new();
+        let mut highest = -1;
+        for _ in 0..3 {
+            let storage = Storage::start(store.clone(), crate::storage::SyncPolicy::Always);
+            let ids = ProducerIds::open(store.as_ref(), storage.clone()).unwrap();
+            // Ids while the next block is stored in the background: never one of before.
+            let mut got = 0;
+            while got < 700 {
+                match ids.allocate() {
+                    Some(id) => {
+                        assert!(id > highest, "{id} after {highest}");
+                        assert!(seen.insert(id));
+                        highest = id;
+                        got += 1;
+                    }
+                    None => tokio::task::yield_now().await,
+                }
+            }
+            storage.shutdown().await;
+        }
+        assert!(store.load_producer_ids_end().unwrap() > Some(highest));
     }
 
     #[test]

@@ -32,8 +32,9 @@ use crate::vocab::{GroupId, Timestamp, TopicPartition, TxnRecord};
 pub trait Host: Send + Sync {
     /// The group coordinator, which commits or drops a transaction's offsets.
     fn coordinator(&self) -> &Arc<Coordinator>;
-    /// A producer id never handed out before.
-    fn allocate_producer_id(&self) -> i64;
+    /// A producer id never handed out before; `None` while none can be (the next block is
+    /// being stored).
+    fn allocate_producer_id(&self) -> Option<i64>;
     /// Appends the markers of an ending transaction to its partitions. A partition whose
     /// topic is gone gets none; a producer that already wrote with a newer epoch keeps its
     /// state (logged).

@@ -40,9 +40,13 @@ pub async fn handle(
         return error(ResponseError::InvalidRequest);
     }
     let Some(id) = req.transactional_id.as_deref() else {
-        return InitProducerIdResponse::default()
-            .with_producer_id(broker.producer_ids.allocate().into())
-            .with_producer_epoch(0);
+        // Kafka answers COORDINATOR_LOAD_IN_PROGRESS while its next id block is on its way.
+        return match broker.producer_ids.allocate() {
+            Some(producer_id) => InitProducerIdResponse::default()
+                .with_producer_id(producer_id.into())
+                .with_producer_epoch(0),
+            None => error(ResponseError::CoordinatorLoadInProgress),
+        };
     };
     let init = InitProducer {
         transactional_id: id.to_string(),

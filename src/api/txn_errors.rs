@@ -20,6 +20,8 @@ pub(crate) fn code(e: &ShellError, fenced_is_epoch: bool) -> ResponseError {
                 ResponseError::InvalidTxnState
             }
             TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
+            // Kafka: "Producer ID block is full. Waiting for next block" (retriable).
+            TxnError::ProducerIdsPending => ResponseError::CoordinatorLoadInProgress,
         },
         ShellError::Store(_) => ResponseError::NotCoordinator,
         ShellError::Loading => ResponseError::CoordinatorLoadInProgress,

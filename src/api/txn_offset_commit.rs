@@ -166,7 +166,9 @@ fn verify_error(e: &ShellError, version: i16) -> i16 {
         ShellError::Txn(TxnError::ConcurrentTransactions) => ResponseError::ConcurrentTransactions,
         ShellError::Txn(TxnError::InvalidTransactionTimeout) => ResponseError::InvalidRequest,
         ShellError::Store(_) => ResponseError::NotCoordinator,
-        ShellError::Loading => ResponseError::CoordinatorLoadInProgress,
+        ShellError::Loading | ShellError::Txn(TxnError::ProducerIdsPending) => {
+            ResponseError::CoordinatorLoadInProgress
+        }
     };
     code.code()
 }

@@ -238,10 +238,25 @@ async fn read_configs(
 ) -> Result<(Vec<(String, GroupConfigMap)>, i64), UpstreamError> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut latest: BTreeMap<String, GroupConfigMap> = BTreeMap::new();
-    let mut next = 0;
+    let partition = [(topic.to_string(), 0)];
+    // Where it starts and ends now: an empty topic (a new koord's) needs no read.
+    let (mut next, end) = loop {
+        let start = up.offsets_at(&partition, -2).await.pop();
+        let end = up.offsets_at(&partition, -1).await.pop();
+        match (start, end) {
+            (Some(Ok(start)), Some(Ok(end))) => break (start, end),
+            _ if tokio::time::Instant::now() > deadline => {
+                return Err(UpstreamError::Unreachable(format!("{topic}: no offsets")))
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    if next >= end {
+        return Ok((Vec::new(), next));
+    }
     loop {
         match up.follow(topic, 0, next, Duration::ZERO).await {
-            Ok((records, after, end)) => {
+            Ok((records, after, _)) => {
                 for (k, v) in records {
                     match decode_config(&k, v.as_deref()) {
                         Ok((group, configs)) => {
@@ -251,7 +266,7 @@ async fn read_configs(
                     }
                 }
                 next = after;
-                if end >= 0 && next >= end {
+                if next >= end {
                     return Ok((latest.into_iter().collect(), next));
                 }
             }
@@ -997,6 +1012,10 @@ impl Store for UpstreamStore {
 
     fn load_txns(&self) -> Result<Vec<TxnRecord>, StoreError> {
         self.local.load_txns()
+    }
+
+    fn load_producer_ids_end(&self) -> Result<Option<i64>, StoreError> {
+        self.local.load_producer_ids_end()
     }
 
     /// Those read from upstream at start-up, over those an older koord kept in its local

@@ -61,6 +61,9 @@ const ACLS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("acls");
 const GROUP_CONFIGS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("group_configs");
 
 /// The layout version this build writes and reads (format 1 is converted when opened).
+/// `end`: the end of the last producer id block reserved ([`Mutation::ReserveProducerIds`]).
+/// Added to format 2 as the group configs were.
+const PRODUCER_IDS: TableDefinition<&str, i64> = TableDefinition::new("producer_ids");
 const FORMAT: u32 = 2;
 
 /// The store file's name under the data dir.
@@ -173,6 +176,7 @@ impl EmbeddedStore {
             ] {
                 tx.open_table(table).map_err(|e| e.to_string())?;
             }
+            tx.open_table(PRODUCER_IDS).map_err(|e| e.to_string())?;
         }
         tx.commit().map_err(|e| e.to_string())
     }
@@ -212,6 +216,7 @@ impl EmbeddedStore {
         let mut acls = tx.open_table(ACLS)?;
         let mut pending_offsets = tx.open_table(PENDING)?;
         let mut group_configs = tx.open_table(GROUP_CONFIGS)?;
+        let mut producer_ids = tx.open_table(PRODUCER_IDS)?;
         // Offsets are most of a batch: their keys and values are encoded into these two.
         let (mut key, mut value) = (Vec::new(), Vec::new());
         for m in batch {
@@ -258,6 +263,12 @@ impl EmbeddedStore {
                 Mutation::PutGroupConfigs { group, configs } => {
                     let value = codec::encode_group_configs(configs);
                     group_configs.insert(group.as_bytes(), value.as_slice())?;
+                }
+                Mutation::ReserveProducerIds { end } => {
+                    let stored = producer_ids.get("end")?.map(|v| v.value());
+                    if stored.is_none_or(|s| s < *end) {
+                        producer_ids.insert("end", *end)?;
+                    }
                 }
                 Mutation::Credential(CredentialChange::Put {
                     user,
@@ -461,6 +472,13 @@ impl Store for EmbeddedStore {
         Ok(out)
     }
 
+    fn load_producer_ids_end(&self) -> Result<Option<i64>, StoreError> {
+        let tx = self.read()?;
+        let table = tx.open_table(PRODUCER_IDS).map_err(|e| self.corrupt(e))?;
+        let end = table.get("end").map_err(|e| self.corrupt(e))?;
+        Ok(end.map(|v| v.value()))
+    }
+
     fn load_group_configs(
         &self,
     ) -> Result<Vec<(String, crate::metadata::group_config::GroupConfigMap)>, StoreError> {
@@ -583,6 +601,27 @@ impl Store for EmbeddedStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_producer_id_end_only_rises_and_survives_a_reopen() {
+        let dir = std::env::temp_dir().join(format!("koord-embedded-pids-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        {
+            let store = EmbeddedStore::open(&dir).unwrap();
+            assert_eq!(store.load_producer_ids_end().unwrap(), None);
+            store
+                .apply(&[Mutation::ReserveProducerIds { end: 3000 }], true)
+                .unwrap();
+            store
+                .apply(&[Mutation::ReserveProducerIds { end: 2000 }], true)
+                .unwrap();
+        }
+        let store = EmbeddedStore::open(&dir).unwrap();
+        assert_eq!(store.load_producer_ids_end().unwrap(), Some(3000));
+        drop(store);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
     use crate::group::{classic, consumer, streams};
     use crate::vocab::{ConsumerGroupRecord, ConsumerMember, MemberId};
 

@@ -16,6 +16,7 @@ use crate::vocab::{OffsetAndMetadata, PendingOffset, TopicPartition, TxnRecord};
 struct Data {
     topics: BTreeMap<String, (i32, TopicConfigs)>,
     group_configs: BTreeMap<String, crate::metadata::group_config::GroupConfigMap>,
+    producer_ids_end: Option<i64>,
     /// Groups' records by group, kind and key.
     records: BTreeMap<(GroupId, u8, String), StoredRecord>,
     offsets: BTreeMap<(GroupId, TopicPartition), OffsetAndMetadata>,
@@ -98,6 +99,9 @@ impl Store for MemoryStore {
                 Mutation::PutGroupConfigs { group, configs } => {
                     d.group_configs.insert(group.clone(), configs.clone());
                 }
+                Mutation::ReserveProducerIds { end } => {
+                    d.producer_ids_end = d.producer_ids_end.max(Some(*end));
+                }
                 Mutation::Credential(CredentialChange::Put {
                     user,
                     mechanism,
@@ -152,6 +156,10 @@ impl Store for MemoryStore {
             .iter()
             .map(|(n, (p, c))| (n.clone(), *p, c.clone()))
             .collect())
+    }
+
+    fn load_producer_ids_end(&self) -> Result<Option<i64>, StoreError> {
+        Ok(self.data().producer_ids_end)
     }
 
     fn load_group_configs(

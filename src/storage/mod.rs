@@ -117,6 +117,11 @@ pub enum Mutation {
         group: String,
         configs: GroupConfigMap,
     },
+    /// Producer ids below `end` may have been handed out: a restarted node starts at the
+    /// highest `end` stored ([`crate::broker::ProducerIds`]), so no id is handed out twice.
+    ReserveProducerIds {
+        end: i64,
+    },
     /// A SCRAM user's credential for one mechanism (AlterUserScramCredentials), or its
     /// deletion.
     Credential(crate::security::credentials::CredentialChange),
@@ -283,6 +288,14 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     /// [`StoreError::Corrupt`] naming what cannot be read.
     fn load_txns(&self) -> Result<Vec<TxnRecord>, StoreError>;
+    /// The highest producer id block end stored ([`Mutation::ReserveProducerIds`]); `None` in
+    /// a store that has none.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] naming what cannot be read.
+    fn load_producer_ids_end(&self) -> Result<Option<i64>, StoreError> {
+        Ok(None)
+    }
     /// Every group's stored configs ([`Mutation::PutGroupConfigs`]); none by default.
     ///
     /// # Errors
@@ -379,6 +392,7 @@ impl Mutation {
             Mutation::PutTopic { .. }
             | Mutation::DeleteTopic { .. }
             | Mutation::PutGroupConfigs { .. }
+            | Mutation::ReserveProducerIds { .. }
             | Mutation::Credential(_)
             | Mutation::PutAcl(_)
             | Mutation::DeleteAcl(_)

@@ -73,6 +73,9 @@ pub enum TxnError {
     NotInTransaction,
     #[error("no such transactional id")]
     TransactionalIdNotFound,
+    /// No producer id can be handed out until the next block is stored.
+    #[error("the next producer id block is not ready")]
+    ProducerIdsPending,
 }
 
 /// The producer id and epoch a request claims.
@@ -314,7 +317,7 @@ impl TxnCoordinator {
         &mut self,
         req: &InitProducer,
         now: Timestamp,
-        new_producer_id: &mut dyn FnMut() -> i64,
+        new_producer_id: &mut dyn FnMut() -> Option<i64>,
     ) -> Result<Init, TxnError> {
         if req.transactional_id.is_empty() {
             return Err(TxnError::InvalidRequest);
@@ -322,22 +325,28 @@ impl TxnCoordinator {
         if !(1..=self.max_timeout_ms).contains(&req.timeout_ms) {
             return Err(TxnError::InvalidTransactionTimeout);
         }
-        let txn = self
-            .txns
-            .entry(req.transactional_id.clone())
-            .or_insert_with(|| TxnRecord {
-                transactional_id: req.transactional_id.clone(),
-                producer_id: new_producer_id(),
-                previous_producer_id: NO_PRODUCER_ID,
-                producer_epoch: NO_PRODUCER_EPOCH,
-                last_producer_epoch: NO_PRODUCER_EPOCH,
-                timeout_ms: req.timeout_ms,
-                state: TxnState::Empty,
-                partitions: BTreeSet::new(),
-                groups: BTreeSet::new(),
-                started: now,
-                updated: now,
-            });
+        if !self.txns.contains_key(&req.transactional_id) {
+            let producer_id = new_producer_id().ok_or(TxnError::ProducerIdsPending)?;
+            self.txns.insert(
+                req.transactional_id.clone(),
+                TxnRecord {
+                    transactional_id: req.transactional_id.clone(),
+                    producer_id,
+                    previous_producer_id: NO_PRODUCER_ID,
+                    producer_epoch: NO_PRODUCER_EPOCH,
+                    last_producer_epoch: NO_PRODUCER_EPOCH,
+                    timeout_ms: req.timeout_ms,
+                    state: TxnState::Empty,
+                    partitions: BTreeSet::new(),
+                    groups: BTreeSet::new(),
+                    started: now,
+                    updated: now,
+                },
+            );
+        }
+        let Some(txn) = self.txns.get_mut(&req.transactional_id) else {
+            return Err(TxnError::TransactionalIdNotFound);
+        };
         if let Some(expected) = req.expected {
             let valid = txn.producer_epoch == NO_PRODUCER_EPOCH
                 || expected.producer_id == txn.producer_id
@@ -362,13 +371,14 @@ impl TxnCoordinator {
                 let rotate = epoch_exhausted(txn.producer_epoch)
                     && req.expected.is_none_or(|e| e.epoch == txn.producer_epoch);
                 if rotate {
+                    let producer_id = new_producer_id().ok_or(TxnError::ProducerIdsPending)?;
                     txn.previous_producer_id = txn.producer_id;
                     txn.last_producer_epoch = if req.expected.is_some() {
                         txn.producer_epoch
                     } else {
                         NO_PRODUCER_EPOCH
                     };
-                    txn.producer_id = new_producer_id();
+                    txn.producer_id = producer_id;
                     txn.producer_epoch = 0;
                 } else {
                     let (epoch, last) = next_epoch(txn, req.expected.map(|e| e.epoch))?;

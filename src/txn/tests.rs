@@ -39,7 +39,7 @@ impl Ctx {
         let next = &mut self.next_id;
         let mut alloc = || {
             *next += 1;
-            *next
+            Some(*next)
         };
         self.txn.init_producer(
             &InitProducer {
@@ -92,6 +92,26 @@ fn init_producer_known_id_bumps_the_epoch_and_keeps_the_id() {
     let first = c.init("tx");
     let second = c.init("tx");
     assert_eq!(second, pe(first.producer_id, 1));
+}
+
+#[test]
+fn init_producer_without_a_producer_id_to_hand_out_is_refused_and_keeps_nothing() {
+    let mut c = Ctx::new();
+    let req = InitProducer {
+        transactional_id: "tx".into(),
+        timeout_ms: 60_000,
+        expected: None,
+    };
+    assert_eq!(
+        c.txn.init_producer(&req, c.now, &mut || None),
+        Err(TxnError::ProducerIdsPending)
+    );
+    assert!(
+        c.txn.get("tx").is_none(),
+        "no transactional id without a producer id"
+    );
+    // Asked again once ids are there, it is a new producer at epoch 0.
+    assert_eq!(c.init("tx"), pe(101, 0));
 }
 
 #[test]
