@@ -200,6 +200,24 @@ class ShareLog:
                 self.by_event[kind].append(e)
             self._cond.notify_all()
 
+    def confirmed_accepts(self):
+        """(a mark of the events so far, the records whose ACCEPT was confirmed by then)."""
+        with self._cond:
+            mark = len(self.events)
+            confirmed = {(e["partition"], o) for e in self.events[:mark]
+                         if e["event"] == "ack" and e["error"] is None and e["type"] == "ACCEPT"
+                         for o in e["offsets"]}
+        return mark, confirmed
+
+    def check_none_again(self, mark, confirmed):
+        """Something was confirmed accepted before `mark`, and none of it delivered after."""
+        with self._cond:
+            again = {(e["partition"], e["offset"]) for e in self.events[mark:]
+                     if e["event"] == "record"}
+        assert confirmed, "nothing was accepted before the kill"
+        assert not confirmed & again, sorted(confirmed & again)[:10]
+        print(f"{len(confirmed)} accepted before the kill, {len(again)} delivered after it")
+
     def wait_for(self, what, check, timeout=TIMEOUT):
         """check() (under the lock, so it may read the indexes) until it returns other than
         None; fails on a consumer's error or death, or at the deadline."""
@@ -693,21 +711,12 @@ def test_gateway_koord_killed_and_restarted_mid_stream(request, bootstrap, names
     share.wait_for("some records accepted", lambda: True if len(share.accepted) >= 200 else None)
     koord.proc.kill()
     koord.proc.wait()
-    with share._cond:
-        mark = len(share.events)
-        confirmed = {(e["partition"], o) for e in share.events[:mark]
-                     if e["event"] == "ack" and e["error"] is None and e["type"] == "ACCEPT"
-                     for o in e["offsets"]}
+    mark, confirmed = share.confirmed_accepts()
     koord.start(port=koord.port)
     share.wait_for("every record accepted across the restart",
                    all_accepted(share, produced), timeout=120)
     close_all(share, a)
-    with share._cond:
-        again = {(e["partition"], e["offset"]) for e in share.events[mark:]
-                 if e["event"] == "record"}
-    assert confirmed, "nothing was accepted before the kill"
-    assert not confirmed & again, sorted(confirmed & again)[:10]
-    print(f"{len(confirmed)} accepted before the kill, {len(again)} delivered after it")
+    share.check_none_again(mark, confirmed)
 
 
 @pytest.mark.skipif(bool(EXTERNAL_BOOTSTRAP or not UPSTREAM),
@@ -751,20 +760,11 @@ def test_cluster_share_group_through_another_node_and_its_failover(tmp_path, nam
                      lambda: True if len(log.accepted) >= 200 else None)
         owner.proc.kill()
         owner.proc.wait()
-        with log._cond:
-            mark = len(log.events)
-            confirmed = {(e["partition"], o) for e in log.events[:mark]
-                         if e["event"] == "ack" and e["error"] is None and e["type"] == "ACCEPT"
-                         for o in e["offsets"]}
+        mark, confirmed = log.confirmed_accepts()
         log.wait_for("every record accepted after the group's node died",
                      all_accepted(log, produced), timeout=120)
         close_all(log, jvm)
-        with log._cond:
-            again = {(e["partition"], e["offset"]) for e in log.events[mark:]
-                     if e["event"] == "record"}
-        assert confirmed, "nothing was accepted before the kill"
-        assert not confirmed & again, sorted(confirmed & again)[:10]
-        print(f"{len(confirmed)} accepted before the kill, {len(again)} delivered after it")
+        log.check_none_again(mark, confirmed)
     finally:
         if jvm is not None:
             jvm.stop()

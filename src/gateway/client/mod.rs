@@ -368,12 +368,7 @@ impl Upstream {
     pub async fn coordinator_conn(&self, group: &str) -> Result<UpstreamConn, UpstreamError> {
         self.forget_coordinator(group);
         let node = self.coordinator(group).await?;
-        let addr = self
-            .addr_of(node)
-            .ok_or_else(|| UpstreamError::Unreachable(format!("broker {node} unknown")))?;
-        connect(&addr, &self.security)
-            .await
-            .map_err(|e| UpstreamError::Unreachable(e.to_string()))
+        self.connect_to(node).await
     }
 
     fn forget_coordinator(&self, group: &str) {
