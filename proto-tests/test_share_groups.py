@@ -12,6 +12,9 @@ on, each delivery and acknowledgement as the consumers themselves report it.
   delivered, and the rejected ones still are not).
 - share.delivery.count.limit=3: a record released on every delivery is delivered exactly 3
   times (counts 1, 2, 3) and then never again (same after-the-fact check).
+- The dead-letter queue (KIP-1191, Kafka 4.4): rejected records and records whose delivery
+  count ran out are written to the group's queue topic once each, with the original record and
+  Kafka's `__dlq.errors.*` headers.
 - A consumer that crashes (Runtime.halt) holding acquired records: another consumer gets them
   with delivery count 2, and every record is accepted once (Kafka releases them when the
   crashed consumer's connection closes; their locks would expire anyway).
@@ -515,6 +518,126 @@ def test_delivery_count_limit(bootstrap, names, share):
         for k in set(produced) - doomed:
             assert [(c, t) for _, c, t in share.deliveries[k]] == [(1, "ACCEPT")], \
                 (k, share.deliveries[k])
+
+
+def read_topic(bootstrap, topic, count, timeout=TIMEOUT):
+    """The first `count` records of every partition of `topic` (fails if fewer come by the
+    deadline), each as (partition, key, value, headers dict)."""
+    from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    meta = admin.list_topics(topic, timeout=30).topics[topic]
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions])
+        out = []
+        deadline = time.monotonic() + timeout
+        while len(out) < count and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is None or m.error():
+                continue
+            out.append((m.partition(), m.key(), m.value(),
+                        {k: (v.decode() if v is not None else None)
+                         for k, v in (m.headers() or [])}))
+        assert len(out) >= count, f"{len(out)} of {count} records on {topic}"
+        return out
+    finally:
+        c.close()
+
+
+def test_dead_letter_queue(bootstrap, names, share):
+    """KIP-1191 (Kafka 4.4): a share group with errors.deadletterqueue.topic.name (a topic made
+    with errors.deadletterqueue.group.enable=true) and copy.record.enable=true. Records the
+    consumer rejects, and records it releases until share.delivery.count.limit=2 runs out, go
+    to the queue, once each, with the original key and value and Kafka's headers (source
+    topic, partition, offset, group, delivery count, the reason in Kafka's words); they are
+    never delivered again, and every other record is accepted once."""
+    topic, group = names["topic"], names["group"]
+    dlq = f"dlq.{topic}"
+    create_topic(bootstrap, topic, 2)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(dlq, 1, 1, config={
+        "errors.deadletterqueue.group.enable": "true"})])[dlq].result(30)
+    set_group_config(bootstrap, group, share_auto_offset_reset="earliest",
+                     share_delivery_count_limit=2,
+                     errors_deadletterqueue_topic_name=dlq,
+                     errors_deadletterqueue_copy_record_enable="true")
+    values = [f"rej-{i}" if i % 10 == 3 else f"rel-{i}" if i % 10 == 7 else f"v-{i}"
+              for i in range(100)]
+    produced = produce(bootstrap, topic, values, 2)
+    doomed = {k for k, v in produced.items() if not v.startswith("v-")}
+    a = share.start("dlq", "--reject", "^rej-", "--release", "^rel-", "--commit", "sync")
+
+    def done():
+        def settled(k):
+            ok = [t for _, t, err in share.acks[k] if err is None]
+            return ok == ["REJECT"] if produced[k].startswith("rej-") else \
+                ok.count("RELEASE") >= 2
+        ok = set(produced) - doomed <= share.accepted and all(settled(k) for k in doomed)
+        return True if ok else None
+
+    share.wait_for("the others accepted, the doomed rejected or released twice", done)
+    letters = read_topic(bootstrap, dlq, len(doomed))
+    more = after_the_fact(share, bootstrap, names, 2)
+    close_all(share, a)
+    by_source = {}
+    for _, key, value, headers in letters:
+        assert headers["__dlq.errors.topic"] == topic, headers
+        assert headers["__dlq.errors.group"] == group, headers
+        k = (int(headers["__dlq.errors.partition"]), int(headers["__dlq.errors.offset"]))
+        assert k not in by_source, f"{k} in the queue twice"
+        by_source[k] = (key, value, headers)
+    assert set(by_source) == doomed, sorted(set(by_source) ^ doomed)
+    for k, (key, value, headers) in by_source.items():
+        assert value.decode() == produced[k], (k, value)
+        assert key is not None and key.startswith(b"k"), (k, key)
+        if produced[k].startswith("rej-"):
+            assert headers["__dlq.errors.delivery.count"] == "1", headers
+            assert headers["__dlq.errors.message"] == "Offset rejected by client.", headers
+        else:
+            assert headers["__dlq.errors.delivery.count"] == "2", headers
+            assert headers["__dlq.errors.message"] == \
+                "Offset delivery count exceeded the threshold.", headers
+    with share._cond:
+        for k in doomed:
+            want = [(1, "REJECT")] if produced[k].startswith("rej-") else \
+                [(1, "RELEASE"), (2, "RELEASE")]
+            assert [(c, t) for _, c, t in share.deliveries[k]] == want, (k, share.deliveries[k])
+        assert set(share.deliveries) == set(produced) | set(more)
+
+
+def test_dead_letter_queue_refused_archives_regardless(bootstrap, names, share):
+    """A group whose errors.deadletterqueue.topic.name is a topic made without
+    errors.deadletterqueue.group.enable: Kafka will not write to it, and archives the rejected
+    records regardless: they are never delivered again, and the topic stays empty."""
+    topic, group = names["topic"], names["group"]
+    dlq = f"dlq.{topic}"
+    create_topic(bootstrap, topic, 1)
+    create_topic(bootstrap, dlq, 1)
+    set_group_config(bootstrap, group, share_auto_offset_reset="earliest",
+                     errors_deadletterqueue_topic_name=dlq)
+    values = [f"rej-{i}" if i % 4 == 0 else f"v-{i}" for i in range(40)]
+    produced = produce(bootstrap, topic, values, 1)
+    rejected = {k for k, v in produced.items() if v.startswith("rej-")}
+    a = share.start("dlq-off", "--reject", "^rej-", "--commit", "sync")
+    share.wait_for("the others accepted, the rejected ones rejected", lambda: True if (
+        set(produced) - rejected <= share.accepted and all(
+            any(t == "REJECT" and err is None for _, t, err in share.acks[k])
+            for k in rejected)) else None)
+    more = after_the_fact(share, bootstrap, names, 1)
+    close_all(share, a)
+    with share._cond:
+        for k in rejected:
+            assert [(c, t) for _, c, t in share.deliveries[k]] == [(1, "REJECT")], \
+                (k, share.deliveries[k])
+        assert set(share.deliveries) == set(produced) | set(more)
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"w-{uuid.uuid4().hex[:6]}"})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(dlq, 0), timeout=30)
+    finally:
+        c.close()
+    assert high == 0, f"{high} records written to {dlq}, which is not a dead-letter queue"
 
 
 def test_crashed_consumer_records_go_to_another(bootstrap, names, share):

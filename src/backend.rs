@@ -21,7 +21,7 @@ use crate::coordinator::{Coordinator, TxnOffsetCommit};
 use crate::group::share::AutoOffsetReset;
 use crate::log::{AppendWatch, Logs};
 use crate::metadata::topic_config::TopicConfigs;
-use crate::metadata::{CreateError, Topic};
+use crate::metadata::{CreateError, Topic, Topics};
 use crate::offsets::{FetchedOffset, TopicPartition};
 use crate::storage::{Storage, StoreError};
 use crate::transactions::{ShellError, Transactions};
@@ -197,6 +197,29 @@ pub trait Backend: Send + Sync {
         read_committed: bool,
         deadline: Instant,
     ) -> BoxFuture<'a, ()>;
+
+    /// A share group's dead-letter queue topic `name`, as Kafka checks it before writing to it
+    /// (`ShareGroupDLQStateManager.validateDlqTopic`): it exists with
+    /// `errors.deadletterqueue.group.enable=true`, or it is missing and `create` (the broker's
+    /// `errors.deadletterqueue.auto.create.topics.enable`) creates it so, with that many
+    /// partitions. Its partition count, or why it cannot be written to (Kafka's message).
+    fn dead_letter_topic<'a>(
+        &'a self,
+        local: Local<'a>,
+        topics: &'a Topics,
+        name: &'a str,
+        create: Option<i32>,
+    ) -> BoxFuture<'a, Result<i32, DeadLetterTopicError>>;
+
+    /// Appends the record batch `batch` to `topic`'s `partition` where topics live: koord's
+    /// own log standalone, upstream's (acks=all) in gateway mode.
+    fn append<'a>(
+        &'a self,
+        logs: &'a Logs,
+        topic: &'a Topic,
+        partition: i32,
+        batch: Bytes,
+    ) -> BoxFuture<'a, Result<(), String>>;
 
     /// Creates an internal topic a group needs (Kafka Streams' repartition and changelog
     /// topics) where topics live: the topic, or `None` when it existed already.
@@ -411,6 +434,51 @@ impl Backend for Standalone {
         Box::pin(async { Ok(None) })
     }
 
+    fn dead_letter_topic<'a>(
+        &'a self,
+        local: Local<'a>,
+        topics: &'a Topics,
+        name: &'a str,
+        create: Option<i32>,
+    ) -> BoxFuture<'a, Result<i32, DeadLetterTopicError>> {
+        Box::pin(async move {
+            if let Some(topic) = topics.get(name) {
+                return if topics.configs(name).get(DLQ_ENABLE).map(String::as_str) == Some("true") {
+                    Ok(topic.partitions)
+                } else {
+                    Err(DeadLetterTopicError::not_enabled(name))
+                };
+            }
+            let partitions = create.ok_or_else(|| DeadLetterTopicError::missing(name))?;
+            match self
+                .create_topic(local, name, partitions, -1, &dead_letter_topic_configs())
+                .await
+                .map_err(DeadLetterTopicError::Refused)?
+            {
+                Some(topic) => Ok(topic.partitions),
+                // Created meanwhile by another: checked as it was made.
+                None => Box::pin(self.dead_letter_topic(local, topics, name, None)).await,
+            }
+        })
+    }
+
+    fn append<'a>(
+        &'a self,
+        logs: &'a Logs,
+        topic: &'a Topic,
+        partition: i32,
+        batch: Bytes,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let log = logs
+                .partition(topic, partition)
+                .ok_or_else(|| format!("{}-{partition} does not exist", topic.name))?;
+            let valid =
+                crate::log::batch::validate_produce(&batch, 9).map_err(|e| e.to_string())?;
+            log.append(&valid).map(|_| ()).map_err(|e| e.to_string())
+        })
+    }
+
     /// In koord's own data plane; configs it does not know are left out (the topic is
     /// created without them), as the replication factor is.
     fn create_topic<'a>(
@@ -443,6 +511,45 @@ impl Backend for Standalone {
             }
         })
     }
+}
+
+/// Why a dead-letter queue topic cannot be written to now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeadLetterTopicError {
+    /// As Kafka refuses it (its message): the records are archived without it.
+    Refused(String),
+    /// Not reachable now (gateway mode): worth another attempt.
+    Unavailable(String),
+}
+
+impl DeadLetterTopicError {
+    pub fn not_enabled(name: &str) -> DeadLetterTopicError {
+        DeadLetterTopicError::Refused(format!(
+            "DLQ is not enabled on configured DLQ topic {name} ({DLQ_ENABLE} is not true)."
+        ))
+    }
+
+    pub fn missing(name: &str) -> DeadLetterTopicError {
+        DeadLetterTopicError::Refused(format!(
+            "DLQ topic {name} does not exist and auto create is disabled \
+             (errors.deadletterqueue.auto.create.topics.enable)."
+        ))
+    }
+}
+
+/// The topic config that lets share groups use a topic as their dead-letter queue (Kafka 4.4).
+pub const DLQ_ENABLE: &str = "errors.deadletterqueue.group.enable";
+
+/// The configs of a dead-letter queue topic koord creates, as Kafka's
+/// (`ShareGroupDLQStateManager.createTopicBuilder`).
+pub fn dead_letter_topic_configs() -> Vec<(String, String)> {
+    vec![
+        (DLQ_ENABLE.to_string(), "true".to_string()),
+        (
+            "message.timestamp.type".to_string(),
+            "CreateTime".to_string(),
+        ),
+    ]
 }
 
 /// The coordinator's groups as ListGroups shows them, sorted by id.
@@ -497,4 +604,55 @@ fn read_own(
         aborted: read.aborted,
         end,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::Broker;
+    use crate::config::Config;
+
+    /// A dead-letter queue topic standalone: one made with the DLQ config serves, one without
+    /// is refused, a missing one is refused unless auto-creation makes it (with the config).
+    #[tokio::test]
+    async fn dead_letter_topics_are_checked_and_created_as_kafka_does() {
+        let dir = std::env::temp_dir().join(format!("koord-dlq-{}", uuid::Uuid::new_v4()));
+        let broker = Broker::new(Config {
+            data_dir: dir.clone(),
+            ..Config::default()
+        })
+        .unwrap();
+        let check = |name: &'static str, create: Option<i32>| {
+            let broker = &broker;
+            async move {
+                Standalone
+                    .dead_letter_topic(broker.local(), &broker.topics, name, create)
+                    .await
+            }
+        };
+        assert!(matches!(
+            check("dlq.missing", None).await,
+            Err(DeadLetterTopicError::Refused(_))
+        ));
+        assert_eq!(check("dlq.made", Some(3)).await, Ok(3));
+        assert_eq!(
+            broker
+                .topics
+                .configs("dlq.made")
+                .get(DLQ_ENABLE)
+                .map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(check("dlq.made", None).await, Ok(3));
+        let (_, stored) = broker
+            .create_topic("dlq.plain", 2, TopicConfigs::new())
+            .await
+            .unwrap();
+        stored.unwrap();
+        assert!(matches!(
+            check("dlq.plain", Some(1)).await,
+            Err(DeadLetterTopicError::Refused(_))
+        ));
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

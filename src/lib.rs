@@ -62,6 +62,8 @@
 //!   forwarded over pooled upstream connections (bytes passed through, correlation ids mapped),
 //!   Metadata, DescribeCluster and FindCoordinator(transaction) rewritten to koord's endpoints,
 //!   the groups koord's own.
+//! - [`dead_letter`]: the share groups' dead-letter queues (KIP-1191): the records a group
+//!   gives up on, written to its queue topic and then archived.
 //! - [`svg`]: the SVG pieces the simulator's timeline and the status page share.
 
 pub mod api;
@@ -70,6 +72,7 @@ pub mod backend;
 pub mod broker;
 pub mod config;
 pub mod coordinator;
+pub mod dead_letter;
 pub mod gateway;
 pub mod group;
 pub mod log;

@@ -418,6 +418,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         // only forgets groups long Empty (`OffsetConfig::kept_elsewhere`).
         broker.coordinator.spawn_retention();
         koord::broker::spawn_txn_timers(&broker);
+        koord::dead_letter::spawn(&broker);
         let mut load_failed = false;
         let stop = async {
             tokio::select! {

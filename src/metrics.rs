@@ -83,10 +83,14 @@ pub enum ShareOutcome {
     /// Archived at the delivery-count limit (by a lock running out, a release or a member
     /// leaving).
     Archived,
+    /// Written to the group's dead-letter queue (KIP-1191).
+    DeadLettered,
+    /// Archived without reaching the dead-letter queue (its topic refused or unreachable).
+    DeadLetterFailed,
 }
 
 impl ShareOutcome {
-    const ALL: [ShareOutcome; 8] = [
+    const ALL: [ShareOutcome; 10] = [
         ShareOutcome::Acquired,
         ShareOutcome::Redelivered,
         ShareOutcome::Accepted,
@@ -95,6 +99,8 @@ impl ShareOutcome {
         ShareOutcome::LockExpired,
         ShareOutcome::Returned,
         ShareOutcome::Archived,
+        ShareOutcome::DeadLettered,
+        ShareOutcome::DeadLetterFailed,
     ];
 
     fn label(self) -> &'static str {
@@ -107,6 +113,8 @@ impl ShareOutcome {
             ShareOutcome::LockExpired => "lock_expired",
             ShareOutcome::Returned => "returned",
             ShareOutcome::Archived => "archived",
+            ShareOutcome::DeadLettered => "dead_lettered",
+            ShareOutcome::DeadLetterFailed => "dead_letter_failed",
         }
     }
 }

@@ -383,7 +383,8 @@ fn api_versions_advertise_share_group_heartbeat_and_describe_v1_and_share_versio
         .iter()
         .find(|f| f.name.as_str() == "share.version")
         .unwrap_or_else(|| panic!("share.version not finalized: {:?}", v.finalized_features));
-    assert!(share.max_version_level >= 1, "{share:?}");
+    // Level 2 (Kafka 4.4's default): share groups with dead-letter queues (KIP-1191).
+    assert_eq!(share.max_version_level, 2, "{share:?}");
 }
 
 #[test]

@@ -42,9 +42,9 @@ fn valid_software_field(s: &str) -> bool {
 
 /// The feature levels koord serves, supported and finalized alike: `streams.version` 1 (streams
 /// groups, KIP-1071), which Kafka Streams looks for before it uses `group.protocol=streams`;
-/// `share.version` 1 (share groups, KIP-932: ShareFetch and ShareAcknowledge v1, without the
-/// RENEW acknowledgements of level 2).
-const FEATURES: &[(&str, i16)] = &[("share.version", 1), ("streams.version", 1)];
+/// `share.version` 2 (share groups, KIP-932, with level 2's dead-letter queues, KIP-1191: Kafka
+/// 4.4's default).
+const FEATURES: &[(&str, i16)] = &[("share.version", 2), ("streams.version", 1)];
 
 pub fn handle(req: &ApiVersionsRequest, version: i16) -> ApiVersionsResponse {
     let mut resp = ApiVersionsResponse::default()

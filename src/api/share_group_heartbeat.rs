@@ -44,6 +44,7 @@ pub(super) fn settings(broker: &Broker, group: &str) -> ShareSettings {
             lock_duration_ms: positive(c.share_record_lock_duration_ms),
             delivery_count_limit: u16::try_from(c.share_delivery_count_limit).unwrap_or(u16::MAX),
             max_in_flight: u32::try_from(c.share_partition_max_record_locks).unwrap_or(0),
+            dead_letter: !c.errors_deadletterqueue_topic_name.is_empty(),
         },
         logs_kept: base.logs_kept,
     }

@@ -577,6 +577,26 @@ pub static KEYS: &[Key] = &[
         },
         show: |c| Value::Boolean(c.auto_create_topics_enable),
     },
+    Key {
+        name: "errors.deadletterqueue.auto.create.topics.enable",
+        kafka: Some("errors.deadletterqueue.auto.create.topics.enable"),
+        doc: "a share group's dead-letter queue topic that does not exist is created (one with errors.deadletterqueue.group.enable=true) when its first record goes there",
+        apply: |c, v| {
+            c.errors_deadletterqueue_auto_create_topics_enable = boolean(v)?;
+            Ok(())
+        },
+        show: |c| Value::Boolean(c.errors_deadletterqueue_auto_create_topics_enable),
+    },
+    Key {
+        name: "errors.deadletterqueue.topic.name.prefix",
+        kafka: Some("errors.deadletterqueue.topic.name.prefix"),
+        doc: "the prefix the name of every share group's dead-letter queue topic must have (\"\": any name)",
+        apply: |c, v| {
+            c.errors_deadletterqueue_topic_name_prefix = string(v)?;
+            Ok(())
+        },
+        show: |c| Value::String(c.errors_deadletterqueue_topic_name_prefix.clone()),
+    },
     int_key!("num.partitions", Some("num.partitions"), "partitions of auto-created topics and of CreateTopics without a count", num_partitions: i32, 1, 1_000_000),
     Key {
         name: "log.retention.bytes",

@@ -137,6 +137,12 @@ pub struct Config {
     pub socket_request_max_bytes: usize,
     /// Metadata for an unknown topic creates it (when the request allows it).
     pub auto_create_topics_enable: bool,
+    /// `errors.deadletterqueue.auto.create.topics.enable` (false): a share group's dead-letter
+    /// queue topic that does not exist is created at its first record.
+    pub errors_deadletterqueue_auto_create_topics_enable: bool,
+    /// `errors.deadletterqueue.topic.name.prefix` ("dlq."): the prefix every dead-letter queue
+    /// topic's name must have ("" for none).
+    pub errors_deadletterqueue_topic_name_prefix: String,
     /// Partition count of auto-created topics and of CreateTopics without a count.
     pub num_partitions: i32,
     /// Bytes kept per partition log before the oldest batches are dropped; -1 keeps all.
@@ -296,6 +302,8 @@ impl Default for Config {
             connections_max_idle_ms: 600_000,
             socket_request_max_bytes: 104_857_600,
             auto_create_topics_enable: true,
+            errors_deadletterqueue_auto_create_topics_enable: false,
+            errors_deadletterqueue_topic_name_prefix: "dlq.".to_string(),
             num_partitions: 1,
             log_retention_bytes: 268_435_456,
             topics: Vec::new(),

@@ -140,6 +140,7 @@ impl Settings {
                         .unwrap_or(u16::MAX),
                     max_in_flight: u32::try_from(c.group_share_partition_max_record_locks)
                         .unwrap_or(0),
+                    dead_letter: false,
                 },
                 ..ShareSettings::default()
             },
@@ -344,6 +345,17 @@ pub struct Coordinator {
     /// outside the runtime).
     unstarted: Mutex<Vec<Shard>>,
     started: Once,
+    /// Where the share groups' records for their dead-letter queues go, until the shell takes
+    /// it ([`Coordinator::take_dead_letters`]).
+    dead_letters: Mutex<Option<mpsc::UnboundedReceiver<DeadLetterJob>>>,
+}
+
+/// A share group's records for its dead-letter queue (KIP-1191): the shell writes them, then
+/// reports each range with [`crate::group::share::ShareGroup::dead_lettered`].
+#[derive(Debug, Clone)]
+pub struct DeadLetterJob {
+    pub group: GroupId,
+    pub letters: crate::group::share::DeadLetters,
 }
 
 /// A heartbeat [`Coordinator::submit_heartbeat`] took: answered already, or queued with its
@@ -381,6 +393,13 @@ impl Coordinator {
         Coordinator::with_storage(settings, clock, Storage::memory(), false)
     }
 
+    /// The share groups' dead-letter records, for the one task that writes them (`None` once
+    /// taken). Until it is taken they wait; a directory whose shell never takes it has no
+    /// group with a dead-letter queue to serve.
+    pub fn take_dead_letters(&self) -> Option<mpsc::UnboundedReceiver<DeadLetterJob>> {
+        self.dead_letters.lock().ok()?.take()
+    }
+
     /// A directory writing through `storage`; with `loading`, group requests are answered
     /// COORDINATOR_LOAD_IN_PROGRESS until [`Coordinator::load`] ran.
     pub fn with_storage(
@@ -394,6 +413,7 @@ impl Coordinator {
         }
         let groups = Arc::new(Directory::default());
         let settings = Arc::new(settings);
+        let (dead_letters, dead_letters_rx) = mpsc::unbounded_channel();
         let (shards, unstarted) = (0..shard_count())
             .map(|_| {
                 let (tx, rx) = mpsc::unbounded_channel();
@@ -403,6 +423,7 @@ impl Coordinator {
                     storage: storage.clone(),
                     directory: groups.clone(),
                     tx: tx.downgrade(),
+                    dead_letters: dead_letters.clone(),
                 };
                 (tx, Shard::new(rx, ctx))
             })
@@ -417,6 +438,7 @@ impl Coordinator {
             shard_hasher: IdHasher::default(),
             unstarted: Mutex::new(unstarted),
             started: Once::new(),
+            dead_letters: Mutex::new(Some(dead_letters_rx)),
         })
     }
 

@@ -8,10 +8,11 @@
 //! ([`super::client::UpstreamError::client_code`]), which clients retry; a real refusal is upstream's code,
 //! passed on as it came.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::TxnOffsetCommitRequest;
@@ -20,14 +21,15 @@ use kafka_protocol::ResponseError;
 use tokio::time::Instant;
 
 use super::client::Upstream;
+use super::upstream::UpstreamError;
 use crate::backend::{
-    listed, Backend, GroupOffsets, Listed, Local, ShareRead, ShareReadResult, ShareReadSpec,
-    SharedRead, TxnCommitRefused,
+    dead_letter_topic_configs, listed, Backend, DeadLetterTopicError, GroupOffsets, Listed, Local,
+    ShareRead, ShareReadResult, ShareReadSpec, SharedRead, TxnCommitRefused, DLQ_ENABLE,
 };
 use crate::coordinator::TxnOffsetCommit;
 use crate::group::share::AutoOffsetReset;
 use crate::log::Logs;
-use crate::metadata::Topic;
+use crate::metadata::{Topic, Topics};
 use crate::offsets::{FetchedOffset, TopicPartition};
 use crate::storage::Mutation;
 use crate::vocab::{GroupError, GroupId, MemberId};
@@ -427,6 +429,63 @@ impl Backend for Upstreamed {
     }
 
     /// Upstream: the topics are upstream's.
+    /// Asked of upstream each time (a topic's configs are upstream's); an upstream that does
+    /// not know the config (a Kafka before 4.4) lets any existing topic serve, and a topic
+    /// koord creates there gets only the timestamp type.
+    fn dead_letter_topic<'a>(
+        &'a self,
+        _local: Local<'a>,
+        _topics: &'a Topics,
+        name: &'a str,
+        create: Option<i32>,
+    ) -> BoxFuture<'a, Result<i32, DeadLetterTopicError>> {
+        Box::pin(async move {
+            let err = |e: UpstreamError| {
+                if e.is_unavailable() {
+                    DeadLetterTopicError::Unavailable(e.to_string())
+                } else {
+                    DeadLetterTopicError::Refused(e.to_string())
+                }
+            };
+            match self.up.topic_config(name, DLQ_ENABLE).await.map_err(err)? {
+                Some((n, Some(v))) if v == "true" => Ok(n),
+                Some((n, None)) => Ok(n),
+                Some(_) => Err(DeadLetterTopicError::not_enabled(name)),
+                None => {
+                    let partitions = create.ok_or_else(|| DeadLetterTopicError::missing(name))?;
+                    let configs = dead_letter_topic_configs();
+                    let made = match self.up.create_topic(name, partitions, -1, &configs).await {
+                        // An older Kafka refuses the config it does not know.
+                        Err(e) if e.code() == Some(ResponseError::InvalidConfig.code()) => {
+                            self.up
+                                .create_topic(name, partitions, -1, &configs[1..])
+                                .await
+                        }
+                        other => other,
+                    };
+                    made.map_err(err)?;
+                    Ok(partitions)
+                }
+            }
+        })
+    }
+
+    fn append<'a>(
+        &'a self,
+        _logs: &'a Logs,
+        topic: &'a Topic,
+        partition: i32,
+        batch: Bytes,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let batches = BTreeMap::from([(partition, batch)]);
+            self.up
+                .produce_batches(&topic.name, &batches, self.up.retry_for())
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
     fn create_topic<'a>(
         &'a self,
         _local: Local<'a>,

@@ -184,6 +184,8 @@ pub(super) struct Ctx {
     /// The shard's own queue, for write completions. Weak, so that the shard ends once the
     /// directory is dropped (shutdown).
     pub tx: mpsc::WeakUnboundedSender<Envelope>,
+    /// The share groups' records for their dead-letter queues, to the shell's writer.
+    pub dead_letters: mpsc::UnboundedSender<super::DeadLetterJob>,
 }
 
 /// A group a shard is to own from now on.
@@ -872,6 +874,34 @@ impl GroupActor {
         }
     }
 
+    /// A share group's records for its dead-letter queue go to the shell's writer.
+    fn send_dead_letters(&mut self, ctx: &Ctx) {
+        let Some(group) = self.group.get_mut::<ShareGroup>() else {
+            return;
+        };
+        let all = group.take_dead_letters();
+        if all.is_empty() {
+            return;
+        }
+        let id = self.group.id().clone();
+        for letters in all {
+            let job = super::DeadLetterJob {
+                group: id.clone(),
+                letters,
+            };
+            // No writer (the shell has gone): archived without the queue, as Kafka does when
+            // its write fails.
+            if let Err(mpsc::error::SendError(job)) = ctx.dead_letters.send(job) {
+                if let Some(group) = self.group.get_mut::<ShareGroup>() {
+                    let l = job.letters;
+                    for d in l.letters {
+                        group.dead_lettered(l.topic, l.partition, d.first, d.last);
+                    }
+                }
+            }
+        }
+    }
+
     /// Delivers every output of the core; records go to the storage task, and their
     /// completions come back through [`GroupActor::complete`].
     fn drain(&mut self, ctx: &Ctx) {
@@ -917,6 +947,7 @@ impl GroupActor {
                 }
             }
         }
+        self.send_dead_letters(ctx);
         if let Some(group) = self.group.get_mut::<ShareGroup>() {
             let events = group.take_events();
             let in_flight: i64 = group

@@ -446,7 +446,24 @@ impl Upstream {
         stamps: &BTreeMap<i32, ProducerStamp>,
         retry_for: Duration,
     ) -> Result<(), UpstreamError> {
-        let mut left: Vec<i32> = records.keys().copied().collect();
+        let batches = records
+            .iter()
+            .map(|(p, r)| Ok((*p, encode_batch(r, stamps.get(p).copied())?)))
+            .collect::<Result<BTreeMap<i32, Bytes>, UpstreamError>>()?;
+        self.produce_batches(topic, &batches, retry_for).await
+    }
+
+    /// [`Upstream::produce`] of batches already encoded, one per partition.
+    ///
+    /// # Errors
+    /// As [`Upstream::produce`].
+    pub async fn produce_batches(
+        &self,
+        topic: &str,
+        batches: &BTreeMap<i32, Bytes>,
+        retry_for: Duration,
+    ) -> Result<(), UpstreamError> {
+        let mut left: Vec<i32> = batches.keys().copied().collect();
         let deadline = tokio::time::Instant::now() + retry_for;
         let mut backoff = Duration::from_millis(50);
         let mut last = UpstreamError::Unreachable("no attempt".into());
@@ -461,15 +478,14 @@ impl Upstream {
                 }
             }
             let sends = by_leader.iter().map(|(leader, ps)| async move {
-                let data = ps
+                let data: Vec<PartitionProduceData> = ps
                     .iter()
                     .map(|p| {
-                        let batch = encode_batch(&records[p], stamps.get(p).copied())?;
-                        Ok(PartitionProduceData::default()
+                        PartitionProduceData::default()
                             .with_index(*p)
-                            .with_records(Some(batch)))
+                            .with_records(Some(batches[p].clone()))
                     })
-                    .collect::<Result<Vec<_>, UpstreamError>>()?;
+                    .collect();
                 let req = ProduceRequest::default()
                     .with_acks(-1)
                     .with_timeout_ms(super::upstream::REQUEST_TIMEOUT.as_millis() as i32)

@@ -6,10 +6,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, FetchRequest, ListOffsetsRequest, TopicName,
+    BrokerId, CreateTopicsRequest, DescribeConfigsRequest, FetchRequest, ListOffsetsRequest,
+    MetadataRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
@@ -83,6 +86,57 @@ impl Upstream {
                 other => return other,
             }
         }
+    }
+
+    /// `topic`'s partition count upstream and its config `key`: `None` when the topic does not
+    /// exist; the value `None` when upstream does not know the config (an older Kafka).
+    ///
+    /// # Errors
+    /// Upstream could not be asked, or refused.
+    pub async fn topic_config(
+        &self,
+        topic: &str,
+        key: &str,
+    ) -> Result<Option<(i32, Option<String>)>, UpstreamError> {
+        let name = TopicName(StrBytes::from_string(topic.to_string()));
+        let md = MetadataRequest::default()
+            .with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(name))
+            ]))
+            .with_allow_auto_topic_creation(false);
+        let md = self.call_any(12, &md).await?;
+        let Some(t) = md.topics.first() else {
+            return Err(UpstreamError::Protocol("Metadata: no topic".into()));
+        };
+        match t.error_code {
+            0 => {}
+            c if c == ResponseError::UnknownTopicOrPartition.code() => return Ok(None),
+            c => return Err(UpstreamError::refused(c, format!("Metadata {topic}"))),
+        }
+        let partitions = i32::try_from(t.partitions.len()).unwrap_or(i32::MAX);
+        self.refresh(&[topic]).await?;
+        let req = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_string(topic.to_string()))
+                .with_configuration_keys(Some(vec![StrBytes::from_string(key.to_string())])),
+        ]);
+        let resp = self.call_any(4, &req).await?;
+        let Some(r) = resp.results.first() else {
+            return Err(UpstreamError::Protocol("DescribeConfigs: no result".into()));
+        };
+        if r.error_code != 0 {
+            return Err(UpstreamError::refused(
+                r.error_code,
+                format!("DescribeConfigs {topic}"),
+            ));
+        }
+        let value = r
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == key)
+            .map(|c| c.value.as_ref().map_or(String::new(), |v| v.to_string()));
+        Ok(Some((partitions, value)))
     }
 
     /// Creates `topic` (compacted, `partitions`, upstream's default replication) unless it

@@ -25,8 +25,8 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use super::assign::{assign, Subscriber};
 use super::partition::{
-    AckBatch, AckError, AckType, AcquireMode, Acquired, PartitionConfig, PartitionState, ReadBatch,
-    SharePartition,
+    AckBatch, AckError, AckType, AcquireMode, Acquired, DeadLetter, PartitionConfig,
+    PartitionState, ReadBatch, SharePartition,
 };
 use crate::group::core::TopicImage;
 use crate::group::modern::{Modern, ModernMember, Refusal};
@@ -72,6 +72,15 @@ pub struct ShareSettings {
     /// live in memory), a restored group's partitions start over at offset 0 of the new logs:
     /// every record there is new to it, and nothing it acknowledged exists any more.
     pub logs_kept: bool,
+}
+
+/// Records of one partition for the dead-letter queue (the shell writes them to the queue the
+/// group's configs name when it writes: none, if they were unset meanwhile).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetters {
+    pub topic: TopicId,
+    pub partition: i32,
+    pub letters: Vec<DeadLetter>,
 }
 
 impl Default for ShareSettings {
@@ -450,7 +459,7 @@ impl ShareGroup {
         image: &dyn TopicImage,
         now: Timestamp,
     ) -> Result<ShareHeartbeatReply, Refusal> {
-        self.settings.clone_from(settings);
+        self.apply_settings(settings);
         if req.member_epoch == LEAVE_EPOCH {
             if !self.base.members.contains_key(&req.member_id) {
                 return Err(self.base.unknown_member(&req.member_id));
@@ -565,6 +574,45 @@ impl ShareGroup {
         }
     }
 
+    /// The settings of a request (the group's configs as they are now): its partitions take
+    /// the new limits from now on (locks already granted keep their deadlines).
+    fn apply_settings(&mut self, settings: &ShareSettings) {
+        if self.settings.partition != settings.partition {
+            for p in self.partitions.values_mut() {
+                p.set_config(settings.partition);
+            }
+        }
+        self.settings.clone_from(settings);
+    }
+
+    /// Records of every partition that became Archiving since the last call (or came back
+    /// Archiving from the store), for the shell to write to the group's dead-letter queue and
+    /// then report with [`ShareGroup::dead_lettered`].
+    pub fn take_dead_letters(&mut self) -> Vec<DeadLetters> {
+        self.partitions
+            .iter_mut()
+            .filter_map(|(&(topic, partition), p)| {
+                let letters = p.take_dead_letters();
+                (!letters.is_empty()).then_some(DeadLetters {
+                    topic,
+                    partition,
+                    letters,
+                })
+            })
+            .collect()
+    }
+
+    /// The dead-letter queue write of `[first, last]` of a partition ended (written, or given
+    /// up on): those records are Archived now, durably.
+    pub fn dead_lettered(&mut self, topic: TopicId, partition: i32, first: i64, last: i64) {
+        let key = (topic, partition);
+        if let Some(p) = self.partitions.get_mut(&key) {
+            if p.dead_lettered(first, last) {
+                self.settle(key);
+            }
+        }
+    }
+
     /// The share-session part of a ShareFetch (with `fetch`) or a ShareAcknowledge: the
     /// session opened, used or closed, the acknowledgements applied (their records go to the
     /// store before the answer), and what to fetch now.
@@ -578,7 +626,7 @@ impl ShareGroup {
         settings: &ShareSettings,
         now: Timestamp,
     ) -> Result<SessionAnswer, Refusal> {
-        self.settings.clone_from(settings);
+        self.apply_settings(settings);
         let member = req.member_id.clone();
         let session = (member.clone(), req.node);
         let mut answer = SessionAnswer::default();

@@ -17,9 +17,9 @@ pub mod partition;
 mod tests;
 
 pub use group::{
-    AutoOffsetReset, PartitionAcks, ReadPartition, SessionAnswer, SessionRequest, ShareEvent,
-    ShareGroup, ShareGroupState, ShareHeartbeat, ShareHeartbeatReply, ShareMember, ShareRecord,
-    ShareSettings, ShareTimer,
+    AutoOffsetReset, DeadLetters, PartitionAcks, ReadPartition, SessionAnswer, SessionRequest,
+    ShareEvent, ShareGroup, ShareGroupState, ShareHeartbeat, ShareHeartbeatReply, ShareMember,
+    ShareRecord, ShareSettings, ShareTimer,
 };
 
 use crate::group::core::TopicImage;

@@ -45,6 +45,11 @@ pub struct PartitionConfig {
     /// `share.partition.max.record.locks`), default 2000, bounds 100 to 4000
     /// (`group.share.min.partition.max.record.locks`, `group.share.max.partition.max.record.locks`).
     pub max_in_flight: u32,
+    /// Whether the group has a dead-letter queue (KIP-1191: its
+    /// `errors.deadletterqueue.topic.name` is set): a rejected record, or one whose delivery
+    /// count reached the limit, is then Archiving until the shell has written it to the
+    /// queue, and only then Archived.
+    pub dead_letter: bool,
 }
 
 impl Default for PartitionConfig {
@@ -53,18 +58,52 @@ impl Default for PartitionConfig {
             lock_duration_ms: 30_000,
             delivery_count_limit: 5,
             max_in_flight: 2000,
+            dead_letter: false,
         }
     }
 }
 
-/// A record's state, with Kafka's `RecordState` ids (3 is Kafka's ARCHIVING, a dead-letter
-/// queue step koord does not have).
+/// A record's state, with Kafka's `RecordState` ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RecordState {
     Available,
     Acquired,
     Acknowledged,
+    /// On its way to the group's dead-letter queue: never delivered again, and the start
+    /// offset waits for it (Kafka 4.4's ARCHIVING).
+    Archiving,
     Archived,
+}
+
+/// Why a record goes to the dead-letter queue (the queue record's `__dlq.errors.message`
+/// header says it in Kafka's words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeadCause {
+    /// Its consumer rejected it.
+    Rejected,
+    /// It was delivered `delivery_count_limit` times without being accepted.
+    DeliveryLimit,
+}
+
+impl DeadCause {
+    /// Kafka's message for the cause (`ShareGroupDLQManager.CLIENT_REJECT`,
+    /// `DELIVERY_COUNT_EXCEEDED`).
+    pub fn message(self) -> &'static str {
+        match self {
+            DeadCause::Rejected => "Offset rejected by client.",
+            DeadCause::DeliveryLimit => "Offset delivery count exceeded the threshold.",
+        }
+    }
+}
+
+/// Records that became Archiving: the shell writes each offset of `[first, last]` to the
+/// dead-letter queue, then reports them with [`SharePartition::dead_lettered`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetter {
+    pub first: i64,
+    pub last: i64,
+    pub delivery_count: u16,
+    pub cause: DeadCause,
 }
 
 impl RecordState {
@@ -73,6 +112,7 @@ impl RecordState {
             RecordState::Available => 0,
             RecordState::Acquired => 1,
             RecordState::Acknowledged => 2,
+            RecordState::Archiving => 3,
             RecordState::Archived => 4,
         }
     }
@@ -82,6 +122,7 @@ impl RecordState {
             0 => Some(RecordState::Available),
             1 => Some(RecordState::Acquired),
             2 => Some(RecordState::Acknowledged),
+            3 => Some(RecordState::Archiving),
             4 => Some(RecordState::Archived),
             _ => None,
         }
@@ -257,6 +298,7 @@ enum Slot {
         deadline: Timestamp,
     },
     Acknowledged,
+    Archiving(DeadCause),
     Archived,
 }
 
@@ -266,6 +308,7 @@ impl Slot {
             Slot::Available => RecordState::Available,
             Slot::Acquired { .. } => RecordState::Acquired,
             Slot::Acknowledged => RecordState::Acknowledged,
+            Slot::Archiving(_) => RecordState::Archiving,
             Slot::Archived => RecordState::Archived,
         }
     }
@@ -323,6 +366,8 @@ pub struct SharePartition {
     changed: bool,
     /// Records a RELEASE archived at the delivery limit since last asked (for the metrics).
     archived_by_release: u64,
+    /// Records that became Archiving and are not yet handed to the shell.
+    dead_letters: Vec<DeadLetter>,
 }
 
 impl SharePartition {
@@ -342,13 +387,17 @@ impl SharePartition {
             n_terminal: 0,
             changed: false,
             archived_by_release: 0,
+            dead_letters: Vec::new(),
         }
     }
 
     /// Back from the durable form: what was acquired comes back available with its delivery
     /// count; offsets between state batches (never written: acquired before the crash) come
     /// back available with no delivery. Batches below the start offset or overlapping an
-    /// earlier one are clipped ([`decode`] refuses them outright).
+    /// earlier one are clipped ([`decode`] refuses them outright). Archiving records are
+    /// handed to the shell again ([`SharePartition::take_dead_letters`]): their write to the
+    /// dead-letter queue may not have happened (Kafka's `maybeResumeDlqArchiving`, which
+    /// tells the cause by the delivery count).
     pub fn restore(state: PartitionState, config: PartitionConfig) -> SharePartition {
         let mut p = SharePartition::new(state.start_offset, config);
         for b in state.batches {
@@ -369,6 +418,20 @@ impl SharePartition {
             let slot = match b.state {
                 RecordState::Available | RecordState::Acquired => Slot::Available,
                 RecordState::Acknowledged => Slot::Acknowledged,
+                RecordState::Archiving => {
+                    let cause = if b.delivery_count >= config.delivery_count_limit {
+                        DeadCause::DeliveryLimit
+                    } else {
+                        DeadCause::Rejected
+                    };
+                    p.dead_letters.push(DeadLetter {
+                        first,
+                        last: b.last,
+                        delivery_count: b.delivery_count,
+                        cause,
+                    });
+                    Slot::Archiving(cause)
+                }
                 RecordState::Archived => Slot::Archived,
             };
             p.insert(
@@ -447,6 +510,40 @@ impl SharePartition {
     /// Records a RELEASE archived at the delivery limit since the last call.
     pub fn take_archived(&mut self) -> u64 {
         std::mem::take(&mut self.archived_by_release)
+    }
+
+    /// Records that became Archiving since the last call (and, after a restore, those stored
+    /// Archiving): the shell writes them to the dead-letter queue.
+    pub fn take_dead_letters(&mut self) -> Vec<DeadLetter> {
+        std::mem::take(&mut self.dead_letters)
+    }
+
+    /// The dead-letter queue write of `[first, last]` ended (written, or given up: Kafka
+    /// archives regardless): its records still Archiving become Archived, and the start
+    /// offset moves past them if it can. Whether anything changed (records since reset or
+    /// removed are left alone).
+    pub fn dead_lettered(&mut self, first: i64, last: i64) -> bool {
+        let (lo, hi) = (first.max(self.start), last.min(self.end - 1));
+        if lo > hi {
+            return false;
+        }
+        let mut spans = Vec::new();
+        let from = self.run_at(lo).map_or(lo, |(f, _)| f);
+        for (&k, run) in self.runs.range(from..=hi) {
+            if matches!(run.slot, Slot::Archiving(_)) {
+                spans.push((k.max(lo), run.last.min(hi)));
+            }
+        }
+        if spans.is_empty() {
+            return false;
+        }
+        for &(a, b) in &spans {
+            self.replace_span(a, b, Slot::Archived, None);
+        }
+        self.merge_span(lo, hi);
+        self.changed = true;
+        self.advance_start();
+        true
     }
 
     /// Whether a durable change (acknowledgement, release, archive, timeout, start move)
@@ -900,6 +997,7 @@ impl SharePartition {
                 self.n_acquired += n;
             }
             Slot::Acknowledged | Slot::Archived => self.n_terminal += n,
+            Slot::Archiving(_) => {}
         }
         self.runs.insert(first, run);
     }
@@ -918,6 +1016,7 @@ impl SharePartition {
                 self.n_acquired -= n;
             }
             Slot::Acknowledged | Slot::Archived => self.n_terminal -= n,
+            Slot::Archiving(_) => {}
         }
         Some(run)
     }
@@ -1048,10 +1147,11 @@ impl SharePartition {
             if !run.never_delivered() {
                 run.slot = match t {
                     AckType::Accept => Slot::Acknowledged,
-                    AckType::Reject | AckType::Gap => Slot::Archived,
+                    AckType::Reject => self.archived(DeadCause::Rejected),
+                    AckType::Gap => Slot::Archived,
                     AckType::Release => {
                         let slot = self.released(run.count);
-                        if slot == Slot::Archived {
+                        if slot != Slot::Available {
                             self.archived_by_release += len(k, run.last);
                         }
                         slot
@@ -1062,6 +1162,7 @@ impl SharePartition {
                     },
                 };
             }
+            self.note_dead_letter(k, &run);
             self.insert(k, run);
         }
         if t != AckType::Renew {
@@ -1073,9 +1174,31 @@ impl SharePartition {
     /// Where a record whose lock ended goes.
     fn released(&self, count: u16) -> Slot {
         if count >= self.config.delivery_count_limit {
-            Slot::Archived
+            self.archived(DeadCause::DeliveryLimit)
         } else {
             Slot::Available
+        }
+    }
+
+    /// Where a record that is done with for `cause` goes: to the dead-letter queue first when
+    /// the group has one.
+    fn archived(&self, cause: DeadCause) -> Slot {
+        if self.config.dead_letter {
+            Slot::Archiving(cause)
+        } else {
+            Slot::Archived
+        }
+    }
+
+    /// Hands the run at `first` to the shell when it just became Archiving.
+    fn note_dead_letter(&mut self, first: i64, run: &Run) {
+        if let Slot::Archiving(cause) = run.slot {
+            self.dead_letters.push(DeadLetter {
+                first,
+                last: run.last,
+                delivery_count: run.count,
+                cause,
+            });
         }
     }
 
@@ -1087,11 +1210,12 @@ impl SharePartition {
         if matches!(run.slot, Slot::Acquired { .. }) {
             run.slot = self.released(run.count);
             let n = len(first, run.last);
-            if run.slot == Slot::Archived {
-                out.archived += n;
-            } else {
+            if run.slot == Slot::Available {
                 out.released += n;
+            } else {
+                out.archived += n;
             }
+            self.note_dead_letter(first, &run);
             self.changed = true;
         }
         let last = run.last;
@@ -1144,6 +1268,7 @@ impl SharePartition {
                     assert!(self.held.contains(&(member.clone(), first)));
                     acq += n;
                 }
+                Slot::Archiving(_) => {}
                 _ => term += n,
             }
             next = run.last + 1;
@@ -1862,7 +1987,7 @@ mod tests {
         huge.extend_from_slice(&u32::MAX.to_be_bytes());
         assert!(decode(&huge).is_err());
         let mut bad_state = bytes.clone();
-        bad_state[13 + 16] = 3;
+        bad_state[13 + 16] = 5;
         assert!(decode(&bad_state).is_err());
         let mut bad_version = bytes.clone();
         bad_version[0] = 9;
@@ -1976,6 +2101,7 @@ mod tests {
                 lock_duration_ms: 1000,
                 delivery_count_limit: 2 + rng.below(5) as u16,
                 max_in_flight: 20 + rng.below(80) as u32,
+                dead_letter: seed % 2 == 0,
             };
             let limit = config.delivery_count_limit;
             // The log: contiguous batches of 1 to 8 records.
@@ -2128,6 +2254,12 @@ mod tests {
                         }
                     }
                 }
+                // The shell's dead-letter writes end now and then (Archiving until they do).
+                if rng.below(2) == 0 {
+                    for d in p.take_dead_letters() {
+                        p.dead_lettered(d.first, d.last);
+                    }
+                }
                 p.check();
                 let (start, end) = (p.start_offset(), p.end_offset());
                 for (o, e) in model.iter().enumerate() {
@@ -2150,7 +2282,8 @@ mod tests {
                         Model::Done => {
                             let s = p.state_of(o).unwrap().state;
                             assert!(
-                                matches!(s, RecordState::Acknowledged | RecordState::Archived),
+                                matches!(s, RecordState::Acknowledged | RecordState::Archived)
+                                    || (config.dead_letter && s == RecordState::Archiving),
                                 "{ctx}: {o} done but {s:?}"
                             );
                             continue;
@@ -2158,10 +2291,147 @@ mod tests {
                     };
                     assert_eq!(seen, want, "{ctx}: offset {o}");
                 }
-                if start < end {
-                    assert_ne!(model[start as usize], Model::Done, "{ctx}: start not moved");
+                if start < end && model[start as usize] == Model::Done {
+                    assert_eq!(
+                        p.state_of(start).map(|s| s.state),
+                        Some(RecordState::Archiving),
+                        "{ctx}: start not moved"
+                    );
                 }
             }
         }
+    }
+
+    fn dlq_part(limit: u16) -> SharePartition {
+        SharePartition::new(
+            0,
+            PartitionConfig {
+                delivery_count_limit: limit,
+                dead_letter: true,
+                ..PartitionConfig::default()
+            },
+        )
+    }
+
+    #[test]
+    fn with_a_dead_letter_queue_a_reject_is_archiving_until_written() {
+        let mut p = dlq_part(5);
+        let a = m("a");
+        p.acquire(&a, &[batch(0, 9)], 500, t(0));
+        let acks = [
+            ack(0, 1, AckType::Accept),
+            ack(2, 3, AckType::Reject),
+            ack(4, 9, AckType::Accept),
+        ];
+        p.acknowledge(&a, &acks, t(1)).unwrap();
+        p.check();
+        assert_eq!(state(&p, 2), Some((RecordState::Archiving, 1)));
+        // The start offset waits for the queue; nothing there is delivered again.
+        assert_eq!((p.start_offset(), p.next_fetch_offset()), (2, 10));
+        assert_eq!(
+            p.take_dead_letters(),
+            vec![DeadLetter {
+                first: 2,
+                last: 3,
+                delivery_count: 1,
+                cause: DeadCause::Rejected
+            }]
+        );
+        assert!(p.take_dead_letters().is_empty());
+        // Stored as Kafka's ARCHIVING (3).
+        let snap = p.snapshot();
+        assert_eq!(snap.batches[0].state, RecordState::Archiving);
+        assert_eq!(decode(&encode(&snap)).unwrap(), snap);
+        // Acknowledging it again is not allowed.
+        assert_eq!(
+            p.acknowledge(&a, &[ack(2, 2, AckType::Accept)], t(2))
+                .unwrap_err()
+                .error,
+            GroupError::InvalidRecordState
+        );
+        assert!(p.dead_lettered(2, 3));
+        p.check();
+        assert_eq!((p.start_offset(), p.in_flight()), (10, 0));
+        assert!(!p.dead_lettered(2, 3), "done once");
+    }
+
+    #[test]
+    fn with_a_dead_letter_queue_the_delivery_limit_sends_records_there() {
+        let mut p = dlq_part(2);
+        let (a, b) = (m("a"), m("b"));
+        let log = [batch(0, 1), batch(2, 4)];
+        p.acquire(&a, &log, 500, t(0));
+        p.acknowledge(&a, &[ack(0, 4, AckType::Release)], t(1))
+            .unwrap();
+        // Second delivery: the lock runs out on 0-1, the member leaves holding 2-4.
+        p.acquire_in(AcquireMode::RecordLimit, &b, &log, 2, t(10));
+        p.acquire(&a, &log, 500, t(20));
+        assert_eq!(p.handle_timeout(t(10 + LOCK)).archived, 2);
+        assert_eq!(p.release_member(&a, t(10 + LOCK)).archived, 3);
+        p.check();
+        let letters = p.take_dead_letters();
+        let offsets: u64 = letters.iter().map(|d| len(d.first, d.last)).sum();
+        assert_eq!(offsets, 5);
+        assert!(letters
+            .iter()
+            .all(|d| d.cause == DeadCause::DeliveryLimit && d.delivery_count == 2));
+        assert_eq!(p.start_offset(), 0);
+        assert!(p.dead_lettered(0, 4));
+        assert_eq!(p.start_offset(), 5);
+    }
+
+    #[test]
+    fn archiving_records_are_handed_out_again_after_a_restore() {
+        let mut p = dlq_part(2);
+        let a = m("a");
+        p.acquire(&a, &[batch(0, 9)], 500, t(0));
+        p.acknowledge(&a, &[ack(0, 0, AckType::Reject)], t(1))
+            .unwrap();
+        p.acknowledge(&a, &[ack(1, 9, AckType::Release)], t(1))
+            .unwrap();
+        p.acquire(&a, &[batch(1, 9)], 500, t(2));
+        p.acknowledge(&a, &[ack(1, 9, AckType::Release)], t(2))
+            .unwrap();
+        let snap = p.snapshot();
+        let mut q = SharePartition::restore(snap, *p.config());
+        q.check();
+        assert_eq!(
+            q.take_dead_letters(),
+            vec![
+                DeadLetter {
+                    first: 0,
+                    last: 0,
+                    delivery_count: 1,
+                    cause: DeadCause::Rejected
+                },
+                DeadLetter {
+                    first: 1,
+                    last: 9,
+                    delivery_count: 2,
+                    cause: DeadCause::DeliveryLimit
+                },
+            ]
+        );
+        assert!(q.dead_lettered(0, 9));
+        assert_eq!(q.start_offset(), 10);
+    }
+
+    #[test]
+    fn without_a_dead_letter_queue_nothing_is_archiving() {
+        let mut p = part();
+        let a = m("a");
+        p.acquire(&a, &[batch(0, 4)], 500, t(0));
+        p.acknowledge(&a, &[ack(0, 4, AckType::Reject)], t(1))
+            .unwrap();
+        assert!(p.take_dead_letters().is_empty());
+        assert_eq!(p.start_offset(), 5);
+        // A reset forgets what was on its way.
+        let mut q = dlq_part(5);
+        q.acquire(&a, &[batch(0, 4)], 500, t(0));
+        q.acknowledge(&a, &[ack(0, 4, AckType::Reject)], t(1))
+            .unwrap();
+        q.reset_start(3);
+        assert!(q.take_dead_letters().is_empty());
+        assert!(!q.dead_lettered(0, 4));
     }
 }

@@ -657,3 +657,72 @@ fn after_a_failed_write_the_group_is_stored_whole_over_a_cleared_slate() {
         }
     );
 }
+
+/// A group with a dead-letter queue: a REJECT makes the records Archiving and hands them to the
+/// shell once; reported written, they are Archived and stored so. The settings of each request
+/// apply to the partitions it finds (the queue set after the partition was first read).
+#[test]
+fn rejected_records_go_to_the_shell_for_the_dead_letter_queue_then_are_archived() {
+    let image = Image::with(&[("t", 1)]);
+    let mut g = group();
+    g.handle_heartbeat(join("a", &["t"]), &settings(), &image, T0)
+        .unwrap();
+    open(&mut g, "a", &[("t", 0)]);
+    g.acquire(
+        &MemberId::new("a"),
+        NODE,
+        vec![read("t", 0, 0, 9)],
+        500,
+        AcquireMode::BatchOptimized,
+        T0,
+    );
+    let mut dlq = settings();
+    dlq.partition.dead_letter = true;
+    let answer = g
+        .handle_session(
+            SessionRequest {
+                member_id: MemberId::new("a"),
+                node: NODE,
+                connection: 1,
+                session_epoch: 1,
+                fetch: None,
+                forgotten: Vec::new(),
+                acks: vec![PartitionAcks {
+                    topic: tid("t"),
+                    partition: 0,
+                    batches: vec![AckBatch {
+                        first: 0,
+                        last: 9,
+                        types: vec![AckType::Reject],
+                    }],
+                }],
+            },
+            &dlq,
+            T0,
+        )
+        .unwrap();
+    assert!(answer.acks[0].2.is_ok());
+    let letters = g.take_dead_letters();
+    assert_eq!(letters.len(), 1);
+    assert_eq!(
+        (
+            letters[0].topic,
+            letters[0].partition,
+            letters[0].letters.len()
+        ),
+        (tid("t"), 0, 1)
+    );
+    assert!(g.take_dead_letters().is_empty(), "handed out once");
+    let state = |g: &ShareGroup| {
+        let (_, part) = g.partitions().next().unwrap();
+        (part.start_offset(), part.state_of(0).map(|s| s.state))
+    };
+    assert_eq!(state(&g), (0, Some(RecordState::Archiving)));
+    g.take_records();
+    g.dead_lettered(tid("t"), 0, 0, 9);
+    assert_eq!(state(&g), (10, None));
+    assert!(g
+        .take_records()
+        .iter()
+        .any(|r| matches!(r, ShareRecord::Partition { state, .. } if state.start_offset == 10)));
+}
