@@ -64,6 +64,13 @@
 #
 # KAFKA_FEATURES="feature=level ...": feature levels the cluster is formatted with (the gateway
 # tier's upstream has share groups off: KAFKA_FEATURES=share.version=0).
+#
+# KAFKA_VERSION (4.4.0): another Apache Kafka release, fetched into its own KAFKA_DIR (not the
+# default one), for koord in gateway mode in front of an older Kafka, by hand:
+#   KAFKA_VERSION=3.9.1 KAFKA_DIR=/tmp/k39 scripts/kafka.sh start
+#   KOORD_UPSTREAM=$(cat /tmp/k39/bootstrap) KAFKA_DIR=/tmp/k39 \
+#     proto-tests/.venv/bin/python -m pytest proto-tests/test_share_groups.py -k 'not cluster'
+# (Kafka before 4.0 logs nothing: it reads log4j 1 configuration, not this script's.)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 home="${KAFKA_DIR:-$root/.build/kafka}"
@@ -72,11 +79,13 @@ pidfile="$home/kafka.pid"
 features=()
 for kv in ${KAFKA_FEATURES:-}; do features+=(--feature "$kv"); done
 
+version="${KAFKA_VERSION:-4.4.0}"
+
 fetch() {
-  if [ ! -f "$libs/kafka_2.13-4.4.0.jar" ]; then
-    echo "kafka.sh: fetching Apache Kafka 4.4.0 from Maven Central" >&2
+  if [ ! -f "$libs/kafka_2.13-$version.jar" ]; then
+    echo "kafka.sh: fetching Apache Kafka $version from Maven Central" >&2
     mvn -q -B -f "$root/scripts/kafka/pom.xml" dependency:copy-dependencies \
-      -DincludeScope=runtime -DoutputDirectory="$libs" >&2
+      -Dkafka.version="$version" -DincludeScope=runtime -DoutputDirectory="$libs" >&2
   fi
 }
 
