@@ -73,7 +73,7 @@
 # (Kafka before 4.0 logs nothing: it reads log4j 1 configuration, not this script's.)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-home="${KAFKA_DIR:-$root/.build/kafka}"
+home="$(realpath -m "${KAFKA_DIR:-$root/.build/kafka}")"
 libs="$home/libs"
 pidfile="$home/kafka.pid"
 features=()

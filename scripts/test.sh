@@ -37,6 +37,8 @@
 #           consumer tests pass through koord, which reads the records upstream, and a koord
 #           killed -9 mid-stream delivers nothing it had confirmed accepted again
 #           (proto-tests/test_share_groups.py)
+#   old-kafka the same share-group tests through koord in front of Kafka 3.9.1, a release with
+#           no share groups at all (KAFKA_VERSION=3.9.1 scripts/kafka.sh)
 # Exits non-zero if any step fails, after printing a summary of all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -399,6 +401,18 @@ gateway_tier() {
         proto-tests/test_share_groups.py -ra --tb=short -p no:cacheprovider
 }
 
+old_kafka_tier() {
+    say "old-kafka tier: share groups through koord in front of Kafka 3.9.1, which has none"
+    local dir=.build/kafka-3.9 bootstrap
+    bootstrap=$(KAFKA_VERSION=3.9.1 KAFKA_DIR="$dir" scripts/kafka.sh start)
+    # shellcheck disable=SC2064  # expanded now
+    trap "KAFKA_DIR='$dir' scripts/kafka.sh stop" EXIT
+    echo "Kafka 3.9.1 at $bootstrap"
+    # Cluster mode's share test is the gateway tier's (it needs no older Kafka to prove).
+    KOORD_BIN="$koord_bin" KOORD_UPSTREAM="$bootstrap" KAFKA_DIR="$dir" "$venv/bin/python" -m pytest \
+        proto-tests/test_share_groups.py -k 'not cluster' -ra --tb=short -p no:cacheprovider
+}
+
 step install-tools install_tools
 step python-venv install_python
 step java-client build_java
@@ -413,11 +427,13 @@ if [ "$last_rc" -eq 0 ]; then
         step load-smoke load_smoke
         step kafka-conformance kafka_conformance
         step gateway gateway_tier
+        step old-kafka old_kafka_tier
     else
         skip python-tests
         skip load-smoke
         skip kafka-conformance
         skip gateway
+        skip old-kafka
     fi
 else
     skip rust-tests
@@ -425,6 +441,7 @@ else
     skip load-smoke
     skip kafka-conformance
     skip gateway
+    skip old-kafka
 fi
 
 summary
