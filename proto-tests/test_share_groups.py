@@ -12,6 +12,8 @@ on, each delivery and acknowledgement as the consumers themselves report it.
   delivered, and the rejected ones still are not).
 - share.delivery.count.limit=3: a record released on every delivery is delivered exactly 3
   times (counts 1, 2, 3) and then never again (same after-the-fact check).
+- librdkafka's share consumer (confluent-kafka's ShareConsumer), 3 of them, explicit
+  acknowledgement: every record accepted once, released ones delivered again with count 2.
 - The dead-letter queue (KIP-1191, Kafka 4.4): rejected records and records whose delivery
   count ran out are written to the group's queue topic once each, with the original record and
   Kafka's `__dlq.errors.*` headers.
@@ -661,6 +663,81 @@ def test_dead_letter_queue_refused_archives_regardless(bootstrap, names, share):
     finally:
         c.close()
     assert high == 0, f"{high} records written to {dlq}, which is not a dead-letter queue"
+
+
+def test_librdkafka_share_consumers(bootstrap, names):
+    """librdkafka's share consumer (confluent-kafka's ShareConsumer), three of them in one
+    group, explicit acknowledgement with commit_sync: 3,000 records on 2 partitions, each
+    delivered once with delivery count 1 and accepted once, except the "rel-" records, released
+    on their first delivery, which come again with delivery count 2 and are then accepted."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    topic, group = names["topic"], names["group"]
+    create_topic(bootstrap, topic, 2)
+    set_group_config(bootstrap, group, share_auto_offset_reset="earliest")
+    values = [f"rel-{i}" if i % 50 == 0 else f"v-{i}" for i in range(3000)]
+    produced = produce(bootstrap, topic, values, 2)
+    cond = threading.Condition()
+    deliveries = collections.defaultdict(list)  # (partition, offset) -> [delivery count]
+    accepted = collections.Counter()
+    failures = []
+    stop = threading.Event()
+
+    def run(i):
+        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                           "client.id": f"rd-{i}", "share.acknowledgement.mode": "explicit"})
+        try:
+            c.subscribe([topic])
+            while not stop.is_set():
+                msgs = c.poll(0.5)
+                if not msgs:
+                    continue
+                taken = []
+                for m in msgs:
+                    if m.error():
+                        with cond:
+                            failures.append(str(m.error()))
+                        continue
+                    k = (m.partition(), m.offset())
+                    release = m.value().startswith(b"rel-") and m.delivery_count() == 1
+                    c.acknowledge(m, AcknowledgeType.RELEASE if release else
+                                  AcknowledgeType.ACCEPT)
+                    taken.append((k, m.delivery_count(), release))
+                result = c.commit_sync()
+                bad = {str(tp): str(e) for tp, e in (result or {}).items() if e is not None}
+                with cond:
+                    for k, count, release in taken:
+                        deliveries[k].append(count)
+                        if not release and not bad:
+                            accepted[k] += 1
+                    if bad:
+                        failures.append(bad)
+                    cond.notify_all()
+        except Exception as e:  # noqa: BLE001 - reported as the test's failure
+            with cond:
+                failures.append(repr(e))
+                cond.notify_all()
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        with cond:
+            while not failures and set(accepted) != set(produced):
+                left = deadline - time.monotonic()
+                assert left > 0, f"{len(accepted)} of {len(produced)} accepted"
+                cond.wait(min(left, 1.0))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not failures, failures[:5]
+    for k, v in produced.items():
+        want = [1, 2] if v.startswith("rel-") else [1]
+        assert deliveries[k] == want, (k, v, deliveries[k])
+        assert accepted[k] == 1, (k, accepted[k])
 
 
 def test_crashed_consumer_records_go_to_another(bootstrap, names, share):
