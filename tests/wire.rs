@@ -2264,6 +2264,8 @@ fn find_coordinator_v3_group_key_and_transaction_key() {
     );
     assert_eq!(err(resp.error_code), None, "{resp:?}");
     assert_eq!(resp.node_id.0, node);
+    // Kafka's message for its error, NONE's too.
+    assert_eq!(resp.error_message.as_deref(), Some("NONE"), "{resp:?}");
     // This node coordinates transactional ids too (Kafka once its transaction log is up).
     assert_eq!(txn::find_txn_coordinator(&mut c, "txn-v3"), node);
 }
@@ -2289,6 +2291,8 @@ fn find_coordinator_v4_batches_answer_each_key() {
                 (co.node_id.0, co.host.to_string(), co.port),
                 (node, host.clone(), port)
             );
+            // Batched answers carry no message: the field's default.
+            assert_eq!(co.error_message.as_deref(), Some(""), "v{v}: {co:?}");
         }
         let txns = ["txn-a", "txn-b"];
         txn::find_txn_coordinator(&mut c, txns[0]);

@@ -97,12 +97,13 @@ pub fn handle(
             .coordinator_keys
             .into_iter()
             .map(|key| match lookup(broker, ctx, &key, req.key_type) {
+                // Kafka sets no message in a batched answer: the field's default, "".
                 Ok((node, host, port)) => Coordinator::default()
                     .with_key(key)
                     .with_node_id(node.into())
                     .with_host(host)
                     .with_port(port)
-                    .with_error_message(None),
+                    .with_error_message(Some(StrBytes::default())),
                 Err((e, msg)) => Coordinator::default()
                     .with_key(key)
                     .with_node_id((-1).into())
@@ -118,11 +119,12 @@ pub fn handle(
     let key_type = if version >= 1 { req.key_type } else { GROUP };
     let resp = FindCoordinatorResponse::default();
     match lookup(broker, ctx, &req.key, key_type) {
+        // Kafka fills the message from its error, Errors.NONE's "NONE" too (v1-3).
         Ok((node, host, port)) => resp
             .with_node_id(node.into())
             .with_host(host)
             .with_port(port)
-            .with_error_message(None),
+            .with_error_message(Some(str_bytes("NONE"))),
         Err((e, msg)) => resp
             .with_error_code(e.code())
             .with_node_id((-1).into())
