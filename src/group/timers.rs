@@ -6,6 +6,7 @@
 //! [`crate::group::ClassicGroup::next_deadline`]. Either way an expiry is delivered back as an
 //! input and re-checked against this table, so a stale or duplicated expiry does nothing.
 
+use std::collections::BTreeSet;
 use std::hash::Hash;
 
 use crate::vocab::{IdMap, MemberId, Timestamp};
@@ -38,20 +39,22 @@ pub enum TimerChange {
 }
 
 /// The armed timers of one group, by key (a classic group's [`TimerKey`]s by default).
+///
+/// Every change costs O(log n) in the group's size, whichever deadline it moves: the deadlines
+/// are also kept in order (`order`), so the earliest is at hand after a heartbeat moved the
+/// earliest one out (heartbeats arrive roughly in deadline order, so most of them do).
 #[derive(Debug, Clone)]
 pub struct TimerTable<K = TimerKey> {
     deadlines: IdMap<K, Timestamp>,
-    /// The earliest of `deadlines`, kept as they change: the shell asks for it after every
-    /// input, and a heartbeat moves one deadline out, which leaves the earliest in place unless
-    /// it was the earliest (then the table is scanned once).
-    earliest: Option<Timestamp>,
+    /// `deadlines` ordered by deadline, ties by key (the firing order).
+    order: BTreeSet<(Timestamp, K)>,
 }
 
 impl<K> Default for TimerTable<K> {
     fn default() -> Self {
         TimerTable {
             deadlines: IdMap::default(),
-            earliest: None,
+            order: BTreeSet::new(),
         }
     }
 }
@@ -59,8 +62,10 @@ impl<K> Default for TimerTable<K> {
 impl<K: Clone + Eq + Hash + Ord> TimerTable<K> {
     /// Arms `key` at `deadline`, replacing any earlier deadline for it.
     pub fn set(&mut self, key: K, deadline: Timestamp) {
-        let old = self.deadlines.insert(key, deadline);
-        self.changed(old, Some(deadline));
+        match self.deadlines.insert(key.clone(), deadline) {
+            Some(old) if old == deadline => {}
+            old => self.reorder(key, old, Some(deadline)),
+        }
     }
 
     /// Moves an armed key's deadline without rebuilding the key; false if it is not armed.
@@ -68,7 +73,9 @@ impl<K: Clone + Eq + Hash + Ord> TimerTable<K> {
         match self.deadlines.get_mut(key) {
             Some(d) => {
                 let old = std::mem::replace(d, deadline);
-                self.changed(Some(old), Some(deadline));
+                if old != deadline {
+                    self.reorder(key.clone(), Some(old), Some(deadline));
+                }
                 true
             }
             None => false,
@@ -78,17 +85,26 @@ impl<K: Clone + Eq + Hash + Ord> TimerTable<K> {
     /// Disarms `key`; returns whether it was armed.
     pub fn cancel(&mut self, key: &K) -> bool {
         let old = self.deadlines.remove(key);
-        self.changed(old, None);
+        if old.is_some() {
+            self.reorder(key.clone(), old, None);
+        }
         old.is_some()
     }
 
-    /// Keeps `earliest` right after one key's deadline went from `old` to `new`.
-    fn changed(&mut self, old: Option<Timestamp>, new: Option<Timestamp>) {
-        if old.is_some() && old == self.earliest && new.is_none_or(|n| Some(n) > old) {
-            // The earliest moved out or went away: another key may be the earliest now.
-            self.earliest = self.deadlines.values().min().copied();
-        } else if let Some(n) = new {
-            self.earliest = Some(self.earliest.map_or(n, |e| e.min(n)));
+    /// Keeps `order` right after `key`'s deadline went from `old` to `new`.
+    fn reorder(&mut self, key: K, old: Option<Timestamp>, new: Option<Timestamp>) {
+        match (old, new) {
+            (Some(o), Some(n)) => {
+                self.order.remove(&(o, key.clone()));
+                self.order.insert((n, key));
+            }
+            (Some(o), None) => {
+                self.order.remove(&(o, key));
+            }
+            (None, Some(n)) => {
+                self.order.insert((n, key));
+            }
+            (None, None) => {}
         }
     }
 
@@ -98,15 +114,12 @@ impl<K: Clone + Eq + Hash + Ord> TimerTable<K> {
 
     /// The earliest deadline (no key: nothing cloned).
     pub fn next_deadline(&self) -> Option<Timestamp> {
-        self.earliest
+        self.order.first().map(|(d, _)| *d)
     }
 
     /// The earliest deadline, ties broken by key order so that firing order is deterministic.
     pub fn next(&self) -> Option<(K, Timestamp)> {
-        self.deadlines
-            .iter()
-            .min_by(|a, b| a.1.cmp(b.1).then_with(|| a.0.cmp(b.0)))
-            .map(|(k, d)| (k.clone(), *d))
+        self.order.first().map(|(d, k)| (k.clone(), *d))
     }
 
     /// Removes `key` if it is armed with a deadline at or before `now`: the re-check that makes
@@ -115,7 +128,7 @@ impl<K: Clone + Eq + Hash + Ord> TimerTable<K> {
         match self.deadlines.get(key) {
             Some(d) if *d <= now => {
                 let old = self.deadlines.remove(key);
-                self.changed(old, None);
+                self.reorder(key.clone(), old, None);
                 true
             }
             _ => false,
@@ -164,7 +177,14 @@ mod tests {
     #[test]
     fn next_deadline_follows_every_change() {
         let mut t = TimerTable::default();
-        let scan = |t: &TimerTable| t.deadlines.values().min().copied();
+        let scan = |t: &TimerTable| {
+            assert_eq!(
+                t.order.len(),
+                t.deadlines.len(),
+                "one ordered entry per key"
+            );
+            t.deadlines.values().min().copied()
+        };
         let m = |i: u8| TimerKey::Heartbeat(MemberId::new(format!("m{i}")));
         assert_eq!(t.next_deadline(), None);
         for i in 0..5u8 {
