@@ -219,7 +219,7 @@ pub trait Backend: Send + Sync {
         topic: &'a Topic,
         partition: i32,
         batch: Bytes,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<(), DeadLetterTopicError>>;
 
     /// Creates an internal topic a group needs (Kafka Streams' repartition and changelog
     /// topics) where topics live: the topic, or `None` when it existed already.
@@ -468,14 +468,17 @@ impl Backend for Standalone {
         topic: &'a Topic,
         partition: i32,
         batch: Bytes,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), DeadLetterTopicError>> {
         Box::pin(async move {
+            let refused = DeadLetterTopicError::Refused;
             let log = logs
                 .partition(topic, partition)
-                .ok_or_else(|| format!("{}-{partition} does not exist", topic.name))?;
-            let valid =
-                crate::log::batch::validate_produce(&batch, 9).map_err(|e| e.to_string())?;
-            log.append(&valid).map(|_| ()).map_err(|e| e.to_string())
+                .ok_or_else(|| refused(format!("{}-{partition} does not exist", topic.name)))?;
+            let valid = crate::log::batch::validate_produce(&batch, 9)
+                .map_err(|e| refused(e.to_string()))?;
+            log.append(&valid)
+                .map(|_| ())
+                .map_err(|e| refused(e.to_string()))
         })
     }
 

@@ -27,10 +27,10 @@ use tracing::{debug, warn};
 
 use crate::backend::{DeadLetterTopicError, ShareRead, ShareReadSpec};
 use crate::broker::Broker;
-use crate::coordinator::DeadLetterJob;
+use crate::coordinator::{DeadLetterJob, KindRefusal};
 use crate::group::share::partition::DeadLetter;
 use crate::group::share::{AutoOffsetReset, DeadLetters, ShareGroup};
-use crate::group::GroupId;
+use crate::group::{GroupError, GroupId};
 use crate::metadata::Topic;
 use crate::metrics::{metrics, ShareOutcome};
 
@@ -43,6 +43,14 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// (1048588); a batch holds one record however large.
 const BATCH_BYTES: usize = 1_000_000;
 
+/// Jobs written at once: a restart that finds many Archiving ranges does not send a burst
+/// of requests (upstream's in gateway mode).
+const CONCURRENT: usize = 4;
+
+/// How long a written range's report waits for a group that is loading (or whose shard's
+/// lease is being renewed) before it is given up (its next load finds it Archiving).
+const REPORT_FOR: Duration = Duration::from_secs(60);
+
 /// Starts the writer of `broker`'s share groups' dead-letter records (once; a second call does
 /// nothing). It ends with the coordinator's shards.
 pub fn spawn(broker: &Arc<Broker>) {
@@ -50,12 +58,19 @@ pub fn spawn(broker: &Arc<Broker>) {
         return;
     };
     let weak = Arc::downgrade(broker);
+    let slots = Arc::new(tokio::sync::Semaphore::new(CONCURRENT));
     tokio::spawn(async move {
         while let Some(job) = jobs.recv().await {
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                break;
+            };
             let Some(broker) = weak.upgrade() else {
                 break;
             };
-            tokio::spawn(async move { write(&broker, job).await });
+            tokio::spawn(async move {
+                write(&broker, job).await;
+                drop(slot);
+            });
         }
     });
 }
@@ -94,8 +109,20 @@ async fn write(broker: &Broker, job: DeadLetterJob) {
     if let Some(queue) = &queue {
         let mut backoff = FIRST_BACKOFF;
         let mut attempt = 1;
+        // Records appended by an earlier attempt are not appended again.
+        let mut written = 0;
         loop {
-            match deliver(broker, &job.group, topic, partition, queue, &letters).await {
+            match deliver(
+                broker,
+                &job.group,
+                topic,
+                partition,
+                queue,
+                &letters,
+                &mut written,
+            )
+            .await
+            {
                 Ok(()) => {
                     metrics().share_records(ShareOutcome::DeadLettered, records);
                     debug!(group = %job.group, queue = %queue.topic, records, "records written to the share group's dead-letter queue");
@@ -115,18 +142,45 @@ async fn write(broker: &Broker, job: DeadLetterJob) {
             }
         }
     }
-    let group = job.group.clone();
-    let reported = broker
-        .coordinator
-        .with_kind(job.group, false, move |g: &mut ShareGroup, _, _| {
-            for d in &letters {
-                g.dead_lettered(topic, partition, d.first, d.last);
+    report(broker, &job.group, topic, partition, letters).await;
+}
+
+/// Tells the group the ranges are done with: they are Archived, durably. A group loading or
+/// briefly not admitted here is asked again for a while; one gone or served elsewhere finds
+/// them Archiving where it loads.
+async fn report(
+    broker: &Broker,
+    group: &GroupId,
+    topic: crate::vocab::TopicId,
+    partition: i32,
+    letters: Vec<DeadLetter>,
+) {
+    let deadline = tokio::time::Instant::now() + REPORT_FOR;
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let done = letters.clone();
+        let reported = broker
+            .coordinator
+            .with_kind(group.clone(), false, move |g: &mut ShareGroup, _, _| {
+                for d in &done {
+                    g.dead_lettered(topic, partition, d.first, d.last);
+                }
+            })
+            .await;
+        match reported {
+            Ok(()) => return,
+            Err(KindRefusal::Error(
+                e @ (GroupError::CoordinatorLoadInProgress | GroupError::CoordinatorNotAvailable),
+            )) if tokio::time::Instant::now() + backoff < deadline => {
+                debug!(group = %group, "dead-letter records not reported yet ({e}); asking again");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
             }
-        })
-        .await;
-    if let Err(e) = reported {
-        // Not served here any more: its next node finds the records Archiving.
-        debug!(group = %group, "dead-letter records not reported to the group: {e:?}");
+            Err(e) => {
+                debug!(group = %group, "dead-letter records not reported to the group: {e:?}");
+                return;
+            }
+        }
     }
 }
 
@@ -139,6 +193,7 @@ async fn deliver(
     partition: i32,
     queue: &DeadLetterQueue,
     letters: &[DeadLetter],
+    written: &mut usize,
 ) -> Result<(), Failure> {
     let name = queue.topic.as_str();
     let prefix = broker
@@ -191,35 +246,38 @@ async fn deliver(
     let now = crate::log::now_ms();
     let mut batch: Vec<Record> = Vec::new();
     let mut bytes = 0;
-    for d in letters {
-        for offset in d.first..=d.last {
-            let (key, value) = originals.get(&offset).cloned().unwrap_or_default();
-            let record =
-                dead_letter_record(&source.name, partition, offset, group, d, key, value, now);
-            let size = record.key.as_ref().map_or(0, Bytes::len)
-                + record.value.as_ref().map_or(0, Bytes::len)
-                + 200;
-            if !batch.is_empty() && bytes + size > BATCH_BYTES {
-                append(broker, &target, partition % partitions, &mut batch).await?;
-                bytes = 0;
-            }
-            bytes += size;
-            batch.push(record);
+    let offsets = letters
+        .iter()
+        .flat_map(|d| (d.first..=d.last).map(move |o| (d, o)))
+        .skip(*written);
+    for (d, offset) in offsets {
+        let (key, value) = originals.get(&offset).cloned().unwrap_or_default();
+        let record = dead_letter_record(&source.name, partition, offset, group, d, key, value, now);
+        let size = record.key.as_ref().map_or(0, Bytes::len)
+            + record.value.as_ref().map_or(0, Bytes::len)
+            + 200;
+        if !batch.is_empty() && bytes + size > BATCH_BYTES {
+            *written += append(broker, &target, partition % partitions, &mut batch).await?;
+            bytes = 0;
         }
+        bytes += size;
+        batch.push(record);
     }
-    append(broker, &target, partition % partitions, &mut batch).await
+    *written += append(broker, &target, partition % partitions, &mut batch).await?;
+    Ok(())
 }
 
-/// Appends `records` (emptied) as one batch.
+/// Appends `records` (emptied) as one batch: how many.
 async fn append(
     broker: &Broker,
     target: &Topic,
     partition: i32,
     records: &mut Vec<Record>,
-) -> Result<(), Failure> {
+) -> Result<usize, Failure> {
     if records.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
+    let n = records.len();
     // kafka-protocol starts a new batch where offset - sequence changes: sequence follows the
     // offset, from -1 (no producer) for the first record.
     for (i, r) in records.iter_mut().enumerate() {
@@ -232,7 +290,11 @@ async fn append(
         .backend
         .append(&broker.logs, target, partition, batch)
         .await
-        .map_err(Failure::Failed)
+        .map(|()| n)
+        .map_err(|e| match e {
+            DeadLetterTopicError::Refused(e) => Failure::Refused(e),
+            DeadLetterTopicError::Unavailable(e) => Failure::Failed(e),
+        })
 }
 
 /// One queue record for `offset` of `source`'s `partition`, as Kafka's
@@ -419,9 +481,19 @@ mod tests {
             cause: DeadCause::DeliveryLimit,
         }];
         let group = GroupId::new("g");
-        assert!(deliver(&broker, &group, source.id, 1, &queue, &letters)
-            .await
-            .is_ok());
+        let mut written = 0;
+        assert!(deliver(
+            &broker,
+            &group,
+            source.id,
+            1,
+            &queue,
+            &letters,
+            &mut written
+        )
+        .await
+        .is_ok());
+        assert_eq!(written, 2);
         let target = broker.topics.get("dlq.q").unwrap();
         let spec = ShareReadSpec {
             max_bytes: 1 << 20,
@@ -473,7 +545,7 @@ mod tests {
                 copy_record: false,
             };
             assert!(matches!(
-                deliver(&broker, &group, source.id, 1, &queue, &letters).await,
+                deliver(&broker, &group, source.id, 1, &queue, &letters, &mut 0).await,
                 Err(Failure::Refused(_))
             ));
         }

@@ -452,19 +452,26 @@ impl Backend for Upstreamed {
                 Some((n, None)) => Ok(n),
                 Some(_) => Err(DeadLetterTopicError::not_enabled(name)),
                 None => {
-                    let partitions = create.ok_or_else(|| DeadLetterTopicError::missing(name))?;
+                    // Upstream's default partition count, as Kafka's own queue topics get.
+                    create.ok_or_else(|| DeadLetterTopicError::missing(name))?;
                     let configs = dead_letter_topic_configs();
-                    let made = match self.up.create_topic(name, partitions, -1, &configs).await {
+                    let made = match self.up.create_topic(name, -1, -1, &configs).await {
                         // An older Kafka refuses the config it does not know.
                         Err(e) if e.code() == Some(ResponseError::InvalidConfig.code()) => {
-                            self.up
-                                .create_topic(name, partitions, -1, &configs[1..])
-                                .await
+                            self.up.create_topic(name, -1, -1, &configs[1..]).await
                         }
                         other => other,
                     };
                     made.map_err(err)?;
-                    Ok(partitions)
+                    // Checked as made (or as another made it meanwhile).
+                    match self.up.topic_config(name, DLQ_ENABLE).await.map_err(err)? {
+                        Some((n, Some(v))) if v == "true" => Ok(n),
+                        Some((n, None)) => Ok(n),
+                        Some(_) => Err(DeadLetterTopicError::not_enabled(name)),
+                        None => Err(DeadLetterTopicError::Unavailable(format!(
+                            "DLQ topic {name} not seen yet after its creation"
+                        ))),
+                    }
                 }
             }
         })
@@ -476,13 +483,19 @@ impl Backend for Upstreamed {
         topic: &'a Topic,
         partition: i32,
         batch: Bytes,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), DeadLetterTopicError>> {
         Box::pin(async move {
             let batches = BTreeMap::from([(partition, batch)]);
             self.up
                 .produce_batches(&topic.name, &batches, self.up.retry_for())
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| {
+                    if e.is_unavailable() {
+                        DeadLetterTopicError::Unavailable(e.to_string())
+                    } else {
+                        DeadLetterTopicError::Refused(e.to_string())
+                    }
+                })
         })
     }
 

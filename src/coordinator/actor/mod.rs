@@ -874,32 +874,28 @@ impl GroupActor {
         }
     }
 
-    /// A share group's records for its dead-letter queue go to the shell's writer.
-    fn send_dead_letters(&mut self, ctx: &Ctx) {
-        let Some(group) = self.group.get_mut::<ShareGroup>() else {
-            return;
-        };
-        let all = group.take_dead_letters();
+    /// A share group's records for its dead-letter queue, sent to the shell's writer once
+    /// their Archiving state is durable (the reply of the records' write), as Kafka writes to
+    /// the queue only after its ARCHIVING state is persisted: a crash in between finds them
+    /// Archiving and writes them then, never both in the queue and delivered again. (A failed
+    /// write sends them too: the group stores itself whole with the next one.)
+    fn dead_letters(&mut self, ctx: &Ctx) -> Option<Deferred> {
+        let all = self.group.get_mut::<ShareGroup>()?.take_dead_letters();
         if all.is_empty() {
-            return;
+            return None;
         }
         let id = self.group.id().clone();
-        for letters in all {
-            let job = super::DeadLetterJob {
-                group: id.clone(),
-                letters,
-            };
-            // No writer (the shell has gone): archived without the queue, as Kafka does when
-            // its write fails.
-            if let Err(mpsc::error::SendError(job)) = ctx.dead_letters.send(job) {
-                if let Some(group) = self.group.get_mut::<ShareGroup>() {
-                    let l = job.letters;
-                    for d in l.letters {
-                        group.dead_lettered(l.topic, l.partition, d.first, d.last);
-                    }
-                }
+        let tx = ctx.dead_letters.clone();
+        Some(Box::new(move |_| {
+            for letters in all {
+                let job = super::DeadLetterJob {
+                    group: id.clone(),
+                    letters,
+                };
+                // No writer: the node is shutting down; the next start finds them Archiving.
+                let _ = tx.send(job);
             }
-        }
+        }))
     }
 
     /// Delivers every output of the core; records go to the storage task, and their
@@ -947,7 +943,7 @@ impl GroupActor {
                 }
             }
         }
-        self.send_dead_letters(ctx);
+        let dead_letters = self.dead_letters(ctx);
         if let Some(group) = self.group.get_mut::<ShareGroup>() {
             let events = group.take_events();
             let in_flight: i64 = group
@@ -966,7 +962,7 @@ impl GroupActor {
         }
         // Records a timer or a fenced member produced (a kind's own requests submit theirs);
         // a consumer group whose last consumer-protocol member left turns classic here.
-        self.flush_records(ctx, Vec::new(), None);
+        self.flush_records(ctx, Vec::new(), dead_letters);
         self.observe_consumer(ctx);
         while let Some(out) = self
             .group
