@@ -440,40 +440,28 @@ impl Backend for Upstreamed {
         create: Option<i32>,
     ) -> BoxFuture<'a, Result<i32, DeadLetterTopicError>> {
         Box::pin(async move {
-            let err = |e: UpstreamError| {
-                if e.is_unavailable() {
-                    DeadLetterTopicError::Unavailable(e.to_string())
-                } else {
-                    DeadLetterTopicError::Refused(e.to_string())
-                }
-            };
-            match self.up.topic_config(name, DLQ_ENABLE).await.map_err(err)? {
-                Some((n, Some(v))) if v == "true" => Ok(n),
-                Some((n, None)) => Ok(n),
-                Some(_) => Err(DeadLetterTopicError::not_enabled(name)),
-                None => {
-                    // Upstream's default partition count, as Kafka's own queue topics get.
-                    create.ok_or_else(|| DeadLetterTopicError::missing(name))?;
-                    let configs = dead_letter_topic_configs();
-                    let made = match self.up.create_topic(name, -1, -1, &configs).await {
-                        // An older Kafka refuses the config it does not know.
-                        Err(e) if e.code() == Some(ResponseError::InvalidConfig.code()) => {
-                            self.up.create_topic(name, -1, -1, &configs[1..]).await
-                        }
-                        other => other,
-                    };
-                    made.map_err(err)?;
-                    // Checked as made (or as another made it meanwhile).
-                    match self.up.topic_config(name, DLQ_ENABLE).await.map_err(err)? {
-                        Some((n, Some(v))) if v == "true" => Ok(n),
-                        Some((n, None)) => Ok(n),
-                        Some(_) => Err(DeadLetterTopicError::not_enabled(name)),
-                        None => Err(DeadLetterTopicError::Unavailable(format!(
-                            "DLQ topic {name} not seen yet after its creation"
-                        ))),
-                    }
-                }
+            let found = self.up.topic_config(name, DLQ_ENABLE).await;
+            if let Some(checked) = as_queue(name, found.map_err(dlq_error)?) {
+                return checked;
             }
+            // Upstream's default partition count, as Kafka's own queue topics get.
+            create.ok_or_else(|| DeadLetterTopicError::missing(name))?;
+            let configs = dead_letter_topic_configs();
+            let made = match self.up.create_topic(name, -1, -1, &configs).await {
+                // An older Kafka refuses the config it does not know.
+                Err(e) if e.code() == Some(ResponseError::InvalidConfig.code()) => {
+                    self.up.create_topic(name, -1, -1, &configs[1..]).await
+                }
+                other => other,
+            };
+            made.map_err(dlq_error)?;
+            // Checked as made (or as another made it meanwhile).
+            let found = self.up.topic_config(name, DLQ_ENABLE).await;
+            as_queue(name, found.map_err(dlq_error)?).unwrap_or_else(|| {
+                Err(DeadLetterTopicError::Unavailable(format!(
+                    "DLQ topic {name} not seen yet after its creation"
+                )))
+            })
         })
     }
 
@@ -489,13 +477,7 @@ impl Backend for Upstreamed {
             self.up
                 .produce_batches(&topic.name, &batches, self.up.retry_for())
                 .await
-                .map_err(|e| {
-                    if e.is_unavailable() {
-                        DeadLetterTopicError::Unavailable(e.to_string())
-                    } else {
-                        DeadLetterTopicError::Refused(e.to_string())
-                    }
-                })
+                .map_err(dlq_error)
         })
     }
 
@@ -514,6 +496,30 @@ impl Backend for Upstreamed {
                 .map_err(|e| e.to_string())
         })
     }
+}
+
+/// An upstream failure for the dead-letter queue writer: tried again only when upstream could
+/// not be reached.
+fn dlq_error(e: UpstreamError) -> DeadLetterTopicError {
+    if e.is_unavailable() {
+        DeadLetterTopicError::Unavailable(e.to_string())
+    } else {
+        DeadLetterTopicError::Refused(e.to_string())
+    }
+}
+
+/// Whether upstream's answer about topic `name` (its partition count and DLQ config, `None`
+/// when it does not exist) lets it serve as a queue: an upstream that does not know the
+/// config (a Kafka before 4.4) lets any topic serve.
+fn as_queue(
+    name: &str,
+    found: Option<(i32, Option<String>)>,
+) -> Option<Result<i32, DeadLetterTopicError>> {
+    let (partitions, enabled) = found?;
+    Some(match enabled.as_deref() {
+        Some("true") | None => Ok(partitions),
+        Some(_) => Err(DeadLetterTopicError::not_enabled(name)),
+    })
 }
 
 impl Upstreamed {
