@@ -301,13 +301,22 @@ impl Backend for Standalone {
         group: GroupId,
         commit: TxnOffsetCommit,
         req: &'a TxnOffsetCommitRequest,
-        _version: i16,
+        version: i16,
     ) -> BoxFuture<'a, Result<Vec<(TopicPartition, i16)>, TxnCommitRefused>> {
         Box::pin(async move {
             let producer = ProducerIdAndEpoch {
                 producer_id: commit.producer_id,
                 epoch: commit.producer_epoch,
             };
+            if version >= 5 {
+                // Transaction version 2: the commit adds the group to the transaction itself,
+                // as Kafka's group coordinator does through AddPartitionsToTxnManager.
+                local
+                    .txns
+                    .add_offsets(&req.transactional_id, producer, group.as_str())
+                    .await
+                    .map_err(TxnCommitRefused::Producer)?;
+            }
             local
                 .txns
                 .verify(

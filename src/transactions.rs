@@ -23,8 +23,8 @@ use tokio::sync::oneshot;
 use crate::coordinator::{Coordinator, TxnMarker};
 use crate::storage::{Mutation, Storage, StoreError};
 use crate::txn::{
-    Description, End, Init, InitProducer, ListFilter, Listing, Markers, Member, ProducerIdAndEpoch,
-    TxnCoordinator, TxnError,
+    Description, End, EndTxn, Init, InitProducer, ListFilter, Listing, Markers, Member,
+    ProducerIdAndEpoch, TxnCoordinator, TxnError,
 };
 use crate::vocab::{GroupId, Timestamp, TopicPartition, TxnRecord};
 
@@ -267,36 +267,38 @@ impl Transactions {
         Ok(self.serving()?.list(filter, wall_clock()))
     }
 
-    /// EndTxn: answers once the transaction's markers are written.
+    /// EndTxn: answers once the transaction's markers are written, with the producer id and
+    /// epoch the producer goes on with (transaction version 2 bumps it).
     ///
     /// # Errors
     /// The coordinator's refusal or the store's error.
     pub async fn end_txn(
         &self,
         host: &dyn Host,
-        transactional_id: &str,
-        producer: ProducerIdAndEpoch,
-        commit: bool,
-    ) -> Result<(), ShellError> {
+        end: &EndTxn<'_>,
+    ) -> Result<ProducerIdAndEpoch, ShellError> {
         let (rx, outcome, previous) = {
             let mut core = self.serving()?;
-            let previous = core.get(transactional_id).cloned();
-            let outcome = core.end_txn(transactional_id, producer, commit, wall_clock())?;
+            let previous = core.get(end.transactional_id).cloned();
+            let outcome = core.end_txn(end, wall_clock(), &mut || host.allocate_producer_id())?;
             let batch = match &outcome {
-                End::AlreadyDone => Vec::new(),
+                End::AlreadyDone(_) => Vec::new(),
                 End::Prepared(e) => vec![put(e.record.clone())],
             };
             (self.submit(batch), outcome, previous)
         };
         let written = match &outcome {
-            End::AlreadyDone => None,
+            End::AlreadyDone(_) => None,
             End::Prepared(e) => Some(e.record.clone()),
         };
         self.durable_or_revert(rx, written, previous).await?;
-        if let End::Prepared(e) = outcome {
-            self.finish(host, &e.markers).await;
-        }
-        Ok(())
+        Ok(match outcome {
+            End::AlreadyDone(answer) => answer,
+            End::Prepared(e) => {
+                self.finish(host, &e.markers).await;
+                e.answer
+            }
+        })
     }
 
     /// Writes the markers of an ending transaction, then completes it. The ending record is

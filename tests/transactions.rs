@@ -1257,3 +1257,85 @@ fn describe_producers_of_unknown_or_invalid_partitions() {
         )
     );
 }
+
+/// EndTxn v5: the error and the producer id and epoch it answers.
+fn end_txn_v5(
+    c: &mut Client,
+    id: &str,
+    producer: (i64, i16),
+    commit: bool,
+) -> (Option<ResponseError>, (i64, i16)) {
+    retry(|| {
+        let r = c.send(5, &end_txn_request(id, producer, commit));
+        (err(r.error_code), (r.producer_id.0, r.producer_epoch))
+    })
+}
+
+/// Transaction version 2 (KIP-890 part 2), as a Kafka 4.4 producer runs it: no
+/// AddPartitionsToTxn (Produce v12+ adds the partition), no AddOffsetsToTxn (TxnOffsetCommit v5
+/// adds the group), and every EndTxn v5 bumps the epoch, answers it, and fences the old one.
+#[test]
+fn transaction_version_2_adds_through_its_writes_and_bumps_the_epoch_at_every_end() {
+    let koord = Koord::start(SETS);
+    let mut c = koord.connect();
+    let (topic, id, p) = setup(&mut c, "txn-tv2", 60_000);
+    let r = produce(&mut c, 12, &id, &topic, 0, txn_batch(p, 0, &["a"]));
+    assert_eq!((err(r.error_code), r.base_offset), (None, 0), "{r:?}");
+    let group = unique("txn-tv2-group");
+    assert_eq!(
+        txn_offset_commit(&mut c, 5, &id, p, &group, ("", -1), &topic, 0, 1),
+        None
+    );
+    assert_eq!(
+        committed_offset(&mut c, &group, &topic, 0, true),
+        (Some(ResponseError::UnstableOffsetCommit), -1),
+        "pending in the open transaction"
+    );
+    let bumped = (p.0, p.1 + 1);
+    assert_eq!(end_txn_v5(&mut c, &id, p, true), (None, bumped));
+    wait_for_offset(&mut c, &topic, 1);
+    assert_eq!(
+        read_all(&mut c, &topic, READ_COMMITTED).0,
+        vec![(0, "a".into()), (1, "COMMIT".into())]
+    );
+    assert_eq!(committed_offset(&mut c, &group, &topic, 0, true), (None, 1));
+    // A retry with the old epoch learns the new one; the other outcome is refused.
+    assert_eq!(end_txn_v5(&mut c, &id, p, true), (None, bumped));
+    assert_eq!(
+        end_txn_v5(&mut c, &id, p, false),
+        (Some(ResponseError::InvalidTxnState), (-1, -1))
+    );
+    // The old epoch is fenced where it wrote.
+    let r = produce(&mut c, 12, &id, &topic, 0, txn_batch(p, 1, &["zombie"]));
+    assert_eq!(
+        err(r.error_code),
+        Some(ResponseError::InvalidProducerEpoch),
+        "{r:?}"
+    );
+    // The next transaction runs at the bumped epoch, its sequences from 0; its abort bumps again.
+    let r = produce(&mut c, 12, &id, &topic, 0, txn_batch(bumped, 0, &["b"]));
+    assert_eq!((err(r.error_code), r.base_offset), (None, 2), "{r:?}");
+    assert_eq!(
+        end_txn_v5(&mut c, &id, bumped, false),
+        (None, (p.0, p.1 + 2))
+    );
+    wait_for_offset(&mut c, &topic, 3);
+    let (read, aborted) = read_all(&mut c, &topic, READ_COMMITTED);
+    assert_eq!(
+        read,
+        vec![
+            (0, "a".into()),
+            (1, "COMMIT".into()),
+            (2, "b".into()),
+            (3, "ABORT".into())
+        ]
+    );
+    assert_eq!(aborted, vec![(p.0, 2)], "b is listed aborted");
+    // An EndTxn v5 with nothing in the transaction: a commit is refused, an abort bumps.
+    let now = (p.0, p.1 + 2);
+    assert_eq!(
+        end_txn_v5(&mut c, &id, now, true),
+        (Some(ResponseError::InvalidTxnState), (-1, -1))
+    );
+    assert_eq!(end_txn_v5(&mut c, &id, now, false), (None, (p.0, p.1 + 3)));
+}

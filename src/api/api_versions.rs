@@ -43,8 +43,25 @@ fn valid_software_field(s: &str) -> bool {
 /// The feature levels koord serves, supported and finalized alike: `streams.version` 1 (streams
 /// groups, KIP-1071), which Kafka Streams looks for before it uses `group.protocol=streams`;
 /// `share.version` 2 (share groups, KIP-932, with level 2's dead-letter queues, KIP-1191: Kafka
-/// 4.4's default).
-const FEATURES: &[(&str, i16)] = &[("share.version", 2), ("streams.version", 1)];
+/// 4.4's default); `transaction.version` 2 (KIP-890 part 2: Kafka 4.4's default; a producer
+/// then adds partitions through Produce v12+ and TxnOffsetCommit v5, and EndTxn v5 bumps its
+/// epoch).
+const FEATURES: &[(&str, i16)] = &[
+    ("share.version", 2),
+    ("streams.version", 1),
+    (TRANSACTION_VERSION, 2),
+];
+
+/// The feature that tells producers which transaction protocol the cluster runs.
+pub const TRANSACTION_VERSION: &str = "transaction.version";
+
+/// `resp` without the feature `name`, supported or finalized: a mode where another part of
+/// the system (the upstream cluster in gateway mode) runs that protocol.
+pub fn without_feature(mut resp: ApiVersionsResponse, name: &str) -> ApiVersionsResponse {
+    resp.supported_features.retain(|f| f.name.as_str() != name);
+    resp.finalized_features.retain(|f| f.name.as_str() != name);
+    resp
+}
 
 pub fn handle(req: &ApiVersionsRequest, version: i16) -> ApiVersionsResponse {
     let mut resp = ApiVersionsResponse::default()

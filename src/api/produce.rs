@@ -18,7 +18,10 @@
 //!   `AddPartitionsToTxnManager` and `ReplicaManager` translate them): a partition not added is
 //!   TRANSACTION_ABORTABLE from v11 (INVALID_TXN_STATE before), a fenced epoch
 //!   INVALID_PRODUCER_EPOCH, another producer id INVALID_PRODUCER_ID_MAPPING, a transaction
-//!   being completed (or ids still loading) NOT_ENOUGH_REPLICAS, which clients retry.
+//!   being completed (or ids still loading) NOT_ENOUGH_REPLICAS, which clients retry. From v12
+//!   (transaction version 2) the partitions are first added to the transaction, as Kafka's
+//!   partition leader adds them with AddPartitionsToTxn v5 ([`add_implicitly`]), with the same
+//!   translation of a refusal.
 //!
 //! A partition listed twice (in one topic entry, or in two entries for the same topic) is
 //! appended once, with the data listed last, and answered once: Kafka collects the request's
@@ -95,7 +98,26 @@ fn merge_duplicates(topic_data: Vec<TopicProduceData>) -> Vec<TopicProduceData> 
     merged
 }
 
-/// Whether the transactional batch's producer may write to `tp` now (see the module doc).
+/// The Produce error for a transactional batch its producer may not write now (see the module
+/// doc): the coordinator's refusal as Kafka's `AddPartitionsToTxnManager` and `ReplicaManager`
+/// translate it.
+fn txn_refusal(e: ShellError, version: i16) -> ResponseError {
+    match e {
+        ShellError::Txn(TxnError::NotInTransaction) if version >= 11 => {
+            ResponseError::TransactionAbortable
+        }
+        ShellError::Txn(TxnError::NotInTransaction | TxnError::InvalidTxnState) => {
+            ResponseError::InvalidTxnState
+        }
+        ShellError::Txn(TxnError::ProducerFenced) => ResponseError::InvalidProducerEpoch,
+        ShellError::Txn(TxnError::InvalidProducerIdMapping | TxnError::InvalidRequest) => {
+            ResponseError::InvalidProducerIdMapping
+        }
+        _ => ResponseError::NotEnoughReplicas,
+    }
+}
+
+/// Whether the transactional batch's producer may write to `tp` now.
 fn verify(
     broker: &Broker,
     transactional_id: &str,
@@ -103,30 +125,79 @@ fn verify(
     tp: &TopicPartition,
     version: i16,
 ) -> Result<(), ResponseError> {
-    let producer = ProducerIdAndEpoch {
-        producer_id: header.producer_id,
-        epoch: header.producer_epoch,
-    };
     broker
         .txns
-        .verify(transactional_id, producer, Member::Partition(tp))
-        .map_err(|e| match e {
-            ShellError::Txn(TxnError::NotInTransaction) if version >= 11 => {
-                ResponseError::TransactionAbortable
+        .verify(transactional_id, producer_of(header), Member::Partition(tp))
+        .map_err(|e| txn_refusal(e, version))
+}
+
+fn producer_of(header: &BatchHeader) -> ProducerIdAndEpoch {
+    ProducerIdAndEpoch {
+        producer_id: header.producer_id,
+        epoch: header.producer_epoch,
+    }
+}
+
+/// The refusals of transaction version 2's implicit adds, by producer.
+type Refusals = HashMap<ProducerIdAndEpoch, ResponseError>;
+
+/// Produce v12+ (transaction version 2): the partitions a transactional batch goes to join
+/// the producer's transaction before anything is appended, as Kafka's partition leader adds
+/// them through `AddPartitionsToTxnManager` (AddPartitionsToTxn v5, not verify-only); a
+/// transaction that is not open is opened. One durable add per producer of the request; a
+/// partition already in the open transaction adds nothing. What cannot be resolved or parsed
+/// here is refused by the append that follows.
+async fn add_implicitly(
+    broker: &Broker,
+    ctx: &RequestContext,
+    transactional_id: &str,
+    topics: &[TopicProduceData],
+    version: i16,
+) -> Refusals {
+    let mut wanted: HashMap<ProducerIdAndEpoch, Vec<TopicPartition>> = HashMap::new();
+    for t in topics {
+        let Ok(topic) = super::resolve_topic_for(
+            broker,
+            ctx,
+            Operation::Write,
+            version >= 13,
+            t.topic_id,
+            &t.name,
+        ) else {
+            continue;
+        };
+        for p in &t.partition_data {
+            let Some(header) = p.records.as_deref().and_then(BatchHeader::parse) else {
+                continue;
+            };
+            if header.is_transactional() {
+                wanted
+                    .entry(producer_of(&header))
+                    .or_default()
+                    .push(TopicPartition::new(topic.name.as_str(), p.index));
             }
-            ShellError::Txn(TxnError::NotInTransaction | TxnError::InvalidTxnState) => {
-                ResponseError::InvalidTxnState
-            }
-            ShellError::Txn(TxnError::ProducerFenced) => ResponseError::InvalidProducerEpoch,
-            ShellError::Txn(TxnError::InvalidProducerIdMapping | TxnError::InvalidRequest) => {
-                ResponseError::InvalidProducerIdMapping
-            }
-            _ => ResponseError::NotEnoughReplicas,
-        })
+        }
+    }
+    let mut refused = Refusals::new();
+    for (producer, partitions) in wanted {
+        if let Err(e) = broker
+            .txns
+            .add_partitions(transactional_id, producer, &partitions)
+            .await
+        {
+            refused.insert(producer, txn_refusal(e, version));
+        }
+    }
+    refused
 }
 
 /// Answers one Produce request.
-pub fn handle(broker: &Broker, ctx: &RequestContext, req: ProduceRequest, version: i16) -> Outcome {
+pub async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ProduceRequest,
+    version: i16,
+) -> Outcome {
     let acks = req.acks;
     let transactional_id = req.transactional_id.as_deref().map(|t| t.to_string());
     // As Kafka: a transactional id needs WRITE on it, then each topic needs WRITE.
@@ -141,8 +212,15 @@ pub fn handle(broker: &Broker, ctx: &RequestContext, req: ProduceRequest, versio
                 .flat_map(|t| &t.partition_data)
                 .any(|p| p.records.as_deref().is_some_and(any_transactional))))
     .then_some(ResponseError::TransactionalIdAuthorizationFailed);
+    let topic_data = merge_duplicates(req.topic_data);
+    let refused = match (&transactional_id, whole_request_error) {
+        (Some(id), None) if version >= 12 && matches!(acks, -1..=1) => {
+            add_implicitly(broker, ctx, id, &topic_data, version).await
+        }
+        _ => Refusals::new(),
+    };
     let mut failed = false;
-    let responses = merge_duplicates(req.topic_data)
+    let responses = topic_data
         .into_iter()
         .map(|t| {
             let topic = super::resolve_topic_for(
@@ -177,6 +255,9 @@ pub fn handle(broker: &Broker, ctx: &RequestContext, req: ProduceRequest, versio
                             return Err(ResponseError::InvalidRequiredAcks);
                         }
                         if batch.header.is_transactional() {
+                            if let Some(e) = refused.get(&producer_of(&batch.header)) {
+                                return Err(*e);
+                            }
                             let tp = TopicPartition::new(topic.name.as_str(), p.index);
                             verify(broker, transactional_id.as_deref().unwrap_or_default(), &batch.header, &tp, version)?;
                         }
@@ -246,8 +327,8 @@ mod tests {
             .with_topic_data(vec![t])
     }
 
-    fn answer(broker: &Broker, req: ProduceRequest, version: i16) -> ProduceResponse {
-        match handle(broker, &crate::api::testing::ctx(broker), req, version) {
+    async fn answer(broker: &Broker, req: ProduceRequest, version: i16) -> ProduceResponse {
+        match handle(broker, &crate::api::testing::ctx(broker), req, version).await {
             Outcome::Respond(r) => match *r {
                 ResponseKind::Produce(p) => p,
                 other => panic!("{other:?}"),
@@ -264,8 +345,8 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn encodes_at_every_served_version() {
+    #[tokio::test]
+    async fn encodes_at_every_served_version() {
         let b = broker();
         for v in 3..=13 {
             let req = request(
@@ -278,7 +359,7 @@ mod tests {
                 -1,
                 v,
             );
-            let resp = answer(&b, req, v);
+            let resp = answer(&b, req, v).await;
             let got = parts(&resp);
             assert_eq!(got[0].1, 0, "v{v}");
             assert_eq!(got[1].1, ResponseError::CorruptMessage.code(), "v{v}");
@@ -301,16 +382,16 @@ mod tests {
         );
     }
 
-    #[test]
-    fn offsets_and_unknown_topics() {
+    #[tokio::test]
+    async fn offsets_and_unknown_topics() {
         let b = broker();
-        let r = answer(&b, request("t", &[(0, Some(simple(3)))], 1, 9), 9);
+        let r = answer(&b, request("t", &[(0, Some(simple(3)))], 1, 9), 9).await;
         assert_eq!(parts(&r), vec![(0, 0, 0)]);
         let p = &r.responses[0].partition_responses[0];
         assert_eq!((p.log_append_time_ms, p.log_start_offset), (-1, 0));
-        let r = answer(&b, request("t", &[(0, Some(simple(3)))], 1, 9), 9);
+        let r = answer(&b, request("t", &[(0, Some(simple(3)))], 1, 9), 9).await;
         assert_eq!(parts(&r), vec![(0, 0, 3)]);
-        let r = answer(&b, request("nope", &[(0, Some(simple(1)))], 1, 9), 9);
+        let r = answer(&b, request("nope", &[(0, Some(simple(1)))], 1, 9), 9).await;
         assert_eq!(
             parts(&r),
             vec![(0, ResponseError::UnknownTopicOrPartition.code(), -1)]
@@ -319,12 +400,12 @@ mod tests {
             b.topics.get("nope").is_none(),
             "produce does not create topics"
         );
-        let r = answer(&b, request("nope", &[(0, Some(simple(1)))], 1, 13), 13);
+        let r = answer(&b, request("nope", &[(0, Some(simple(1)))], 1, 13), 13).await;
         assert_eq!(
             parts(&r),
             vec![(0, ResponseError::UnknownTopicId.code(), -1)]
         );
-        let r = answer(&b, request("t", &[(1, Some(simple(1)))], 1, 13), 13);
+        let r = answer(&b, request("t", &[(1, Some(simple(1)))], 1, 13), 13).await;
         assert_eq!(parts(&r), vec![(1, 0, 0)]);
     }
 
@@ -353,18 +434,30 @@ mod tests {
                 kafka_protocol::messages::TransactionalId(StrBytes::from_static_str("tx")),
             ))
         };
-        let code = |v| parts(&answer(&b, with_id(v), v))[0].1;
-        assert_eq!(code(11), ResponseError::TransactionAbortable.code());
-        assert_eq!(code(10), ResponseError::InvalidTxnState.code());
+        let code = |r: ProduceResponse| parts(&r)[0].1;
+        assert_eq!(
+            code(answer(&b, with_id(11), 11).await),
+            ResponseError::TransactionAbortable.code()
+        );
+        assert_eq!(
+            code(answer(&b, with_id(10), 10).await),
+            ResponseError::InvalidTxnState.code()
+        );
         b.txns
             .add_partitions("tx", p, &[TopicPartition::new("t", 0)])
             .await
             .unwrap();
-        assert_eq!(parts(&answer(&b, with_id(9), 9)), vec![(0, 0, 0)]);
+        assert_eq!(parts(&answer(&b, with_id(9), 9).await), vec![(0, 0, 0)]);
         let topic = b.topics.get("t").unwrap();
         let log = b.logs.partition(&topic, 0).unwrap();
         assert_eq!(log.lock().last_stable_offset(), 0, "open until its marker");
-        b.txns.end_txn(&b, "tx", p, true).await.unwrap();
+        let end = crate::txn::EndTxn {
+            transactional_id: "tx",
+            producer: p,
+            commit: true,
+            tv2: false,
+        };
+        b.txns.end_txn(&b, &end).await.unwrap();
         assert_eq!(
             log.lock().last_stable_offset(),
             2,
@@ -372,8 +465,73 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_partition_listed_twice_is_appended_once_with_the_later_data() {
+    #[tokio::test]
+    async fn from_v12_a_transactional_batch_adds_its_partition_to_the_transaction() {
+        use crate::txn::{EndTxn, InitProducer};
+        use crate::vocab::TxnState;
+        let b = broker();
+        let init = InitProducer {
+            transactional_id: "tx".into(),
+            timeout_ms: 60_000,
+            expected: None,
+        };
+        let p = b.txns.init_producer(&b, &init).await.unwrap();
+        let produce = |epoch: i16, partition: i32, sequence: i32, v: i16| {
+            let records = batch(Spec {
+                records: 1,
+                producer_id: p.producer_id,
+                producer_epoch: epoch,
+                base_sequence: sequence,
+                transactional: true,
+                ..Spec::default()
+            });
+            request("t", &[(partition, Some(records))], -1, v).with_transactional_id(Some(
+                kafka_protocol::messages::TransactionalId(StrBytes::from_static_str("tx")),
+            ))
+        };
+        let code = |r: ProduceResponse| parts(&r)[0].1;
+        assert_eq!(
+            code(answer(&b, produce(p.epoch, 0, 0, 12), 12).await),
+            0,
+            "no AddPartitionsToTxn: the produce adds it"
+        );
+        let described = b.txns.describe("tx").unwrap();
+        assert_eq!(described.state, TxnState::Ongoing);
+        assert_eq!(described.partitions, vec![TopicPartition::new("t", 0)]);
+        assert_eq!(code(answer(&b, produce(p.epoch, 1, 0, 13), 13).await), 0);
+        assert_eq!(b.txns.describe("tx").unwrap().partitions.len(), 2);
+        assert_eq!(
+            code(answer(&b, produce(p.epoch + 1, 0, 0, 12), 12).await),
+            ResponseError::InvalidProducerEpoch.code(),
+            "an epoch the coordinator does not know"
+        );
+        let end = EndTxn {
+            transactional_id: "tx",
+            producer: p,
+            commit: true,
+            tv2: true,
+        };
+        let next = b.txns.end_txn(&b, &end).await.unwrap();
+        assert_eq!(next.epoch, p.epoch + 1);
+        assert_eq!(
+            code(answer(&b, produce(p.epoch, 0, 1, 12), 12).await),
+            ResponseError::InvalidProducerEpoch.code(),
+            "the old epoch is fenced"
+        );
+        assert_eq!(
+            code(answer(&b, produce(next.epoch, 0, 0, 12), 12).await),
+            0,
+            "the next transaction at the bumped epoch, sequences from 0"
+        );
+        assert_eq!(
+            code(answer(&b, produce(next.epoch, 1, 0, 11), 11).await),
+            ResponseError::TransactionAbortable.code(),
+            "below v12 nothing is added implicitly"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_partition_listed_twice_is_appended_once_with_the_later_data() {
         let b = broker();
         let mut req = request("t", &[(0, Some(simple(2))), (1, Some(simple(1)))], 1, 9);
         req.topic_data[0].partition_data.push(
@@ -383,7 +541,7 @@ mod tests {
         );
         let again = request("t", &[(1, Some(simple(3)))], 1, 9);
         req.topic_data.extend(again.topic_data);
-        let r = answer(&b, req, 9);
+        let r = answer(&b, req, 9).await;
         assert_eq!(r.responses.len(), 1, "{r:?}");
         assert_eq!(parts(&r), vec![(0, 0, 0), (1, 0, 0)]);
         let topic = b.topics.get("t").unwrap();
@@ -391,8 +549,8 @@ mod tests {
         assert_eq!((end(0), end(1)), (5, 3));
     }
 
-    #[test]
-    fn acks_zero_is_silent_and_closes_on_error() {
+    #[tokio::test]
+    async fn acks_zero_is_silent_and_closes_on_error() {
         let b = broker();
         assert!(matches!(
             handle(
@@ -400,7 +558,8 @@ mod tests {
                 &crate::api::testing::ctx(&b),
                 request("t", &[(0, Some(simple(1)))], 0, 9),
                 9
-            ),
+            )
+            .await,
             Outcome::Silent
         ));
         assert!(matches!(
@@ -409,25 +568,27 @@ mod tests {
                 &crate::api::testing::ctx(&b),
                 request("t", &[(0, Some(Bytes::from_static(b"x")))], 0, 9),
                 9
-            ),
+            )
+            .await,
             Outcome::Close
         ));
-        let r = answer(&b, request("t", &[(0, Some(simple(1)))], 2, 9), 9);
+        let r = answer(&b, request("t", &[(0, Some(simple(1)))], 2, 9), 9).await;
         assert_eq!(
             parts(&r),
             vec![(0, ResponseError::InvalidRequiredAcks.code(), -1)]
         );
     }
 
-    #[test]
-    fn transactional_records_without_a_transactional_id_fail_the_whole_request() {
+    #[tokio::test]
+    async fn transactional_records_without_a_transactional_id_fail_the_whole_request() {
         let b = broker();
         let t = transactional();
         let r = answer(
             &b,
             request("t", &[(0, Some(simple(1))), (1, Some(t))], 1, 9),
             9,
-        );
+        )
+        .await;
         let code = ResponseError::TransactionalIdAuthorizationFailed.code();
         assert_eq!(parts(&r), vec![(0, code, -1), (1, code, -1)]);
         let topic = b.topics.get("t").unwrap();
@@ -437,10 +598,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn idempotent_retry_is_acknowledged_with_its_offset() {
+    #[tokio::test]
+    async fn idempotent_retry_is_acknowledged_with_its_offset() {
         let b = broker();
-        answer(&b, request("t", &[(0, Some(simple(2)))], -1, 9), 9);
+        answer(&b, request("t", &[(0, Some(simple(2)))], -1, 9), 9).await;
         let idem = batch(Spec {
             records: 4,
             producer_id: 10,
@@ -449,7 +610,7 @@ mod tests {
             ..Spec::default()
         });
         for _ in 0..3 {
-            let r = answer(&b, request("t", &[(0, Some(idem.clone()))], -1, 9), 9);
+            let r = answer(&b, request("t", &[(0, Some(idem.clone()))], -1, 9), 9).await;
             assert_eq!(parts(&r), vec![(0, 0, 2)]);
         }
         let gap = batch(Spec {
@@ -458,7 +619,7 @@ mod tests {
             base_sequence: 9,
             ..Spec::default()
         });
-        let r = answer(&b, request("t", &[(0, Some(gap))], -1, 9), 9);
+        let r = answer(&b, request("t", &[(0, Some(gap))], -1, 9), 9).await;
         assert_eq!(
             parts(&r),
             vec![(0, ResponseError::OutOfOrderSequenceNumber.code(), -1)]

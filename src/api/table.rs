@@ -27,7 +27,7 @@ pub async fn dispatch(
         RequestKind::DescribeAcls(r) => return api::describe_acls::handle(broker, ctx, r, v),
         RequestKind::DeleteAcls(r) => return api::delete_acls::handle(broker, ctx, r, v).await,
         // acks=0 answers nothing, or closes the connection on a failure.
-        RequestKind::Produce(r) => return api::produce::handle(broker, ctx, r, v),
+        RequestKind::Produce(r) => return api::produce::handle(broker, ctx, r, v).await,
         RequestKind::Fetch(r) => ResponseKind::Fetch(api::fetch::handle(broker, ctx, r, v).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(api::list_offsets::handle(broker, ctx, r, v))

@@ -1,4 +1,4 @@
-//! TxnOffsetCommit (key 28), v0-4: a transactional producer commits a group's offsets inside
+//! TxnOffsetCommit (key 28), v0-5: a transactional producer commits a group's offsets inside
 //! its transaction (KIP-98; KIP-447 adds the member, instance and generation in v3 so that a
 //! zombie of an old generation is fenced). The offsets stay pending until the transaction's
 //! marker: OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT for them meanwhile,
@@ -8,8 +8,8 @@
 //! partition UNKNOWN_TOPIC_OR_PARTITION (per partition); the producer must be in an open
 //! transaction that added the group (AddOffsetsToTxn; KIP-890's verification); then the group
 //! checks the committer as for a transactional commit, and each partition's metadata size.
-//! v5 (transaction version 2: the commit adds the group itself) is not served, as EndTxn v5
-//! is not.
+//! v5 is transaction version 2: the commit adds the group to the transaction itself (opening
+//! it if need be), where v0-4 need AddOffsetsToTxn first.
 
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,

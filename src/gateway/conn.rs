@@ -408,7 +408,13 @@ fn api_versions(
             RequestKind::ApiVersions(r) => {
                 software = Some(r.client_software_name.to_string());
                 let v = header.request_api_version;
-                let body = api::api_versions::handle(&r, v).with_api_keys(advertised.to_vec());
+                // Transactions are upstream's: their protocol stays at version 1 here, as
+                // koord's TxnOffsetCommit forwards it.
+                let body = api::api_versions::without_feature(
+                    api::api_versions::handle(&r, v),
+                    api::api_versions::TRANSACTION_VERSION,
+                )
+                .with_api_keys(advertised.to_vec());
                 codec::encode_response(
                     ApiKey::ApiVersions,
                     v,

@@ -350,11 +350,15 @@ pub fn decode_member_key_v1(key: &[u8]) -> Result<(&str, &str), DecodeError> {
     Ok((group, member))
 }
 
+/// Transaction values since transaction version 2: V1's fields, then the next producer id of
+/// an ending transaction. V1 is still read (no next producer id).
+const TXN_V2: u8 = 2;
+
 /// A transactional id's state: ids and epochs, timeout, state, the open transaction's
-/// partitions and groups, its start and the last update.
+/// partitions and groups, its start and the last update, the next producer id.
 pub fn encode_txn(t: &TxnRecord) -> Vec<u8> {
     let mut w = Writer::default();
-    w.u8(V1);
+    w.u8(TXN_V2);
     w.str(&t.transactional_id);
     w.i64(t.producer_id);
     w.i64(t.previous_producer_id);
@@ -373,13 +377,17 @@ pub fn encode_txn(t: &TxnRecord) -> Vec<u8> {
     }
     w.u64(t.started.as_millis());
     w.u64(t.updated.as_millis());
+    w.i64(t.next_producer_id);
     w.0
 }
 
 pub fn decode_txn(value: &[u8]) -> Result<TxnRecord, DecodeError> {
     const WHAT: &str = "transaction value";
     let mut r = Reader::new(value);
-    version(&mut r, WHAT)?;
+    let format = r.u8(WHAT)?;
+    if format != V1 && format != TXN_V2 {
+        return Err(err(format!("{WHAT}: unknown format version {format}")));
+    }
     let transactional_id = r.str_u32(WHAT)?.to_owned();
     let producer_id = r.i64(WHAT)?;
     let previous_producer_id = r.i64(WHAT)?;
@@ -401,6 +409,11 @@ pub fn decode_txn(value: &[u8]) -> Result<TxnRecord, DecodeError> {
     }
     let started = Timestamp(r.u64(WHAT)?);
     let updated = Timestamp(r.u64(WHAT)?);
+    let next_producer_id = if format == TXN_V2 {
+        r.i64(WHAT)?
+    } else {
+        crate::vocab::txn::NO_PRODUCER_ID
+    };
     end(&r, WHAT)?;
     Ok(TxnRecord {
         transactional_id,
@@ -408,6 +421,7 @@ pub fn decode_txn(value: &[u8]) -> Result<TxnRecord, DecodeError> {
         previous_producer_id,
         producer_epoch,
         last_producer_epoch,
+        next_producer_id,
         timeout_ms,
         state,
         partitions,
@@ -447,6 +461,40 @@ mod tests {
             decode_topic(&encode_topic_v1(7)).unwrap(),
             (7, TopicConfigs::new())
         );
+    }
+
+    #[test]
+    fn transaction_values_round_trip_and_v1_still_loads() {
+        let t = TxnRecord {
+            transactional_id: "tx".into(),
+            producer_id: 7,
+            previous_producer_id: 6,
+            producer_epoch: 32767,
+            last_producer_epoch: 32766,
+            next_producer_id: 8,
+            timeout_ms: 60_000,
+            state: TxnState::PrepareCommit,
+            partitions: [TopicPartition::new("t", 1)].into(),
+            groups: ["g".to_string()].into(),
+            started: Timestamp(5),
+            updated: Timestamp(6),
+        };
+        let bytes = encode_txn(&t);
+        assert_eq!(decode_txn(&bytes).unwrap(), t);
+        // V1, written before transaction version 2: no next producer id.
+        let mut v1 = bytes[..bytes.len() - 8].to_vec();
+        v1[0] = V1;
+        let expected = TxnRecord {
+            next_producer_id: crate::vocab::txn::NO_PRODUCER_ID,
+            ..t
+        };
+        assert_eq!(decode_txn(&v1).unwrap(), expected);
+        for n in 0..bytes.len() {
+            assert!(decode_txn(&bytes[..n]).is_err(), "{n}");
+        }
+        let mut v3 = bytes.clone();
+        v3[0] = 3;
+        assert!(decode_txn(&v3).is_err());
     }
 
     #[test]

@@ -508,6 +508,7 @@ fn txn_record(id: &str, state: crate::vocab::TxnState) -> crate::vocab::TxnRecor
         previous_producer_id: -1,
         producer_epoch: 3,
         last_producer_epoch: 2,
+        next_producer_id: 43,
         timeout_ms: 60_000,
         state,
         partitions: [TopicPartition::new("t", 0), TopicPartition::new("u", 7)].into(),

@@ -3,8 +3,10 @@
 //! do: a record to persist before it replies, and for a transaction that ends, the markers to
 //! write into partition logs and groups before [`TxnCoordinator::complete`] finishes it.
 //!
-//! Kafka's rules (`TransactionCoordinator`, `TransactionMetadata`), transaction version 1 (the
-//! client adds every partition with AddPartitionsToTxn; EndTxn does not bump the epoch):
+//! Kafka's rules (`TransactionCoordinator`, `TransactionMetadata`), transaction versions 1 (the
+//! client adds every partition with AddPartitionsToTxn; EndTxn does not bump the epoch) and 2
+//! (KIP-890 part 2: Produce v12+ and TxnOffsetCommit v5 add what they write through the same
+//! AddPartitions/AddOffsets transitions; EndTxn v5 bumps the epoch, [`TxnCoordinator::end_txn`]):
 //! - InitProducerId with a transactional id: a new id gets a fresh producer id at epoch 0; a
 //!   known one in Empty/CompleteCommit/CompleteAbort gets its epoch bumped (a new producer id
 //!   once the epoch is exhausted); Ongoing: the open transaction is aborted with a bumped epoch
@@ -20,7 +22,10 @@
 //! - EndTxn: the same id and epoch checks; Ongoing goes to PrepareCommit/PrepareAbort (the
 //!   markers follow); a retry of a completed end is answered NONE; the other end of a completed
 //!   or ending transaction, or an end in Empty, is INVALID_TXN_STATE; an end already being
-//!   written is CONCURRENT_TRANSACTIONS.
+//!   written is CONCURRENT_TRANSACTIONS. At v5 the epoch goes up by one at every end (the
+//!   markers carry it), a retry is told by the epoch before the bump, an abort with nothing
+//!   open ends an empty transaction, and an exhausted epoch hands over to a new producer id
+//!   when the transaction completes.
 //! - Timeouts: an Ongoing transaction older than its timeout is aborted by the coordinator, with
 //!   the epoch bumped so that the producer is fenced ([`TxnCoordinator::abort_timed_out`]).
 //! - `transactional.id.expiration.ms`: an idle id not updated for that long is forgotten
@@ -79,7 +84,7 @@ pub enum TxnError {
 }
 
 /// The producer id and epoch a request claims.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProducerIdAndEpoch {
     pub producer_id: i64,
     pub epoch: i16,
@@ -104,11 +109,21 @@ pub enum Init {
     Fenced { record: TxnRecord, markers: Markers },
 }
 
+/// EndTxn from the producer.
+#[derive(Debug, Clone, Copy)]
+pub struct EndTxn<'a> {
+    pub transactional_id: &'a str,
+    pub producer: ProducerIdAndEpoch,
+    pub commit: bool,
+    /// EndTxn v5+: transaction version 2, the epoch bumped at every end.
+    pub tv2: bool,
+}
+
 /// What EndTxn leads to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum End {
-    /// A retry of an end that already completed: answer NONE.
-    AlreadyDone,
+    /// A retry of an end that already completed: answer NONE with this producer id and epoch.
+    AlreadyDone(ProducerIdAndEpoch),
     /// Persist the record (PrepareCommit/PrepareAbort), write the markers, complete, answer.
     Prepared(Box<Ending>),
 }
@@ -118,6 +133,8 @@ pub enum End {
 pub struct Ending {
     pub record: TxnRecord,
     pub markers: Markers,
+    /// The producer id and epoch the answer carries (v5+): the producer's from now on.
+    pub answer: ProducerIdAndEpoch,
 }
 
 /// The end of one transaction, to write into every partition and group it touched.
@@ -335,6 +352,7 @@ impl TxnCoordinator {
                     previous_producer_id: NO_PRODUCER_ID,
                     producer_epoch: NO_PRODUCER_EPOCH,
                     last_producer_epoch: NO_PRODUCER_EPOCH,
+                    next_producer_id: NO_PRODUCER_ID,
                     timeout_ms: req.timeout_ms,
                     state: TxnState::Empty,
                     partitions: BTreeSet::new(),
@@ -509,12 +527,111 @@ impl TxnCoordinator {
         }
     }
 
-    /// EndTxn from the producer.
+    /// EndTxn from the producer. `tv2` (EndTxn v5+, transaction version 2) bumps the epoch at
+    /// every end, as Kafka's `TransactionCoordinator.endTransaction` with a client transaction
+    /// version that supports it: the markers carry the bumped epoch, so a zombie of the
+    /// transaction is fenced at every partition it wrote, and the answer tells the producer
+    /// its epoch (a new producer id at epoch 0 once the epoch is exhausted). Its epoch checks:
+    /// in Ongoing and Empty the current epoch; while ending or ended, a retry (the epoch just
+    /// before the bump, or the last epoch of a producer id given up) is recognised, and an
+    /// abort that is no retry in Empty or a completed state bumps the epoch with nothing to
+    /// mark (the producer learns its new epoch).
     ///
     /// # Errors
     /// INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS,
-    /// INVALID_TXN_STATE.
+    /// INVALID_TXN_STATE; [`TxnError::ProducerIdsPending`] while no new id can be handed out.
     pub fn end_txn(
+        &mut self,
+        end: &EndTxn<'_>,
+        now: Timestamp,
+        new_producer_id: &mut dyn FnMut() -> Option<i64>,
+    ) -> Result<End, TxnError> {
+        if !end.tv2 {
+            return self.end_txn_v1(end.transactional_id, end.producer, end.commit, now);
+        }
+        if end.transactional_id.is_empty() {
+            return Err(TxnError::InvalidRequest);
+        }
+        let txn = self
+            .txns
+            .get_mut(end.transactional_id)
+            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        let p = end.producer;
+        let retry_on_overflow = txn.previous_producer_id == p.producer_id
+            && p.epoch == i16::MAX - 1
+            && txn.producer_epoch == 0;
+        let retry_on_bump = i32::from(txn.producer_epoch) == i32::from(p.epoch) + 1;
+        let current = p.epoch == txn.producer_epoch;
+        let valid = match txn.state {
+            TxnState::Ongoing | TxnState::Empty => current,
+            TxnState::PrepareCommit | TxnState::PrepareAbort => retry_on_bump,
+            TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                retry_on_bump || retry_on_overflow || current
+            }
+        };
+        let retry = retry_on_bump || retry_on_overflow;
+        if txn.producer_id != p.producer_id && !retry_on_overflow {
+            return Err(TxnError::InvalidProducerIdMapping);
+        }
+        if !valid {
+            return Err(TxnError::ProducerFenced);
+        }
+        let answer = ProducerIdAndEpoch {
+            producer_id: txn.producer_id,
+            epoch: txn.producer_epoch,
+        };
+        match (txn.state, end.commit) {
+            (TxnState::Ongoing, _) => {}
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) if retry => {
+                return Ok(End::AlreadyDone(answer));
+            }
+            (TxnState::CompleteCommit | TxnState::CompleteAbort | TxnState::Empty, false)
+                if !retry => {}
+            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+                return Err(TxnError::ConcurrentTransactions);
+            }
+            _ => return Err(TxnError::InvalidTxnState),
+        }
+        let next = if epoch_exhausted(txn.producer_epoch) {
+            new_producer_id().ok_or(TxnError::ProducerIdsPending)?
+        } else {
+            NO_PRODUCER_ID
+        };
+        if txn.state != TxnState::Ongoing {
+            // An abort with nothing added: it starts and ends now.
+            txn.partitions.clear();
+            txn.groups.clear();
+            txn.started = now;
+        }
+        txn.last_producer_epoch = txn.producer_epoch;
+        txn.producer_epoch = txn.producer_epoch.saturating_add(1);
+        txn.next_producer_id = next;
+        txn.state = if end.commit {
+            TxnState::PrepareCommit
+        } else {
+            TxnState::PrepareAbort
+        };
+        txn.updated = now;
+        let answer = if next == NO_PRODUCER_ID {
+            ProducerIdAndEpoch {
+                producer_id: txn.producer_id,
+                epoch: txn.producer_epoch,
+            }
+        } else {
+            ProducerIdAndEpoch {
+                producer_id: next,
+                epoch: 0,
+            }
+        };
+        Ok(End::Prepared(Box::new(Ending {
+            record: txn.clone(),
+            markers: markers_of(txn),
+            answer,
+        })))
+    }
+
+    /// EndTxn below v5 (transaction version 1): the epoch stays.
+    fn end_txn_v1(
         &mut self,
         transactional_id: &str,
         producer: ProducerIdAndEpoch,
@@ -533,10 +650,11 @@ impl TxnCoordinator {
                 Ok(End::Prepared(Box::new(Ending {
                     record: txn.clone(),
                     markers: markers_of(txn),
+                    answer: producer,
                 })))
             }
             (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
-                Ok(End::AlreadyDone)
+                Ok(End::AlreadyDone(producer))
             }
             (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
                 Err(TxnError::ConcurrentTransactions)
@@ -583,6 +701,13 @@ impl TxnCoordinator {
         } else {
             TxnState::CompleteAbort
         };
+        if txn.next_producer_id != NO_PRODUCER_ID {
+            // Transaction version 2 with the epoch exhausted: the next id takes over.
+            txn.previous_producer_id = txn.producer_id;
+            txn.producer_id = txn.next_producer_id;
+            txn.producer_epoch = 0;
+            txn.next_producer_id = NO_PRODUCER_ID;
+        }
         txn.partitions.clear();
         txn.groups.clear();
         txn.updated = now;

@@ -66,8 +66,35 @@ impl Ctx {
             .expect("add partitions");
     }
 
+    /// EndTxn at `tv2` (v5+) or below.
+    fn end_at(
+        &mut self,
+        id: &str,
+        p: ProducerIdAndEpoch,
+        commit: bool,
+        tv2: bool,
+    ) -> Result<End, TxnError> {
+        let next = &mut self.next_id;
+        let mut alloc = || {
+            *next += 1;
+            Some(*next)
+        };
+        let end = EndTxn {
+            transactional_id: id,
+            producer: p,
+            commit,
+            tv2,
+        };
+        self.txn.end_txn(&end, self.now, &mut alloc)
+    }
+
+    /// EndTxn below v5.
+    fn end_v1(&mut self, id: &str, p: ProducerIdAndEpoch, commit: bool) -> Result<End, TxnError> {
+        self.end_at(id, p, commit, false)
+    }
+
     fn end(&mut self, id: &str, p: ProducerIdAndEpoch, commit: bool) -> Markers {
-        match self.txn.end_txn(id, p, commit, self.now) {
+        match self.end_v1(id, p, commit) {
             Ok(End::Prepared(e)) => e.markers,
             other => panic!("{other:?}"),
         }
@@ -361,12 +388,12 @@ fn end_txn_retry_of_a_completed_end_is_already_done() {
     c.add("tx", p, &[tp("a", 0)]);
     let m = c.end("tx", p, true);
     assert_eq!(
-        c.txn.end_txn("tx", p, true, c.now),
+        c.end_v1("tx", p, true),
         Err(TxnError::ConcurrentTransactions),
         "while the markers are written"
     );
     c.txn.complete(&m, c.now);
-    assert_eq!(c.txn.end_txn("tx", p, true, c.now), Ok(End::AlreadyDone));
+    assert_eq!(c.end_v1("tx", p, true), Ok(End::AlreadyDone(p)));
 }
 
 #[test]
@@ -374,21 +401,15 @@ fn end_txn_other_end_or_empty_is_invalid_txn_state() {
     let mut c = Ctx::new();
     let p = c.init("tx");
     assert_eq!(
-        c.txn.end_txn("tx", p, true, c.now),
+        c.end_v1("tx", p, true),
         Err(TxnError::InvalidTxnState),
         "nothing open"
     );
     c.add("tx", p, &[tp("a", 0)]);
     let m = c.end("tx", p, true);
-    assert_eq!(
-        c.txn.end_txn("tx", p, false, c.now),
-        Err(TxnError::InvalidTxnState)
-    );
+    assert_eq!(c.end_v1("tx", p, false), Err(TxnError::InvalidTxnState));
     c.txn.complete(&m, c.now);
-    assert_eq!(
-        c.txn.end_txn("tx", p, false, c.now),
-        Err(TxnError::InvalidTxnState)
-    );
+    assert_eq!(c.end_v1("tx", p, false), Err(TxnError::InvalidTxnState));
 }
 
 #[test]
@@ -397,22 +418,16 @@ fn end_txn_fenced_or_unknown_producer() {
     let old = c.init("tx");
     let new = c.init("tx");
     c.add("tx", new, &[tp("a", 0)]);
+    assert_eq!(c.end_v1("tx", old, true), Err(TxnError::ProducerFenced));
     assert_eq!(
-        c.txn.end_txn("tx", old, true, c.now),
-        Err(TxnError::ProducerFenced)
-    );
-    assert_eq!(
-        c.txn.end_txn("tx", pe(9, 0), true, c.now),
+        c.end_v1("tx", pe(9, 0), true),
         Err(TxnError::InvalidProducerIdMapping)
     );
     assert_eq!(
-        c.txn.end_txn("other", new, true, c.now),
+        c.end_v1("other", new, true),
         Err(TxnError::InvalidProducerIdMapping)
     );
-    assert_eq!(
-        c.txn.end_txn("", new, true, c.now),
-        Err(TxnError::InvalidRequest)
-    );
+    assert_eq!(c.end_v1("", new, true), Err(TxnError::InvalidRequest));
 }
 
 #[test]
@@ -453,7 +468,7 @@ fn timeout_aborts_with_a_bumped_epoch_only_once_past_the_deadline() {
     c.txn.complete(markers, c.now);
     assert_eq!(c.state("tx"), TxnState::CompleteAbort);
     assert_eq!(
-        c.txn.end_txn("tx", p, true, c.now),
+        c.end_v1("tx", p, true),
         Err(TxnError::ProducerFenced),
         "the timed-out producer is fenced"
     );
@@ -760,5 +775,188 @@ fn list_pattern_filter_keeps_matching_ids() {
             ("app-1".into(), TxnState::Empty),
             ("app-2".into(), TxnState::Empty)
         ]
+    );
+}
+
+// Transaction version 2 (EndTxn v5): Kafka 4.4's `TransactionCoordinator.endTransaction` with
+// a client transaction version that bumps the epoch.
+
+impl Ctx {
+    /// EndTxn v5 that must prepare: its markers and the answer's producer id and epoch.
+    fn end_v2(
+        &mut self,
+        id: &str,
+        p: ProducerIdAndEpoch,
+        commit: bool,
+    ) -> (Markers, ProducerIdAndEpoch) {
+        match self.end_at(id, p, commit, true) {
+            Ok(End::Prepared(e)) => (e.markers, e.answer),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn tv2_end_bumps_the_epoch_marks_with_it_and_answers_it() {
+    let mut c = Ctx::new();
+    let p = c.init("tx");
+    c.add("tx", p, &[tp("a", 0)]);
+    let (m, answer) = c.end_v2("tx", p, true);
+    let bumped = pe(p.producer_id, p.epoch + 1);
+    assert_eq!(answer, bumped);
+    assert_eq!(
+        (m.producer_id, m.producer_epoch),
+        (p.producer_id, p.epoch + 1)
+    );
+    assert_eq!(m.partitions, vec![tp("a", 0)]);
+    assert_eq!(c.txn.get("tx").unwrap().last_producer_epoch, p.epoch);
+    assert_eq!(
+        c.end_at("tx", p, true, true),
+        Err(TxnError::ConcurrentTransactions),
+        "a retry while the markers are written"
+    );
+    assert_eq!(
+        c.end_at("tx", p, false, true),
+        Err(TxnError::InvalidTxnState),
+        "the other end while the markers are written"
+    );
+    let done = c.txn.complete(&m, c.now).unwrap();
+    assert_eq!(
+        (done.state, done.producer_epoch),
+        (TxnState::CompleteCommit, p.epoch + 1)
+    );
+    assert_eq!(
+        c.end_at("tx", p, true, true),
+        Ok(End::AlreadyDone(bumped)),
+        "a retry of the commit learns the bumped epoch"
+    );
+    assert_eq!(
+        c.end_at("tx", p, false, true),
+        Err(TxnError::InvalidTxnState),
+        "an abort retried after a commit"
+    );
+    // The next transaction runs at the bumped epoch; the old one is fenced.
+    c.add("tx", bumped, &[tp("a", 1)]);
+    assert_eq!(c.end_at("tx", p, true, true), Err(TxnError::ProducerFenced));
+    let (_, next) = c.end_v2("tx", bumped, false);
+    assert_eq!(next, pe(p.producer_id, p.epoch + 2));
+}
+
+#[test]
+fn tv2_abort_without_a_transaction_bumps_the_epoch_and_marks_nothing() {
+    let mut c = Ctx::new();
+    let p = c.init("tx");
+    assert_eq!(
+        c.end_at("tx", p, true, true),
+        Err(TxnError::InvalidTxnState)
+    );
+    let (m, answer) = c.end_v2("tx", p, false);
+    assert!(m.partitions.is_empty() && m.groups.is_empty());
+    assert_eq!(answer, pe(p.producer_id, p.epoch + 1));
+    c.txn.complete(&m, c.now).unwrap();
+    assert_eq!(c.state("tx"), TxnState::CompleteAbort);
+    // An abort after a commit, at the current epoch, is a new (empty) abort.
+    let q = answer;
+    c.add("tx", q, &[tp("a", 0)]);
+    let (m, q2) = c.end_v2("tx", q, true);
+    c.txn.complete(&m, c.now).unwrap();
+    let (m, q3) = c.end_v2("tx", q2, false);
+    assert!(m.partitions.is_empty());
+    assert_eq!(q3.epoch, q2.epoch + 1);
+}
+
+#[test]
+fn tv2_end_checks_producer_id_then_epoch() {
+    let mut c = Ctx::new();
+    let p = c.init("tx");
+    c.add("tx", p, &[tp("a", 0)]);
+    assert_eq!(
+        c.end_at("tx", pe(p.producer_id + 1, p.epoch), true, true),
+        Err(TxnError::InvalidProducerIdMapping)
+    );
+    assert_eq!(
+        c.end_at("tx", pe(p.producer_id, p.epoch - 1), true, true),
+        Err(TxnError::ProducerFenced),
+        "an older epoch while Ongoing"
+    );
+    assert_eq!(
+        c.end_at("nope", p, true, true),
+        Err(TxnError::InvalidProducerIdMapping)
+    );
+    assert_eq!(c.end_at("", p, true, true), Err(TxnError::InvalidRequest));
+    assert_eq!(c.state("tx"), TxnState::Ongoing, "nothing changed");
+}
+
+#[test]
+fn tv2_exhausted_epoch_hands_over_to_a_new_producer_id() {
+    let mut c = Ctx::new();
+    let p = c.init("tx");
+    let exhausted = i16::MAX - 1;
+    c.txn.txns.get_mut("tx").unwrap().producer_epoch = exhausted;
+    let old = pe(p.producer_id, exhausted);
+    c.add("tx", old, &[tp("a", 0)]);
+    let (m, answer) = c.end_v2("tx", old, true);
+    assert_eq!(m.producer_epoch, i16::MAX, "marked at the last epoch");
+    assert_eq!(answer.epoch, 0);
+    assert_ne!(answer.producer_id, p.producer_id);
+    assert_eq!(
+        c.txn.get("tx").unwrap().next_producer_id,
+        answer.producer_id
+    );
+    let done = c.txn.complete(&m, c.now).unwrap();
+    assert_eq!(
+        (
+            done.producer_id,
+            done.producer_epoch,
+            done.previous_producer_id
+        ),
+        (answer.producer_id, 0, p.producer_id)
+    );
+    assert_eq!(done.next_producer_id, NO_PRODUCER_ID);
+    assert_eq!(
+        c.end_at("tx", old, true, true),
+        Ok(End::AlreadyDone(answer)),
+        "a retry from the old id learns the new one"
+    );
+}
+
+#[test]
+fn tv2_exhausted_epoch_without_an_id_to_hand_out_changes_nothing() {
+    let mut c = Ctx::new();
+    let p = c.init("tx");
+    let old = pe(p.producer_id, i16::MAX - 1);
+    c.txn.txns.get_mut("tx").unwrap().producer_epoch = old.epoch;
+    c.add("tx", old, &[tp("a", 0)]);
+    let end = EndTxn {
+        transactional_id: "tx",
+        producer: old,
+        commit: true,
+        tv2: true,
+    };
+    assert_eq!(
+        c.txn.end_txn(&end, c.now, &mut || None),
+        Err(TxnError::ProducerIdsPending)
+    );
+    assert_eq!(c.state("tx"), TxnState::Ongoing);
+    assert_eq!(c.txn.get("tx").unwrap().producer_epoch, old.epoch);
+}
+
+#[test]
+fn tv2_after_a_timeout_the_producers_abort_learns_the_fenced_epoch() {
+    let mut c = Ctx::new();
+    let p = c.init("tx");
+    c.add("tx", p, &[tp("a", 0)]);
+    c.sleep(60_001);
+    let (_, m) = c.txn.abort_timed_out(c.now).pop().unwrap();
+    c.txn.complete(&m, c.now).unwrap();
+    assert_eq!(c.state("tx"), TxnState::CompleteAbort);
+    assert_eq!(
+        c.end_at("tx", p, false, true),
+        Ok(End::AlreadyDone(pe(p.producer_id, p.epoch + 1))),
+        "Kafka 4.4 answers the old epoch's abort as a retry"
+    );
+    assert_eq!(
+        c.end_at("tx", p, true, true),
+        Err(TxnError::InvalidTxnState)
     );
 }

@@ -95,6 +95,10 @@ pub struct TxnRecord {
     /// The epoch before the last bump by InitProducerId, so that a retried KIP-360 bump is
     /// answered with the same epoch (Kafka's `lastProducerEpoch`).
     pub last_producer_epoch: i16,
+    /// Transaction version 2: the producer id an ending transaction hands over to once it
+    /// completes, because its epoch is exhausted (Kafka's `nextProducerId`); otherwise
+    /// [`NO_PRODUCER_ID`].
+    pub next_producer_id: i64,
     pub timeout_ms: i32,
     pub state: TxnState,
     /// The partitions of the open (or ending) transaction.
