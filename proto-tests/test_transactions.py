@@ -241,3 +241,35 @@ def test_kafka_transactions_lists_describes_and_shows_producers(koord):
     [prod] = rows(producers)
     assert prod["CurrentTransactionStartOffset"] == "None", prod
     assert prod["LatestCoordinatorEpoch"] == "0", "the commit marker's"
+
+
+def test_kafka_transactions_abort_ends_a_transaction_left_open_at_a_partition(koord):
+    """kafka-transactions abort --topic --partition --start-offset (Admin abortTransaction,
+    WriteTxnMarkers to the partition's leader): a confluent-kafka transaction left open holds
+    read_committed consumers at its first offset; once aborted by the tool, its records are
+    skipped and a record written after them is read."""
+    k = koord(f"topics={TOPIC}:{PARTITIONS}")
+    p = Producer({"bootstrap.servers": k.bootstrap, "transactional.id": "tx-hanging"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(TOPIC, value=f"open:{i}", partition=0)
+    assert p.flush(30) == 0
+    plain = Producer({"bootstrap.servers": k.bootstrap})
+    plain.produce(TOPIC, value="after", partition=0)
+    assert plain.flush(30) == 0
+
+    [out] = kafka_transactions(
+        k.bootstrap, ["abort", "--topic", TOPIC, "--partition", "0", "--start-offset", "0"])
+    c = Consumer({"bootstrap.servers": k.bootstrap, "group.id": "unused-assign-only",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        c.assign([CkTopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
+        values, deadline = [], time.monotonic() + DEADLINE
+        while "after" not in values and time.monotonic() < deadline:
+            for m in c.consume(num_messages=100, timeout=0.5):
+                if not m.error():
+                    values.append(m.value().decode())
+        assert values == ["after"], (values, out)
+    finally:
+        c.close()

@@ -708,9 +708,12 @@ impl crate::transactions::Host for Broker {
             let Some(partition) = self.logs.partition(&topic, tp.partition) else {
                 continue;
             };
-            if let Err(e) =
-                partition.append_marker(markers.producer_id, markers.producer_epoch, markers.commit)
-            {
+            if let Err(e) = partition.append_marker(
+                markers.producer_id,
+                markers.producer_epoch,
+                markers.commit,
+                crate::log::partition::COORDINATOR_EPOCH,
+            ) {
                 tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker not written: {e}");
             }
         }

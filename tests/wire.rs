@@ -790,6 +790,7 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::AddOffsetsToTxn => probe_add_offsets_to_txn,
         ApiKey::EndTxn => probe_end_txn,
         ApiKey::TxnOffsetCommit => probe_txn_offset_commit,
+        ApiKey::WriteTxnMarkers => probe_write_txn_markers,
         _ => return None,
     })
 }
@@ -822,13 +823,14 @@ fn probe_add_offsets_to_txn(c: &mut Client, v: i16) {
     assert_eq!(txn::end_txn(c, 3, &id, p, false), None, "v{v}");
 }
 
-/// TxnOffsetCommit up to v4 (v5 is transaction version 2's, where the commit adds the group
-/// itself; koord serves version 1). Retried while a new topic is unknown (Kafka's metadata lag).
+/// TxnOffsetCommit: up to v4 after AddOffsetsToTxn; v5 (transaction version 2) adds the group
+/// itself. Retried while a new topic is unknown (Kafka's metadata lag).
 fn probe_txn_offset_commit(c: &mut Client, v: i16) {
     let (topic, id, p) = txn_producer(c, "probe-txnoffsets");
     let group = common::unique("probe-txnoffsets-group");
-    let v = v.min(4);
-    assert_eq!(txn::add_offsets(c, 3, &id, p, &group), None, "v{v}");
+    if v < 5 {
+        assert_eq!(txn::add_offsets(c, 3, &id, p, &group), None, "v{v}");
+    }
     let deadline = std::time::Instant::now() + DEADLINE;
     loop {
         let e = txn::txn_offset_commit(c, v, &id, p, &group, ("", -1), &topic, 0, 1);
@@ -842,16 +844,49 @@ fn probe_txn_offset_commit(c: &mut Client, v: i16) {
     assert_eq!(txn::end_txn(c, 3, &id, p, false), None, "v{v}");
 }
 
-/// EndTxn up to v4 (v5 bumps the epoch at every end, KIP-890 part 2, which koord does not serve).
+/// EndTxn of a transaction AddPartitionsToTxn opened, at every served version (v5 bumps the
+/// epoch, KIP-890 part 2).
 fn probe_end_txn(c: &mut Client, v: i16) {
     let (topic, id, p) = txn_producer(c, "probe-endtxn");
-    let v = v.min(4);
     assert_eq!(
         txn::add_partitions(c, 3, &id, p, &topic, &[0]),
         vec![None],
         "v{v}"
     );
     assert_eq!(txn::end_txn(c, v, &id, p, true), None, "v{v}");
+}
+
+/// WriteTxnMarkers (as `kafka-transactions abort` sends it): an abort marker for a producer
+/// that wrote a transactional batch to a new topic's partition. Retried while the partition
+/// has no leader yet (Kafka, right after CreateTopics).
+fn probe_write_txn_markers(c: &mut Client, v: i16) {
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    use kafka_protocol::messages::WriteTxnMarkersRequest;
+    let (topic, id, p) = txn_producer(c, "probe-markers");
+    assert_eq!(txn::add_partitions(c, 3, &id, p, &topic, &[0]), vec![None]);
+    let req = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(p.0.into())
+        .with_producer_epoch(p.1)
+        .with_transaction_result(false)
+        .with_coordinator_epoch(-1)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(topic_name(&topic))
+            .with_partition_indexes(vec![0])])]);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let r = c.send(v, &req);
+        let code = err(r.markers[0].topics[0].partitions[0].error_code);
+        if code != Some(ResponseError::NotLeaderOrFollower) || std::time::Instant::now() > deadline
+        {
+            assert_eq!(code, None, "v{v}: {r:?}");
+            assert_eq!(r.markers[0].producer_id.0, p.0);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(txn::end_txn(c, 3, &id, p, false), None, "v{v}");
 }
 
 /// DescribeProducers of a new topic; retried while the partition has no leader yet (Kafka,

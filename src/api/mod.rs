@@ -58,6 +58,7 @@ pub mod sync_group;
 mod table;
 mod txn_errors;
 pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 pub use context::{Outcome, RequestContext};
 pub use supported::{is_supported, supported, Supported, SUPPORTED};

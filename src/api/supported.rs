@@ -34,6 +34,7 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::AddOffsetsToTxn, 0, 4),
     api(ApiKey::EndTxn, 0, 5),
     api(ApiKey::TxnOffsetCommit, 0, 5),
+    api(ApiKey::WriteTxnMarkers, 1, 1),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::DescribeConfigs, 1, 4),

@@ -48,6 +48,9 @@ pub async fn dispatch(
         RequestKind::TxnOffsetCommit(r) => {
             ResponseKind::TxnOffsetCommit(api::txn_offset_commit::handle(broker, ctx, r, v).await)
         }
+        RequestKind::WriteTxnMarkers(r) => {
+            ResponseKind::WriteTxnMarkers(api::write_txn_markers::handle(broker, ctx, r, v))
+        }
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api::api_versions::handle(&r, v)),
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(api::metadata::handle(broker, ctx, r, v))

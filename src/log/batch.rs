@@ -76,6 +76,10 @@ pub enum AppendError {
     OutOfOrderSequence { got: i32, expected: String },
     #[error("a transaction marker from epoch {got} is older than the producer's epoch {current}")]
     StaleMarker { got: i16, current: i16 },
+    #[error(
+        "a transaction marker from coordinator epoch {got}, older than the producer's {current}"
+    )]
+    StaleCoordinator { got: i32, current: i32 },
     #[error("the records decompress to more than {0} bytes")]
     TooLarge(usize),
     #[error("the record batch is {size} bytes, larger than max.message.bytes {max}")]
@@ -92,6 +96,7 @@ impl AppendError {
             AppendError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
             AppendError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
             AppendError::StaleMarker { .. } => ResponseError::InvalidProducerEpoch,
+            AppendError::StaleCoordinator { .. } => ResponseError::TransactionCoordinatorFenced,
             AppendError::TooLarge(_) | AppendError::BatchTooLarge { .. } => {
                 ResponseError::MessageTooLarge
             }

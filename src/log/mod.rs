@@ -79,19 +79,25 @@ impl Partition {
         Ok(appended)
     }
 
-    /// Writes a transaction marker ([`PartitionLog::append_marker`]) and wakes the fetchers.
+    /// Writes a transaction marker from a coordinator of `coordinator_epoch`
+    /// ([`PartitionLog::append_marker_from`]) and wakes the fetchers.
     ///
     /// # Errors
-    /// As [`PartitionLog::append_marker`].
+    /// As [`PartitionLog::append_marker_from`].
     pub fn append_marker(
         &self,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
+        coordinator_epoch: i32,
     ) -> Result<i64, AppendError> {
-        let offset = self
-            .lock()
-            .append_marker(producer_id, producer_epoch, commit, now_ms())?;
+        let offset = self.lock().append_marker_from(
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            now_ms(),
+        )?;
         self.appended.notify_waiters();
         Ok(offset)
     }

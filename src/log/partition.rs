@@ -268,6 +268,31 @@ impl PartitionLog {
         commit: bool,
         now: i64,
     ) -> Result<i64, AppendError> {
+        self.append_marker_from(producer_id, producer_epoch, commit, COORDINATOR_EPOCH, now)
+    }
+
+    /// [`Partition::append_marker`] from a coordinator of `coordinator_epoch` (WriteTxnMarkers
+    /// names it; Kafka's `ProducerAppendInfo.appendEndTxnMarker` checks it).
+    ///
+    /// # Errors
+    /// As [`Partition::append_marker`], and [`AppendError::StaleCoordinator`] when the
+    /// producer's last marker came from a newer coordinator epoch.
+    pub fn append_marker_from(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        now: i64,
+    ) -> Result<i64, AppendError> {
+        if let Some(current) = self.producers.coordinator_epoch(producer_id) {
+            if coordinator_epoch < current {
+                return Err(AppendError::StaleCoordinator {
+                    got: coordinator_epoch,
+                    current,
+                });
+            }
+        }
         if let Some(current) = self.producers.epoch(producer_id) {
             if producer_epoch < current {
                 return Err(AppendError::StaleMarker {
@@ -280,7 +305,7 @@ impl PartitionLog {
             producer_id,
             producer_epoch,
             commit,
-            COORDINATOR_EPOCH,
+            coordinator_epoch,
             now,
         )
         .map_err(AppendError::Corrupt)?;
@@ -295,7 +320,7 @@ impl PartitionLog {
         });
         self.log_end = offset + 1;
         self.producers
-            .record_marker(producer_id, producer_epoch, offset, now, COORDINATOR_EPOCH);
+            .record_marker(producer_id, producer_epoch, offset, now, coordinator_epoch);
         if let Some(first_offset) = self.open_txns.remove(&producer_id) {
             if !commit {
                 self.aborted.push_back(AbortedTxn {

@@ -156,6 +156,12 @@ impl Producers {
         entry.last_timestamp = max_timestamp;
     }
 
+    /// The coordinator epoch of the producer's last marker here (-1 before any), if it is
+    /// known here.
+    pub fn coordinator_epoch(&self, producer_id: i64) -> Option<i32> {
+        self.entries.get(&producer_id).map(|e| e.coordinator_epoch)
+    }
+
     /// The producer's current epoch, if it is known here.
     pub fn epoch(&self, producer_id: i64) -> Option<i16> {
         self.entries.get(&producer_id).map(|e| e.epoch)
