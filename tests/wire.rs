@@ -804,15 +804,38 @@ fn txn_producer(c: &mut Client, prefix: &str) -> (String, String, (i64, i16)) {
     (topic, id, producer)
 }
 
-/// AddPartitionsToTxn in its client form (v0-3; Kafka's v4+ batches transactions for brokers).
+/// AddPartitionsToTxn: the client's form up to v3; from v4 the broker's batch, one transaction
+/// verified (not added: TRANSACTION_ABORTABLE), then added, then verified again.
 fn probe_add_partitions_to_txn(c: &mut Client, v: i16) {
     let (topic, id, p) = txn_producer(c, "probe-addparts");
-    let v = v.min(3);
-    assert_eq!(
-        txn::add_partitions(c, v, &id, p, &topic, &[0]),
-        vec![None],
-        "v{v}"
-    );
+    if v < 4 {
+        assert_eq!(
+            txn::add_partitions(c, v, &id, p, &topic, &[0]),
+            vec![None],
+            "v{v}"
+        );
+    } else {
+        assert_eq!(
+            txn::add_partitions_batch(c, v, &id, p, &topic, &[0], true),
+            (None, vec![Some(ResponseError::TransactionAbortable)]),
+            "v{v}: verified before it was added"
+        );
+        assert_eq!(
+            txn::add_partitions_batch(c, v, &id, p, &topic, &[0], false),
+            (None, vec![None]),
+            "v{v}"
+        );
+        assert_eq!(
+            txn::add_partitions_batch(c, v, &id, p, &topic, &[0], true),
+            (None, vec![None]),
+            "v{v}: verified once added"
+        );
+        assert_eq!(
+            txn::add_partitions_batch(c, v, &id, (p.0, p.1 + 1), &topic, &[0], true),
+            (None, vec![Some(ResponseError::ProducerFenced)]),
+            "v{v}: another epoch"
+        );
+    }
     assert_eq!(txn::end_txn(c, 3, &id, p, false), None, "v{v}");
 }
 

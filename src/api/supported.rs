@@ -30,7 +30,7 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
-    api(ApiKey::AddPartitionsToTxn, 0, 3),
+    api(ApiKey::AddPartitionsToTxn, 0, 5),
     api(ApiKey::AddOffsetsToTxn, 0, 4),
     api(ApiKey::EndTxn, 0, 5),
     api(ApiKey::TxnOffsetCommit, 0, 5),

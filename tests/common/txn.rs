@@ -202,6 +202,41 @@ pub fn add_offsets_request(id: &str, producer: (i64, i16), group: &str) -> AddOf
         .with_group_id(group_id(group))
 }
 
+/// AddPartitionsToTxn at `version` (v4+, the broker's batch) of one transaction, added or only
+/// verified: the top-level error and every partition's, in request order.
+pub fn add_partitions_batch(
+    c: &mut Client,
+    version: i16,
+    id: &str,
+    producer: (i64, i16),
+    topic: &str,
+    partitions: &[i32],
+    verify_only: bool,
+) -> (Option<ResponseError>, Vec<Option<ResponseError>>) {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTransaction;
+    let r = c.send(
+        version,
+        &AddPartitionsToTxnRequest::default().with_transactions(vec![
+            AddPartitionsToTxnTransaction::default()
+                .with_transactional_id(txn_id(id))
+                .with_producer_id(producer.0.into())
+                .with_producer_epoch(producer.1)
+                .with_verify_only(verify_only)
+                .with_topics(vec![AddPartitionsToTxnTopic::default()
+                    .with_name(topic_name(topic))
+                    .with_partitions(partitions.to_vec())]),
+        ]),
+    );
+    let codes = r
+        .results_by_transaction
+        .iter()
+        .flat_map(|t| &t.topic_results)
+        .flat_map(|t| &t.results_by_partition)
+        .map(|p| err(p.partition_error_code))
+        .collect();
+    (err(r.error_code), codes)
+}
+
 /// EndTxn at `version`: its error.
 pub fn end_txn(
     c: &mut Client,
