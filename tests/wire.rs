@@ -5105,3 +5105,49 @@ fn renew_acknowledgements_need_v2_and_is_renew_ack() {
     let after = share_fetch(&mut c, 1, &group, &member, 6, &topic, 100);
     assert_eq!(acquired(&after), vec![], "{after:?}");
 }
+
+/// ApiVersions v5 (KIP-1242): a client that names the cluster id and node id it meant to reach
+/// is answered as usual when they are this node's, and REBOOTSTRAP_REQUIRED (no API list) when
+/// either is not; naming neither is not checked, naming one alone is INVALID_REQUEST.
+#[test]
+fn api_versions_v5_checks_the_cluster_and_node_a_client_names() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let meta = c.send(
+        12,
+        &kafka_protocol::messages::MetadataRequest::default().with_topics(Some(vec![])),
+    );
+    let cluster = meta.cluster_id.clone().expect("a cluster id");
+    let [node] = meta.brokers.iter().map(|b| b.node_id.0).collect::<Vec<_>>()[..] else {
+        panic!("one broker: {:?}", meta.brokers);
+    };
+    let ask = |c: &mut Client, cluster: Option<StrBytes>, node: i32| {
+        c.send(
+            5,
+            &common::api_versions_request()
+                .with_cluster_id(cluster)
+                .with_node_id(node),
+        )
+    };
+    let ok = ask(&mut c, Some(cluster.clone()), node);
+    assert_eq!(err(ok.error_code), None);
+    assert!(!ok.api_keys.is_empty());
+    assert_eq!(err(ask(&mut c, None, -1).error_code), None);
+    for (cluster, node) in [(None, node), (Some(cluster.clone()), -1)] {
+        let r = ask(&mut c, cluster, node);
+        assert_eq!(
+            err(r.error_code),
+            Some(ResponseError::InvalidRequest),
+            "both or neither"
+        );
+        assert!(r.api_keys.is_empty(), "{r:?}");
+    }
+    for (cluster, node) in [
+        (Some(StrBytes::from_static_str("another-cluster")), node),
+        (Some(cluster.clone()), node + 1),
+    ] {
+        let r = ask(&mut c, cluster, node);
+        assert_eq!(err(r.error_code), Some(ResponseError::RebootstrapRequired));
+        assert!(r.api_keys.is_empty(), "{r:?}");
+    }
+}

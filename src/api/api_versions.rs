@@ -63,8 +63,45 @@ pub fn without_feature(mut resp: ApiVersionsResponse, name: &str) -> ApiVersions
     resp
 }
 
-pub fn handle(req: &ApiVersionsRequest, version: i16) -> ApiVersionsResponse {
-    let mut resp = ApiVersionsResponse::default()
+/// Who answers (KIP-1242): the cluster id and node id a v5+ client may name to make sure it
+/// reached the node it meant. `None` where the answer stands for nodes of another cluster
+/// (gateway mode), which is not checked.
+#[derive(Debug, Clone, Copy)]
+pub struct Identity<'a> {
+    pub cluster_id: &'a str,
+    pub node_id: i32,
+}
+
+/// ApiVersions, in Kafka's order (`KafkaApis.handleApiVersionsRequest`): a request that is not
+/// valid (`ApiVersionsRequest.isValid`: v3+ client software fields of Kafka's form; v5+ a
+/// cluster id and a node id both given or neither) is INVALID_REQUEST; then a v5+ request that
+/// names a cluster id other than this cluster's, or a node id other than this node's, is
+/// REBOOTSTRAP_REQUIRED: the client's metadata is stale. Both errors answer no API list, as
+/// Kafka's `getErrorResponse`.
+pub fn handle(
+    req: &ApiVersionsRequest,
+    version: i16,
+    identity: Option<Identity<'_>>,
+) -> ApiVersionsResponse {
+    let invalid = (version >= 5 && req.cluster_id.is_some() != (req.node_id != -1))
+        || (version >= 3
+            && !(valid_software_field(&req.client_software_name)
+                && valid_software_field(&req.client_software_version)));
+    let stale = version >= 5
+        && identity.is_some_and(|me| {
+            req.cluster_id
+                .as_ref()
+                .is_some_and(|c| c.as_str() != me.cluster_id || req.node_id != me.node_id)
+        });
+    if invalid || stale {
+        let e = if invalid {
+            ResponseError::InvalidRequest
+        } else {
+            ResponseError::RebootstrapRequired
+        };
+        return ApiVersionsResponse::default().with_error_code(e.code());
+    }
+    ApiVersionsResponse::default()
         .with_api_keys(api_keys())
         .with_supported_features(
             FEATURES
@@ -89,14 +126,7 @@ pub fn handle(req: &ApiVersionsRequest, version: i16) -> ApiVersionsResponse {
                         .with_max_version_level(*level)
                 })
                 .collect(),
-        );
-    if version >= 3
-        && !(valid_software_field(&req.client_software_name)
-            && valid_software_field(&req.client_software_version))
-    {
-        resp.error_code = ResponseError::InvalidRequest.code();
-    }
-    resp
+        )
 }
 
 /// The v0 body for an ApiVersions request at a version koord does not serve.
@@ -128,5 +158,41 @@ mod tests {
         for bad in ["", "-a", "a-", "a b", "a_b", ".x"] {
             assert!(!valid_software_field(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn v5_naming_another_cluster_or_node_is_rebootstrap_required() {
+        use kafka_protocol::protocol::StrBytes;
+        let me = Identity {
+            cluster_id: "c1",
+            node_id: 1,
+        };
+        let req = |cluster: Option<&'static str>, node: i32| {
+            ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str("t"))
+                .with_client_software_version(StrBytes::from_static_str("1"))
+                .with_cluster_id(cluster.map(StrBytes::from_static_str))
+                .with_node_id(node)
+        };
+        let rebootstrap = ResponseError::RebootstrapRequired.code();
+        let invalid = ResponseError::InvalidRequest.code();
+        for (cluster, node, v, expected) in [
+            (Some("c1"), 1, 5, 0),
+            (None, -1, 5, 0),
+            (None, 7, 5, invalid),
+            (Some("c1"), -1, 5, invalid),
+            (Some("c2"), 1, 5, rebootstrap),
+            (Some("c1"), 2, 5, rebootstrap),
+            (Some("c2"), 2, 4, 0),
+        ] {
+            let resp = handle(&req(cluster, node), v, Some(me));
+            assert_eq!(resp.error_code, expected, "{cluster:?} {node} v{v}");
+            assert_eq!(resp.api_keys.is_empty(), expected != 0);
+        }
+        assert_eq!(
+            handle(&req(Some("c2"), 2), 5, None).error_code,
+            0,
+            "not checked"
+        );
     }
 }

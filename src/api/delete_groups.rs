@@ -1,7 +1,9 @@
-//! DeleteGroups (key 42), v0-2: each group answered on its own. Missing or Dead:
+//! DeleteGroups (key 42), v0-3: each group answered on its own. Missing or Dead:
 //! GROUP_ID_NOT_FOUND; not Empty: NON_EMPTY_GROUP; an empty id: INVALID_GROUP_ID; without
 //! DELETE on it: GROUP_AUTHORIZATION_FAILED. Gateway mode: a group koord does not have is
-//! deleted upstream if upstream has it (a group with offsets only, as Kafka deletes it).
+//! deleted upstream if upstream has it (a group with offsets only, as Kafka deletes it). v3 adds
+//! an error message per group, which Kafka 4.4 leaves null but for a streams group whose
+//! topology plugin failed; koord leaves it null.
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};

@@ -1,4 +1,4 @@
-//! ListOffsets (key 2), v1-10: offsets by timestamp from the in-memory logs.
+//! ListOffsets (key 2), v1-11: offsets by timestamp from the in-memory logs.
 //!
 //! Timestamps, as Kafka 4.x answers them with no tiered storage (`UnifiedLog.
 //! fetchOffsetByTimestamp`):
@@ -6,7 +6,9 @@
 //! - -1 LATEST: the high watermark (= log end offset); with isolation level read_committed
 //!   (v2+), the last stable offset;
 //! - -3 MAX_TIMESTAMP (v7+): the first record carrying the largest timestamp;
-//! - -5 LATEST_TIERED (v9+): nothing is tiered, so offset -1, timestamp -1, leader epoch -1;
+//! - -5 LATEST_TIERED (v9+) and -6 EARLIEST_PENDING_UPLOAD (v11+, KIP-1023): nothing is
+//!   tiered, so offset -1, timestamp -1, leader epoch -1 (`fetchEarliestPendingUploadOffset`
+//!   without remote storage);
 //! - another negative value, or a sentinel below the version that introduced it:
 //!   UNSUPPORTED_VERSION for that partition (`ReplicaManager.isListOffsetsTimestampUnsupported`);
 //! - a timestamp: the first record whose timestamp is at least it, found by the batch max
@@ -37,6 +39,7 @@ pub const EARLIEST: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL: i64 = -4;
 pub const LATEST_TIERED: i64 = -5;
+pub const EARLIEST_PENDING_UPLOAD: i64 = -6;
 const READ_COMMITTED: i8 = 1;
 
 /// The first version that carries each special timestamp.
@@ -46,6 +49,7 @@ fn min_version(timestamp: i64) -> Option<i16> {
         MAX_TIMESTAMP => Some(7),
         EARLIEST_LOCAL => Some(8),
         LATEST_TIERED => Some(9),
+        EARLIEST_PENDING_UPLOAD => Some(11),
         _ => None,
     }
 }
@@ -66,7 +70,7 @@ fn lookup(
         EARLIEST | EARLIEST_LOCAL => (partition.lock().log_start_offset(), -1, LEADER_EPOCH),
         LATEST if read_committed => (partition.lock().last_stable_offset(), -1, LEADER_EPOCH),
         LATEST => (partition.lock().log_end_offset(), -1, LEADER_EPOCH),
-        LATEST_TIERED => (-1, -1, -1),
+        LATEST_TIERED | EARLIEST_PENDING_UPLOAD => (-1, -1, -1),
         MAX_TIMESTAMP => found(partition.offset_of_max_timestamp(max_decompressed)),
         ts => found(partition.offset_for_timestamp(ts, max_decompressed)),
     }
@@ -218,7 +222,7 @@ mod tests {
     #[test]
     fn encodes_at_every_served_version() {
         let b = loaded();
-        for v in 1..=10 {
+        for v in 1..=11 {
             let resp = handle(
                 &b,
                 &crate::api::testing::ctx(&b),
@@ -253,9 +257,10 @@ mod tests {
             (1, MAX_TIMESTAMP, (0, -1, -1)),
             (0, LATEST_TIERED, (0, -1, -1)),
             (0, EARLIEST_LOCAL, (0, 0, -1)),
+            (0, EARLIEST_PENDING_UPLOAD, (0, -1, -1)),
         ] {
             assert_eq!(
-                one(&b, partition, ts, 9),
+                one(&b, partition, ts, 11),
                 expected,
                 "partition {partition} at {ts}"
             );
@@ -294,6 +299,11 @@ mod tests {
             request(&[(0, LATEST_TIERED)]),
             8,
         ));
+        assert_eq!(
+            one(&b, 0, EARLIEST_PENDING_UPLOAD, 10).0,
+            unsupported,
+            "v11's sentinel at v10"
+        );
         assert_eq!(a[0].0, unsupported);
         let a = answers(&handle(
             &b,

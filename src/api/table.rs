@@ -51,7 +51,13 @@ pub async fn dispatch(
         RequestKind::WriteTxnMarkers(r) => {
             ResponseKind::WriteTxnMarkers(api::write_txn_markers::handle(broker, ctx, r, v))
         }
-        RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api::api_versions::handle(&r, v)),
+        RequestKind::ApiVersions(r) => {
+            let me = api::api_versions::Identity {
+                cluster_id: &broker.cluster_id,
+                node_id: broker.node_id(),
+            };
+            ResponseKind::ApiVersions(api::api_versions::handle(&r, v, Some(me)))
+        }
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(api::metadata::handle(broker, ctx, r, v))
         }

@@ -1,4 +1,4 @@
-//! WriteTxnMarkers (key 27), v1: a transaction coordinator, or an administrator ending a
+//! WriteTxnMarkers (key 27), v1-2: a transaction coordinator, or an administrator ending a
 //! hanging transaction (`kafka-transactions abort`, Admin `abortTransaction`), has the partition
 //! leader write a commit or abort marker for a producer. koord's own coordinator writes its
 //! markers directly; this API is the administrator's.
@@ -9,8 +9,8 @@
 //! id, epoch and coordinator epoch it names, so a marker older than the producer's epoch is
 //! INVALID_PRODUCER_EPOCH and one from an older coordinator epoch than the producer's last
 //! marker TRANSACTION_COORDINATOR_FENCED (`ProducerAppendInfo.appendEndTxnMarker`). The answer
-//! lists each producer id once, its markers' partitions merged. v2 (which names the
-//! transaction version) is not in the vendored kafka-protocol.
+//! lists each producer id once, its markers' partitions merged. v2's transaction version of a
+//! marker (KIP-1228) changes nothing in how it is written.
 
 use std::collections::BTreeMap;
 

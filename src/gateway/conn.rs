@@ -410,11 +410,15 @@ fn api_versions(
                 let v = header.request_api_version;
                 // Transactions are upstream's: their protocol stays at version 1 here, as
                 // koord's TxnOffsetCommit forwards it.
-                let body = api::api_versions::without_feature(
-                    api::api_versions::handle(&r, v),
+                let mut body = api::api_versions::without_feature(
+                    // The answer stands for an upstream broker: KIP-1242's cluster and node
+                    // check is the upstream's, not made here.
+                    api::api_versions::handle(&r, v, None),
                     api::api_versions::TRANSACTION_VERSION,
-                )
-                .with_api_keys(advertised.to_vec());
+                );
+                if body.error_code == 0 {
+                    body.api_keys = advertised.to_vec();
+                }
                 codec::encode_response(
                     ApiKey::ApiVersions,
                     v,

@@ -873,7 +873,7 @@ mod tests {
                 .unwrap();
         assert_eq!(header.correlation_id, 7);
         let body = ApiVersionsResponse::decode(&mut resp, v).unwrap();
-        assert_eq!(body, api::api_versions::handle(&req, v));
+        assert_eq!(body, api::api_versions::handle(&req, v, None));
         assert_eq!(body.error_code, 0);
         assert!(resp.is_empty(), "one response, nothing after it");
 
