@@ -744,6 +744,7 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::FindCoordinator => probe_find_coordinator,
         ApiKey::CreateTopics => probe_create_topics,
         ApiKey::DescribeCluster => probe_describe_cluster,
+        ApiKey::DescribeTopicPartitions => probe_describe_topic_partitions,
         ApiKey::Produce => probe_produce,
         ApiKey::Fetch => probe_fetch,
         ApiKey::ListOffsets => probe_list_offsets,
@@ -5150,4 +5151,110 @@ fn api_versions_v5_checks_the_cluster_and_node_a_client_names() {
         assert_eq!(err(r.error_code), Some(ResponseError::RebootstrapRequired));
         assert!(r.api_keys.is_empty(), "{r:?}");
     }
+}
+
+/// One topic of a DescribeTopicPartitions answer: (error, name, partition indexes).
+type DescribedPartitions = (Option<ResponseError>, String, Vec<i32>);
+
+/// DescribeTopicPartitions of named topics, `limit` partitions a page, from `cursor`: each
+/// answered topic, and the next cursor.
+fn describe_partitions(
+    c: &mut Client,
+    v: i16,
+    topics: &[&str],
+    limit: i32,
+    cursor: Option<(&str, i32)>,
+) -> (Vec<DescribedPartitions>, Option<(String, i32)>) {
+    use kafka_protocol::messages::describe_topic_partitions_request::{Cursor, TopicRequest};
+    use kafka_protocol::messages::DescribeTopicPartitionsRequest;
+    let req = DescribeTopicPartitionsRequest::default()
+        .with_topics(
+            topics
+                .iter()
+                .map(|t| TopicRequest::default().with_name(topic_name(t)))
+                .collect(),
+        )
+        .with_response_partition_limit(limit)
+        .with_cursor(cursor.map(|(t, p)| {
+            Cursor::default()
+                .with_topic_name(topic_name(t))
+                .with_partition_index(p)
+        }));
+    let r = c.send(v, &req);
+    let topics = r
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                err(t.error_code),
+                t.name.as_ref().map(|n| n.to_string()).unwrap_or_default(),
+                t.partitions.iter().map(|p| p.partition_index).collect(),
+            )
+        })
+        .collect();
+    let next = r
+        .next_cursor
+        .map(|c| (c.topic_name.to_string(), c.partition_index));
+    (topics, next)
+}
+
+/// DescribeTopicPartitions (as Kafka 4.x's `kafka-topics --describe` pages through topics):
+/// two topics of 3 and 1 partitions two partitions at a time, an unknown and an illegal name,
+/// and a cursor naming a topic not asked for.
+fn probe_describe_topic_partitions(c: &mut Client, v: i16) {
+    let a = new_topic(c, "probe-dtp-a", 3).name;
+    let b = new_topic(c, "probe-dtp-b", 1).name;
+    let (first, second) = if a < b { (&a, &b) } else { (&b, &a) };
+    let parts = |name: &str| if name == a { 3 } else { 1 };
+    // Kafka learns a new topic's partitions from its controller a moment after CreateTopics.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let page = loop {
+        let page = describe_partitions(c, v, &[&b, &a, &a], 2, None);
+        if page.0.iter().all(|t| t.0.is_none()) || std::time::Instant::now() > deadline {
+            break page;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut seen: Vec<(String, i32)> = Vec::new();
+    let mut page = page;
+    loop {
+        for (e, name, partitions) in &page.0 {
+            assert_eq!(*e, None, "v{v}: {page:?}");
+            seen.extend(partitions.iter().map(|p| (name.clone(), *p)));
+        }
+        let Some((topic, partition)) = page.1.clone() else {
+            break;
+        };
+        assert!(seen.len() < 10, "v{v}: pages do not end: {page:?}");
+        page = describe_partitions(c, v, &[&b, &a], 2, Some((&topic, partition)));
+    }
+    let expected: Vec<(String, i32)> = [first, second]
+        .iter()
+        .flat_map(|n| (0..parts(n)).map(move |p| (n.to_string(), p)))
+        .collect();
+    assert_eq!(seen, expected, "v{v}: every partition once, in name order");
+    let unknown = common::unique("probe-dtp-none");
+    let (topics, next) = describe_partitions(c, v, &[&unknown, "bad name!"], 10, None);
+    assert_eq!(next, None);
+    assert_eq!(
+        topics,
+        vec![
+            (
+                Some(ResponseError::InvalidTopicException),
+                "bad name!".to_string(),
+                vec![]
+            ),
+            (
+                Some(ResponseError::UnknownTopicOrPartition),
+                unknown.clone(),
+                vec![]
+            ),
+        ]
+    );
+    let (topics, _) = describe_partitions(c, v, &[&a], 10, Some((&b, 0)));
+    assert_eq!(
+        topics,
+        vec![(Some(ResponseError::InvalidRequest), a.clone(), vec![])],
+        "v{v}: a cursor on a topic not asked for"
+    );
 }

@@ -27,6 +27,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_producers;
 pub mod describe_share_group_offsets;
+pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod end_txn;

@@ -37,6 +37,7 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::WriteTxnMarkers, 1, 2),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeCluster, 0, 2),
+    api(ApiKey::DescribeTopicPartitions, 0, 0),
     api(ApiKey::DescribeConfigs, 1, 4),
     api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),

@@ -76,6 +76,9 @@ pub async fn dispatch(
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(api::delete_records::handle(broker, ctx, r, v))
         }
+        RequestKind::DescribeTopicPartitions(r) => ResponseKind::DescribeTopicPartitions(
+            api::describe_topic_partitions::handle(broker, ctx, r, v),
+        ),
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(api::describe_cluster::handle(broker, ctx, r, v))
         }
