@@ -408,8 +408,9 @@ fn api_versions(
             RequestKind::ApiVersions(r) => {
                 software = Some(r.client_software_name.to_string());
                 let v = header.request_api_version;
-                // Transactions are upstream's: their protocol stays at version 1 here, as
-                // koord's TxnOffsetCommit forwards it.
+                // Transactions are upstream's, and stay at version 1 here: version 2 adds a
+                // partition to the transaction through Produce v12+, which the gateway forwards
+                // only below v10 (the KIP-951 cap in `rewrite::forward_cap`).
                 let mut body = api::api_versions::without_feature(
                     // The answer stands for an upstream broker: KIP-1242's cluster and node
                     // check is the upstream's, not made here.
