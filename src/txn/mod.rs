@@ -45,6 +45,7 @@
 #[cfg(test)]
 mod tests;
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 
 use crate::vocab::txn::{NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
@@ -342,11 +343,11 @@ impl TxnCoordinator {
         if !(1..=self.max_timeout_ms).contains(&req.timeout_ms) {
             return Err(TxnError::InvalidTransactionTimeout);
         }
-        if !self.txns.contains_key(&req.transactional_id) {
-            let producer_id = new_producer_id().ok_or(TxnError::ProducerIdsPending)?;
-            self.txns.insert(
-                req.transactional_id.clone(),
-                TxnRecord {
+        let txn = match self.txns.entry(req.transactional_id.clone()) {
+            Entry::Occupied(known) => known.into_mut(),
+            Entry::Vacant(new) => {
+                let producer_id = new_producer_id().ok_or(TxnError::ProducerIdsPending)?;
+                new.insert(TxnRecord {
                     transactional_id: req.transactional_id.clone(),
                     producer_id,
                     previous_producer_id: NO_PRODUCER_ID,
@@ -359,11 +360,8 @@ impl TxnCoordinator {
                     groups: BTreeSet::new(),
                     started: now,
                     updated: now,
-                },
-            );
-        }
-        let Some(txn) = self.txns.get_mut(&req.transactional_id) else {
-            return Err(TxnError::TransactionalIdNotFound);
+                })
+            }
         };
         if let Some(expected) = req.expected {
             let valid = txn.producer_epoch == NO_PRODUCER_EPOCH
