@@ -204,8 +204,9 @@ async fn handle_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::testing::allow;
     use crate::api::testing::{broker, ctx};
-    use crate::security::acl::{Acl, AuthorizerSettings, PatternType, Permission, CLUSTER_NAME};
+    use crate::security::acl::{AuthorizerSettings, CLUSTER_NAME};
     use crate::security::authorizer::Authorizer;
     use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTransaction;
     use kafka_protocol::messages::TransactionalId;
@@ -214,15 +215,6 @@ mod tests {
     #[tokio::test]
     async fn the_brokers_form_needs_cluster_action() {
         let mut b = broker();
-        let allow = |rt, name: &str, op| Acl {
-            resource_type: rt,
-            pattern: PatternType::Literal,
-            name: name.into(),
-            principal: "User:ANONYMOUS".into(),
-            host: "*".into(),
-            operation: op,
-            permission: Permission::Allow,
-        };
         let batch = AddPartitionsToTxnRequest::default().with_transactions(vec![
             AddPartitionsToTxnTransaction::default()
                 .with_transactional_id(TransactionalId(StrBytes::from_static_str("tx")))

@@ -171,6 +171,24 @@ pub(crate) mod testing {
     use crate::broker::Broker;
     use crate::config::{Config, TopicSpec};
 
+    /// An ALLOW ACL for the unauthenticated local client ([`ctx`]) on one resource.
+    pub(crate) fn allow(
+        rt: crate::security::acl::ResourceType,
+        name: &str,
+        op: crate::security::acl::Operation,
+    ) -> crate::security::acl::Acl {
+        use crate::security::acl::{Acl, PatternType, Permission};
+        Acl {
+            resource_type: rt,
+            pattern: PatternType::Literal,
+            name: name.into(),
+            principal: "User:ANONYMOUS".into(),
+            host: "*".into(),
+            operation: op,
+            permission: Permission::Allow,
+        }
+    }
+
     /// The context of an unauthenticated request from a local client.
     pub(crate) fn ctx(broker: &Broker) -> RequestContext {
         RequestContext::plaintext(broker, std::net::SocketAddr::from(([127, 0, 0, 1], 50_000)))

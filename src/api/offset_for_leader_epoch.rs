@@ -185,17 +185,9 @@ mod tests {
 
     #[test]
     fn topic_describe_or_cluster_action_is_required() {
-        use crate::security::acl::{Acl, AuthorizerSettings, PatternType, Permission};
+        use crate::api::testing::allow;
+        use crate::security::acl::AuthorizerSettings;
         let mut b = broker();
-        let allow = |rt, name: &str, op| Acl {
-            resource_type: rt,
-            pattern: PatternType::Literal,
-            name: name.into(),
-            principal: "User:ANONYMOUS".into(),
-            host: "*".into(),
-            operation: op,
-            permission: Permission::Allow,
-        };
         let errors = |b: &Broker| {
             let resp = handle(
                 b,

@@ -190,20 +190,10 @@ mod tests {
 
     #[test]
     fn alter_or_cluster_action_on_the_cluster_is_required() {
-        use crate::security::acl::{
-            Acl, AuthorizerSettings, PatternType, Permission, ResourceType, CLUSTER_NAME,
-        };
+        use crate::api::testing::allow;
+        use crate::security::acl::{AuthorizerSettings, ResourceType, CLUSTER_NAME};
         use crate::security::authorizer::Authorizer;
         let mut b = broker();
-        let allow = |rt, name: &str, op| Acl {
-            resource_type: rt,
-            pattern: PatternType::Literal,
-            name: name.into(),
-            principal: "User:ANONYMOUS".into(),
-            host: "*".into(),
-            operation: op,
-            permission: Permission::Allow,
-        };
         let code = |b: &Broker| {
             let req =
                 WriteTxnMarkersRequest::default().with_markers(vec![marker(7, 0, 0, vec![0])]);
