@@ -170,11 +170,16 @@ async fn add_implicitly(
             let Some(header) = p.records.as_deref().and_then(BatchHeader::parse) else {
                 continue;
             };
-            if header.is_transactional() {
-                wanted
-                    .entry(producer_of(&header))
-                    .or_default()
-                    .push(TopicPartition::new(topic.name.as_str(), p.index));
+            let tp = TopicPartition::new(topic.name.as_str(), p.index);
+            // Already in the open transaction: nothing to add, and no store round trip.
+            let member = Member::Partition(&tp);
+            if header.is_transactional()
+                && broker
+                    .txns
+                    .verify(transactional_id, producer_of(&header), member)
+                    .is_err()
+            {
+                wanted.entry(producer_of(&header)).or_default().push(tp);
             }
         }
     }
