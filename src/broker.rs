@@ -306,9 +306,10 @@ impl Broker {
             &TopicConfigs::new(),
             &config.topic_defaults(),
         ));
-        for (name, partitions, configs) in store.load_topics().map_err(io::Error::other)? {
+        for (topic, configs) in store.load_topics().map_err(io::Error::other)? {
+            let name = topic.name.clone();
             let topic = topics
-                .create(&name, partitions)
+                .restore(topic)
                 .map_err(|e| io::Error::other(format!("stored topic {name}: {e:?}")))?;
             if !configs.is_empty() {
                 logs.configure(
@@ -322,14 +323,24 @@ impl Broker {
         for (group, configs) in store.load_group_configs().map_err(io::Error::other)? {
             group_configs.set(&group, configs);
         }
+        // A configured topic that is also stored keeps its stored id and partition count; one
+        // that is not is created and stored before the node serves, so its id is the same
+        // after a restart.
+        let mut configured = Vec::new();
         for t in &config.topics {
-            // A configured topic that is also stored keeps its stored partition count.
             if topics.get(&t.name).is_some() {
                 continue;
             }
-            topics
+            let topic = topics
                 .create(&t.name, t.partitions)
                 .map_err(|e| io::Error::other(format!("topic {}: {e:?}", t.name)))?;
+            configured.push(Mutation::PutTopic {
+                topic,
+                configs: TopicConfigs::new(),
+            });
+        }
+        if !configured.is_empty() {
+            store.apply(&configured, true).map_err(io::Error::other)?;
         }
         let credentials = Arc::new(Credentials::new(
             store.load_credentials().map_err(io::Error::other)?,
@@ -443,8 +454,7 @@ impl Broker {
         let name = topic.name.clone();
         self.storage.submit(
             vec![Mutation::PutTopic {
-                name: topic.name.clone(),
-                partitions: topic.partitions,
+                topic: topic.clone(),
                 configs: TopicConfigs::new(),
             }],
             Box::new(move |r| {
@@ -476,8 +486,7 @@ impl Broker {
         let stored = self
             .storage
             .write(vec![Mutation::PutTopic {
-                name: topic.name.clone(),
-                partitions: topic.partitions,
+                topic: topic.clone(),
                 configs,
             }])
             .await;
@@ -502,8 +511,10 @@ impl Broker {
             .map_or(topic.partitions, |t| t.partitions);
         self.storage
             .write(vec![Mutation::PutTopic {
-                name: topic.name.clone(),
-                partitions,
+                topic: Topic {
+                    partitions,
+                    ..topic.clone()
+                },
                 configs: configs.clone(),
             }])
             .await?;
@@ -612,8 +623,10 @@ impl Broker {
         let mutations = grow
             .iter()
             .map(|(topic, count)| Mutation::PutTopic {
-                name: topic.name.clone(),
-                partitions: *count,
+                topic: Topic {
+                    partitions: *count,
+                    ..topic.clone()
+                },
                 configs: self.topics.configs(&topic.name),
             })
             .collect();
@@ -824,7 +837,9 @@ mod tests {
             .unwrap();
         assert_eq!(broker.topics.get("g").map(|t| t.partitions), Some(5));
         let stored = broker.store.load_topics().unwrap();
-        assert_eq!(stored, vec![("g".to_string(), 5, configs)]);
+        let now = broker.topics.get("g").unwrap();
+        assert_eq!(now.id, read_before.id);
+        assert_eq!(stored, vec![(now, configs)]);
         drop(broker);
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -16,8 +16,8 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    DeleteTopicsRequest, GroupId, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest,
-    TopicName,
+    CreateTopicsRequest, DeleteTopicsRequest, GroupId, MetadataRequest, OffsetCommitRequest,
+    OffsetFetchRequest, TopicName,
 };
 
 const GROUPS: usize = 10;
@@ -174,7 +174,23 @@ fn acknowledged_commits_survive_kill_9() {
     assert!(checked > 0);
 }
 
-/// A graceful restart keeps offsets, groups and the topics created at run time.
+/// Every topic Metadata lists: name, partition count and id, by name.
+fn topics(c: &mut Client) -> Vec<(String, usize, uuid::Uuid)> {
+    let resp = c.send(12, &MetadataRequest::default().with_topics(None));
+    let mut topics: Vec<_> = resp
+        .topics
+        .iter()
+        .map(|t| {
+            let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+            (name, t.partitions.len(), t.topic_id)
+        })
+        .collect();
+    topics.sort();
+    topics
+}
+
+/// A graceful restart keeps offsets, groups and the topics created at run time, configured
+/// ones and created ones with the ids they had.
 #[test]
 fn sigterm_restart_keeps_offsets_and_topics() {
     let Some(mut koord) = Koord::start_owned(
@@ -199,27 +215,17 @@ fn sigterm_restart_keeps_offsets_and_topics() {
             .with_allow_auto_topic_creation(true),
     );
     assert_eq!(created.topics[0].partitions.len(), 3);
+    let before = topics(&mut c);
     drop(c);
     assert!(koord.terminate().success());
     koord.restart();
     let mut c = koord.connect();
     assert_eq!(fetch(&mut c, "kept"), vec![41; PARTITIONS as usize]);
-    let after = c.send(9, &MetadataRequest::default().with_topics(None));
-    let mut names: Vec<(String, usize)> = after
-        .topics
-        .iter()
-        .map(|t| {
-            (
-                t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default(),
-                t.partitions.len(),
-            )
-        })
-        .collect();
-    names.sort();
-    assert_eq!(
-        names,
-        vec![("auto-created".to_string(), 3), ("t".to_string(), 50)]
-    );
+    let after = topics(&mut c);
+    let shape: Vec<(&str, usize)> = after.iter().map(|(n, p, _)| (n.as_str(), *p)).collect();
+    assert_eq!(shape, [("auto-created", 3), ("t", 50)]);
+    assert!(after.iter().all(|(_, _, id)| !id.is_nil()));
+    assert_eq!(after, before, "the same ids after the restart");
 }
 
 /// Every topic name Metadata lists.
@@ -258,6 +264,11 @@ fn a_deleted_topic_stays_deleted_after_kill_9() {
         assert_eq!(created.topics[0].error_code, 0, "{created:?}");
     }
     assert!(try_commit(&mut c, "kept", 7).unwrap());
+    let gone_id = topics(&mut c)
+        .into_iter()
+        .find(|(name, _, _)| name == "gone")
+        .map(|(_, _, id)| id)
+        .unwrap();
     let deleted = c.send(
         5,
         &DeleteTopicsRequest::default()
@@ -272,6 +283,21 @@ fn a_deleted_topic_stays_deleted_after_kill_9() {
     let mut c = koord.connect();
     assert_eq!(topic_names(&mut c), ["stays", "t"]);
     assert_eq!(fetch(&mut c, "kept"), vec![7; PARTITIONS as usize]);
+    // Created again under its name, the topic is another one, as in Kafka: a new id.
+    let created = c.send(
+        7,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(5_000)
+            .with_topics(vec![
+                kafka_protocol::messages::create_topics_request::CreatableTopic::default()
+                    .with_name(TopicName(s("gone")))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1),
+            ]),
+    );
+    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+    assert!(!created.topics[0].topic_id.is_nil());
+    assert_ne!(created.topics[0].topic_id, gone_id);
 }
 
 /// A truncated store file: `koord serve` exits non-zero and names the file.

@@ -134,7 +134,7 @@ async fn create(
     let n = partitions(broker, t)?;
     let configs = configs(t)?;
     if validate_only {
-        return Ok((crate::metadata::topic_id(name), n, configs));
+        return Ok((crate::metadata::new_topic_id(), n, configs));
     }
     match broker.create_topic(name, n, configs.clone()).await {
         Ok((topic, stored)) => {

@@ -190,7 +190,7 @@ pub async fn handle(
 mod tests {
     use super::*;
     use crate::api::testing::broker;
-    use crate::metadata::topic_id;
+    use crate::metadata::name_based_id as topic_id;
     use bytes::BytesMut;
     use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
     use kafka_protocol::protocol::Encodable;

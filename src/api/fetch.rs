@@ -293,7 +293,7 @@ mod tests {
     use crate::api::testing::broker;
     use crate::log::batch::tests::simple;
     use crate::log::batch::{validate_produce, BatchHeader};
-    use crate::metadata::topic_id;
+    use crate::metadata::name_based_id as topic_id;
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     use kafka_protocol::protocol::{Encodable, StrBytes};
 

@@ -169,7 +169,7 @@ pub(crate) fn check_leader_epoch(current: Option<i32>) -> Result<(), ResponseErr
 pub(crate) mod testing {
     use crate::api::RequestContext;
     use crate::broker::Broker;
-    use crate::config::{Config, TopicSpec};
+    use crate::config::Config;
 
     /// An ALLOW ACL for the unauthenticated local client ([`ctx`]) on one resource.
     pub(crate) fn allow(
@@ -194,8 +194,9 @@ pub(crate) mod testing {
         RequestContext::plaintext(broker, std::net::SocketAddr::from(([127, 0, 0, 1], 50_000)))
     }
 
-    /// A broker with topic `t` of 2 partitions; its data dir is removed again at once (only the
-    /// cluster id lives there).
+    /// A broker with topic `t` of 2 partitions, whose id is [`crate::metadata::name_based_id`]
+    /// of its name (so that requests by id can be written before the broker is); its data dir
+    /// is removed again at once (only the cluster id lives there).
     pub(crate) fn broker() -> Broker {
         let dir = std::env::temp_dir().join(format!(
             "koord-api-test-{}-{}",
@@ -205,14 +206,17 @@ pub(crate) mod testing {
         let config = Config {
             data_dir: dir.clone(),
             cluster_id: "test-cluster".into(),
-            topics: vec![TopicSpec {
-                name: "t".into(),
-                partitions: 2,
-            }],
             ..Config::default()
         };
         let b = Broker::new(config).expect("broker");
         let _ = std::fs::remove_dir_all(dir);
+        b.topics
+            .restore(crate::metadata::Topic {
+                name: "t".into(),
+                id: crate::metadata::name_based_id("t"),
+                partitions: 2,
+            })
+            .expect("topic t");
         b
     }
 }

@@ -322,7 +322,7 @@ mod tests {
                 .collect(),
         );
         if version >= 13 {
-            t.topic_id = crate::metadata::topic_id(topic);
+            t.topic_id = crate::metadata::name_based_id(topic);
         } else {
             t.name = TopicName(StrBytes::from_string(topic.into()));
         }

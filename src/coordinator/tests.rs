@@ -788,7 +788,7 @@ async fn a_share_groups_released_records_wake_its_waiting_fetches() {
     use futures_util::FutureExt;
     let c = coordinator();
     let id = gid("sg-wake");
-    let topic = crate::metadata::topic_id("t");
+    let topic = crate::metadata::name_based_id("t");
     let share = c.share_settings().clone();
     let session = move |epoch: i32, acks: Vec<PartitionAcks>| SessionRequest {
         member_id: MemberId::new("a"),

@@ -338,7 +338,7 @@ impl Decoded {
             .filter_map(|t| {
                 let name = t.name.as_ref()?.0.as_str().to_string();
                 let id = if t.topic_id.is_nil() {
-                    crate::metadata::topic_id(&name)
+                    crate::metadata::name_based_id(&name)
                 } else {
                     t.topic_id
                 };

@@ -263,7 +263,7 @@ mod tests {
     use super::batch::tests::{batch, Spec};
     use super::batch::{validate_produce, DEFAULT_MAX_DECOMPRESSED as MAX};
     use super::*;
-    use crate::metadata::topic_id;
+    use crate::metadata::name_based_id as topic_id;
     use std::time::Duration;
 
     fn topic(name: &str, partitions: i32) -> Topic {

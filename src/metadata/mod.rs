@@ -3,8 +3,10 @@
 //! leader epoch 0. Group configs (per-group overrides of group settings) are kept beside them
 //! ([`group_config`]).
 //!
-//! A topic's id is derived from its name (a name-based UUID), so it is the same across restarts
-//! without being stored, and a client that cached it keeps working.
+//! A topic's id is random, given at creation and stored with it, as Kafka's controller does: a
+//! topic deleted and created again under the same name is another topic, with another id.
+//! Topics stored before ids were keep the id koord derived from their name then
+//! ([`name_based_id`]).
 
 pub mod group_config;
 pub mod topic_config;
@@ -65,10 +67,24 @@ pub enum CreateError {
     InvalidName(String),
 }
 
-/// The topic id for a name: a version-5 UUID in a namespace of koord's own, never the nil id.
-pub fn topic_id(name: &str) -> Uuid {
+/// The id koord gave topic `name` before it stored ids (a version-5 UUID in a namespace of
+/// koord's own, never the nil id): what a topic stored without an id keeps, and what a
+/// gateway's upstream answer without ids is given.
+pub fn name_based_id(name: &str) -> Uuid {
     const NAMESPACE: Uuid = Uuid::from_u128(0x6b6f_6f72_645f_746f_7069_635f_6964_7321);
     Uuid::new_v5(&NAMESPACE, name.as_bytes())
+}
+
+/// A new topic id: random, never the nil id nor Kafka's sentinel ids (Kafka's
+/// `Uuid.randomUuid` skips the same: the reserved `Uuid.METADATA_TOPIC_ID` (1) and ids whose
+/// base64 form starts with '-', which command lines take for options).
+pub fn new_topic_id() -> Uuid {
+    loop {
+        let id = Uuid::new_v4();
+        if id.as_u128() > 1 && id.as_bytes()[0] >> 2 != 62 {
+            return id;
+        }
+    }
 }
 
 /// All topics, by name and by id. Reads vastly outnumber creations, hence the `RwLock`; no lock
@@ -129,22 +145,29 @@ impl Topics {
         self.read().by_name.values().cloned().collect()
     }
 
-    /// Creates a topic.
+    /// Creates a topic under a new random id.
     ///
     /// # Errors
     /// [`CreateError::InvalidName`] for a name Kafka rejects, [`CreateError::AlreadyExists`] if it
     /// exists (a racing creator of the same topic sees this).
     pub fn create(&self, name: &str, partitions: i32) -> Result<Topic, CreateError> {
-        validate_topic_name(name).map_err(CreateError::InvalidName)?;
+        self.restore(Topic {
+            name: name.to_string(),
+            id: new_topic_id(),
+            partitions,
+        })
+    }
+
+    /// Adds a topic as it was stored, id and all.
+    ///
+    /// # Errors
+    /// As [`Topics::create`]; [`CreateError::AlreadyExists`] also for an id in use.
+    pub fn restore(&self, topic: Topic) -> Result<Topic, CreateError> {
+        validate_topic_name(&topic.name).map_err(CreateError::InvalidName)?;
         let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        if inner.by_name.contains_key(name) {
+        if inner.by_name.contains_key(&topic.name) || inner.by_id.contains_key(&topic.id) {
             return Err(CreateError::AlreadyExists);
         }
-        let topic = Topic {
-            name: name.to_string(),
-            id: topic_id(name),
-            partitions,
-        };
         inner.by_id.insert(topic.id, topic.name.clone());
         inner.by_name.insert(topic.name.clone(), topic.clone());
         self.version.fetch_add(1, Ordering::Release);
@@ -289,10 +312,38 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_stable_and_distinct() {
-        assert_eq!(topic_id("a"), topic_id("a"));
-        assert_ne!(topic_id("a"), topic_id("b"));
-        assert!(!topic_id("a").is_nil());
+    fn name_based_ids_are_stable_and_distinct() {
+        assert_eq!(name_based_id("a"), name_based_id("a"));
+        assert_ne!(name_based_id("a"), name_based_id("b"));
+        assert!(!name_based_id("a").is_nil());
+    }
+
+    #[test]
+    fn a_topic_created_again_is_another_topic() {
+        let t = Topics::default();
+        let first = t.create("a", 1).unwrap();
+        t.delete("a");
+        let second = t.create("a", 1).unwrap();
+        assert_ne!(first.id, second.id);
+        assert!(t.get_by_id(first.id).is_none());
+        assert_eq!(t.name_of(second.id).as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn restore_keeps_the_stored_id_and_refuses_a_taken_one() {
+        let t = Topics::default();
+        let stored = Topic {
+            name: "a".into(),
+            id: Uuid::from_u128(42),
+            partitions: 2,
+        };
+        assert_eq!(t.restore(stored.clone()), Ok(stored.clone()));
+        assert_eq!(t.get_by_id(Uuid::from_u128(42)), Some(stored.clone()));
+        let same_id = Topic {
+            name: "b".into(),
+            ..stored
+        };
+        assert_eq!(t.restore(same_id), Err(CreateError::AlreadyExists));
     }
 
     #[test]

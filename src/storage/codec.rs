@@ -2,15 +2,19 @@
 //! decoding checks every length against what is left, so a damaged value is an error that names
 //! what is wrong, never a panic or an unchecked allocation.
 
+use uuid::Uuid;
+
 use crate::metadata::topic_config::TopicConfigs;
+use crate::metadata::{name_based_id, Topic};
 use crate::security::acl::{Acl, Operation, PatternType, Permission, ResourceType};
 use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::vocab::codec::{end, err, version, DecodeError, Writer, V1};
 use crate::vocab::reader::Reader;
 use crate::vocab::{OffsetAndMetadata, Timestamp, TopicPartition, TxnRecord, TxnState};
 
-/// Topic values since topic configs: V1's partition count, then the configs. V1 is still read.
+/// Topic values with configs (V2), then with ids (V3); V1 and V2 are still read.
 const TOPIC_V2: u8 = 2;
+const TOPIC_V3: u8 = 3;
 
 /// The key prefix of every offset of `group`.
 pub fn group_prefix(group: &str) -> Vec<u8> {
@@ -155,8 +159,10 @@ pub(crate) fn encode_topic_v1(partitions: i32) -> Vec<u8> {
     w.0
 }
 
-/// Topic values since topic configs: V1's partition count, then the explicitly set configs.
-pub fn encode_topic(partitions: i32, configs: &TopicConfigs) -> Vec<u8> {
+/// The topic value at V2 (before ids): the partition count, then the configs. Still read;
+/// written by tests.
+#[cfg(test)]
+pub(crate) fn encode_topic_v2(partitions: i32, configs: &TopicConfigs) -> Vec<u8> {
     let mut w = Writer::default();
     w.u8(TOPIC_V2);
     w.i32(partitions);
@@ -168,17 +174,40 @@ pub fn encode_topic(partitions: i32, configs: &TopicConfigs) -> Vec<u8> {
     w.0
 }
 
-/// The partition count and configs of a topic value (V1: no configs).
-pub fn decode_topic(value: &[u8]) -> Result<(i32, TopicConfigs), DecodeError> {
+/// Topic values since topic ids (V3): the partition count, the id, then the explicitly set
+/// configs. The name is the key.
+pub fn encode_topic(topic: &Topic, configs: &TopicConfigs) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(TOPIC_V3);
+    w.i32(topic.partitions);
+    let (high, low) = topic.id.as_u64_pair();
+    w.u64(high);
+    w.u64(low);
+    w.u32(configs.len() as u32);
+    for (name, value) in configs {
+        w.str(name);
+        w.str(value);
+    }
+    w.0
+}
+
+/// Topic `name` and its configs from its stored value (V1: no configs; V1 and V2: no id, so the
+/// topic keeps the one koord gave it then, [`name_based_id`]).
+pub fn decode_topic(name: &str, value: &[u8]) -> Result<(Topic, TopicConfigs), DecodeError> {
     const WHAT: &str = "topic value";
     let mut r = Reader::new(value);
     let version = r.u8(WHAT)?;
-    if version != V1 && version != TOPIC_V2 {
+    if !matches!(version, V1 | TOPIC_V2 | TOPIC_V3) {
         return Err(err(format!("{WHAT}: unknown format version {version}")));
     }
     let n = r.i32(WHAT)?;
+    let id = if version == TOPIC_V3 {
+        Uuid::from_u64_pair(r.u64(WHAT)?, r.u64(WHAT)?)
+    } else {
+        name_based_id(name)
+    };
     let mut configs = TopicConfigs::new();
-    if version == TOPIC_V2 {
+    if version != V1 {
         let count = r.u32(WHAT)?;
         for _ in 0..count {
             let name = r.str_u32(WHAT)?.to_owned();
@@ -190,7 +219,15 @@ pub fn decode_topic(value: &[u8]) -> Result<(i32, TopicConfigs), DecodeError> {
     if n < 1 {
         return Err(err(format!("{WHAT}: partition count {n}")));
     }
-    Ok((n, configs))
+    if id.is_nil() {
+        return Err(err(format!("{WHAT}: the nil topic id")));
+    }
+    let topic = Topic {
+        name: name.to_string(),
+        id,
+        partitions: n,
+    };
+    Ok((topic, configs))
 }
 
 /// Group config values: a format version, then the configs set on the group.
@@ -452,14 +489,29 @@ mod tests {
         };
         assert_eq!(decode_offset(&encode_offset(&o)).unwrap(), o);
         let configs: TopicConfigs = [("retention.ms".to_string(), "1000".to_string())].into();
+        let topic = Topic {
+            name: "t".into(),
+            id: Uuid::from_u128(0x0123_4567_89ab_cdef_0011_2233_4455_6677),
+            partitions: 12,
+        };
         assert_eq!(
-            decode_topic(&encode_topic(12, &configs)).unwrap(),
-            (12, configs)
+            decode_topic("t", &encode_topic(&topic, &configs)).unwrap(),
+            (topic.clone(), configs.clone())
         );
-        // A V1 record, written before topic configs, still loads: no configs.
+        // Records written before topic ids still load, with the id koord derived then.
+        let before_ids = |partitions| Topic {
+            name: "t".into(),
+            id: name_based_id("t"),
+            partitions,
+        };
         assert_eq!(
-            decode_topic(&encode_topic_v1(7)).unwrap(),
-            (7, TopicConfigs::new())
+            decode_topic("t", &encode_topic_v2(12, &configs)).unwrap(),
+            (before_ids(12), configs)
+        );
+        // A V1 record, written before topic configs: no configs either.
+        assert_eq!(
+            decode_topic("t", &encode_topic_v1(7)).unwrap(),
+            (before_ids(7), TopicConfigs::new())
         );
     }
 
@@ -537,12 +589,18 @@ mod tests {
             Some("offset key: a string is not UTF-8".into())
         );
         assert_eq!(
-            msg(decode_topic(&[9])),
+            msg(decode_topic("t", &[9])),
             Some("topic value: unknown format version 9".into())
         );
         assert_eq!(
-            msg(decode_topic(&[V1, 0, 0, 0, 1, 0])),
+            msg(decode_topic("t", &[V1, 0, 0, 0, 1, 0])),
             Some("topic value: 1 trailing bytes".into())
+        );
+        let mut nil_id = vec![TOPIC_V3, 0, 0, 0, 1];
+        nil_id.extend([0; 20]);
+        assert_eq!(
+            msg(decode_topic("t", &nil_id)),
+            Some("topic value: the nil topic id".into())
         );
     }
 }

@@ -246,13 +246,9 @@ impl EmbeddedStore {
                     remove_prefix(&mut offsets, &prefix)?;
                     remove_prefix(&mut pending_offsets, &prefix)?;
                 }
-                Mutation::PutTopic {
-                    name,
-                    partitions,
-                    configs,
-                } => {
-                    let value = codec::encode_topic(*partitions, configs);
-                    topics.insert(name.as_bytes(), value.as_slice())?;
+                Mutation::PutTopic { topic, configs } => {
+                    let value = codec::encode_topic(topic, configs);
+                    topics.insert(topic.name.as_bytes(), value.as_slice())?;
                 }
                 Mutation::DeleteTopic { name } => {
                     topics.remove(name.as_bytes())?;
@@ -465,9 +461,9 @@ impl Store for EmbeddedStore {
             let (k, v) = entry.map_err(|e| self.corrupt(e))?;
             let name = String::from_utf8(k.value().to_vec())
                 .map_err(|_| self.corrupt("a topic name is not UTF-8"))?;
-            let (partitions, configs) = codec::decode_topic(v.value())
+            let topic = codec::decode_topic(&name, v.value())
                 .map_err(|e| self.corrupt(format!("topic {name}: {e}")))?;
-            out.push((name, partitions, configs));
+            out.push(topic);
         }
         Ok(out)
     }

@@ -7,14 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::{LoadedGroup, Mutation, Store, StoreError, StoredTopic};
-use crate::metadata::topic_config::TopicConfigs;
 use crate::vocab::stored::StoredRecord;
 use crate::vocab::GroupId;
 use crate::vocab::{OffsetAndMetadata, PendingOffset, TopicPartition, TxnRecord};
 
 #[derive(Debug, Default)]
 struct Data {
-    topics: BTreeMap<String, (i32, TopicConfigs)>,
+    topics: BTreeMap<String, StoredTopic>,
     group_configs: BTreeMap<String, crate::metadata::group_config::GroupConfigMap>,
     producer_ids_end: Option<i64>,
     /// Groups' records by group, kind and key.
@@ -82,13 +81,9 @@ impl Store for MemoryStore {
                     d.pending.retain(|(g, _, _), _| g != group);
                 }
                 Mutation::ClearGroupRecords { group } => d.clear_group(group),
-                Mutation::PutTopic {
-                    name,
-                    partitions,
-                    configs,
-                } => {
+                Mutation::PutTopic { topic, configs } => {
                     d.topics
-                        .insert(name.clone(), (*partitions, configs.clone()));
+                        .insert(topic.name.clone(), (topic.clone(), configs.clone()));
                 }
                 Mutation::DeleteTopic { name } => {
                     d.topics.remove(name);
@@ -150,12 +145,7 @@ impl Store for MemoryStore {
     }
 
     fn load_topics(&self) -> Result<Vec<StoredTopic>, StoreError> {
-        Ok(self
-            .data()
-            .topics
-            .iter()
-            .map(|(n, (p, c))| (n.clone(), *p, c.clone()))
-            .collect())
+        Ok(self.data().topics.values().cloned().collect())
     }
 
     fn load_producer_ids_end(&self) -> Result<Option<i64>, StoreError> {

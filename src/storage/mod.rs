@@ -99,10 +99,10 @@ pub enum Mutation {
     ClearGroupRecords {
         group: GroupId,
     },
-    /// A topic created at run time, or its configs changed (replaces the previous record).
+    /// A topic created at run time, or its configs or partition count changed (replaces the
+    /// previous record, keyed by name).
     PutTopic {
-        name: String,
-        partitions: i32,
+        topic: crate::metadata::Topic,
         configs: TopicConfigs,
     },
     /// A deleted topic (DeleteTopics); groups' offsets of it are deleted by their own
@@ -164,8 +164,8 @@ pub type StoredCredential = (
     crate::security::scram::ScramCredential,
 );
 
-/// A topic as stored: name, partition count, explicitly set configs.
-pub type StoredTopic = (String, i32, TopicConfigs);
+/// A topic as stored: name, id and partition count, and its explicitly set configs.
+pub type StoredTopic = (crate::metadata::Topic, TopicConfigs);
 
 /// A group as stored: its records (those of its kind; none for offsets written without a
 /// group record), offsets and pending transactional offsets.
@@ -263,7 +263,7 @@ pub trait Store: Send + Sync + 'static {
             message: e.0,
         }
     }
-    /// Every stored topic: name, partition count and explicitly set configs.
+    /// Every stored topic: name, id, partition count and explicitly set configs.
     ///
     /// # Errors
     /// [`StoreError::Corrupt`] naming what cannot be read.

@@ -67,14 +67,24 @@ fn fill(store: &dyn Store) {
                 put("h", "t", 0, 20),
                 put("gg", "t", 0, 30),
                 Mutation::PutTopic {
-                    name: "t".into(),
-                    partitions: 3,
+                    topic: stored_topic("t", 3),
                     configs: topic_configs(),
                 },
             ],
             true,
         )
         .unwrap();
+}
+
+/// A topic with an id of its name's bytes, so that each test topic has its own.
+fn stored_topic(name: &str, partitions: i32) -> crate::metadata::Topic {
+    let mut id = [0xaa; 16];
+    id[..name.len()].copy_from_slice(name.as_bytes());
+    crate::metadata::Topic {
+        name: name.into(),
+        id: uuid::Uuid::from_bytes(id),
+        partitions,
+    }
 }
 
 fn check_filled(store: &dyn Store) {
@@ -95,7 +105,7 @@ fn check_filled(store: &dyn Store) {
     assert_eq!(groups[1].records, vec![]);
     assert_eq!(
         store.load_topics().unwrap(),
-        vec![("t".to_string(), 3, topic_configs())]
+        vec![(stored_topic("t", 3), topic_configs())]
     );
 }
 
@@ -150,8 +160,7 @@ fn delete_topic_t(store: &dyn Store) {
                     name: "never-stored".into(),
                 },
                 Mutation::PutTopic {
-                    name: "u".into(),
-                    partitions: 1,
+                    topic: stored_topic("u", 1),
                     configs: Default::default(),
                 },
             ],
@@ -171,7 +180,7 @@ fn deleted_topic_stays_deleted_across_reopen_and_keeps_offsets() {
     let store = EmbeddedStore::open(&dir).unwrap();
     assert_eq!(
         store.load_topics().unwrap(),
-        vec![("u".to_string(), 1, Default::default())]
+        vec![(stored_topic("u", 1), Default::default())]
     );
     assert_eq!(store.load_groups().unwrap()[0].offsets.len(), 2);
     drop(store);
@@ -181,7 +190,7 @@ fn deleted_topic_stays_deleted_across_reopen_and_keeps_offsets() {
     delete_topic_t(&memory);
     assert_eq!(
         memory.load_topics().unwrap(),
-        vec![("u".to_string(), 1, Default::default())]
+        vec![(stored_topic("u", 1), Default::default())]
     );
 }
 
