@@ -9,10 +9,12 @@ koord, the venv and the Java classes; run it once before running pytest by hand.
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,13 @@ class Koord:
     @property
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
+
+    def requests_by_version(self, api):
+        """{version: count} of the requests of `api` this koord answered, from its /metrics."""
+        with urllib.request.urlopen(f"{self.http}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        pattern = rf'^koord_requests_total{{api="{api}",version="(\d+)"}} (\S+)$'
+        return {int(v): float(n) for v, n in re.findall(pattern, text, re.M)}
 
     def start(self, port=None):
         """Starts koord on a free port, or on `port` (a restart: no retry on another port)."""

@@ -235,6 +235,9 @@ def test_group_resumes_after_koord_restarts(koord, tmp_path, how):
         after, owned_after = settle(group, ["r1", "r2"], {6}, epoch - 1, "after the restart")
         assert (after, owned_after) == (epoch, owned), group.events.summary()
         no_errors(group)
+        # The 4.4 consumer commits by topic id once it knows the ids, as against Kafka 4.4:
+        # OffsetCommit v10 (KIP-848).
+        assert 10 in server.requests_by_version("OffsetCommit")
     finally:
         group.shutdown()
 

@@ -8,10 +8,8 @@ Transaction t writes "t:0".."t:PER_TXN-1", record i to partition i % PARTITIONS;
 And koord killed with -9 mid-transaction: the transactional id is back after the restart.
 """
 
-import re
 import subprocess
 import time
-import urllib.request
 from collections import defaultdict
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
@@ -96,22 +94,14 @@ def check(recs, who):
     assert by_partition(recs) == committed_per_partition(), f"{who}: not exactly the committed records"
 
 
-def requests_by_version(k, api):
-    """{version: count} of koord's answered requests of `api`, from its /metrics."""
-    with urllib.request.urlopen(f"{k.http}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    pattern = rf'^koord_requests_total{{api="{api}",version="(\d+)"}} (\S+)$'
-    return {int(v): float(n) for v, n in re.findall(pattern, text, re.M)}
-
-
 def test_java_transactional_producer_is_read_exactly_by_read_committed_consumers(koord):
     k = koord(f"topics={TOPIC}:{PARTITIONS}")
     produce_java(k.bootstrap, "tx-java")
     # The 4.4 producer runs transaction version 2, as against Kafka 4.4: every EndTxn at v5,
     # and no AddPartitionsToTxn (its Produce requests add the partitions).
-    assert requests_by_version(k, "EndTxn") == {5: TRANSACTIONS}
-    assert requests_by_version(k, "AddPartitionsToTxn") == {}
-    assert max(requests_by_version(k, "Produce")) >= 12
+    assert k.requests_by_version("EndTxn") == {5: TRANSACTIONS}
+    assert k.requests_by_version("AddPartitionsToTxn") == {}
+    assert max(k.requests_by_version("Produce")) >= 12
     check(consume_java(k.bootstrap), "java consumer")
     check(consume_confluent(k.bootstrap), "confluent-kafka consumer")
 

@@ -1529,6 +1529,44 @@ fn offset_commit_v9_checks_the_member_epoch_and_older_versions_are_unsupported()
     assert_eq!(commit(&mut c, 2, &group, "", -1, &topic), None);
 }
 
+/// TxnOffsetCommit to a consumer group, as Kafka 4.4 checks it: a commit that names no member
+/// (generation -1, no member or instance id) is taken while the group has members; a member's
+/// newer epoch is ILLEGAL_GENERATION up to v5 and STALE_MEMBER_EPOCH at v6 (KIP-1319); the
+/// member at its epoch commits at any version.
+#[test]
+fn txn_offset_commit_to_a_consumer_group_with_members() {
+    use common::txn;
+    let koord = server();
+    let mut c = koord.connect();
+    let (group, topic) = (unique("g-txncommit"), unique("t-txncommit"));
+    create_topic(&mut c, &topic, 1);
+    let a = join(&mut c, &group, &[&topic]);
+    let id = unique("txncommit");
+    let producer = txn::init_txn(&mut c, &id, 60_000);
+    assert_eq!(txn::add_offsets(&mut c, 3, &id, producer, &group), None);
+    let commit = |c: &mut Client, v: i16, member: (&str, i32)| {
+        txn::txn_offset_commit(c, v, &id, producer, &group, member, &topic, 0, 3)
+    };
+    assert_eq!(commit(&mut c, 3, ("", -1)), None);
+    assert_eq!(commit(&mut c, 6, ("", -1)), None);
+    assert_eq!(
+        commit(&mut c, 5, (&a.id, a.epoch + 1)),
+        Some(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(
+        commit(&mut c, 6, (&a.id, a.epoch + 1)),
+        Some(ResponseError::StaleMemberEpoch)
+    );
+    assert_eq!(
+        commit(&mut c, 6, ("nobody", a.epoch)),
+        Some(ResponseError::UnknownMemberId)
+    );
+    for v in [3, 6] {
+        assert_eq!(commit(&mut c, v, (&a.id, a.epoch)), None, "v{v}");
+    }
+    assert_eq!(txn::end_txn(&mut c, 3, &id, producer, true), None);
+}
+
 #[test]
 fn offset_fetch_v9_checks_the_member_epoch_and_an_admin_fetch_works() {
     let koord = server();

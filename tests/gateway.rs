@@ -915,7 +915,7 @@ fn upstream_coordinator_moves_are_retried_and_never_reach_the_client() {
                 .with_group_id(gid(id))
                 .with_producer_id(ProducerId(1))
                 .with_producer_epoch(0)
-                .with_generation_id(-1)
+                .with_generation_id_or_member_epoch(-1)
                 .with_topics(vec![TxnOffsetCommitRequestTopic::default()
                     .with_name(t())
                     .with_partitions(vec![TxnOffsetCommitRequestPartition::default()

@@ -435,3 +435,61 @@ fn a_streams_group_survives_kill_9() {
     assert_eq!(g.group_state.as_str(), "Stable", "{g:?}");
     assert_eq!(tasks_of(&g.members[0].assignment.active_tasks), active);
 }
+
+/// OffsetCommit of offset 7 on partition 0 of `topic` at `version`, as `member` at `epoch`.
+fn commit(
+    c: &mut Client,
+    version: i16,
+    app: &str,
+    (member, epoch): (&str, i32),
+    topic: &str,
+) -> Option<ResponseError> {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    let resp = c.send(
+        version,
+        &kafka_protocol::messages::OffsetCommitRequest::default()
+            .with_group_id(group_id(app))
+            .with_generation_id_or_member_epoch(epoch)
+            .with_member_id(s(member))
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(topic_name(topic))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(7)])]),
+    );
+    err(resp.topics[0].partitions[0].error_code)
+}
+
+/// Commits to a streams group with a member, as Kafka 4.4's StreamsGroup checks them: the
+/// member commits with OffsetCommit v9+ (below: UNSUPPORTED_VERSION), a commit that names no
+/// member is UNKNOWN_MEMBER_ID, and a transactional one that names no member is taken.
+#[test]
+fn commits_to_a_streams_group_with_a_member() {
+    use common::txn;
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let app = unique("streams-commits");
+    let input = input_topic(&mut c, &app);
+    let joined = heartbeat(&mut c, &joining(&app, &input, "m1"));
+    assert_eq!(err(joined.error_code), None, "{joined:?}");
+    let m1 = ("m1", joined.member_epoch);
+    assert_eq!(commit(&mut c, 9, &app, m1, &input), None);
+    assert_eq!(
+        commit(&mut c, 8, &app, m1, &input),
+        Some(ResponseError::UnsupportedVersion)
+    );
+    assert_eq!(
+        commit(&mut c, 9, &app, ("", -1), &input),
+        Some(ResponseError::UnknownMemberId)
+    );
+    let id = unique("streams-commits-txn");
+    let producer = txn::init_txn(&mut c, &id, 60_000);
+    assert_eq!(txn::add_offsets(&mut c, 3, &id, producer, &app), None);
+    assert_eq!(
+        txn::txn_offset_commit(&mut c, 3, &id, producer, &app, ("", -1), &input, 0, 3),
+        None
+    );
+    assert_eq!(txn::end_txn(&mut c, 3, &id, producer, true), None);
+}

@@ -672,15 +672,21 @@ fn commit(
     topic: &str,
     offset: i64,
 ) -> Option<ResponseError> {
+    let mut t = OffsetCommitRequestTopic::default().with_partitions(vec![
+        OffsetCommitRequestPartition::default()
+            .with_partition_index(0)
+            .with_committed_offset(offset),
+    ]);
+    if version >= 10 {
+        t.topic_id = common::topic_id(c, topic);
+    } else {
+        t.name = topic_name(topic);
+    }
     let resp = c.send(
         version,
         &OffsetCommitRequest::default()
             .with_group_id(group_id(group))
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(topic_name(topic))
-                .with_partitions(vec![OffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(offset)])]),
+            .with_topics(vec![t]),
     );
     assert_eq!(resp.topics.len(), 1, "v{version}: {resp:?}");
     assert_eq!(resp.topics[0].partitions.len(), 1, "v{version}: {resp:?}");
@@ -690,13 +696,17 @@ fn commit(
 /// The committed offset of partition 0 of `topic` by OffsetFetch at `version`.
 fn committed(c: &mut Client, version: i16, group: &str, topic: &str) -> i64 {
     if version >= 8 {
+        let mut t = OffsetFetchRequestTopics::default().with_partition_indexes(vec![0]);
+        if version >= 10 {
+            t.topic_id = common::topic_id(c, topic);
+        } else {
+            t.name = topic_name(topic);
+        }
         let resp = c.send(
             version,
             &OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
                 .with_group_id(group_id(group))
-                .with_topics(Some(vec![OffsetFetchRequestTopics::default()
-                    .with_name(topic_name(topic))
-                    .with_partition_indexes(vec![0])]))]),
+                .with_topics(Some(vec![t]))]),
         );
         assert_eq!(resp.groups.len(), 1, "v{version}: {resp:?}");
         let g = &resp.groups[0];
@@ -5256,5 +5266,147 @@ fn probe_describe_topic_partitions(c: &mut Client, v: i16) {
         topics,
         vec![(Some(ResponseError::InvalidRequest), a.clone(), vec![])],
         "v{v}: a cursor on a topic not asked for"
+    );
+}
+
+/// Each partition of an OffsetCommit v10 answer by topic id: its error (Kafka's answer groups
+/// partitions by topic in its own order, so the comparison is by id and index).
+fn commit_answers_by_id(
+    resp: &kafka_protocol::messages::OffsetCommitResponse,
+) -> BTreeMap<(Uuid, i32), Option<ResponseError>> {
+    resp.topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| ((t.topic_id, p.partition_index), err(p.error_code)))
+        })
+        .collect()
+}
+
+/// OffsetCommit v10 and OffsetFetch v10 name topics by id (KIP-848): an id no topic has is
+/// UNKNOWN_TOPIC_ID on each of its partitions, answers carry the ids asked for, "every offset"
+/// answers by id, and a topic deleted and created again under its name is another topic whose
+/// offsets start empty. TxnOffsetCommit v6 (KIP-1319) names topics by id too and says
+/// GROUP_ID_NOT_FOUND where v5 says ILLEGAL_GENERATION.
+#[test]
+fn offsets_by_topic_id() {
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let topic = new_topic(&mut c, "byid-offsets", 1);
+    let group = common::unique("byid-offsets");
+    let unknown = Uuid::new_v4();
+    let partition = |p: i32| {
+        OffsetCommitRequestPartition::default()
+            .with_partition_index(p)
+            .with_committed_offset(42)
+    };
+    let by_id = |id: Uuid, ps: Vec<OffsetCommitRequestPartition>| {
+        OffsetCommitRequestTopic::default()
+            .with_topic_id(id)
+            .with_partitions(ps)
+    };
+    let resp: kafka_protocol::messages::OffsetCommitResponse = c.send(
+        10,
+        &OffsetCommitRequest::default()
+            .with_group_id(group_id(&group))
+            .with_topics(vec![
+                by_id(topic.id, vec![partition(0), partition(5)]),
+                by_id(unknown, vec![partition(0)]),
+                by_id(Uuid::nil(), vec![partition(1)]),
+            ]),
+    );
+    let expected: BTreeMap<_, _> = [
+        ((topic.id, 0), None),
+        ((topic.id, 5), Some(ResponseError::UnknownTopicOrPartition)),
+        ((unknown, 0), Some(ResponseError::UnknownTopicId)),
+        ((Uuid::nil(), 1), Some(ResponseError::UnknownTopicId)),
+    ]
+    .into();
+    assert_eq!(commit_answers_by_id(&resp), expected, "{resp:?}");
+    assert_eq!(committed(&mut c, 9, &group, &topic.name), 42);
+
+    let fetch_topic = |id: Uuid| {
+        OffsetFetchRequestTopics::default()
+            .with_topic_id(id)
+            .with_partition_indexes(vec![0])
+    };
+    let fetch = |c: &mut Client, topics: Option<Vec<OffsetFetchRequestTopics>>| {
+        let resp: kafka_protocol::messages::OffsetFetchResponse = c.send(
+            10,
+            &OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+                .with_group_id(group_id(&group))
+                .with_topics(topics)]),
+        );
+        assert_eq!(resp.groups.len(), 1, "{resp:?}");
+        assert_eq!(err(resp.groups[0].error_code), None, "{resp:?}");
+        resp.groups[0]
+            .topics
+            .iter()
+            .map(|t| {
+                assert_eq!(t.partitions.len(), 1, "{resp:?}");
+                let p = &t.partitions[0];
+                (t.topic_id, p.committed_offset, err(p.error_code))
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        fetch(
+            &mut c,
+            Some(vec![fetch_topic(topic.id), fetch_topic(unknown)])
+        ),
+        [
+            (topic.id, 42, None),
+            (unknown, -1, Some(ResponseError::UnknownTopicId))
+        ]
+    );
+    assert_eq!(fetch(&mut c, None), [(topic.id, 42, None)]);
+
+    // TxnOffsetCommit v6: by id; a group that does not exist, claimed with a generation.
+    let (txn_topic, txn_id, producer) = txn_producer(&mut c, "byid-txn");
+    let txn_group = common::unique("byid-txn-group");
+    let v6 = |c: &mut Client, group: &str, committer, id: Uuid| {
+        let mut req =
+            txn::txn_offset_commit_request(&txn_id, producer, group, committer, ("", 0), 5);
+        req.topics[0].topic_id = id;
+        let resp: kafka_protocol::messages::TxnOffsetCommitResponse = c.send(6, &req);
+        assert_eq!(resp.topics[0].topic_id, id, "{resp:?}");
+        err(resp.topics[0].partitions[0].error_code)
+    };
+    assert_eq!(
+        v6(&mut c, &txn_group, ("", -1), unknown),
+        Some(ResponseError::UnknownTopicId)
+    );
+    let txn_topic_id = common::topic_id(&mut c, &txn_topic);
+    assert_eq!(
+        v6(&mut c, &common::unique("byid-none"), ("m", 1), txn_topic_id),
+        Some(ResponseError::GroupIdNotFound)
+    );
+    assert_eq!(
+        txn::txn_offset_commit(
+            &mut c,
+            5,
+            &txn_id,
+            producer,
+            &common::unique("byid-none"),
+            ("m", 1),
+            &txn_topic,
+            0,
+            5
+        ),
+        Some(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(v6(&mut c, &txn_group, ("", -1), txn_topic_id), None);
+    assert_eq!(txn::end_txn(&mut c, 3, &txn_id, producer, false), None);
+
+    // Deleted and created again: another id, no offsets.
+    let deleted = delete_topics(&mut c, 5, &[&topic.name], vec![]);
+    assert_eq!(err(deleted[0].error_code), None, "{deleted:?}");
+    await_deleted(&mut c, &topic.name);
+    let again = create_topic(&mut c, &topic.name, 1);
+    assert_ne!(again, topic.id);
+    assert_eq!(
+        fetch(&mut c, Some(vec![fetch_topic(again)])),
+        [(again, -1, None)]
     );
 }

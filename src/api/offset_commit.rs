@@ -1,14 +1,17 @@
-//! OffsetCommit (key 8), v2-9. An empty group id fails every partition with INVALID_GROUP_ID;
-//! a partition of a topic or partition this node does not have gets UNKNOWN_TOPIC_OR_PARTITION
-//! and is not passed on (Kafka's `KafkaApis` does the same before the coordinator); the rest go
-//! to the group, which checks the committer and then each partition's metadata size.
+//! OffsetCommit (key 8), v2-10. v10 names topics by id (KIP-848): each is given its name
+//! first, and the partitions of an id no topic has answer UNKNOWN_TOPIC_ID. An empty group id
+//! fails every partition with INVALID_GROUP_ID; a partition of a topic or partition this node
+//! does not have gets UNKNOWN_TOPIC_OR_PARTITION and is not passed on (Kafka's `KafkaApis` does
+//! the same before the coordinator); the rest go to the group, which checks the committer and
+//! then each partition's metadata size.
 
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
-use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
 
 use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 
 use super::context::RequestContext;
 use super::reply::{PartitionReplies, TopicReplies};
@@ -29,17 +32,31 @@ pub(super) struct Committed<'a> {
     pub metadata: &'a Option<StrBytes>,
 }
 
+/// OffsetCommit v10+ and TxnOffsetCommit v6+ name topics by id: the topic with id `id` gives
+/// `name` its name, as Kafka's `KafkaApis` does before anything else. An id no topic has leaves
+/// `name` empty, which [`Committed::check`] answers with UNKNOWN_TOPIC_ID.
+pub(super) fn name_by_id(broker: &Broker, id: Uuid, name: &mut TopicName) {
+    if let Some(n) = broker.topics.name_of(id) {
+        *name = TopicName(StrBytes::from_string(n));
+    }
+}
+
 impl Committed<'_> {
-    /// Fails the partition with the group id's error, TOPIC_AUTHORIZATION_FAILED (not
-    /// `readable`: no READ on the topic) or UNKNOWN_TOPIC_OR_PARTITION, or passes it on to the
-    /// group.
+    /// Fails the partition with UNKNOWN_TOPIC_ID (`by_id` and no name: [`name_by_id`] found
+    /// none), the group id's error, TOPIC_AUTHORIZATION_FAILED (not `readable`: no READ on the
+    /// topic) or UNKNOWN_TOPIC_OR_PARTITION, or passes it on to the group.
     pub(super) fn check(
         &self,
         broker: &Broker,
         group: &Result<GroupId, GroupError>,
+        by_id: bool,
         readable: bool,
         reply: &mut TopicReplies<'_, PartitionCommit>,
     ) {
+        if by_id && self.topic.is_empty() {
+            reply.fail(self.partition, GroupError::UnknownTopicId);
+            return;
+        }
         if let Err(e) = group {
             reply.fail(self.partition, *e);
             return;
@@ -66,9 +83,15 @@ impl Committed<'_> {
 pub async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
-    req: OffsetCommitRequest,
+    mut req: OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
+    let by_id = version >= 10;
+    if by_id {
+        for t in &mut req.topics {
+            name_by_id(broker, t.topic_id, &mut t.name);
+        }
+    }
     // As Kafka: READ on the group, else GROUP_AUTHORIZATION_FAILED on every partition; then
     // READ on each topic, else TOPIC_AUTHORIZATION_FAILED on its partitions.
     let group = if ctx.may(broker, Operation::Read, ResourceType::Group, &req.group_id) {
@@ -88,7 +111,7 @@ pub async fn handle(
                 leader_epoch: p.committed_leader_epoch,
                 metadata: &p.committed_metadata,
             };
-            commit.check(broker, &group, readable, &mut reply);
+            commit.check(broker, &group, by_id, readable, &mut reply);
         }
     }
     let partitions = replies.take_items();
@@ -115,10 +138,11 @@ pub async fn handle(
         }
     }
     let topics = replies.into_topics(
-        req.topics.into_iter().map(|t| t.name),
-        |name, partitions| {
+        req.topics.into_iter().map(|t| (t.name, t.topic_id)),
+        |(name, id), partitions| {
             OffsetCommitResponseTopic::default()
                 .with_name(name)
+                .with_topic_id(id)
                 .with_partitions(partitions)
         },
         |index, code| {

@@ -1,5 +1,6 @@
-//! OffsetFetch (key 9), v1-9. v1-7 ask for one group, v8+ for several, each answered with its
-//! own error code. Topics null (v2+) asks for every committed offset. A missing group answers -1
+//! OffsetFetch (key 9), v1-10. v1-7 ask for one group, v8+ for several, each answered with its
+//! own error code. v10 names topics by id (KIP-848): an id no topic has answers UNKNOWN_TOPIC_ID
+//! on each of its partitions, and "every offset" leaves out topics that no longer exist. Topics null (v2+) asks for every committed offset. A missing group answers -1
 //! for every partition with no error, as Kafka does. With RequireStable (v7+) a partition that
 //! an open transaction holds an offset for answers UNSTABLE_OFFSET_COMMIT, so that an
 //! exactly-once consumer does not start from an offset about to change. In gateway mode the
@@ -10,7 +11,10 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
+use std::collections::{HashMap, VecDeque};
+
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use uuid::Uuid;
 
 use super::context::RequestContext;
 use super::{check_group_id, str_bytes};
@@ -23,25 +27,79 @@ use crate::security::acl::{Operation, ResourceType};
 /// One group's answer ([`GroupOffsets`]), or the group's error code.
 type GroupAnswer = Result<GroupOffsets, i16>;
 
+/// The topic ids of one group's v10 request, to answer by id what the group answers by name.
+#[derive(Default)]
+struct TopicIds {
+    /// The id of each requested topic that has one, by name.
+    named: HashMap<String, Uuid>,
+    /// The requested ids no topic has, in request order: their topics have no name, and
+    /// [`fetch_group`] answers them in that order.
+    unknown: VecDeque<Uuid>,
+}
+
+impl TopicIds {
+    /// The name of requested topic `id`; empty for an id no topic has (the nil id among them).
+    fn name(&mut self, broker: &Broker, id: Uuid) -> String {
+        match broker.topics.name_of(id) {
+            Some(name) => {
+                self.named.insert(name.clone(), id);
+                name
+            }
+            None => {
+                self.unknown.push_back(id);
+                String::new()
+            }
+        }
+    }
+
+    /// The id of answered topic `name`: the requested one, or (every offset) the topic's id
+    /// now; `None` for a topic that no longer exists, left out of the answer as Kafka does.
+    fn id(&mut self, broker: &Broker, name: &str) -> Option<Uuid> {
+        if name.is_empty() {
+            return self.unknown.pop_front();
+        }
+        self.named
+            .get(name)
+            .copied()
+            .or_else(|| broker.topics.id_and_partitions(name).map(|(id, _)| id))
+    }
+}
+
 /// As Kafka: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; a named topic the
 /// principal may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED on each of its partitions (and
-/// is not looked up); "every offset" leaves such topics out.
+/// is not looked up); "every offset" leaves such topics out. `by_id` (v10): a wanted topic
+/// without a name is an id no topic has, answered UNKNOWN_TOPIC_ID. The refused topics follow
+/// the group's answer, in request order.
 async fn fetch_group(
     broker: &Broker,
     ctx: &RequestContext,
     group_id: &str,
     member: Option<(MemberId, i32)>,
     wanted: Option<Vec<(String, Vec<i32>)>>,
+    by_id: bool,
     require_stable: bool,
 ) -> GroupAnswer {
     if !ctx.may(broker, Operation::Describe, ResourceType::Group, group_id) {
         return Err(GroupError::GroupAuthorizationFailed.code());
     }
     let may_describe = |t: &str| ctx.may(broker, Operation::Describe, ResourceType::Topic, t);
+    let refusal = |t: &str| {
+        if by_id && t.is_empty() {
+            Some(GroupError::UnknownTopicId)
+        } else if !may_describe(t) {
+            Some(GroupError::TopicAuthorizationFailed)
+        } else {
+            None
+        }
+    };
     let mut denied: Vec<(String, Vec<(FetchedOffset, i16)>)> = Vec::new();
     let wanted = wanted.map(|w| {
-        let (ok, no): (Vec<_>, Vec<_>) = w.into_iter().partition(|(t, _)| may_describe(t));
-        for (t, ps) in no {
+        let mut ok = Vec::new();
+        for (t, ps) in w {
+            let Some(error) = refusal(&t) else {
+                ok.push((t, ps));
+                continue;
+            };
             let offsets = ps
                 .into_iter()
                 .map(|p| {
@@ -52,7 +110,7 @@ async fn fetch_group(
                         metadata: String::new(),
                         error: None,
                     };
-                    (f, GroupError::TopicAuthorizationFailed.code())
+                    (f, error.code())
                 })
                 .collect();
             denied.push((t, offsets));
@@ -88,10 +146,19 @@ pub async fn handle(
 ) -> OffsetFetchResponse {
     if version >= 8 {
         let mut groups = Vec::with_capacity(req.groups.len());
+        let by_id = version >= 10;
         for g in req.groups {
+            let mut ids = TopicIds::default();
             let wanted = g.topics.map(|ts| {
                 ts.into_iter()
-                    .map(|t| (t.name.as_str().to_string(), t.partition_indexes))
+                    .map(|t| {
+                        let name = if by_id {
+                            ids.name(broker, t.topic_id)
+                        } else {
+                            t.name.as_str().to_string()
+                        };
+                        (name, t.partition_indexes)
+                    })
                     .collect()
             });
             // v9: a consumer-group member names itself and its epoch (admin tools do not).
@@ -102,18 +169,25 @@ pub async fn handle(
                         .map(|id| (MemberId::new(id.as_str()), g.member_epoch))
                 })
                 .flatten();
-            let answer =
-                fetch_group(broker, ctx, &g.group_id, member, wanted, req.require_stable).await;
+            let (group_id, stable) = (&g.group_id, req.require_stable);
+            let answer = fetch_group(broker, ctx, group_id, member, wanted, by_id, stable).await;
             let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
             groups.push(match answer {
                 Err(code) => group.with_error_code(code),
                 Ok(topics) => group.with_topics(
                     topics
                         .into_iter()
-                        .map(|(t, parts)| {
-                            OffsetFetchResponseTopics::default()
+                        .filter_map(|(t, parts)| {
+                            let id = if by_id {
+                                ids.id(broker, &t)?
+                            } else {
+                                Uuid::nil()
+                            };
+                            let topic = OffsetFetchResponseTopics::default()
                                 .with_name(TopicName(str_bytes(t)))
-                                .with_partitions(
+                                .with_topic_id(id);
+                            Some(
+                                topic.with_partitions(
                                     parts
                                         .into_iter()
                                         .map(|(f, code)| {
@@ -125,7 +199,8 @@ pub async fn handle(
                                                 .with_error_code(code)
                                         })
                                         .collect(),
-                                )
+                                ),
+                            )
                         })
                         .collect(),
                 ),
@@ -152,7 +227,17 @@ pub async fn handle(
         }
     };
     let require_stable = version >= 7 && req.require_stable;
-    match fetch_group(broker, ctx, &req.group_id, None, wanted, require_stable).await {
+    match fetch_group(
+        broker,
+        ctx,
+        &req.group_id,
+        None,
+        wanted,
+        false,
+        require_stable,
+    )
+    .await
+    {
         Ok(topics) => OffsetFetchResponse::default().with_topics(
             topics
                 .into_iter()

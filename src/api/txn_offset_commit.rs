@@ -1,4 +1,4 @@
-//! TxnOffsetCommit (key 28), v0-5: a transactional producer commits a group's offsets inside
+//! TxnOffsetCommit (key 28), v0-6: a transactional producer commits a group's offsets inside
 //! its transaction (KIP-98; KIP-447 adds the member, instance and generation in v3 so that a
 //! zombie of an old generation is fenced). The offsets stay pending until the transaction's
 //! marker: OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT for them meanwhile,
@@ -9,7 +9,9 @@
 //! transaction that added the group (AddOffsetsToTxn; KIP-890's verification); then the group
 //! checks the committer as for a transactional commit, and each partition's metadata size.
 //! v5 is transaction version 2: the commit adds the group to the transaction itself (opening
-//! it if need be), where v0-4 need AddOffsetsToTxn first.
+//! it if need be), where v0-4 need AddOffsetsToTxn first. v6 (KIP-1319) names topics by id
+//! (an unknown one: UNKNOWN_TOPIC_ID) and lets the group answer GROUP_ID_NOT_FOUND and
+//! STALE_MEMBER_EPOCH where older versions get ILLEGAL_GENERATION.
 
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
@@ -19,7 +21,7 @@ use kafka_protocol::ResponseError;
 
 use super::check_group_id;
 use super::context::RequestContext;
-use super::offset_commit::Committed;
+use super::offset_commit::{name_by_id, Committed};
 use super::reply::PartitionReplies;
 use crate::backend::TxnCommitRefused;
 use crate::broker::Broker;
@@ -32,7 +34,7 @@ use crate::txn::TxnError;
 pub async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
-    req: TxnOffsetCommitRequest,
+    mut req: TxnOffsetCommitRequest,
     version: i16,
 ) -> TxnOffsetCommitResponse {
     // As Kafka: WRITE on the transactional id, then READ on the group, each failing every
@@ -52,6 +54,12 @@ pub async fn handle(
     if let Some(code) = refused_whole {
         return failed(req, code);
     }
+    let by_id = version >= 6;
+    if by_id {
+        for t in &mut req.topics {
+            name_by_id(broker, t.topic_id, &mut t.name);
+        }
+    }
     let group = check_group_id(&req.group_id);
     let mut replies = PartitionReplies::new();
     for topic in &req.topics {
@@ -69,7 +77,7 @@ pub async fn handle(
                 },
                 metadata: &p.committed_metadata,
             };
-            commit.check(broker, &group, readable, &mut reply);
+            commit.check(broker, &group, by_id, readable, &mut reply);
         }
     }
     let partitions = replies.take_items();
@@ -79,7 +87,7 @@ pub async fn handle(
             auth: OffsetCommitAuth {
                 member_id: MemberId::new(req.member_id.as_str()),
                 instance_id: super::instance_id(&req.group_instance_id),
-                generation: Generation(req.generation_id),
+                generation: Generation(req.generation_id_or_member_epoch),
                 transactional: true,
             },
             producer_id: req.producer_id.0,
@@ -99,10 +107,11 @@ pub async fn handle(
         }
     }
     let topics = replies.into_topics(
-        req.topics.into_iter().map(|t| t.name),
-        |name, partitions| {
+        req.topics.into_iter().map(|t| (t.name, t.topic_id)),
+        |(name, id), partitions| {
             TxnOffsetCommitResponseTopic::default()
                 .with_name(name)
+                .with_topic_id(id)
                 .with_partitions(partitions)
         },
         |index, code| {
@@ -142,6 +151,7 @@ fn failed(req: TxnOffsetCommitRequest, code: i16) -> TxnOffsetCommitResponse {
                 .collect();
             TxnOffsetCommitResponseTopic::default()
                 .with_name(t.name)
+                .with_topic_id(t.topic_id)
                 .with_partitions(partitions)
         })
         .collect();

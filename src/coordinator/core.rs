@@ -104,7 +104,8 @@ impl Core {
     }
 
     /// The group checks of a TxnOffsetCommit (Kafka's `validateTransactionalOffsetCommit`):
-    /// a modern member's stale epoch is ILLEGAL_GENERATION there.
+    /// a modern member's stale epoch is ILLEGAL_GENERATION below v6 (KIP-1319 lets v6 say
+    /// STALE_MEMBER_EPOCH).
     pub fn validate_txn_offset_commit(
         &mut self,
         commit: &TxnOffsetCommit,
@@ -113,7 +114,9 @@ impl Core {
         self.0
             .check_offset_commit(&commit.auth, commit.api_version, now)
             .map_err(|e| match e {
-                GroupError::StaleMemberEpoch => GroupError::IllegalGeneration,
+                GroupError::StaleMemberEpoch if commit.api_version < 6 => {
+                    GroupError::IllegalGeneration
+                }
                 e => e,
             })
     }

@@ -809,15 +809,17 @@ impl Coordinator {
     ) -> Result<PartitionResults, GroupError> {
         self.admit(&id)?;
         // A missing group: generation -1 creates a simple group, any other is
-        // ILLEGAL_GENERATION (Kafka's validateTransactionalOffsetCommit, at every version).
-        let create = missing::offset_commit(&commit.auth, false)
+        // ILLEGAL_GENERATION (GROUP_ID_NOT_FOUND from v6, KIP-1319), as Kafka's
+        // validateTransactionalOffsetCommit.
+        let not_found_supported = commit.api_version >= 6;
+        let create = missing::offset_commit(&commit.auth, not_found_supported)
             .is_ok()
             .then_some(Create::Simple);
         let (tx, rx) = oneshot::channel();
         match self.send(id, create, Command::TxnCommit(Box::new(commit), tx)) {
             Ok(()) => Self::answer(rx, || Err(GroupError::CoordinatorNotAvailable)).await,
             Err(Command::TxnCommit(c, _)) => {
-                missing::offset_commit(&c.auth, false)?;
+                missing::offset_commit(&c.auth, not_found_supported)?;
                 Err(GroupError::CoordinatorNotAvailable)
             }
             Err(_) => Err(GroupError::CoordinatorNotAvailable),

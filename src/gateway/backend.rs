@@ -526,6 +526,7 @@ impl Upstreamed {
     /// The `forwarded` partitions of `req` committed inside the producer's upstream
     /// transaction, as a commit of no member (generation -1): koord has checked the member,
     /// and upstream verifies the transaction. Each partition's code, or the code of them all.
+    /// Sent by topic name (at most v5: `api/` has named v6's topics by their ids).
     async fn upstream_commit(
         &self,
         req: &TxnOffsetCommitRequest,
@@ -533,7 +534,7 @@ impl Upstreamed {
         forwarded: &[TopicPartition],
     ) -> Result<HashMap<TopicPartition, i16>, i16> {
         let mut fwd = req.clone();
-        fwd.generation_id = -1;
+        fwd.generation_id_or_member_epoch = -1;
         fwd.member_id = StrBytes::default();
         fwd.group_instance_id = None;
         for t in &mut fwd.topics {
@@ -542,7 +543,7 @@ impl Upstreamed {
             });
         }
         fwd.topics.retain(|t| !t.partitions.is_empty());
-        match self.up.txn_commit_offsets(&fwd, version).await {
+        match self.up.txn_commit_offsets(&fwd, version.min(5)).await {
             Ok(resp) => Ok(resp
                 .topics
                 .iter()

@@ -86,3 +86,15 @@ pub struct OffsetCommitAuth {
     /// member id is accepted in a non-empty group.
     pub transactional: bool,
 }
+
+impl OffsetCommitAuth {
+    /// A TxnOffsetCommit that names no member (generation -1, no member or instance id): a
+    /// transactional producer outside the group's membership, which Kafka 4.4's consumer and
+    /// streams groups let commit whatever their members ([`Generation::NONE`]).
+    pub fn is_anonymous_transactional(&self) -> bool {
+        self.transactional
+            && self.generation == Generation::NONE
+            && self.member_id.is_unknown()
+            && self.instance_id.is_none()
+    }
+}

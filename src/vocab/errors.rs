@@ -80,6 +80,10 @@ pub enum GroupError {
     /// 88
     #[error("UNSTABLE_OFFSET_COMMIT")]
     UnstableOffsetCommit,
+    /// 100: a topic named by an id no topic has (OffsetCommit v10+, OffsetFetch v10+,
+    /// TxnOffsetCommit v6+).
+    #[error("UNKNOWN_TOPIC_ID")]
+    UnknownTopicId,
     /// 110: a consumer-group member's epoch is not the coordinator's; it must rejoin.
     #[error("FENCED_MEMBER_EPOCH")]
     FencedMemberEpoch,
@@ -111,7 +115,7 @@ pub enum GroupError {
 
 impl GroupError {
     /// Every variant, for tests and for `from_code`.
-    pub const ALL: [GroupError; 33] = [
+    pub const ALL: [GroupError; 34] = [
         GroupError::UnknownServerError,
         GroupError::UnknownTopicOrPartition,
         GroupError::OffsetMetadataTooLarge,
@@ -136,6 +140,7 @@ impl GroupError {
         GroupError::FencedInstanceId,
         GroupError::GroupSubscribedToTopic,
         GroupError::UnstableOffsetCommit,
+        GroupError::UnknownTopicId,
         GroupError::FencedMemberEpoch,
         GroupError::UnreleasedInstanceId,
         GroupError::UnsupportedAssignor,
@@ -174,6 +179,7 @@ impl GroupError {
             GroupError::FencedInstanceId => 82,
             GroupError::GroupSubscribedToTopic => 86,
             GroupError::UnstableOffsetCommit => 88,
+            GroupError::UnknownTopicId => 100,
             GroupError::FencedMemberEpoch => 110,
             GroupError::UnreleasedInstanceId => 111,
             GroupError::UnsupportedAssignor => 112,

@@ -626,6 +626,23 @@ pub fn topic_name(v: &str) -> TopicName {
     TopicName(s(v))
 }
 
+/// The id of topic `name` (Metadata v12), for the versions that name topics by id; the nil id
+/// if there is no such topic.
+pub fn topic_id(c: &mut Client, name: &str) -> uuid::Uuid {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    let resp = c.send(
+        12,
+        &kafka_protocol::messages::MetadataRequest::default()
+            .with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(topic_name(name)))
+            ]))
+            .with_allow_auto_topic_creation(false),
+    );
+    resp.topics
+        .first()
+        .map_or(uuid::Uuid::nil(), |t| t.topic_id)
+}
+
 /// The error a response code stands for, `None` for success: readable assertion failures.
 pub fn err(code: i16) -> Option<ResponseError> {
     code.err()

@@ -329,7 +329,12 @@ pub fn txn_offset_commit(
     partition: i32,
     offset: i64,
 ) -> Option<ResponseError> {
-    let req = txn_offset_commit_request(id, producer, group, committer, (topic, partition), offset);
+    let mut req =
+        txn_offset_commit_request(id, producer, group, committer, (topic, partition), offset);
+    if version >= 6 {
+        // v6 names the topic by id (KIP-1319).
+        req.topics[0].topic_id = super::topic_id(c, topic);
+    }
     retry(|| {
         let r = c.send(version, &req);
         (err(r.topics[0].partitions[0].error_code), ())
@@ -352,7 +357,7 @@ pub fn txn_offset_commit_request(
         .with_producer_id(producer.0.into())
         .with_producer_epoch(producer.1)
         .with_member_id(s(committer.0))
-        .with_generation_id(committer.1)
+        .with_generation_id_or_member_epoch(committer.1)
         .with_topics(vec![TxnOffsetCommitRequestTopic::default()
             .with_name(topic_name(topic))
             .with_partitions(vec![TxnOffsetCommitRequestPartition::default()

@@ -1367,6 +1367,9 @@ impl super::core::GroupCore for ConsumerGroup {
         api_version: i16,
         _now: Timestamp,
     ) -> Result<(), GroupError> {
+        if auth.is_anonymous_transactional() {
+            return Ok(());
+        }
         self.validate_offset_commit(
             &auth.member_id,
             auth.generation.0,

@@ -860,29 +860,31 @@ impl StreamsGroup {
     // Offsets, describing and administration
     // -----------------------------------------------------------------------------------------
 
-    /// Kafka's `StreamsGroup.validateOffsetCommit`.
+    /// Kafka's `StreamsGroup.validateOffsetCommit` for a commit at `api_version`
+    /// (`transactional`: a TxnOffsetCommit).
     ///
     /// # Errors
-    /// UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH.
+    /// UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION (an OffsetCommit below v9), STALE_MEMBER_EPOCH.
     pub fn validate_offset_commit(
         &self,
         member_id: &MemberId,
         member_epoch: i32,
+        transactional: bool,
+        api_version: i16,
     ) -> Result<(), GroupError> {
-        if member_epoch < 0 && member_id.as_str().is_empty() {
-            // An admin commit: only to a group without members (kafka-streams-groups
+        if member_epoch < 0 && self.base.members.is_empty() {
+            // An admin commit to a group without members (kafka-streams-groups
             // --reset-offsets), as Kafka.
-            return if self.base.members.is_empty() {
-                Ok(())
-            } else {
-                Err(GroupError::UnknownMemberId)
-            };
+            return Ok(());
         }
         let member = self
             .base
             .members
             .get(member_id)
             .ok_or(GroupError::UnknownMemberId)?;
+        if !transactional && api_version < 9 {
+            return Err(GroupError::UnsupportedVersion);
+        }
         if member_epoch != member.member_epoch {
             return Err(GroupError::StaleMemberEpoch);
         }

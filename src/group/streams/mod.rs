@@ -77,10 +77,18 @@ impl crate::group::core::GroupCore for StreamsGroup {
     fn check_offset_commit(
         &mut self,
         auth: &crate::group::OffsetCommitAuth,
-        _api_version: i16,
+        api_version: i16,
         _now: Timestamp,
     ) -> Result<(), GroupError> {
-        self.validate_offset_commit(&auth.member_id, auth.generation.0)
+        if auth.is_anonymous_transactional() {
+            return Ok(());
+        }
+        self.validate_offset_commit(
+            &auth.member_id,
+            auth.generation.0,
+            auth.transactional,
+            api_version,
+        )
     }
 
     fn check_offset_fetch(&self, member: &Option<(MemberId, i32)>) -> Result<(), GroupError> {

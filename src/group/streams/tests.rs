@@ -598,16 +598,26 @@ fn offset_commits_are_checked_against_the_member_epoch() {
     let mut g = group(learner(2));
     let image = topics(3);
     let c = joined(&mut g, &image, "m1", "p1");
+    let m1 = MemberId::new("m1");
+    assert_eq!(g.validate_offset_commit(&m1, c.epoch, false, 9), Ok(()));
     assert_eq!(
-        g.validate_offset_commit(&MemberId::new("m1"), c.epoch),
-        Ok(())
-    );
-    assert_eq!(
-        g.validate_offset_commit(&MemberId::new("m1"), c.epoch - 1),
+        g.validate_offset_commit(&m1, c.epoch - 1, false, 9),
         Err(GroupError::StaleMemberEpoch)
     );
     assert_eq!(
-        g.validate_offset_commit(&MemberId::new("x"), 1),
+        g.validate_offset_commit(&MemberId::new("x"), 1, false, 9),
+        Err(GroupError::UnknownMemberId)
+    );
+    // As Kafka 4.4: a streams member commits with OffsetCommit v9+; TxnOffsetCommit has no
+    // such floor.
+    assert_eq!(
+        g.validate_offset_commit(&m1, c.epoch, false, 8),
+        Err(GroupError::UnsupportedVersion)
+    );
+    assert_eq!(g.validate_offset_commit(&m1, c.epoch, true, 3), Ok(()));
+    // An admin commit only while the group has no members.
+    assert_eq!(
+        g.validate_offset_commit(&MemberId::new(""), -1, false, 9),
         Err(GroupError::UnknownMemberId)
     );
     assert_eq!(g.validate_offset_fetch(None, -1), Ok(()));
