@@ -129,6 +129,9 @@ fn api_versions_advertise_the_streams_group_apis_and_streams_version() {
             .unwrap_or_else(|| panic!("{key:?} not advertised"));
         assert_eq!((k.min_version, k.max_version), (0, 1), "{key:?}");
     }
+    let update = ApiKey::StreamsGroupTopologyDescriptionUpdate as i16;
+    let k = v.api_keys.iter().find(|k| k.api_key == update);
+    assert_eq!(k.map(|k| (k.min_version, k.max_version)), Some((0, 0)));
     let streams = v
         .finalized_features
         .iter()
@@ -492,4 +495,57 @@ fn commits_to_a_streams_group_with_a_member() {
         None
     );
     assert_eq!(txn::end_txn(&mut c, 3, &id, producer, true), None);
+}
+
+/// KIP-1331 without a topology description plugin (Kafka 4.4's default): a member's pushed
+/// description is UNSUPPORTED_VERSION with Kafka's reason, heartbeats never ask for one, and
+/// StreamsGroupDescribe v1 asked for it says NOT_STORED (1), without one.
+#[test]
+fn topology_descriptions_without_a_plugin() {
+    use kafka_protocol::messages::streams_group_topology_description_update_request::TopologyDescription;
+    use kafka_protocol::messages::{
+        StreamsGroupTopologyDescriptionUpdateRequest, StreamsGroupTopologyDescriptionUpdateResponse,
+    };
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let app = unique("streams-description");
+    let input = input_topic(&mut c, &app);
+    let joined = heartbeat(&mut c, &joining(&app, &input, "m1"));
+    assert_eq!(err(joined.error_code), None, "{joined:?}");
+    assert!(!joined.topology_description_required, "{joined:?}");
+    let pushed: StreamsGroupTopologyDescriptionUpdateResponse = c.send(
+        0,
+        &StreamsGroupTopologyDescriptionUpdateRequest::default()
+            .with_group_id(group_id(&app))
+            .with_member_id(s("m1"))
+            .with_topology_epoch(0)
+            .with_topology_description(TopologyDescription::default()),
+    );
+    assert_eq!(
+        (
+            err(pushed.error_code),
+            pushed.error_message.as_ref().map(|m| m.as_str())
+        ),
+        (
+            Some(ResponseError::UnsupportedVersion),
+            Some("The broker has no streams group topology description plugin configured.")
+        ),
+        "{pushed:?}"
+    );
+    let described: StreamsGroupDescribeResponse = c.send(
+        1,
+        &StreamsGroupDescribeRequest::default()
+            .with_group_ids(vec![group_id(&app)])
+            .with_include_topology_description(true),
+    );
+    let g = &described.groups[0];
+    assert_eq!(err(g.error_code), None, "{described:?}");
+    assert_eq!(
+        (
+            g.topology_description_status,
+            g.topology_description.is_none()
+        ),
+        (1, true),
+        "{described:?}"
+    );
 }

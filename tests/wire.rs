@@ -780,6 +780,9 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::ConsumerGroupDescribe => probe_consumer_group_describe,
         ApiKey::StreamsGroupHeartbeat => probe_streams_group_heartbeat,
         ApiKey::StreamsGroupDescribe => probe_streams_group_describe,
+        ApiKey::StreamsGroupTopologyDescriptionUpdate => {
+            probe_streams_group_topology_description_update
+        }
         ApiKey::ShareGroupHeartbeat => probe_share_group_heartbeat,
         ApiKey::ShareGroupDescribe => probe_share_group_describe,
         ApiKey::ShareFetch => probe_share_fetch,
@@ -1576,6 +1579,28 @@ fn probe_streams_group_describe(c: &mut Client, v: i16) {
     assert_eq!(resp.groups.len(), 1, "v{v}: {resp:?}");
     assert_eq!(err(resp.groups[0].error_code), None, "v{v}: {resp:?}");
     assert_eq!(resp.groups[0].members.len(), 1, "v{v}: {resp:?}");
+}
+
+/// StreamsGroupTopologyDescriptionUpdate of a member: Kafka 4.4 without a topology description
+/// plugin (its default) refuses it with UNSUPPORTED_VERSION, as koord does
+/// (tests/streams_groups.rs has the message and the describe side).
+fn probe_streams_group_topology_description_update(c: &mut Client, v: i16) {
+    use kafka_protocol::messages::{
+        StreamsGroupTopologyDescriptionUpdateRequest, StreamsGroupTopologyDescriptionUpdateResponse,
+    };
+    let group = streams_group_member(c, 1, "probe-sgtdu");
+    let resp: StreamsGroupTopologyDescriptionUpdateResponse = c.send(
+        v,
+        &StreamsGroupTopologyDescriptionUpdateRequest::default()
+            .with_group_id(group_id(&group))
+            .with_member_id(s("m"))
+            .with_topology_description(Default::default()),
+    );
+    assert_eq!(
+        err(resp.error_code),
+        Some(ResponseError::UnsupportedVersion),
+        "v{v}: {resp:?}"
+    );
 }
 
 /// A member id as Kafka's clients make them (`Uuid.randomUuid().toString()`: 16 random bytes,

@@ -54,6 +54,7 @@ pub mod share_group_describe;
 pub mod share_group_heartbeat;
 pub mod streams_group_describe;
 pub mod streams_group_heartbeat;
+pub mod streams_group_topology_description_update;
 mod supported;
 pub mod sync_group;
 mod table;

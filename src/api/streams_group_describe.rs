@@ -143,7 +143,16 @@ pub async fn handle(
                             .collect(),
                     );
                 if version >= 1 {
-                    described.with_assignor_name(Some(str_bytes(g.assignor_name)))
+                    // KIP-1331: asked for the topology description, koord (as Kafka 4.4 without a
+                    // topology description plugin) has none stored: NOT_STORED (1).
+                    let status = if req.include_topology_description {
+                        1
+                    } else {
+                        0
+                    };
+                    described
+                        .with_assignor_name(Some(str_bytes(g.assignor_name)))
+                        .with_topology_description_status(status)
                 } else {
                     described
                 }

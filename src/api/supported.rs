@@ -55,6 +55,7 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
     api(ApiKey::StreamsGroupHeartbeat, 0, 1),
     api(ApiKey::StreamsGroupDescribe, 0, 1),
+    api(ApiKey::StreamsGroupTopologyDescriptionUpdate, 0, 0),
     api(ApiKey::ShareGroupHeartbeat, 1, 1),
     api(ApiKey::ShareGroupDescribe, 1, 1),
     api(ApiKey::ShareFetch, 1, 2),

@@ -133,6 +133,11 @@ pub async fn dispatch(
         RequestKind::StreamsGroupDescribe(r) => ResponseKind::StreamsGroupDescribe(
             api::streams_group_describe::handle(broker, ctx, r, v).await,
         ),
+        RequestKind::StreamsGroupTopologyDescriptionUpdate(r) => {
+            ResponseKind::StreamsGroupTopologyDescriptionUpdate(
+                api::streams_group_topology_description_update::handle(broker, ctx, r),
+            )
+        }
         RequestKind::ShareGroupHeartbeat(r) => ResponseKind::ShareGroupHeartbeat(
             api::share_group_heartbeat::handle(broker, ctx, r, v, client_id).await,
         ),

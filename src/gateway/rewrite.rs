@@ -58,6 +58,7 @@ const KOORD_KEYS: &[ApiKey] = &[
     ApiKey::TxnOffsetCommit,
     ApiKey::StreamsGroupHeartbeat,
     ApiKey::StreamsGroupDescribe,
+    ApiKey::StreamsGroupTopologyDescriptionUpdate,
     // Share groups: koord is their coordinator and the share-partition leader of every
     // partition they read (it reads the records from upstream), whether or not upstream has
     // share groups of its own.
@@ -327,7 +328,8 @@ impl Decoded {
     }
 
     /// The topics a Metadata response describes without error, as koord mirrors them; a
-    /// version without topic ids gets koord's id for the name.
+    /// version without topic ids leaves the id nil (unknown: [`crate::metadata::Topics::mirror`]
+    /// keeps the one it has).
     pub fn topics(&self) -> Vec<Topic> {
         let Decoded::Metadata(m) = self else {
             return Vec::new();
@@ -337,14 +339,9 @@ impl Decoded {
             .filter(|t| t.error_code == 0)
             .filter_map(|t| {
                 let name = t.name.as_ref()?.0.as_str().to_string();
-                let id = if t.topic_id.is_nil() {
-                    crate::metadata::name_based_id(&name)
-                } else {
-                    t.topic_id
-                };
                 Some(Topic {
                     name,
-                    id,
+                    id: t.topic_id,
                     partitions: i32::try_from(t.partitions.len()).ok()?,
                 })
             })

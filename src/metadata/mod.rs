@@ -226,11 +226,23 @@ impl Topics {
 
     /// Makes these topics what an upstream cluster says they are (gateway mode): each is
     /// added, or its id and partition count updated; with `complete` (the upstream's whole
-    /// topic list), topics not among them are removed. In memory only: the upstream owns them.
+    /// topic list), topics not among them are removed. A nil id is an answer that carries no
+    /// ids (Metadata before v10): the topic keeps the id it has, and one not known yet gets
+    /// [`name_based_id`] until an answer with its id comes. In memory only: the upstream owns
+    /// them.
     pub fn mirror(&self, topics: &[Topic], complete: bool) {
         let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
         let mut changed = false;
         for t in topics {
+            let known = inner.by_name.get(&t.name).map(|k| k.id);
+            let t = &Topic {
+                id: match (t.id.is_nil(), known) {
+                    (false, _) => t.id,
+                    (true, Some(id)) => id,
+                    (true, None) => name_based_id(&t.name),
+                },
+                ..t.clone()
+            };
             if inner.by_name.get(&t.name) == Some(t) {
                 continue;
             }
@@ -309,6 +321,17 @@ mod tests {
         assert!(topics.get_by_id(Uuid::from_u128(1)).is_none());
         assert!(topics.get("b").is_none() && topics.get("local").is_none());
         assert_eq!(topics.all().len(), 1);
+        // An answer without ids (Metadata before v10) keeps the id known; a new topic gets
+        // the name-based one until its id comes.
+        let v2 = topics.version();
+        topics.mirror(&[up("a", 0, 5), up("c", 0, 1)], false);
+        assert_eq!(topics.get("a"), Some(up("a", 9, 5)));
+        let c = topics.get("c").unwrap();
+        assert_eq!(c.id, name_based_id("c"));
+        topics.mirror(&[up("c", 12, 1)], false);
+        assert_eq!(topics.get_by_id(Uuid::from_u128(12)).unwrap().name, "c");
+        assert!(topics.get_by_id(name_based_id("c")).is_none());
+        assert!(topics.version() > v2);
     }
 
     #[test]

@@ -319,6 +319,9 @@ pub use alter_share_group_offsets_request::AlterShareGroupOffsetsRequest;
 pub mod delete_share_group_offsets_request;
 pub use delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest;
 
+pub mod streams_group_topology_description_update_request;
+pub use streams_group_topology_description_update_request::StreamsGroupTopologyDescriptionUpdateRequest;
+
 pub mod produce_response;
 pub use produce_response::ProduceResponse;
 
@@ -585,6 +588,9 @@ pub use alter_share_group_offsets_response::AlterShareGroupOffsetsResponse;
 
 pub mod delete_share_group_offsets_response;
 pub use delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse;
+
+pub mod streams_group_topology_description_update_response;
+pub use streams_group_topology_description_update_response::StreamsGroupTopologyDescriptionUpdateResponse;
 
 #[cfg(all(feature = "client", feature = "broker"))]
 impl Request for ProduceRequest {
@@ -1120,6 +1126,12 @@ impl Request for DeleteShareGroupOffsetsRequest {
     type Response = DeleteShareGroupOffsetsResponse;
 }
 
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for StreamsGroupTopologyDescriptionUpdateRequest {
+    const KEY: i16 = 93;
+    type Response = StreamsGroupTopologyDescriptionUpdateResponse;
+}
+
 /// Valid API keys in the Kafka protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ApiKey {
@@ -1301,6 +1313,8 @@ pub enum ApiKey {
     AlterShareGroupOffsets = 91,
     /// API key for request DeleteShareGroupOffsetsRequest
     DeleteShareGroupOffsets = 92,
+    /// API key for request StreamsGroupTopologyDescriptionUpdateRequest
+    StreamsGroupTopologyDescriptionUpdate = 93,
 }
 
 impl ApiKey {
@@ -1426,6 +1440,9 @@ impl ApiKey {
             ApiKey::DeleteShareGroupOffsets => {
                 DeleteShareGroupOffsetsRequest::header_version(version)
             }
+            ApiKey::StreamsGroupTopologyDescriptionUpdate => {
+                StreamsGroupTopologyDescriptionUpdateRequest::header_version(version)
+            }
         }
     }
     /// Get the version of response header that needs to be prepended to this message
@@ -1550,6 +1567,9 @@ impl ApiKey {
             ApiKey::DeleteShareGroupOffsets => {
                 DeleteShareGroupOffsetsResponse::header_version(version)
             }
+            ApiKey::StreamsGroupTopologyDescriptionUpdate => {
+                StreamsGroupTopologyDescriptionUpdateResponse::header_version(version)
+            }
         }
     }
     /// Returns the valid versions that can be used with this ApiKey
@@ -1644,12 +1664,13 @@ impl ApiKey {
             ApiKey::DescribeShareGroupOffsets => VersionRange { min: 0, max: 1 },
             ApiKey::AlterShareGroupOffsets => VersionRange { min: 0, max: 0 },
             ApiKey::DeleteShareGroupOffsets => VersionRange { min: 0, max: 0 },
+            ApiKey::StreamsGroupTopologyDescriptionUpdate => VersionRange { min: 0, max: 0 },
         }
     }
 
     /// Iterate through every ApiKey variant in the order of the internal code.
     pub fn iter() -> impl Iterator<Item = ApiKey> {
-        (0..=92).filter_map(|i| ApiKey::try_from(i).ok())
+        (0..=93).filter_map(|i| ApiKey::try_from(i).ok())
     }
 }
 impl TryFrom<i16> for ApiKey {
@@ -1762,6 +1783,9 @@ impl TryFrom<i16> for ApiKey {
             }
             x if x == ApiKey::AlterShareGroupOffsets as i16 => Ok(ApiKey::AlterShareGroupOffsets),
             x if x == ApiKey::DeleteShareGroupOffsets as i16 => Ok(ApiKey::DeleteShareGroupOffsets),
+            x if x == ApiKey::StreamsGroupTopologyDescriptionUpdate as i16 => {
+                Ok(ApiKey::StreamsGroupTopologyDescriptionUpdate)
+            }
             _ => Err(()),
         }
     }
@@ -1950,6 +1974,8 @@ pub enum RequestKind {
     AlterShareGroupOffsets(AlterShareGroupOffsetsRequest),
     /// DeleteShareGroupOffsetsRequest,
     DeleteShareGroupOffsets(DeleteShareGroupOffsetsRequest),
+    /// StreamsGroupTopologyDescriptionUpdateRequest,
+    StreamsGroupTopologyDescriptionUpdate(StreamsGroupTopologyDescriptionUpdateRequest),
 }
 
 #[cfg(feature = "messages_enums")]
@@ -2047,6 +2073,7 @@ impl RequestKind {
             RequestKind::DescribeShareGroupOffsets(x) => encode(x, bytes, version),
             RequestKind::AlterShareGroupOffsets(x) => encode(x, bytes, version),
             RequestKind::DeleteShareGroupOffsets(x) => encode(x, bytes, version),
+            RequestKind::StreamsGroupTopologyDescriptionUpdate(x) => encode(x, bytes, version),
         }
     }
     /// Decode the message from the provided buffer and version
@@ -2220,6 +2247,9 @@ impl RequestKind {
             ApiKey::DeleteShareGroupOffsets => Ok(RequestKind::DeleteShareGroupOffsets(decode(
                 bytes, version,
             )?)),
+            ApiKey::StreamsGroupTopologyDescriptionUpdate => Ok(
+                RequestKind::StreamsGroupTopologyDescriptionUpdate(decode(bytes, version)?),
+            ),
         }
     }
 }
@@ -2847,6 +2877,13 @@ impl From<DeleteShareGroupOffsetsRequest> for RequestKind {
 }
 
 #[cfg(feature = "messages_enums")]
+impl From<StreamsGroupTopologyDescriptionUpdateRequest> for RequestKind {
+    fn from(value: StreamsGroupTopologyDescriptionUpdateRequest) -> RequestKind {
+        RequestKind::StreamsGroupTopologyDescriptionUpdate(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
 #[cfg(any(feature = "client", feature = "broker"))]
 fn decode<T: Decodable>(bytes: &mut bytes::Bytes, version: i16) -> Result<T> {
     T::decode(bytes, version).with_context(|| {
@@ -3053,6 +3090,8 @@ pub enum ResponseKind {
     AlterShareGroupOffsets(AlterShareGroupOffsetsResponse),
     /// DeleteShareGroupOffsetsResponse,
     DeleteShareGroupOffsets(DeleteShareGroupOffsetsResponse),
+    /// StreamsGroupTopologyDescriptionUpdateResponse,
+    StreamsGroupTopologyDescriptionUpdate(StreamsGroupTopologyDescriptionUpdateResponse),
 }
 
 #[cfg(feature = "messages_enums")]
@@ -3150,6 +3189,7 @@ impl ResponseKind {
             ResponseKind::DescribeShareGroupOffsets(x) => encode(x, bytes, version),
             ResponseKind::AlterShareGroupOffsets(x) => encode(x, bytes, version),
             ResponseKind::DeleteShareGroupOffsets(x) => encode(x, bytes, version),
+            ResponseKind::StreamsGroupTopologyDescriptionUpdate(x) => encode(x, bytes, version),
         }
     }
     /// Decode the message from the provided buffer and version
@@ -3323,6 +3363,9 @@ impl ResponseKind {
             ApiKey::DeleteShareGroupOffsets => Ok(ResponseKind::DeleteShareGroupOffsets(decode(
                 bytes, version,
             )?)),
+            ApiKey::StreamsGroupTopologyDescriptionUpdate => Ok(
+                ResponseKind::StreamsGroupTopologyDescriptionUpdate(decode(bytes, version)?),
+            ),
         }
     }
     /// Get the version of request header that needs to be prepended to this message
@@ -3490,6 +3533,9 @@ impl ResponseKind {
             }
             ResponseKind::DeleteShareGroupOffsets(_) => {
                 DeleteShareGroupOffsetsResponse::header_version(version)
+            }
+            ResponseKind::StreamsGroupTopologyDescriptionUpdate(_) => {
+                StreamsGroupTopologyDescriptionUpdateResponse::header_version(version)
             }
         }
     }
@@ -4115,6 +4161,13 @@ impl From<AlterShareGroupOffsetsResponse> for ResponseKind {
 impl From<DeleteShareGroupOffsetsResponse> for ResponseKind {
     fn from(value: DeleteShareGroupOffsetsResponse) -> ResponseKind {
         ResponseKind::DeleteShareGroupOffsets(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<StreamsGroupTopologyDescriptionUpdateResponse> for ResponseKind {
+    fn from(value: StreamsGroupTopologyDescriptionUpdateResponse) -> ResponseKind {
+        ResponseKind::StreamsGroupTopologyDescriptionUpdate(value)
     }
 }
 
