@@ -57,9 +57,6 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };
@@ -72,8 +69,8 @@ use kafka_protocol::messages::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerProtocolSubscription,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, DeleteGroupsRequest,
     DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, SyncGroupRequest,
+    ListGroupsRequest, MetadataRequest, MetadataResponse, OffsetDeleteRequest, OffsetFetchRequest,
+    SyncGroupRequest,
 };
 use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
@@ -445,21 +442,7 @@ fn commit(
     epoch: i32,
     topic: &str,
 ) -> Option<ResponseError> {
-    let resp = c.send(
-        version,
-        &OffsetCommitRequest::default()
-            .with_group_id(group_id(group))
-            .with_generation_id_or_member_epoch(epoch)
-            .with_member_id(s(member_id))
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(topic_name(topic))
-                .with_partitions(vec![OffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(7)])]),
-    );
-    assert_eq!(resp.topics.len(), 1, "{resp:?}");
-    assert_eq!(resp.topics[0].partitions.len(), 1, "{resp:?}");
-    err(resp.topics[0].partitions[0].error_code)
+    common::commit_offset(c, version, group, (member_id, epoch), topic, 7)
 }
 
 /// OffsetFetch v9 of partition 0 of `topic` as `member` (None: an admin fetch): the group's

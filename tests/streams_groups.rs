@@ -439,30 +439,12 @@ fn a_streams_group_survives_kill_9() {
     assert_eq!(tasks_of(&g.members[0].assignment.active_tasks), active);
 }
 
-/// OffsetCommit of offset 7 on partition 0 of `topic` at `version`, as `member` at `epoch`.
-fn commit(
-    c: &mut Client,
-    version: i16,
-    app: &str,
-    (member, epoch): (&str, i32),
-    topic: &str,
-) -> Option<ResponseError> {
-    use kafka_protocol::messages::offset_commit_request::{
-        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-    };
-    let resp = c.send(
-        version,
-        &kafka_protocol::messages::OffsetCommitRequest::default()
-            .with_group_id(group_id(app))
-            .with_generation_id_or_member_epoch(epoch)
-            .with_member_id(s(member))
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(topic_name(topic))
-                .with_partitions(vec![OffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(7)])]),
-    );
-    err(resp.topics[0].partitions[0].error_code)
+/// `app`'s input topic and the answer to member m1's first heartbeat, which joined it.
+fn first_member(c: &mut Client, app: &str) -> (String, StreamsGroupHeartbeatResponse) {
+    let input = input_topic(c, app);
+    let joined = heartbeat(c, &joining(app, &input, "m1"));
+    assert_eq!(err(joined.error_code), None, "{joined:?}");
+    (input, joined)
 }
 
 /// Commits to a streams group with a member, as Kafka 4.4's StreamsGroup checks them: the
@@ -474,17 +456,15 @@ fn commits_to_a_streams_group_with_a_member() {
     let koord = Koord::start(&[]);
     let mut c = koord.connect();
     let app = unique("streams-commits");
-    let input = input_topic(&mut c, &app);
-    let joined = heartbeat(&mut c, &joining(&app, &input, "m1"));
-    assert_eq!(err(joined.error_code), None, "{joined:?}");
+    let (input, joined) = first_member(&mut c, &app);
     let m1 = ("m1", joined.member_epoch);
-    assert_eq!(commit(&mut c, 9, &app, m1, &input), None);
+    assert_eq!(common::commit_offset(&mut c, 9, &app, m1, &input, 7), None);
     assert_eq!(
-        commit(&mut c, 8, &app, m1, &input),
+        common::commit_offset(&mut c, 8, &app, m1, &input, 7),
         Some(ResponseError::UnsupportedVersion)
     );
     assert_eq!(
-        commit(&mut c, 9, &app, ("", -1), &input),
+        common::commit_offset(&mut c, 9, &app, ("", -1), &input, 7),
         Some(ResponseError::UnknownMemberId)
     );
     let id = unique("streams-commits-txn");
@@ -509,9 +489,7 @@ fn topology_descriptions_without_a_plugin() {
     let koord = Koord::start(&[]);
     let mut c = koord.connect();
     let app = unique("streams-description");
-    let input = input_topic(&mut c, &app);
-    let joined = heartbeat(&mut c, &joining(&app, &input, "m1"));
-    assert_eq!(err(joined.error_code), None, "{joined:?}");
+    let (_, joined) = first_member(&mut c, &app);
     assert!(!joined.topology_description_required, "{joined:?}");
     let pushed: StreamsGroupTopologyDescriptionUpdateResponse = c.send(
         0,

@@ -672,25 +672,7 @@ fn commit(
     topic: &str,
     offset: i64,
 ) -> Option<ResponseError> {
-    let mut t = OffsetCommitRequestTopic::default().with_partitions(vec![
-        OffsetCommitRequestPartition::default()
-            .with_partition_index(0)
-            .with_committed_offset(offset),
-    ]);
-    if version >= 10 {
-        t.topic_id = common::topic_id(c, topic);
-    } else {
-        t.name = topic_name(topic);
-    }
-    let resp = c.send(
-        version,
-        &OffsetCommitRequest::default()
-            .with_group_id(group_id(group))
-            .with_topics(vec![t]),
-    );
-    assert_eq!(resp.topics.len(), 1, "v{version}: {resp:?}");
-    assert_eq!(resp.topics[0].partitions.len(), 1, "v{version}: {resp:?}");
-    err(resp.topics[0].partitions[0].error_code)
+    common::commit_offset(c, version, group, ("", -1), topic, offset)
 }
 
 /// The committed offset of partition 0 of `topic` by OffsetFetch at `version`.

@@ -166,11 +166,7 @@ pub(crate) fn encode_topic_v2(partitions: i32, configs: &TopicConfigs) -> Vec<u8
     let mut w = Writer::default();
     w.u8(TOPIC_V2);
     w.i32(partitions);
-    w.u32(configs.len() as u32);
-    for (name, value) in configs {
-        w.str(name);
-        w.str(value);
-    }
+    write_topic_configs(&mut w, configs);
     w.0
 }
 
@@ -183,12 +179,17 @@ pub fn encode_topic(topic: &Topic, configs: &TopicConfigs) -> Vec<u8> {
     let (high, low) = topic.id.as_u64_pair();
     w.u64(high);
     w.u64(low);
+    write_topic_configs(&mut w, configs);
+    w.0
+}
+
+/// A topic value's configs (V2, V3): their count, then each name and value.
+fn write_topic_configs(w: &mut Writer, configs: &TopicConfigs) {
     w.u32(configs.len() as u32);
     for (name, value) in configs {
         w.str(name);
         w.str(value);
     }
-    w.0
 }
 
 /// Topic `name` and its configs from its stored value (V1: no configs; V1 and V2: no id, so the

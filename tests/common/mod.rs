@@ -626,6 +626,43 @@ pub fn topic_name(v: &str) -> TopicName {
     TopicName(s(v))
 }
 
+/// OffsetCommit at `version` of `offset` for partition 0 of `topic`, as `member` (member id
+/// and generation or member epoch; `("", -1)`: a standalone commit, which also creates an
+/// Empty group): the partition's error. v10+ names the topic by id.
+pub fn commit_offset(
+    c: &mut Client,
+    version: i16,
+    group: &str,
+    (member, epoch): (&str, i32),
+    topic: &str,
+    offset: i64,
+) -> Option<ResponseError> {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    let mut t = OffsetCommitRequestTopic::default().with_partitions(vec![
+        OffsetCommitRequestPartition::default()
+            .with_partition_index(0)
+            .with_committed_offset(offset),
+    ]);
+    if version >= 10 {
+        t.topic_id = topic_id(c, topic);
+    } else {
+        t.name = topic_name(topic);
+    }
+    let resp = c.send(
+        version,
+        &kafka_protocol::messages::OffsetCommitRequest::default()
+            .with_group_id(group_id(group))
+            .with_generation_id_or_member_epoch(epoch)
+            .with_member_id(s(member))
+            .with_topics(vec![t]),
+    );
+    assert_eq!(resp.topics.len(), 1, "v{version}: {resp:?}");
+    assert_eq!(resp.topics[0].partitions.len(), 1, "v{version}: {resp:?}");
+    err(resp.topics[0].partitions[0].error_code)
+}
+
 /// The id of topic `name` (Metadata v12), for the versions that name topics by id; the nil id
 /// if there is no such topic.
 pub fn topic_id(c: &mut Client, name: &str) -> uuid::Uuid {
