@@ -1,18 +1,19 @@
 //! OffsetFetch (key 9), v1-10. v1-7 ask for one group, v8+ for several, each answered with its
 //! own error code. v10 names topics by id (KIP-848): an id no topic has answers UNKNOWN_TOPIC_ID
-//! on each of its partitions, and "every offset" leaves out topics that no longer exist. Topics null (v2+) asks for every committed offset. A missing group answers -1
-//! for every partition with no error, as Kafka does. With RequireStable (v7+) a partition that
+//! on each of its partitions, and "every offset" leaves out topics that no longer exist. Topics
+//! null (v2+) asks for every committed offset. A missing group answers -1 for every partition
+//! with no error, as Kafka does. With RequireStable (v7+) a partition that
 //! an open transaction holds an offset for answers UNSTABLE_OFFSET_COMMIT, so that an
 //! exactly-once consumer does not start from an offset about to change. In gateway mode the
 //! offsets and their error codes, the group's and each partition's, are the upstream
 //! coordinator's, passed on as they came.
 
+use std::collections::{HashMap, VecDeque};
+
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
-use std::collections::{HashMap, VecDeque};
-
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use uuid::Uuid;
 
