@@ -166,8 +166,11 @@ def test_java_tools_add_a_scram_user_who_then_produces_and_consumes(secured, cer
               "--command-config", str(admin), "--alter", "--add-config",
               "SCRAM-SHA-512=[iterations=8192,password=bob-secret]",
               "--entity-type", "users", "--entity-name", "bob")
-    # (kafka-configs --describe of users also asks for client quotas, DescribeClientQuotas,
-    # which koord does not serve; bob logging in below is the proof.)
+    # kafka-configs --describe of a user asks for its client quotas and its SCRAM credentials.
+    described = java_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server",
+                          k.sasl_ssl, "--command-config", str(admin), "--describe",
+                          "--entity-type", "users", "--entity-name", "bob")
+    assert "SCRAM-SHA-512=iterations=8192" in described, described
     bob = java_client_config(tmp_path / "bob.properties", certs, "SCRAM-SHA-512", "bob",
                              "bob-secret")
     java_tool("org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server", k.sasl_ssl,

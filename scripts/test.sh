@@ -349,10 +349,10 @@ kafka_conformance() {
     # step() runs this in a subshell: stop the broker whenever it exits, failed or not.
     trap 'scripts/kafka.sh stop' EXIT
     echo "Kafka 4.4 at $bootstrap"
-    say "SASL, SCRAM users and ACLs against Kafka 4.4 (tests/security.rs, tests/acls.rs)"
+    say "SASL, SCRAM users, ACLs and client quotas against Kafka 4.4 (tests/security.rs, tests/acls.rs, tests/quotas.rs)"
     KOORD_BOOTSTRAP="$bootstrap" \
         KOORD_SASL_BOOTSTRAP="$(cat "${KAFKA_DIR:-.build/kafka}/bootstrap.sasl_plaintext")" \
-        cargo test --release --workspace --test security --test acls
+        cargo test --release --workspace --test security --test acls --test quotas
     KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test wire --test groups \
         --test transactions
     # What koord does not do yet is #[ignore]d for koord and still proven against Kafka here.

@@ -85,6 +85,8 @@ pub struct Broker {
     pub txns: Transactions,
     /// The ACLs and whether they are enforced (`authorizer.class.name`).
     pub authorizer: Authorizer,
+    /// The client quotas set (AlterClientQuotas) and the usage measured against them.
+    pub quotas: crate::quota::Quotas,
     /// The durable store (read at start-up; written through `storage`): the embedded one under
     /// the data dir, or in gateway mode the upstream cluster with the embedded one beside it.
     store: Arc<dyn Store>,
@@ -357,6 +359,13 @@ impl Broker {
                 store.load_acls().map_err(io::Error::other)?,
             )
         };
+        let quotas = crate::quota::Quotas::new(
+            store.load_client_quotas().map_err(io::Error::other)?,
+            crate::quota::Window {
+                samples: config.quota_window_num,
+                window_ms: u64::from(config.quota_window_size_seconds) * 1000,
+            },
+        );
         let (advertised_host, advertised_port) = config.advertised();
         let storage = match lanes {
             Some((n, route)) => {
@@ -379,6 +388,7 @@ impl Broker {
             config,
             txns,
             authorizer,
+            quotas,
             cluster_id,
             topics,
             advertised_host,
@@ -598,6 +608,32 @@ impl Broker {
             .write(changes.iter().cloned().map(Mutation::Credential).collect())
             .await?;
         self.credentials.apply(&changes);
+        Ok(())
+    }
+
+    /// Stores client quota `changes` (each entity's new quotas), then enforces them.
+    ///
+    /// # Errors
+    /// The store's error; nothing changed then.
+    pub async fn change_client_quotas(
+        &self,
+        changes: Vec<(crate::quota::Entity, crate::quota::Values)>,
+    ) -> Result<(), StoreError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.storage
+            .write(
+                changes
+                    .iter()
+                    .map(|(entity, values)| Mutation::PutClientQuotas {
+                        entity: entity.clone(),
+                        values: values.clone(),
+                    })
+                    .collect(),
+            )
+            .await?;
+        self.quotas.set(changes);
         Ok(())
     }
 

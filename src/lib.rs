@@ -80,6 +80,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod observe;
 pub mod offsets;
+pub mod quota;
 pub mod security;
 pub mod server;
 pub mod simulate;

@@ -1235,3 +1235,84 @@ fn a_regex_subscription_resolves_only_to_topics_the_member_may_describe() {
         .collect();
     assert_eq!(topics, vec![mine_id], "only the topic sam may describe");
 }
+
+/// DescribeClientQuotas needs DESCRIBE_CONFIGS on the cluster and AlterClientQuotas
+/// ALTER_CONFIGS (Kafka's `KafkaApis.handleDescribeClientQuotasRequest` and
+/// `ControllerApis.handleAlterClientQuotas`): CLUSTER_AUTHORIZATION_FAILED for the request, or
+/// for each entry, nothing altered. koord only: an ACL on the cluster resource would change
+/// what every other test's users may do on a shared Kafka.
+#[test]
+fn client_quota_apis_need_their_operation_on_the_cluster() {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasRequest};
+    if common::bootstrap().is_some() {
+        eprintln!("SKIPPED client_quota_apis: a cluster ACL would affect the other tests");
+        return;
+    }
+    let Some(server) = Secured::start("client_quota_apis") else {
+        return;
+    };
+    let mut admin = server.admin();
+    let (user, mut c) = server.user(&mut admin, "quincy");
+    // An ACL on the cluster resource: allow.everyone.if.no.acl.found no longer lets the user
+    // act on it.
+    grant(
+        &mut admin,
+        &user,
+        vec![acl(
+            CLUSTER,
+            "kafka-cluster",
+            LITERAL,
+            &user,
+            DESCRIBE,
+            ALLOW,
+        )],
+    );
+    let cluster = Some(ResponseError::ClusterAuthorizationFailed);
+    let describe = DescribeClientQuotasRequest::default();
+    let alter = AlterClientQuotasRequest::default().with_entries(vec![EntryData::default()
+        .with_entity(vec![EntityData::default()
+            .with_entity_type(s("client-id"))
+            .with_entity_name(Some(s("app")))])
+        .with_ops(vec![OpData::default()
+            .with_key(s("producer_byte_rate"))
+            .with_value(1024.0)])]);
+    let r = c.send(1, &describe);
+    assert_eq!(err(r.error_code), cluster, "{r:?}");
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Cluster authorization failed.")
+    );
+    assert!(r.entries.is_none());
+    let r = c.send(1, &alter);
+    assert_eq!(r.entries.len(), 1, "{r:?}");
+    assert_eq!(err(r.entries[0].error_code), cluster, "{r:?}");
+    assert_eq!(r.entries[0].entity[0].entity_name.as_deref(), Some("app"));
+    grant(
+        &mut admin,
+        &user,
+        vec![
+            acl(
+                CLUSTER,
+                "kafka-cluster",
+                LITERAL,
+                &user,
+                DESCRIBE_CONFIGS,
+                ALLOW,
+            ),
+            acl(
+                CLUSTER,
+                "kafka-cluster",
+                LITERAL,
+                &user,
+                ALTER_CONFIGS,
+                ALLOW,
+            ),
+        ],
+    );
+    let r = c.send(1, &alter);
+    assert_eq!(err(r.entries[0].error_code), None, "{r:?}");
+    let r = c.send(1, &describe);
+    assert_eq!(err(r.error_code), None, "{r:?}");
+    assert_eq!(r.entries.map(|e| e.len()), Some(1));
+}

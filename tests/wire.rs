@@ -777,6 +777,8 @@ fn probe(key: ApiKey) -> Option<Probe> {
         ApiKey::ListTransactions => probe_list_transactions,
         ApiKey::SaslHandshake => probe_sasl_handshake,
         ApiKey::SaslAuthenticate => probe_sasl_authenticate,
+        ApiKey::DescribeClientQuotas => probe_describe_client_quotas,
+        ApiKey::AlterClientQuotas => probe_alter_client_quotas,
         ApiKey::DescribeUserScramCredentials => probe_describe_user_scram_credentials,
         ApiKey::AlterUserScramCredentials => probe_alter_user_scram_credentials,
         ApiKey::DescribeAcls => probe_describe_acls,
@@ -1375,6 +1377,43 @@ fn probe_sasl_authenticate(c: &mut Client, v: i16) {
         Some(ResponseError::IllegalSaslState),
         "v{v}: {resp:?}"
     );
+}
+
+/// tests/quotas.rs checks the client quota APIs error by error.
+fn probe_describe_client_quotas(c: &mut Client, v: i16) {
+    use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+    let app = common::unique("probe-app");
+    let resp = c.send(
+        v,
+        &kafka_protocol::messages::DescribeClientQuotasRequest::default().with_components(vec![
+            ComponentData::default()
+                .with_entity_type(s("client-id"))
+                .with_match_type(0)
+                .with_match(Some(s(&app))),
+        ]),
+    );
+    assert_eq!(err(resp.error_code), None, "v{v}: {resp:?}");
+    assert_eq!(resp.entries.map(|e| e.len()), Some(0), "v{v}");
+}
+
+fn probe_alter_client_quotas(c: &mut Client, v: i16) {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    let app = common::unique("probe-app");
+    // validate_only: nothing stored.
+    let resp = c.send(
+        v,
+        &kafka_protocol::messages::AlterClientQuotasRequest::default()
+            .with_validate_only(true)
+            .with_entries(vec![EntryData::default()
+                .with_entity(vec![EntityData::default()
+                    .with_entity_type(s("client-id"))
+                    .with_entity_name(Some(s(&app)))])
+                .with_ops(vec![OpData::default()
+                    .with_key(s("producer_byte_rate"))
+                    .with_value(1024.0)])]),
+    );
+    assert_eq!(resp.entries.len(), 1, "v{v}: {resp:?}");
+    assert_eq!(err(resp.entries[0].error_code), None, "v{v}: {resp:?}");
 }
 
 fn probe_describe_user_scram_credentials(c: &mut Client, v: i16) {

@@ -202,6 +202,41 @@ pub(crate) fn deny_request(
             }
             _ => return None,
         },
+        RequestKind::DescribeClientQuotas(_) if !ctx.may_cluster(broker, DescribeConfigs) => {
+            ResponseKind::DescribeClientQuotas(
+                m::DescribeClientQuotasResponse::default()
+                    .with_error_code(cluster)
+                    .with_error_message(Some(super::str_bytes("Cluster authorization failed.")))
+                    .with_entries(None),
+            )
+        }
+        RequestKind::AlterClientQuotas(r) if !ctx.may_cluster(broker, AlterConfigs) => {
+            use m::alter_client_quotas_response::{EntityData, EntryData};
+            ResponseKind::AlterClientQuotas(
+                m::AlterClientQuotasResponse::default().with_entries(
+                    r.entries
+                        .iter()
+                        .map(|e| {
+                            EntryData::default()
+                                .with_error_code(cluster)
+                                .with_error_message(Some(super::str_bytes(
+                                    "Cluster authorization failed.",
+                                )))
+                                .with_entity(
+                                    e.entity
+                                        .iter()
+                                        .map(|p| {
+                                            EntityData::default()
+                                                .with_entity_type(p.entity_type.clone())
+                                                .with_entity_name(p.entity_name.clone())
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
         RequestKind::DescribeUserScramCredentials(_) if !ctx.may_cluster(broker, Describe) => {
             ResponseKind::DescribeUserScramCredentials(
                 m::DescribeUserScramCredentialsResponse::default().with_error_code(cluster),

@@ -71,6 +71,8 @@ pub const SUPPORTED: &[Supported] = &[
     // Kafka advertises them: ILLEGAL_SASL_STATE where there is nothing to authenticate.
     api(ApiKey::SaslHandshake, 0, 1),
     api(ApiKey::SaslAuthenticate, 0, 2),
+    api(ApiKey::DescribeClientQuotas, 0, 1),
+    api(ApiKey::AlterClientQuotas, 0, 1),
     api(ApiKey::DescribeUserScramCredentials, 0, 0),
     api(ApiKey::AlterUserScramCredentials, 0, 0),
     api(ApiKey::DescribeAcls, 1, 3),

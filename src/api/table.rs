@@ -177,6 +177,12 @@ pub async fn dispatch(
             kafka_protocol::messages::SaslAuthenticateResponse::default()
                 .with_error_code(kafka_protocol::ResponseError::IllegalSaslState.code()),
         ),
+        RequestKind::DescribeClientQuotas(r) => {
+            ResponseKind::DescribeClientQuotas(api::describe_client_quotas::handle(broker, r, v))
+        }
+        RequestKind::AlterClientQuotas(r) => {
+            ResponseKind::AlterClientQuotas(api::alter_client_quotas::handle(broker, r, v).await)
+        }
         RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
             api::describe_user_scram_credentials::handle(broker, r, v),
         ),

@@ -313,6 +313,8 @@ pub static KEYS: &[Key] = &[
         show: |c| Value::String(c.sasl_enabled_mechanisms.iter().map(|m| m.name()).collect::<Vec<_>>().join(",")),
     },
     int_key!("connection.failed.authentication.delay.ms", Some("connection.failed.authentication.delay.ms"), "a failed SASL authentication is answered, and its connection closed, this much later (slows password guessing)", connection_failed_authentication_delay_ms: u64, 0, i32::MAX as i64),
+    int_key!("quota.window.num", Some("quota.window.num"), "client quotas measure usage over this many samples", quota_window_num: u32, 1, i32::MAX as i64),
+    int_key!("quota.window.size.seconds", Some("quota.window.size.seconds"), "the time span of each client quota sample", quota_window_size_seconds: u32, 1, i32::MAX as i64),
     int_key!("connections.max.reauth.ms", Some("connections.max.reauth.ms"), "a SASL session's lifetime (KIP-368): the client re-authenticates before it ends, or its connection is closed; 0 = unlimited", connections_max_reauth_ms: u64, 0, i64::MAX),
     Key {
         name: "sasl.admin.user",

@@ -76,6 +76,10 @@ pub struct Config {
     pub sasl_enabled_mechanisms: Vec<crate::security::SaslMechanism>,
     /// `connections.max.reauth.ms`: a SASL session's lifetime (0: unlimited).
     pub connections_max_reauth_ms: u64,
+    /// `quota.window.num` and `quota.window.size.seconds`: the samples client quotas measure
+    /// usage over.
+    pub quota_window_num: u32,
+    pub quota_window_size_seconds: u32,
     /// `connection.failed.authentication.delay.ms`: how long a failed authentication waits
     /// before its answer and the close.
     pub connection_failed_authentication_delay_ms: u64,
@@ -279,6 +283,8 @@ impl Default for Config {
             sasl_enabled_mechanisms: crate::security::SaslMechanism::ALL.to_vec(),
             connections_max_reauth_ms: 0,
             connection_failed_authentication_delay_ms: 100,
+            quota_window_num: 11,
+            quota_window_size_seconds: 1,
             sasl_admin_user: String::new(),
             sasl_admin_password: String::new(),
             authorizer_class_name: String::new(),

@@ -26,6 +26,7 @@ use tracing::{debug, trace, warn, Instrument};
 
 use super::codec::{self, Decoded};
 use super::frame::{complete_frame, read_frame, FrameError};
+use super::throttle::{self, Meter};
 use crate::api::{self, Outcome, RequestContext};
 use crate::broker::Broker;
 use crate::coordinator::HeartbeatSent;
@@ -97,9 +98,19 @@ enum Queued {
 /// What woke the connection.
 enum Event {
     Stop,
+    /// A throttled client's wait is over: its requests are read again.
+    Unmuted,
     Frame(Result<Option<Bytes>, FrameError>),
     Idle,
     Answer(Option<Answer>),
+}
+
+/// Waits until `until` (forever for `None`).
+async fn sleep_until(until: Option<tokio::time::Instant>) {
+    match until {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The answer of the forwarded request at the head of `queue`.
@@ -172,6 +183,9 @@ pub async fn serve<S>(
     let mut queue: VecDeque<Queued> = VecDeque::new();
     let max = broker.config.socket_request_max_bytes;
     let idle = std::time::Duration::from_millis(broker.config.connections_max_idle_ms);
+    // A client over its quota: its last answer's throttle, then until when nothing is read.
+    let mut throttled: u64 = 0;
+    let mut muted: Option<tokio::time::Instant> = None;
     debug!("connection open");
     loop {
         while let Some(Queued::Ready(_)) = queue.front() {
@@ -181,7 +195,7 @@ pub async fn serve<S>(
         }
         // The flush policy: with nothing in flight, answers wait only for a quick request
         // already buffered; before waiting on a forwarded answer, the ones before it leave.
-        let flushed = if queue.is_empty() {
+        let flushed = if queue.is_empty() && muted.is_none() {
             flush_unless_next_is_quick(&mut wr, &mut out, &buf, max).await
         } else {
             write_out(&mut wr, &mut out).await
@@ -194,13 +208,18 @@ pub async fn serve<S>(
             biased;
             _ = stop.wait_for(|s| *s) => Event::Stop,
             a = head(&mut queue), if !queue.is_empty() => Event::Answer(a),
-            f = tokio::time::timeout(idle, read_frame(&mut rd, &mut buf, max)), if queue.len() < PIPELINE => match f {
+            _ = sleep_until(muted), if muted.is_some() => Event::Unmuted,
+            f = tokio::time::timeout(idle, read_frame(&mut rd, &mut buf, max)), if queue.len() < PIPELINE && muted.is_none() => match f {
                 Ok(f) => Event::Frame(f),
                 Err(_) => Event::Idle,
             },
         };
         let frame = match event {
             Event::Stop => break,
+            Event::Unmuted => {
+                muted = None;
+                continue;
+            }
             Event::Idle => {
                 debug!(idle_ms = idle.as_millis() as u64, "idle; closing");
                 break;
@@ -249,7 +268,7 @@ pub async fn serve<S>(
                     Step::WriteThenClose
                 }
             }
-        } else if is_heartbeat(&frame) {
+        } else if is_heartbeat(&frame) && !broker.quotas.active() {
             heartbeats(frame, &mut buf, max, &broker, &ctx, &session, &mut out).await
         } else {
             let routed = match layer.as_mut() {
@@ -258,7 +277,22 @@ pub async fn serve<S>(
             };
             match routed {
                 Routed::Own => {
-                    step(frame, &broker, &mut ctx, &mut session, &mut stop, &mut out).await
+                    let step = step(
+                        frame,
+                        &broker,
+                        &mut ctx,
+                        &mut session,
+                        &mut stop,
+                        &mut out,
+                        &mut throttled,
+                    )
+                    .await;
+                    if throttled > 0 {
+                        let ms = std::mem::take(&mut throttled);
+                        muted = tokio::time::Instant::now()
+                            .checked_add(std::time::Duration::from_millis(ms));
+                    }
+                    step
                 }
                 Routed::Answered(b) => {
                     out.put_slice(&b);
@@ -392,7 +426,9 @@ async fn step(
     session: &mut Session,
     stop: &mut watch::Receiver<bool>,
     out: &mut BytesMut,
+    throttled: &mut u64,
 ) -> Step {
+    let size = frame.len();
     let encoded = match codec::decode_request(frame) {
         Ok(Decoded::UnsupportedApiVersions {
             correlation_id,
@@ -405,7 +441,7 @@ async fn step(
             );
             codec::unsupported_api_versions(correlation_id).map(|bytes| out.put_slice(&bytes))
         }
-        Ok(Decoded::Request { header, body }) => {
+        Ok(Decoded::Request { header, mut body }) => {
             let key = ApiKey::try_from(header.request_api_key).unwrap_or(ApiKey::ApiVersions);
             let version = header.request_api_version;
             let corr = header.correlation_id;
@@ -429,14 +465,27 @@ async fn step(
             // process for up to its timeout. Requests that answer at once win the race.
             let metrics = crate::metrics::metrics();
             let started = metrics.enabled().then(std::time::Instant::now);
-            let outcome = tokio::select! {
+            let quotas = &broker.quotas;
+            let meter = Meter::new(
+                quotas,
+                ctx.principal.name(),
+                header.client_id.as_deref().unwrap_or(""),
+            );
+            if let Some(m) = &meter {
+                m.cap(quotas, &mut body);
+            }
+            let dispatched = api::dispatch(broker, &header, ctx, body).instrument(span);
+            let (outcome, busy) = tokio::select! {
                 biased;
-                o = api::dispatch(broker, &header, ctx, body).instrument(span) => o,
+                o = throttle::busy_time(dispatched, meter.is_some()) => o,
                 _ = stop.wait_for(|s| *s) => {
                     debug!(corr, "shutdown while the request waits; closing");
                     return Step::Close;
                 }
             };
+            let mut throttle = meter
+                .as_ref()
+                .map_or(0, |m| m.request(quotas, key, busy, size));
             if let Some(started) = started {
                 let response = match &outcome {
                     Outcome::Respond(r) => Some(&**r),
@@ -445,11 +494,26 @@ async fn step(
                 metrics.request(header.request_api_key, version, started.elapsed(), response);
             }
             match outcome {
-                Outcome::Respond(resp) => {
-                    codec::encode_response_into(out, key, version, corr, &resp)
+                Outcome::Respond(mut resp) => {
+                    let mark = out.len();
+                    let mut encoded = codec::encode_response_into(out, key, version, corr, &resp);
+                    if let (Some(m), ResponseKind::Fetch(_), Ok(())) = (&meter, &*resp, &encoded) {
+                        throttle = m.fetched(quotas, out.len() - mark, throttle);
+                        if throttle > 0 {
+                            *resp = throttle::empty_fetch();
+                        }
+                    }
+                    if throttle > 0 && encoded.is_ok() {
+                        throttle::set_throttle(&mut resp, throttle);
+                        out.truncate(mark);
+                        encoded = codec::encode_response_into(out, key, version, corr, &resp);
+                    }
+                    *throttled = throttle;
+                    encoded
                 }
                 Outcome::Silent => {
                     trace!(corr, "no response");
+                    *throttled = throttle;
                     return Step::Silent;
                 }
                 Outcome::Close => return Step::Close,

@@ -14,6 +14,7 @@
 pub mod codec;
 pub mod connection;
 pub mod frame;
+mod throttle;
 
 use std::future::Future;
 use std::net::SocketAddr;

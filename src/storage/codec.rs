@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use crate::metadata::topic_config::TopicConfigs;
 use crate::metadata::{name_based_id, Topic};
+use crate::quota::{Entity, EntityType, Values};
 use crate::security::acl::{Acl, Operation, PatternType, Permission, ResourceType};
 use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::vocab::codec::{end, err, version, DecodeError, Writer, V1};
@@ -262,6 +263,61 @@ pub fn decode_group_configs(
     }
     end(&r, WHAT)?;
     Ok(configs)
+}
+
+/// The key of a client quota entity: its parts' count, then each part's type code and
+/// optional name (`None`: the type's default).
+pub fn client_quota_key(entity: &Entity) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(entity.parts().len() as u8);
+    for (t, name) in entity.parts() {
+        w.u8(t.code());
+        w.opt_str(name.as_deref());
+    }
+    w.0
+}
+
+/// The entity of a client quota key; a type this build does not know is an error.
+pub fn decode_client_quota_key(key: &[u8]) -> Result<Entity, DecodeError> {
+    const WHAT: &str = "client quota key";
+    let mut r = Reader::new(key);
+    let n = r.u8(WHAT)?;
+    let mut parts = Vec::with_capacity(usize::from(n));
+    for _ in 0..n {
+        let code = r.u8(WHAT)?;
+        let t = EntityType::from_code(code)
+            .ok_or_else(|| err(format!("{WHAT}: unknown entity type {code}")))?;
+        parts.push((t, crate::vocab::codec::opt_str(&mut r, WHAT)?));
+    }
+    end(&r, WHAT)?;
+    Ok(Entity::new(parts))
+}
+
+/// An entity's client quotas: a format version, then each key and its value (the bits of an
+/// f64).
+pub fn encode_client_quotas(values: &Values) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(V1);
+    w.u32(values.len() as u32);
+    for (key, value) in values.iter() {
+        w.str(key);
+        w.u64(value.to_bits());
+    }
+    w.0
+}
+
+pub fn decode_client_quotas(value: &[u8]) -> Result<Values, DecodeError> {
+    const WHAT: &str = "client quota value";
+    let mut r = Reader::new(value);
+    version(&mut r, WHAT)?;
+    let n = crate::vocab::codec::count(&mut r, 12, WHAT)?;
+    let mut values = Values::default();
+    for _ in 0..n {
+        let key = r.str_u32(WHAT)?.to_owned();
+        values.insert(key, f64::from_bits(r.u64(WHAT)?));
+    }
+    end(&r, WHAT)?;
+    Ok(values)
 }
 
 /// The key of a SCRAM credential: the mechanism's code, then the user name.

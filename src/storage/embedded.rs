@@ -8,6 +8,7 @@
 //! Tables: `offsets` (key: group, topic, partition; see [`super::codec`]), `group_records`
 //! (key: group, kind, record key; the value is the kind's own encoding, opaque here), `topics`
 //! (key: the name), `txns` (key: the transactional id), `acls` (key: the ACL binding),
+//! `client_quotas` (key: the quota entity),
 //! `pending_offsets` (key: group, producer id, topic, partition) and `meta` (the format version).
 //!
 //! Format 1 kept each group kind's records in tables of its own; a format-1 file is converted
@@ -59,6 +60,10 @@ const ACLS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("acls");
 /// Groups' configs (GROUP config resources): key the group id, value
 /// [`codec::encode_group_configs`]. Added to format 2 as the tables above were to format 1.
 const GROUP_CONFIGS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("group_configs");
+
+/// Client quotas (AlterClientQuotas): key the entity ([`codec::client_quota_key`]), value its
+/// quotas ([`codec::encode_client_quotas`]). Added to format 2 as the group configs were.
+const CLIENT_QUOTAS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("client_quotas");
 
 /// The layout version this build writes and reads (format 1 is converted when opened).
 /// `end`: the end of the last producer id block reserved ([`Mutation::ReserveProducerIds`]).
@@ -173,6 +178,7 @@ impl EmbeddedStore {
                 ACLS,
                 PENDING,
                 GROUP_CONFIGS,
+                CLIENT_QUOTAS,
             ] {
                 tx.open_table(table).map_err(|e| e.to_string())?;
             }
@@ -217,6 +223,7 @@ impl EmbeddedStore {
         let mut pending_offsets = tx.open_table(PENDING)?;
         let mut group_configs = tx.open_table(GROUP_CONFIGS)?;
         let mut producer_ids = tx.open_table(PRODUCER_IDS)?;
+        let mut client_quotas = tx.open_table(CLIENT_QUOTAS)?;
         // Offsets are most of a batch: their keys and values are encoded into these two.
         let (mut key, mut value) = (Vec::new(), Vec::new());
         for m in batch {
@@ -274,6 +281,15 @@ impl EmbeddedStore {
                     let key = codec::credential_key(user, *mechanism);
                     let value = codec::encode_credential(credential);
                     credentials.insert(key.as_slice(), value.as_slice())?;
+                }
+                Mutation::PutClientQuotas { entity, values } if values.is_empty() => {
+                    client_quotas.remove(codec::client_quota_key(entity).as_slice())?;
+                }
+                Mutation::PutClientQuotas { entity, values } => {
+                    client_quotas.insert(
+                        codec::client_quota_key(entity).as_slice(),
+                        codec::encode_client_quotas(values).as_slice(),
+                    )?;
                 }
                 Mutation::PutAcl(acl) => {
                     acls.insert(codec::acl_key(acl).as_slice(), codec::ACL_VALUE)?;
@@ -503,6 +519,22 @@ impl Store for EmbeddedStore {
             let credential = codec::decode_credential(v.value())
                 .map_err(|e| self.corrupt(format!("credential of {user}: {e}")))?;
             out.push((user, mechanism, credential));
+        }
+        Ok(out)
+    }
+
+    fn load_client_quotas(
+        &self,
+    ) -> Result<Vec<(crate::quota::Entity, crate::quota::Values)>, StoreError> {
+        let tx = self.read()?;
+        let table = tx.open_table(CLIENT_QUOTAS).map_err(|e| self.corrupt(e))?;
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(|e| self.corrupt(e))? {
+            let (k, v) = entry.map_err(|e| self.corrupt(e))?;
+            let entity = codec::decode_client_quota_key(k.value()).map_err(|e| self.corrupt(e))?;
+            let values = codec::decode_client_quotas(v.value())
+                .map_err(|e| self.corrupt(format!("client quotas of {entity}: {e}")))?;
+            out.push((entity, values));
         }
         Ok(out)
     }

@@ -25,6 +25,7 @@ struct Data {
     >,
     txns: BTreeMap<String, TxnRecord>,
     acls: std::collections::BTreeSet<crate::security::acl::Acl>,
+    client_quotas: BTreeMap<crate::quota::Entity, crate::quota::Values>,
     /// Pending transactional offsets by group, producer id and partition.
     pending: BTreeMap<(GroupId, i64, TopicPartition), (OffsetAndMetadata, bool)>,
 }
@@ -105,6 +106,12 @@ impl Store for MemoryStore {
                     d.credentials
                         .insert((user.clone(), *mechanism), credential.clone());
                 }
+                Mutation::PutClientQuotas { entity, values } if values.is_empty() => {
+                    d.client_quotas.remove(entity);
+                }
+                Mutation::PutClientQuotas { entity, values } => {
+                    d.client_quotas.insert(entity.clone(), values.clone());
+                }
                 Mutation::PutAcl(acl) => {
                     d.acls.insert(acl.clone());
                 }
@@ -170,6 +177,12 @@ impl Store for MemoryStore {
             .iter()
             .map(|((u, m), c)| (u.clone(), *m, c.clone()))
             .collect())
+    }
+
+    fn load_client_quotas(
+        &self,
+    ) -> Result<Vec<(crate::quota::Entity, crate::quota::Values)>, StoreError> {
+        Ok(self.data().client_quotas.clone().into_iter().collect())
     }
 
     fn load_acls(&self) -> Result<Vec<crate::security::acl::Acl>, StoreError> {

@@ -125,6 +125,12 @@ pub enum Mutation {
     /// A SCRAM user's credential for one mechanism (AlterUserScramCredentials), or its
     /// deletion.
     Credential(crate::security::credentials::CredentialChange),
+    /// A client quota entity's quotas (AlterClientQuotas), replacing the previous ones; none
+    /// removes the entity.
+    PutClientQuotas {
+        entity: crate::quota::Entity,
+        values: crate::quota::Values,
+    },
     /// An ACL binding (CreateAcls); storing one that exists changes nothing.
     PutAcl(crate::security::acl::Acl),
     /// An ACL binding deleted (DeleteAcls).
@@ -283,6 +289,15 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     /// [`StoreError::Corrupt`] naming what cannot be read.
     fn load_acls(&self) -> Result<Vec<crate::security::acl::Acl>, StoreError>;
+    /// Every stored client quota entity with its quotas; none by default.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] naming what cannot be read.
+    fn load_client_quotas(
+        &self,
+    ) -> Result<Vec<(crate::quota::Entity, crate::quota::Values)>, StoreError> {
+        Ok(Vec::new())
+    }
     /// Every stored transactional id's state.
     ///
     /// # Errors
@@ -394,6 +409,7 @@ impl Mutation {
             | Mutation::PutGroupConfigs { .. }
             | Mutation::ReserveProducerIds { .. }
             | Mutation::Credential(_)
+            | Mutation::PutClientQuotas { .. }
             | Mutation::PutAcl(_)
             | Mutation::DeleteAcl(_)
             | Mutation::PutTxn(_)

@@ -622,6 +622,57 @@ fn acls_survive_reopen_and_deletes_stick() {
 }
 
 #[test]
+fn client_quotas_survive_reopen_and_removals_stick() {
+    use crate::quota::{Entity, EntityType, Values};
+    let dir = temp_dir("client-quotas");
+    let user = Entity::new([
+        (EntityType::User, Some("alice".to_string())),
+        (EntityType::ClientId, None),
+    ]);
+    let ip = Entity::new([(EntityType::Ip, Some("127.0.0.1".to_string()))]);
+    let values = Values::from([
+        ("producer_byte_rate".to_string(), 1024.0),
+        ("request_percentage".to_string(), 12.5),
+    ]);
+    let put = |entity: &Entity, values: &Values| Mutation::PutClientQuotas {
+        entity: entity.clone(),
+        values: values.clone(),
+    };
+    let rate = Values::from([("connection_creation_rate".to_string(), 3.0)]);
+    {
+        let store = EmbeddedStore::open(&dir).unwrap();
+        assert!(store.load_client_quotas().unwrap().is_empty());
+        store
+            .apply(&[put(&user, &values), put(&ip, &rate)], true)
+            .unwrap();
+    }
+    {
+        let store = EmbeddedStore::open(&dir).unwrap();
+        let mut loaded = store.load_client_quotas().unwrap();
+        loaded.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut want = vec![(user.clone(), values.clone()), (ip.clone(), rate)];
+        want.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(loaded, want);
+        store.apply(&[put(&ip, &Values::default())], true).unwrap();
+    }
+    let store = EmbeddedStore::open(&dir).unwrap();
+    assert_eq!(
+        store.load_client_quotas().unwrap(),
+        vec![(user.clone(), values.clone())]
+    );
+    let memory = MemoryStore::default();
+    memory.apply(&[put(&user, &values)], true).unwrap();
+    assert_eq!(memory.load_client_quotas().unwrap(), vec![(user, values)]);
+    drop(store);
+    std::fs::remove_dir_all(&dir).unwrap();
+    // A damaged key or value is an error, not a panic.
+    assert!(codec::decode_client_quota_key(&[1, 9, 0]).is_err());
+    assert!(codec::decode_client_quota_key(&[2, 0, 0]).is_err());
+    assert!(codec::decode_client_quotas(&[1, 0, 0, 0, 9]).is_err());
+    assert!(codec::decode_client_quotas(&[7]).is_err());
+}
+
+#[test]
 fn a_damaged_acl_key_is_an_error_not_a_panic() {
     for a in acls() {
         let key = codec::acl_key(&a);

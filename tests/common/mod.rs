@@ -381,6 +381,7 @@ fn answers(addr: SocketAddr) -> bool {
     let mut client = Client {
         stream,
         next_correlation_id: 0x4b4f_4f52,
+        client_id: None,
     };
     client.try_send(0, &api_versions_request()).is_ok()
 }
@@ -401,9 +402,19 @@ pub fn frame(
     correlation_id: i32,
     encode_body: impl FnOnce(&mut BytesMut) -> anyhow::Result<()>,
 ) -> Bytes {
+    frame_with(request_header(key, version, correlation_id), encode_body)
+}
+
+/// A request frame with `header`, length prefix included.
+pub fn frame_with(
+    header: RequestHeader,
+    encode_body: impl FnOnce(&mut BytesMut) -> anyhow::Result<()>,
+) -> Bytes {
+    let key = ApiKey::try_from(header.request_api_key).expect("a known key");
+    let version = header.request_api_version;
     let mut buf = BytesMut::new();
     buf.put_i32(0);
-    request_header(key, version, correlation_id)
+    header
         .encode(&mut buf, key.request_header_version(version))
         .unwrap_or_else(|e| panic!("encode {key:?} v{version} header: {e:#}"));
     encode_body(&mut buf).unwrap_or_else(|e| panic!("encode {key:?} v{version} body: {e:#}"));
@@ -430,6 +441,8 @@ pub enum Closed {
 pub struct Client {
     stream: TcpStream,
     next_correlation_id: i32,
+    /// The client id its requests carry (`koord-wire-test` unless set).
+    client_id: Option<StrBytes>,
 }
 
 impl Client {
@@ -446,7 +459,14 @@ impl Client {
         Client {
             stream,
             next_correlation_id: 1,
+            client_id: None,
         }
+    }
+
+    /// The same client, its requests carrying `client_id`.
+    pub fn with_client_id(mut self, client_id: &str) -> Client {
+        self.client_id = Some(StrBytes::from_string(client_id.to_string()));
+        self
     }
 
     pub fn stream(&self) -> &TcpStream {
@@ -512,7 +532,11 @@ impl Client {
         encode_body: impl FnOnce(&mut BytesMut) -> anyhow::Result<()>,
     ) -> io::Result<Bytes> {
         let corr = self.correlation_id();
-        self.send_bytes(&frame(key, version, corr, encode_body))?;
+        let mut header = request_header(key, version, corr);
+        if let Some(id) = &self.client_id {
+            header.client_id = Some(id.clone());
+        }
+        self.send_bytes(&frame_with(header, encode_body))?;
         self.read_response(key, version, corr)
     }
 
