@@ -265,3 +265,39 @@ def query(port, promql):
     except OSError:
         return []
     return [v["value"][1] for v in body.get("data", {}).get("result", [])]
+
+
+def test_a_java_consumers_own_metrics_show_beside_its_member(koord, tmp_path):
+    """KIP-714: a Java 4.4 consumer (metrics push is on by default) asks koord what to push and
+    pushes it; its lag, poll and commit metrics then show on /metrics labelled with its group
+    and member id, and on the status page's JSON beside that member."""
+    server = koord(*GROUP_SETTINGS, "telemetry.push.interval.ms=500")
+    g = Group(server.bootstrap, tmp_path, name="telemetry", partitions=2)
+    try:
+        g.produce(20)
+        g.java().start("j1", "--commit")
+        settled = g.wait_settled(["j1"], {2}, what="j1 alone")
+        member = settled.member_ids["j1"]
+        deadline = time.monotonic() + 60
+        while True:
+            m = scrape(server)
+            pushed = {(dict(ls)["name"], dict(ls).get("member_id")): v
+                      for (n, ls), v in m.items()
+                      if n == "koord_client_metric" and dict(ls).get("group_id") == g.id}
+            if any(name.startswith("org.apache.kafka.consumer.fetch.manager.records.lag")
+                   for name, _ in pushed) and any(
+                    name.startswith("org.apache.kafka.consumer.coordinator.commit")
+                    for name, _ in pushed):
+                break
+            assert time.monotonic() < deadline, f"no pushed metrics of {g.id}: {sorted(pushed)}"
+            time.sleep(0.2)
+        members = {mid for _, mid in pushed}
+        assert members == {member}, pushed
+        member_id = member
+        with urllib.request.urlopen(f"{server.http}/api/groups/{g.id}", timeout=10) as r:
+            snapshot = json.loads(r.read())
+        (row,) = [m for m in snapshot["members"] if m["member_id"] == member_id]
+        names = [name for name, _ in row["client_metrics"]]
+        assert any(n.startswith("consumer.fetch.manager.records.lag") for n in names), names
+    finally:
+        g.shutdown()

@@ -87,6 +87,8 @@ pub struct Broker {
     pub authorizer: Authorizer,
     /// The client quotas set (AlterClientQuotas) and the usage measured against them.
     pub quotas: crate::quota::Quotas,
+    /// The metrics clients push (KIP-714).
+    pub telemetry: crate::telemetry::Telemetry,
     /// The durable store (read at start-up; written through `storage`): the embedded one under
     /// the data dir, or in gateway mode the upstream cluster with the embedded one beside it.
     store: Arc<dyn Store>,
@@ -366,6 +368,11 @@ impl Broker {
                 window_ms: u64::from(config.quota_window_size_seconds) * 1000,
             },
         );
+        let telemetry = crate::telemetry::Telemetry::new(crate::telemetry::Settings {
+            metrics: config.telemetry_metrics.clone(),
+            push_interval_ms: config.telemetry_push_interval_ms,
+            max_bytes: config.telemetry_max_bytes,
+        });
         let (advertised_host, advertised_port) = config.advertised();
         let storage = match lanes {
             Some((n, route)) => {
@@ -389,6 +396,7 @@ impl Broker {
             txns,
             authorizer,
             quotas,
+            telemetry,
             cluster_id,
             topics,
             advertised_host,

@@ -86,6 +86,7 @@ pub mod server;
 pub mod simulate;
 pub mod storage;
 pub mod svg;
+pub mod telemetry;
 pub mod transactions;
 pub mod txn;
 pub mod vocab;

@@ -206,3 +206,149 @@ fn bad_http_input_leaves_the_kafka_listener_alone() {
     assert!(body.contains("\"state\": \"Stable\""), "{body}");
     drop(slow);
 }
+
+/// An OTLP push as Kafka's Java client makes one: its resource names the group and member, one
+/// gauge.
+fn otlp_push(group: &str, member: &str, lag: f64) -> Vec<u8> {
+    use koord::telemetry::otlp::{
+        Any, AnyValue, Gauge, KeyValue, Metric, MetricsData, Number, NumberDataPoint, Resource,
+        ResourceMetrics, ScopeMetrics,
+    };
+    use prost::Message;
+    let kv = |k: &str, v: &str| KeyValue {
+        key: k.into(),
+        value: Some(AnyValue {
+            value: Some(Any::String(v.into())),
+        }),
+    };
+    MetricsData {
+        resource_metrics: vec![ResourceMetrics {
+            resource: Some(Resource {
+                attributes: vec![kv("group_id", group), kv("group_member_id", member)],
+            }),
+            scope_metrics: vec![ScopeMetrics {
+                metrics: vec![Metric {
+                    name: "org.apache.kafka.consumer.fetch.manager.records.lag.max".into(),
+                    gauge: Some(Gauge {
+                        data_points: vec![NumberDataPoint {
+                            time_unix_nano: 1,
+                            value: Some(Number::AsDouble(lag)),
+                            attributes: vec![kv("client-id", "otlp-test")],
+                        }],
+                    }),
+                    sum: None,
+                }],
+            }],
+        }],
+    }
+    .encode_to_vec()
+}
+
+/// KIP-714: GetTelemetrySubscriptions and PushTelemetry answered as Kafka 4.4's
+/// `ClientMetricsManager` answers them, error by error, and a pushed metric on `/metrics`
+/// beside its group and member. koord only: Kafka 4.4 serves these APIs only with a telemetry
+/// receiver plugin configured. The waits for the push interval poll until the push is taken.
+#[test]
+fn pushed_client_metrics_show_on_metrics_and_bad_pushes_get_kafkas_errors() {
+    use kafka_protocol::messages::{GetTelemetrySubscriptionsRequest, PushTelemetryRequest};
+    use kafka_protocol::ResponseError;
+    use std::io::Write as _;
+    let port = free_port();
+    let http_set = format!("http.listen=127.0.0.1:{port}");
+    let Some(koord) = Koord::start_owned(
+        "pushed_client_metrics_show_on_metrics",
+        &[
+            &http_set,
+            "telemetry.push.interval.ms=100",
+            "telemetry.max.bytes=2000",
+        ],
+    ) else {
+        return;
+    };
+    let http = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut c = koord.connect();
+    let code = |c: i16| ResponseError::try_from_code(c);
+    let sub = c.send(0, &GetTelemetrySubscriptionsRequest::default());
+    assert_eq!(code(sub.error_code), None, "{sub:?}");
+    let id = sub.client_instance_id;
+    assert!(!id.is_nil());
+    assert_eq!(sub.push_interval_ms, 100);
+    assert_eq!(sub.telemetry_max_bytes, 2000);
+    assert_eq!(sub.accepted_compression_types, vec![4, 3, 1, 2]);
+    assert!(!sub.delta_temporality);
+    assert!(sub
+        .requested_metrics
+        .iter()
+        .any(|m| m.as_str() == "org.apache.kafka.consumer.fetch.manager.records.lag"));
+    // Asking again at once: too early.
+    let again = c.send(
+        0,
+        &GetTelemetrySubscriptionsRequest::default().with_client_instance_id(id),
+    );
+    assert_eq!(
+        code(again.error_code),
+        Some(ResponseError::ThrottlingQuotaExceeded)
+    );
+    let push = |metrics: Vec<u8>, compression: i8, subscription: i32, terminating: bool| {
+        PushTelemetryRequest::default()
+            .with_client_instance_id(id)
+            .with_subscription_id(subscription)
+            .with_compression_type(compression)
+            .with_terminating(terminating)
+            .with_metrics(bytes::Bytes::from(metrics))
+    };
+    // Pushes until one is past the push interval (each refused one counts as the last push).
+    let taken = |c: &mut common::Client, req: &PushTelemetryRequest| {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let r = c.send(0, req);
+            if code(r.error_code) != Some(ResponseError::ThrottlingQuotaExceeded) {
+                return code(r.error_code);
+            }
+            assert!(Instant::now() < deadline, "every push throttled");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let id_sub = sub.subscription_id;
+    assert_eq!(
+        taken(&mut c, &push(Vec::new(), 0, id_sub + 1, false)),
+        Some(ResponseError::UnknownSubscriptionId)
+    );
+    assert_eq!(
+        taken(&mut c, &push(otlp_push("g", "m", 1.0), 9, id_sub, false)),
+        Some(ResponseError::UnsupportedCompressionType)
+    );
+    assert_eq!(
+        taken(&mut c, &push(vec![0; 2001], 0, id_sub, false)),
+        Some(ResponseError::TelemetryTooLarge)
+    );
+    assert_eq!(
+        taken(&mut c, &push(vec![0xff; 100], 0, id_sub, false)),
+        Some(ResponseError::InvalidRecord)
+    );
+    // A gzip push is decoded and shown.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&otlp_push("g-otlp", "m-otlp", 42.0)).unwrap();
+    let gz = gz.finish().unwrap();
+    assert_eq!(taken(&mut c, &push(gz, 1, id_sub, false)), None);
+    let (status, body) = path(http, "/metrics");
+    assert_eq!(status, 200);
+    let line = format!(
+        "koord_client_metric{{name=\"org.apache.kafka.consumer.fetch.manager.records.lag.max\",client_id=\"koord-wire-test\",client_instance_id=\"{id}\",group_id=\"g-otlp\",member_id=\"m-otlp\"}} 42"
+    );
+    assert!(body.contains(&line), "{body}");
+    // A reserved id; a terminating push (taken early), then nothing more.
+    let nil = PushTelemetryRequest::default();
+    assert_eq!(
+        code(c.send(0, &nil).error_code),
+        Some(ResponseError::InvalidRequest)
+    );
+    assert_eq!(
+        code(c.send(0, &push(Vec::new(), 0, id_sub, true)).error_code),
+        None
+    );
+    assert_eq!(
+        code(c.send(0, &push(Vec::new(), 0, id_sub, true)).error_code),
+        Some(ResponseError::InvalidRequest)
+    );
+}

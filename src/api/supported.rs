@@ -71,6 +71,9 @@ pub const SUPPORTED: &[Supported] = &[
     // Kafka advertises them: ILLEGAL_SASL_STATE where there is nothing to authenticate.
     api(ApiKey::SaslHandshake, 0, 1),
     api(ApiKey::SaslAuthenticate, 0, 2),
+    // Client telemetry (KIP-714): Kafka 4.4 with a telemetry receiver configured.
+    api(ApiKey::GetTelemetrySubscriptions, 0, 0),
+    api(ApiKey::PushTelemetry, 0, 0),
     api(ApiKey::DescribeClientQuotas, 0, 1),
     api(ApiKey::AlterClientQuotas, 0, 1),
     api(ApiKey::DescribeUserScramCredentials, 0, 0),

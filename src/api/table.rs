@@ -177,6 +177,12 @@ pub async fn dispatch(
             kafka_protocol::messages::SaslAuthenticateResponse::default()
                 .with_error_code(kafka_protocol::ResponseError::IllegalSaslState.code()),
         ),
+        RequestKind::GetTelemetrySubscriptions(r) => ResponseKind::GetTelemetrySubscriptions(
+            api::get_telemetry_subscriptions::handle(broker, ctx, r, client_id),
+        ),
+        RequestKind::PushTelemetry(r) => {
+            ResponseKind::PushTelemetry(api::push_telemetry::handle(broker, ctx, r, client_id))
+        }
         RequestKind::DescribeClientQuotas(r) => {
             ResponseKind::DescribeClientQuotas(api::describe_client_quotas::handle(broker, r, v))
         }

@@ -313,6 +313,18 @@ pub static KEYS: &[Key] = &[
         show: |c| Value::String(c.sasl_enabled_mechanisms.iter().map(|m| m.name()).collect::<Vec<_>>().join(",")),
     },
     int_key!("connection.failed.authentication.delay.ms", Some("connection.failed.authentication.delay.ms"), "a failed SASL authentication is answered, and its connection closed, this much later (slows password guessing)", connection_failed_authentication_delay_ms: u64, 0, i32::MAX as i64),
+    Key {
+        name: "telemetry.metrics",
+        kafka: None,
+        doc: "metric name prefixes every client is asked to push (KIP-714), comma-separated; `*` = all, empty = none",
+        apply: |c, v| {
+            c.telemetry_metrics = string_list(v, "metric prefix")?;
+            Ok(())
+        },
+        show: |c| Value::String(c.telemetry_metrics.join(",")),
+    },
+    int_key!("telemetry.push.interval.ms", None, "how often clients push their metrics", telemetry_push_interval_ms: u32, 100, 3_600_000),
+    int_key!("telemetry.max.bytes", Some("telemetry.max.bytes"), "the largest metrics push accepted", telemetry_max_bytes: u32, 1, i32::MAX as i64),
     int_key!("quota.window.num", Some("quota.window.num"), "client quotas measure usage over this many samples", quota_window_num: u32, 1, i32::MAX as i64),
     int_key!("quota.window.size.seconds", Some("quota.window.size.seconds"), "the time span of each client quota sample", quota_window_size_seconds: u32, 1, i32::MAX as i64),
     int_key!("connections.max.reauth.ms", Some("connections.max.reauth.ms"), "a SASL session's lifetime (KIP-368): the client re-authenticates before it ends, or its connection is closed; 0 = unlimited", connections_max_reauth_ms: u64, 0, i64::MAX),

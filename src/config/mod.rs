@@ -76,6 +76,11 @@ pub struct Config {
     pub sasl_enabled_mechanisms: Vec<crate::security::SaslMechanism>,
     /// `connections.max.reauth.ms`: a SASL session's lifetime (0: unlimited).
     pub connections_max_reauth_ms: u64,
+    /// `telemetry.metrics`, `telemetry.push.interval.ms`, `telemetry.max.bytes`: what clients
+    /// are asked to push (KIP-714), how often, and the largest push taken.
+    pub telemetry_metrics: Vec<String>,
+    pub telemetry_push_interval_ms: u32,
+    pub telemetry_max_bytes: u32,
     /// `quota.window.num` and `quota.window.size.seconds`: the samples client quotas measure
     /// usage over.
     pub quota_window_num: u32,
@@ -284,6 +289,12 @@ impl Default for Config {
             connections_max_reauth_ms: 0,
             connection_failed_authentication_delay_ms: 100,
             quota_window_num: 11,
+            telemetry_metrics: crate::telemetry::DEFAULT_METRICS
+                .iter()
+                .map(|m| m.to_string())
+                .collect(),
+            telemetry_push_interval_ms: 30_000,
+            telemetry_max_bytes: 1 << 20,
             quota_window_size_seconds: 1,
             sasl_admin_user: String::new(),
             sasl_admin_password: String::new(),

@@ -21,7 +21,7 @@ use crate::vocab::Timestamp;
 pub const KEPT_REBALANCES: usize = 8;
 
 /// One group, as the status page shows it.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct GroupSnapshot {
     pub group_id: String,
     /// `classic` (later `consumer`, `streams`).
@@ -62,7 +62,7 @@ pub struct SharePartitionSnapshot {
     pub delivered: u64,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct MemberSnapshot {
     pub member_id: String,
     pub instance_id: Option<String>,
@@ -71,6 +71,49 @@ pub struct MemberSnapshot {
     /// What the member was last assigned (empty when its assignment is not the consumer
     /// protocol's).
     pub partitions: Vec<PartitionRef>,
+    /// What the member's client last reported of itself (KIP-714 telemetry): each metric's
+    /// name (without `org.apache.kafka.`, its data point's attributes in brackets) and value.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub client_metrics: Vec<(String, f64)>,
+}
+
+/// Puts each client's pushed metrics beside the member it said it is (its `group_id` and
+/// `group_member_id`).
+pub fn attach_client_metrics(
+    groups: &mut [GroupSnapshot],
+    clients: &[crate::telemetry::ClientView],
+) {
+    for c in clients {
+        let (Some(group), Some(member)) = (&c.group_id, &c.member_id) else {
+            continue;
+        };
+        let Some(m) = groups
+            .iter_mut()
+            .filter(|g| &g.group_id == group)
+            .flat_map(|g| g.members.iter_mut())
+            .find(|m| &m.member_id == member)
+        else {
+            continue;
+        };
+        m.client_metrics = c
+            .points
+            .iter()
+            .map(|p| {
+                let name = p.name.strip_prefix("org.apache.kafka.").unwrap_or(&p.name);
+                let attrs: Vec<&str> = p
+                    .attributes
+                    .iter()
+                    .filter(|(k, _)| k != "client_id" && k != "client-id")
+                    .map(|(_, v)| v.as_str())
+                    .collect();
+                if attrs.is_empty() {
+                    (name.to_string(), p.value)
+                } else {
+                    (format!("{name}[{}]", attrs.join(",")), p.value)
+                }
+            })
+            .collect();
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]

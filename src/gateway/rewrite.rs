@@ -75,6 +75,9 @@ const KOORD_KEYS: &[ApiKey] = &[
     ApiKey::SaslAuthenticate,
     ApiKey::DescribeUserScramCredentials,
     ApiKey::AlterUserScramCredentials,
+    // Client telemetry: koord receives the clients' metrics (its /metrics and status page).
+    ApiKey::GetTelemetrySubscriptions,
+    ApiKey::PushTelemetry,
 ];
 
 /// The ACL APIs: koord's when koord has an authorizer (its ACLs govern what koord answers),

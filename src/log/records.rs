@@ -544,6 +544,43 @@ pub fn walk(
     }
 }
 
+/// Decompresses a whole payload compressed with `codec` (as [`walk`] numbers them, Kafka's
+/// framing of each), to at most `cap` bytes: what a client's pushed telemetry carries.
+///
+/// # Errors
+/// [`WalkError::Corrupt`] for a payload that does not decompress, [`WalkError::TooLarge`] past
+/// the cap.
+pub fn decompress(payload: &[u8], codec: i16, cap: usize) -> Result<Vec<u8>, WalkError> {
+    fn all(r: impl Read, cap: usize) -> Result<Vec<u8>, WalkError> {
+        let mut out = Vec::new();
+        r.take(cap as u64 + 1).read_to_end(&mut out).map_err(|e| {
+            match e.get_ref().is_some_and(|e| e.is::<CapReached>()) {
+                true => WalkError::TooLarge(cap),
+                false => WalkError::Corrupt(e.to_string()),
+            }
+        })?;
+        if out.len() > cap {
+            return Err(WalkError::TooLarge(cap));
+        }
+        Ok(out)
+    }
+    let corrupt = |e: io::Error| WalkError::Corrupt(e.to_string());
+    match codec {
+        0 => all(payload, cap),
+        1 => all(flate2::bufread::MultiGzDecoder::new(payload), cap),
+        2 => all(Snappy::new(payload, cap), cap),
+        3 => all(lz4::Decoder::new(payload).map_err(corrupt)?, cap),
+        4 => {
+            let mut d = zstd::stream::read::Decoder::with_buffer(payload).map_err(corrupt)?;
+            d.window_log_max(zstd_window_log(cap)).map_err(corrupt)?;
+            all(d, cap)
+        }
+        other => Err(WalkError::Corrupt(format!(
+            "unknown compression codec {other}"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -772,6 +809,40 @@ mod tests {
             assert_eq!(ts.len(), 200, "{c:?}");
             assert_eq!(ts[199], (249, 1_199), "{c:?}");
         }
+    }
+
+    #[test]
+    fn whole_payloads_decompress_within_the_cap() {
+        use std::io::Write;
+        let plain = b"telemetry ".repeat(1000);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&plain).unwrap();
+        let gz = gz.finish().unwrap();
+        let mut lz = lz4::EncoderBuilder::new().build(Vec::new()).unwrap();
+        lz.write_all(&plain).unwrap();
+        let (lz, done) = lz.finish();
+        done.unwrap();
+        let zs = zstd::encode_all(&plain[..], 3).unwrap();
+        for (codec, payload) in [(0, plain.clone()), (1, gz), (3, lz), (4, zs)] {
+            assert_eq!(
+                decompress(&payload, codec, 1 << 20).unwrap(),
+                plain,
+                "{codec}"
+            );
+            assert_eq!(
+                decompress(&payload, codec, plain.len() - 1),
+                Err(WalkError::TooLarge(plain.len() - 1)),
+                "{codec}"
+            );
+        }
+        assert!(matches!(
+            decompress(b"nope", 1, 100),
+            Err(WalkError::Corrupt(_))
+        ));
+        assert!(matches!(
+            decompress(b"nope", 9, 100),
+            Err(WalkError::Corrupt(_))
+        ));
     }
 
     #[test]

@@ -115,7 +115,11 @@ async fn route(broker: &Broker, req: Request<Incoming>) -> Response<Full<Bytes>>
             }
         }
         "/metrics" => {
-            let body = metrics().render(&broker.coordinator.group_counts());
+            let mut body = metrics().render(&broker.coordinator.group_counts());
+            let telemetry = &broker.telemetry;
+            let clients = telemetry.clients().views(telemetry.now_ms());
+            let pushed = crate::telemetry::exposition(&clients);
+            body.push_str(&pushed);
             respond(
                 StatusCode::OK,
                 prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
@@ -123,7 +127,7 @@ async fn route(broker: &Broker, req: Request<Incoming>) -> Response<Full<Bytes>>
             )
         }
         "/" => {
-            let groups = broker.coordinator.snapshots().await;
+            let groups = snapshots(broker).await;
             respond(
                 StatusCode::OK,
                 "text/html; charset=utf-8",
@@ -131,19 +135,36 @@ async fn route(broker: &Broker, req: Request<Incoming>) -> Response<Full<Bytes>>
             )
         }
         "/api/groups" => {
-            let groups = broker.coordinator.snapshots().await;
+            let groups = snapshots(broker).await;
             json(StatusCode::OK, &groups)
         }
         _ => match path.strip_prefix("/api/groups/").map(percent_decode) {
             Some(Some(id)) if !id.is_empty() => {
                 match broker.coordinator.snapshot(GroupId::new(&id)).await {
-                    Some(group) => json(StatusCode::OK, &group),
+                    Some(group) => {
+                        let mut one = [group];
+                        with_client_metrics(broker, &mut one);
+                        json(StatusCode::OK, &one[0])
+                    }
                     None => text(StatusCode::NOT_FOUND, "no such group\n"),
                 }
             }
             _ => text(StatusCode::NOT_FOUND, "not found\n"),
         },
     }
+}
+
+/// Every group, its members with what their clients pushed of themselves.
+async fn snapshots(broker: &Broker) -> Vec<crate::coordinator::status::GroupSnapshot> {
+    let mut groups = broker.coordinator.snapshots().await;
+    with_client_metrics(broker, &mut groups);
+    groups
+}
+
+fn with_client_metrics(broker: &Broker, groups: &mut [crate::coordinator::status::GroupSnapshot]) {
+    let telemetry = &broker.telemetry;
+    let clients = telemetry.clients().views(telemetry.now_ms());
+    crate::coordinator::status::attach_client_metrics(groups, &clients);
 }
 
 fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {

@@ -68,7 +68,7 @@ fn group(s: &mut String, g: &GroupSnapshot) {
     );
     let _ = writeln!(
         s,
-        "<h3>members ({})</h3><table class=\"members\"><tr><th>member</th><th>instance</th><th>client</th><th>host</th><th>partitions</th></tr>",
+        "<h3>members ({})</h3><table class=\"members\"><tr><th>member</th><th>instance</th><th>client</th><th>host</th><th>partitions</th><th>client metrics</th></tr>",
         g.members.len()
     );
     for m in &g.members {
@@ -79,7 +79,7 @@ fn group(s: &mut String, g: &GroupSnapshot) {
             .collect();
         let _ = writeln!(
             s,
-            r#"<tr class="member" data-member="{}"><td><span class="swatch" style="background:{}"></span><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td class="partitions">{}</td></tr>"#,
+            r#"<tr class="member" data-member="{}"><td><span class="swatch" style="background:{}"></span><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td class="partitions">{}</td><td class="client-metrics">{}</td></tr>"#,
             escape(&m.member_id),
             colours.get(m.member_id.as_str()).copied().unwrap_or("#999"),
             escape(&m.member_id),
@@ -91,6 +91,11 @@ fn group(s: &mut String, g: &GroupSnapshot) {
                 .map(|p| format!(r#"<span class="partition">{p}</span>"#))
                 .collect::<Vec<_>>()
                 .join(" "),
+            m.client_metrics
+                .iter()
+                .map(|(name, v)| format!("<span class=\"metric\">{} = {v}</span>", escape(name)))
+                .collect::<Vec<_>>()
+                .join("<br>"),
         );
     }
     s.push_str("</table>\n");
@@ -337,6 +342,7 @@ mod tests {
                     topic: "t".into(),
                     partition: 0,
                 }],
+                client_metrics: vec![("consumer.fetch.manager.records.lag.max<".into(), 42.0)],
             }],
             learners: vec![],
             share_partitions: vec![],
@@ -362,5 +368,7 @@ mod tests {
         assert!(!html.contains("g<1>"));
         assert!(html.contains(r#"data-partition="t-0">t-0: b &rarr; a"#));
         assert!(html.contains("<svg"));
+        // The member's own metrics (KIP-714), escaped.
+        assert!(html.contains("consumer.fetch.manager.records.lag.max&lt; = 42"));
     }
 }

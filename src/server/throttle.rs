@@ -155,6 +155,8 @@ pub(crate) fn set_throttle(response: &mut ResponseKind, ms: u64) {
         ListTransactions,
         DescribeClientQuotas,
         AlterClientQuotas,
+        GetTelemetrySubscriptions,
+        PushTelemetry,
         DescribeUserScramCredentials,
         AlterUserScramCredentials,
         DescribeAcls,
@@ -197,6 +199,6 @@ mod tests {
             ApiKey::SaslHandshake,
             ApiKey::SaslAuthenticate,
         ];
-        assert_eq!(SUPPORTED.len(), 53 + without.len());
+        assert_eq!(SUPPORTED.len(), 55 + without.len());
     }
 }

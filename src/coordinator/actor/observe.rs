@@ -175,6 +175,7 @@ impl GroupActor {
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
                     partitions: self.partitions(&m.assignment),
+                    client_metrics: Vec::new(),
                 })
                 .collect(),
             learners: self
@@ -211,6 +212,7 @@ impl GroupActor {
                         client_id: m.client_id.clone(),
                         client_host: m.client_host.clone(),
                         partitions,
+                        client_metrics: Vec::new(),
                     }
                 })
                 .collect(),
@@ -249,6 +251,7 @@ impl GroupActor {
                             partition: t.partition,
                         })
                         .collect(),
+                    client_metrics: Vec::new(),
                 })
                 .collect(),
             learners: Vec::new(),
@@ -280,6 +283,7 @@ fn share_snapshot(ctx: &Ctx, group: &ShareGroup) -> GroupSnapshot {
                 client_id: m.client_id.clone(),
                 client_host: m.client_host.clone(),
                 partitions: partition_refs(&m.assigned, image),
+                client_metrics: Vec::new(),
             })
             .collect(),
         learners: Vec::new(),
