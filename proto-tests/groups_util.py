@@ -382,9 +382,10 @@ class Group:
     def kafka_python(self, name, assignor):
         return self._add(KafkaPythonMember(self, name, assignor))
 
-    def franz(self, name, balancer):
-        """A franz-go member (a franz-member process) with kgo balancer `balancer`."""
-        member = FranzMember(self, name, balancer)
+    def franz(self, name, balancer, **kw):
+        """A franz-go member (a franz-member process) with kgo balancer `balancer` (`kw`: as
+        FranzMember's)."""
+        member = FranzMember(self, name, balancer, **kw)
         self.members[name] = member
         return member
 
@@ -612,9 +613,11 @@ class FranzMember:
     FRANZ_MEMBER_BIN overrides where it is) whose JSON lines go to the group's events. Closing
     sends SIGTERM: it commits, leaves the group and reports "closed". An exit without "closed"
     is reported as an "error" event. franz-go's own log goes to a file beside the test.
-    `session_ms`: its session.timeout.ms (SESSION_TIMEOUT_MS unless a test needs longer)."""
+    `session_ms`: its session.timeout.ms (SESSION_TIMEOUT_MS unless a test needs longer);
+    `topic`: what it subscribes to (the group's topic unless given), `extra`: more flags."""
 
-    def __init__(self, group, name, balancer, session_ms=SESSION_TIMEOUT_MS):
+    def __init__(self, group, name, balancer, session_ms=SESSION_TIMEOUT_MS, topic=None,
+                 extra=()):
         if not FRANZ_BIN.exists():
             pytest.fail(f"{FRANZ_BIN} missing: run scripts/test.sh (it builds proto-tests/franz)")
         self.group = group
@@ -623,8 +626,9 @@ class FranzMember:
         self._stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
             [str(FRANZ_BIN), "-bootstrap", group.bootstrap, "-group", group.id,
-             "-topic", group.topic, "-balancer", balancer, "-name", name,
-             "-session-ms", str(session_ms), "-heartbeat-ms", str(HEARTBEAT_INTERVAL_MS)],
+             "-topic", topic or group.topic, "-balancer", balancer, "-name", name,
+             "-session-ms", str(session_ms), "-heartbeat-ms", str(HEARTBEAT_INTERVAL_MS),
+             *extra],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -9,6 +9,8 @@ from conftest import Koord, java, run
 
 NODE_ID = 7
 TOPICS = {"orders": 3, "events": 1}
+# Kafka's internal topics, listed as a Kafka broker lists them once created.
+INTERNAL = {"__consumer_offsets": 50, "__transaction_state": 50}
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +27,7 @@ def test_kcat_metadata(cluster):
     assert md["brokers"] == [{"id": NODE_ID, "name": cluster.bootstrap}]
     assert md["controllerid"] == NODE_ID
     topics = {t["topic"]: t["partitions"] for t in md["topics"]}
-    assert {t: len(ps) for t, ps in topics.items()} == TOPICS
+    assert {t: len(ps) for t, ps in topics.items()} == TOPICS | INTERNAL
     for ps in topics.values():
         for p in ps:
             assert (p["leader"], p["replicas"], p["isrs"]) == (NODE_ID, [{"id": NODE_ID}],
@@ -39,7 +41,7 @@ def test_confluent_admin_list_topics(cluster):
     assert md.controller_id == NODE_ID
     assert [(b.id, b.host, b.port) for b in md.brokers.values()] == [
         (NODE_ID, "127.0.0.1", cluster.port)]
-    assert {t: len(tm.partitions) for t, tm in md.topics.items()} == TOPICS
+    assert {t: len(tm.partitions) for t, tm in md.topics.items()} == TOPICS | INTERNAL
     for tm in md.topics.values():
         assert tm.error is None
         for p in tm.partitions.values():

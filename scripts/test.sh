@@ -10,7 +10,8 @@
 #           SASL_SSL: every group Stable, no request failed
 #   kafka   the raw conformance tier (tests/wire.rs, tests/groups.rs, tests/consumer_groups.rs,
 #           tests/share_groups.rs, tests/group_configs.rs), the franz-go groups
-#           (proto-tests/test_franz.py), share groups with Java's KafkaShareConsumer
+#           (proto-tests/test_franz.py), __consumer_offsets read by franz-go and Kafka's
+#           formatters (proto-tests/test_offsets_topic.py), share groups with Java's KafkaShareConsumer
 #           (proto-tests/test_share_groups.py) and Kafka Streams, a custom assignor
 #           and the admin tools (proto-tests/test_streams.py) again, against Apache Kafka 4.4
 #           (scripts/kafka.sh), proving their expectations are Kafka's own answers; the same
@@ -358,8 +359,9 @@ kafka_conformance() {
     # What koord does not do yet is #[ignore]d for koord and still proven against Kafka here.
     KOORD_BOOTSTRAP="$bootstrap" cargo test --release --workspace --test consumer_groups \
         --test streams_groups --test share_groups --test group_configs -- --include-ignored
-    say "franz-go groups, consumer-protocol (KIP-848) and share (KIP-932) groups against Kafka 4.4"
+    say "franz-go groups, __consumer_offsets, consumer-protocol (KIP-848) and share (KIP-932) groups against Kafka 4.4"
     KOORD_BOOTSTRAP="$bootstrap" "$venv/bin/python" -m pytest proto-tests/test_franz.py \
+        proto-tests/test_offsets_topic.py \
         proto-tests/test_consumer_protocol.py proto-tests/test_share_groups.py -ra \
         --tb=short -p no:cacheprovider
     say "koord-load smoke run against Kafka 4.4 (PLAINTEXT, then SASL_SSL)"

@@ -18,12 +18,13 @@ use crate::log::Logs;
 use crate::metadata::group_config::{GroupConfigMap, GroupConfigs};
 use crate::metadata::topic_config::{LogSettings, TopicConfigs};
 use crate::metadata::{CreateError, Topic, Topics};
+use crate::offsets_topic::{self, OffsetsTopic};
 use crate::security::acl::AuthorizerSettings;
 use crate::security::authorizer::Authorizer;
 use crate::security::credentials::CredentialChange;
 use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::security::Credentials;
-use crate::storage::{EmbeddedStore, Mutation, Router, Storage, Store, StoreError};
+use crate::storage::{EmbeddedStore, Mutation, Router, Storage, Store, StoreError, Tap};
 use crate::transactions::Transactions;
 
 /// Iterations of the bootstrap admin's credentials (Kafka's default for kafka-configs).
@@ -74,7 +75,10 @@ pub struct Broker {
     pub advertised_host: String,
     pub advertised_port: i32,
     /// Every partition's in-memory log, applying its topic's configs (retention, compaction).
-    pub logs: Logs,
+    pub logs: Arc<Logs>,
+    /// Standalone: `__consumer_offsets`, written from the store's writes (the storage lane's
+    /// tap) and seeded with the stored groups when they load.
+    offsets_topic: Option<Arc<OffsetsTopic>>,
     /// Producer ids handed out by InitProducerId.
     pub producer_ids: ProducerIds,
     /// The group directory: every consumer group and its offsets.
@@ -306,10 +310,10 @@ impl Broker {
             config.cluster_id.clone()
         };
         let topics = Arc::new(Topics::default());
-        let logs = Logs::with_default(LogSettings::new(
+        let logs = Arc::new(Logs::with_default(LogSettings::new(
             &TopicConfigs::new(),
             &config.topic_defaults(),
-        ));
+        )));
         for (topic, configs) in store.load_topics().map_err(io::Error::other)? {
             let name = topic.name.clone();
             let topic = topics
@@ -343,6 +347,42 @@ impl Broker {
                 configs: TopicConfigs::new(),
             });
         }
+        // Standalone: Kafka's internal topics, koord's data plane serving them.
+        let offsets_topic = if backend.keeps_logs() {
+            None
+        } else {
+            let internal = [
+                (
+                    offsets_topic::NAME,
+                    config.offsets_topic_num_partitions,
+                    offsets_topic::configs(),
+                ),
+                (
+                    offsets_topic::TRANSACTION_STATE,
+                    config.transaction_state_log_num_partitions,
+                    offsets_topic::transaction_state_configs(),
+                ),
+            ];
+            for (name, partitions, configs) in internal {
+                let topic = match topics.get(name) {
+                    Some(topic) => topic,
+                    None => {
+                        let topic = topics
+                            .create(name, partitions)
+                            .map_err(|e| io::Error::other(format!("topic {name}: {e:?}")))?;
+                        topics.set_configs(name, configs.clone());
+                        configured.push(Mutation::PutTopic {
+                            topic: topic.clone(),
+                            configs,
+                        });
+                        topic
+                    }
+                };
+                let settings = LogSettings::new(&topics.configs(name), &config.topic_defaults());
+                logs.configure(topic.id, offsets_topic::log_settings(settings));
+            }
+            Some(Arc::new(OffsetsTopic::new(topics.clone(), logs.clone())))
+        };
         if !configured.is_empty() {
             store.apply(&configured, true).map_err(io::Error::other)?;
         }
@@ -378,7 +418,11 @@ impl Broker {
             Some((n, route)) => {
                 Storage::start_lanes(store.clone(), config.offsets_commit_sync, n, route)
             }
-            None => Storage::start(store.clone(), config.offsets_commit_sync),
+            None => Storage::start_tapped(
+                store.clone(),
+                config.offsets_commit_sync,
+                offsets_topic.clone().map(|t| t as Arc<dyn Tap>),
+            ),
         };
         let mut settings = Settings {
             ownership,
@@ -402,6 +446,7 @@ impl Broker {
             advertised_host,
             advertised_port,
             logs,
+            offsets_topic,
             producer_ids,
             coordinator,
             credentials,
@@ -450,6 +495,15 @@ impl Broker {
             "store loaded"
         );
         Ok(())
+    }
+
+    /// Before a read of `__consumer_offsets` (ListOffsets, Fetch): standalone koord writes it
+    /// from the first read on ([`OffsetsTopic::warm`]); returns once it shows every write
+    /// applied so far. Nothing to do in gateway mode (upstream's own topic).
+    pub async fn reading_offsets_topic(&self) {
+        if let Some(topic) = &self.offsets_topic {
+            topic.warm(&self.storage, &self.store).await;
+        }
     }
 
     /// [`Broker::load_groups`] on the calling thread.
@@ -880,7 +934,8 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(broker.topics.get("g").map(|t| t.partitions), Some(5));
-        let stored = broker.store.load_topics().unwrap();
+        let mut stored = broker.store.load_topics().unwrap();
+        stored.retain(|(t, _)| !crate::metadata::is_internal(&t.name));
         let now = broker.topics.get("g").unwrap();
         assert_eq!(now.id, read_before.id);
         assert_eq!(stored, vec![(now, configs)]);

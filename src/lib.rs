@@ -39,6 +39,8 @@
 //!   two-step rule), and which assignor serves which group.
 //! - [`offsets`]: committed offsets, pure: the per-partition OffsetCommit rules (metadata size,
 //!   v2-4 retention), OffsetFetch, retention, and the [`offsets::OffsetStore`] trait.
+//! - [`offsets_topic`]: `__consumer_offsets` in standalone mode, written from the store's writes
+//!   in Kafka's record format.
 //! - [`log`]: the in-memory partition logs behind Produce, Fetch, ListOffsets and
 //!   OffsetForLeaderEpoch: v2 batch validation (lengths, magic, CRC32C), contiguous offsets,
 //!   idempotent producer state, retention by `log.retention.bytes` per partition, and the
@@ -80,6 +82,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod observe;
 pub mod offsets;
+pub mod offsets_topic;
 pub mod quota;
 pub mod security;
 pub mod server;

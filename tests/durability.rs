@@ -174,12 +174,14 @@ fn acknowledged_commits_survive_kill_9() {
     assert!(checked > 0);
 }
 
-/// Every topic Metadata lists: name, partition count and id, by name.
-fn topics(c: &mut Client) -> Vec<(String, usize, uuid::Uuid)> {
+/// Every topic Metadata lists: name, partition count and id, by name; Kafka's internal ones
+/// only with `internal`.
+fn all_topics(c: &mut Client, internal: bool) -> Vec<(String, usize, uuid::Uuid)> {
     let resp = c.send(12, &MetadataRequest::default().with_topics(None));
     let mut topics: Vec<_> = resp
         .topics
         .iter()
+        .filter(|t| internal || !t.is_internal)
         .map(|t| {
             let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
             (name, t.partitions.len(), t.topic_id)
@@ -187,6 +189,11 @@ fn topics(c: &mut Client) -> Vec<(String, usize, uuid::Uuid)> {
         .collect();
     topics.sort();
     topics
+}
+
+/// Every topic Metadata lists but Kafka's internal ones.
+fn topics(c: &mut Client) -> Vec<(String, usize, uuid::Uuid)> {
+    all_topics(c, false)
 }
 
 /// A graceful restart keeps offsets, groups and the topics created at run time, configured
@@ -216,6 +223,7 @@ fn sigterm_restart_keeps_offsets_and_topics() {
     );
     assert_eq!(created.topics[0].partitions.len(), 3);
     let before = topics(&mut c);
+    let internal_before = all_topics(&mut c, true);
     drop(c);
     assert!(koord.terminate().success());
     koord.restart();
@@ -226,6 +234,8 @@ fn sigterm_restart_keeps_offsets_and_topics() {
     assert_eq!(shape, [("auto-created", 3), ("t", 50)]);
     assert!(after.iter().all(|(_, _, id)| !id.is_nil()));
     assert_eq!(after, before, "the same ids after the restart");
+    // __consumer_offsets and __transaction_state too: created once, stored.
+    assert_eq!(all_topics(&mut c, true), internal_before);
 }
 
 /// Every topic name Metadata lists.
@@ -234,6 +244,7 @@ fn topic_names(c: &mut Client) -> Vec<String> {
     let mut names: Vec<String> = resp
         .topics
         .iter()
+        .filter(|t| !t.is_internal)
         .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
         .collect();
     names.sort();
@@ -459,6 +470,7 @@ fn added_partitions_survive_kill_9() {
         let mut counts: Vec<(String, usize)> = resp
             .topics
             .iter()
+            .filter(|t| !t.is_internal)
             .map(|t| {
                 (
                     t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default(),

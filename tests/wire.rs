@@ -2204,12 +2204,19 @@ fn metadata_configured_topics_exist_at_start() {
     let names: BTreeSet<String> = resp
         .topics
         .iter()
+        .filter(|t| !t.is_internal)
         .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
         .collect();
     assert_eq!(
         names,
         BTreeSet::from(["events".to_string(), "orders".to_string()])
     );
+    // Beside them, Kafka's internal topics with Kafka's default partition counts.
+    for name in ["__consumer_offsets", "__transaction_state"] {
+        let t = find_topic(&resp, name).unwrap_or_else(|| panic!("{name} missing: {resp:?}"));
+        assert!(t.is_internal, "{t:?}");
+        assert_eq!(t.partitions.len(), 50, "{name}");
+    }
     assert_eq!(find_topic(&resp, "orders").unwrap().partitions.len(), 3);
     assert_eq!(find_topic(&resp, "events").unwrap().partitions.len(), 1);
     // The advertised address defaults to the listen address.
@@ -2220,6 +2227,73 @@ fn metadata_configured_topics_exist_at_start() {
             i32::from(koord.addr().port())
         )
     );
+}
+
+/// `__consumer_offsets` as clients see it once a group asked for its coordinator (Kafka
+/// creates it then): listed and marked internal at every Metadata version, every partition
+/// led; Produce and DeleteRecords refused with INVALID_TOPIC_EXCEPTION (only the coordinator
+/// writes it). Its records (Kafka's format) are read by Kafka's own formatters in
+/// proto-tests/test_offsets_topic.py.
+#[test]
+fn the_offsets_topic_is_listed_internal_and_refuses_produce_and_delete_records() {
+    const OFFSETS: &str = "__consumer_offsets";
+    let koord = Koord::start(&[]);
+    let mut c = koord.connect();
+    let group = common::unique("creates-offsets-topic");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let resp = c.send(
+            3,
+            &FindCoordinatorRequest::default()
+                .with_key(s(&group))
+                .with_key_type(0),
+        );
+        let listed = find_topic(&metadata(&mut c, 1, &all_topics(1)), OFFSETS).is_some();
+        if err(resp.error_code).is_none() && listed {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{OFFSETS} never listed: {resp:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mut partitions = 0;
+    for v in ends(&mut c, ApiKey::Metadata) {
+        let resp = metadata(&mut c, v, &all_topics(v));
+        let t = find_topic(&resp, OFFSETS).unwrap_or_else(|| panic!("v{v}: {resp:?}"));
+        assert_eq!(err(t.error_code), None, "v{v}");
+        // The flag exists from v1.
+        assert_eq!(t.is_internal, v >= 1, "v{v}: {t:?}");
+        assert!(!t.partitions.is_empty(), "v{v}");
+        assert!(
+            t.partitions.iter().all(|p| p.leader_id.0 >= 0),
+            "v{v}: {t:?}"
+        );
+        partitions = t.partitions.len() as i32;
+        // Named, too.
+        let named = metadata(&mut c, v, &named_topics(&[OFFSETS]));
+        assert!(
+            find_topic(&named, OFFSETS).is_some_and(|t| t.is_internal == (v >= 1)),
+            "v{v}"
+        );
+    }
+    let offsets = TopicRef {
+        name: OFFSETS.into(),
+        id: common::topic_id(&mut c, OFFSETS),
+    };
+    for v in ends(&mut c, ApiKey::Produce) {
+        let p = produce(&mut c, v, &offsets, partitions - 1, batch(0, &["x"], None));
+        assert_eq!(
+            err(p.error_code),
+            Some(ResponseError::InvalidTopicException),
+            "v{v}: {p:?}"
+        );
+    }
+    for v in ends(&mut c, ApiKey::DeleteRecords) {
+        let (error, _) = delete_records(&mut c, v, OFFSETS, 0, 0);
+        assert_eq!(error, Some(ResponseError::InvalidTopicException), "v{v}");
+    }
 }
 
 #[test]

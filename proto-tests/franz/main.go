@@ -8,20 +8,24 @@
 // group it assigns itself therefore sends a franz-go group into an endless rebalance (issue 24).
 //
 // It joins the group with one balancer (range, roundrobin, sticky or cooperative-sticky),
-// consumes the topic from the earliest offset, commits what it consumed after every poll and in
+// consumes the topic (with -regex, every topic matching -topic as a regular expression) from
+// the earliest offset (with -from-end, the latest), commits what it consumed after every poll and in
 // its revoke callback, and on SIGTERM (or SIGINT) stops polling, commits and leaves the group
 // (kgo.Client.Close). It prints one JSON object per line on stdout, in the shape of the Java
 // GroupClient's events:
 //
 //	{"member": NAME, "event": "assigned"|"revoked"|"lost", "partitions": [...],
 //	 "assignment": [...], "generation": G, "member_id": ID, ...}
-//	{"event": "records", "ranges": [[partition, first offset, last offset, count], ...]}
+//	{"event": "records", "ranges": [[partition, first offset, last offset, count], ...],
+//	 "topics": [the topic of each range, ...]}
+//	{"event": "metadata", "internal": [topics Metadata marks internal], "topic_count": N}
 //	{"event": "committed", "offsets": {"partition": next offset, ...}}
 //	{"event": "commit_failed", "error": ...}, {"event": "started"}, {"event": "closed",
 //	 "consumed": N}, {"event": "error", "error": ..., "message": ...}
 //
-// "partitions" is what the callback was given, "assignment" what the member holds once it is
-// done (franz-go hands a cooperative member only what it gains or loses). Every event carries
+// "partitions" is what the callback was given of -topic ("topics": every topic it was given),
+// "assignment" what the member holds once it is done (franz-go hands a cooperative member only
+// what it gains or loses). Every event carries
 // "member", "client" ("franz-go"), "generation" and "member_id" as kgo.Client.GroupMetadata
 // reports them at that moment, and "ts_ms" (wall clock, epoch ms). franz-go's own log (info)
 // goes to stderr. Exit code 0 after a clean leave, 1 on an error.
@@ -96,6 +100,11 @@ func (m *member) callback(event string, ps map[string][]int32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	given := sorted(ps[m.topic])
+	topics := make([]string, 0, len(ps))
+	for t := range ps {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
 	for _, p := range given {
 		if event == "assigned" {
 			m.owned[p] = true
@@ -107,7 +116,26 @@ func (m *member) callback(event string, ps map[string][]int32) {
 	for p := range m.owned {
 		held = append(held, p)
 	}
-	m.emitLocked(event, map[string]any{"partitions": given, "assignment": sorted(held)})
+	m.emitLocked(event, map[string]any{"partitions": given, "assignment": sorted(held),
+		"topics": topics})
+}
+
+// reportInternalTopics asks the cluster for every topic's metadata and reports those it marks
+// internal: {"event": "metadata", "internal": [...], "topic_count": N}.
+func (m *member) reportInternalTopics(ctx context.Context) {
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, m.cl)
+	if err != nil {
+		m.emit("client_error", map[string]any{"error": err.Error()})
+		return
+	}
+	internal := []string{}
+	for _, t := range resp.Topics {
+		if t.IsInternal && t.Topic != nil {
+			internal = append(internal, *t.Topic)
+		}
+	}
+	sort.Strings(internal)
+	m.emit("metadata", map[string]any{"internal": internal, "topic_count": len(resp.Topics)})
 }
 
 // commit commits what has been polled and not yet committed, and reports it.
@@ -148,6 +176,8 @@ func main() {
 	sessionMs := flag.Int("session-ms", 6000, "session.timeout.ms")
 	heartbeatMs := flag.Int("heartbeat-ms", 500, "heartbeat interval, ms")
 	rebalanceMs := flag.Int("rebalance-ms", 20000, "rebalance.timeout.ms")
+	regex := flag.Bool("regex", false, "-topic is a regular expression (kgo.ConsumeRegex)")
+	fromEnd := flag.Bool("from-end", false, "partitions without a committed offset start at the end")
 	flag.Parse()
 	m := &member{name: *name, topic: *topic, owned: map[int32]bool{}}
 	newBalancer, ok := balancers[*balancer]
@@ -159,7 +189,15 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	cl, err := kgo.NewClient(
+	reset := kgo.NewOffset().AtStart()
+	if *fromEnd {
+		reset = kgo.NewOffset().AtEnd()
+	}
+	opts := []kgo.Opt{}
+	if *regex {
+		opts = append(opts, kgo.ConsumeRegex())
+	}
+	cl, err := kgo.NewClient(append(opts,
 		kgo.SeedBrokers(*bootstrap),
 		kgo.ClientID(*name),
 		kgo.ConsumerGroup(*group),
@@ -168,7 +206,7 @@ func main() {
 		kgo.SessionTimeout(time.Duration(*sessionMs)*time.Millisecond),
 		kgo.HeartbeatInterval(time.Duration(*heartbeatMs)*time.Millisecond),
 		kgo.RebalanceTimeout(time.Duration(*rebalanceMs)*time.Millisecond),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.ConsumeResetOffset(reset),
 		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
@@ -183,7 +221,7 @@ func main() {
 			m.callback("lost", ps)
 		}),
 		kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)),
-	)
+	)...)
 	if err != nil {
 		m.emit("error", map[string]any{"error": "NewClient", "message": err.Error()})
 		os.Exit(1)
@@ -192,6 +230,7 @@ func main() {
 	m.cl = cl
 	m.mu.Unlock()
 	m.emit("started", nil)
+	m.reportInternalTopics(ctx)
 
 	for ctx.Err() == nil {
 		fetches := cl.PollFetches(ctx)
@@ -203,10 +242,12 @@ func main() {
 				"error": err.Error()})
 		})
 		var ranges [][4]int64
+		var topics []string
 		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 			if len(p.Records) == 0 {
 				return
 			}
+			topics = append(topics, p.Topic)
 			first, last := p.Records[0].Offset, p.Records[len(p.Records)-1].Offset
 			ranges = append(ranges, [4]int64{int64(p.Partition), first, last,
 				int64(len(p.Records))})
@@ -216,7 +257,7 @@ func main() {
 			for _, r := range ranges {
 				m.consumed += int(r[3])
 			}
-			m.emitLocked("records", map[string]any{"ranges": ranges})
+			m.emitLocked("records", map[string]any{"ranges": ranges, "topics": topics})
 			m.mu.Unlock()
 			m.commit(ctx)
 		}

@@ -32,6 +32,10 @@ fn delete(broker: &Broker, topic: &str, index: i32, offset: i64) -> Result<i64, 
         .topics
         .get(topic)
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
+    if crate::metadata::is_internal(&topic.name) {
+        // Kafka's "Cannot delete records of internal topic".
+        return Err(ResponseError::InvalidTopicException);
+    }
     if !LogSettings::new(
         &broker.topics.configs(&topic.name),
         &broker.config.topic_defaults(),

@@ -25,19 +25,11 @@ use kafka_protocol::ResponseError;
 
 use super::context::RequestContext;
 use crate::broker::Broker;
-use crate::metadata::{validate_topic_name, LEADER_EPOCH};
+use crate::metadata::{is_internal, validate_topic_name, LEADER_EPOCH};
 use crate::security::acl::{Operation, ResourceType};
 
 /// Kafka's `max.request.partition.size.limit` default: the most partitions one answer holds.
 const MAX_PARTITIONS: i32 = 2000;
-
-/// Kafka's internal topics (`Topic.isInternal`).
-fn is_internal(name: &str) -> bool {
-    matches!(
-        name,
-        "__consumer_offsets" | "__transaction_state" | "__share_group_state"
-    )
-}
 
 fn topic_name(name: &str) -> TopicName {
     TopicName(super::str_bytes(name.to_owned()))

@@ -11,7 +11,7 @@ use kafka_protocol::ResponseError;
 use super::context::RequestContext;
 use super::{str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::broker::Broker;
-use crate::metadata::{CreateError, Topic, LEADER_EPOCH};
+use crate::metadata::{is_internal, CreateError, Topic, LEADER_EPOCH};
 use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 
 fn topic_entry(
@@ -36,6 +36,7 @@ fn topic_entry(
         .collect();
     let mut entry = MetadataResponseTopic::default()
         .with_name(Some(TopicName(str_bytes(topic.name.clone()))))
+        .with_is_internal(is_internal(&topic.name))
         .with_partitions(partitions);
     if version >= 10 {
         entry.topic_id = topic.id;
@@ -103,7 +104,10 @@ pub fn handle(
                 // A lookup by id may come with an empty name rather than a null one.
                 Some(name) if !name.is_empty() || t.topic_id.is_nil() => {
                     if !describable(&name) {
-                        return denied(Some(name), uuid::Uuid::nil());
+                        // Kafka tells an internal name apart even then (not when CREATE is
+                        // what is missing, below).
+                        let internal = is_internal(&name);
+                        return denied(Some(name), uuid::Uuid::nil()).with_is_internal(internal);
                     }
                     if auto_create
                         && broker.config.auto_create_topics_enable

@@ -242,6 +242,11 @@ pub async fn handle(
                 .map(|p| {
                     let result = whole_request_error.map_or(Ok(()), Err).and_then(|()| {
                         let topic = topic.as_ref().map_err(|e| *e)?;
+                        if crate::metadata::is_internal(&topic.name) {
+                            // Kafka's "Cannot append to internal topic": only the
+                            // coordinators write them.
+                            return Err(ResponseError::InvalidTopicException);
+                        }
                         let partition = broker
                             .logs
                             .partition(topic, p.index)

@@ -28,8 +28,22 @@ pub async fn dispatch(
         RequestKind::DeleteAcls(r) => return api::delete_acls::handle(broker, ctx, r, v).await,
         // acks=0 answers nothing, or closes the connection on a failure.
         RequestKind::Produce(r) => return api::produce::handle(broker, ctx, r, v).await,
-        RequestKind::Fetch(r) => ResponseKind::Fetch(api::fetch::handle(broker, ctx, r, v).await),
+        RequestKind::Fetch(r) => {
+            if r.topics
+                .iter()
+                .any(|t| is_offsets_topic(broker, &t.topic, t.topic_id))
+            {
+                broker.reading_offsets_topic().await;
+            }
+            ResponseKind::Fetch(api::fetch::handle(broker, ctx, r, v).await)
+        }
         RequestKind::ListOffsets(r) => {
+            if r.topics
+                .iter()
+                .any(|t| is_offsets_topic(broker, &t.name, uuid::Uuid::nil()))
+            {
+                broker.reading_offsets_topic().await;
+            }
             ResponseKind::ListOffsets(api::list_offsets::handle(broker, ctx, r, v))
         }
         RequestKind::OffsetForLeaderEpoch(r) => ResponseKind::OffsetForLeaderEpoch(
@@ -206,4 +220,17 @@ pub async fn dispatch(
             return Outcome::Close;
         }
     }))
+}
+
+/// Whether a topic named `name` (or, when nil, by `id`) is `__consumer_offsets`, which
+/// standalone koord writes from its first read on ([`Broker::reading_offsets_topic`]).
+fn is_offsets_topic(broker: &Broker, name: &str, id: uuid::Uuid) -> bool {
+    if name == crate::offsets_topic::NAME {
+        return true;
+    }
+    !id.is_nil()
+        && broker
+            .topics
+            .id_and_partitions(crate::offsets_topic::NAME)
+            .is_some_and(|(offsets, _)| offsets == id)
 }

@@ -612,6 +612,12 @@ pub static KEYS: &[Key] = &[
         show: |c| Value::String(c.errors_deadletterqueue_topic_name_prefix.clone()),
     },
     int_key!("num.partitions", Some("num.partitions"), "partitions of auto-created topics and of CreateTopics without a count", num_partitions: i32, 1, 1_000_000),
+    int_key!("offsets.topic.num.partitions", Some("offsets.topic.num.partitions"),
+        "standalone: partitions of __consumer_offsets when koord creates it (a stored topic keeps its count); a group's commits are in partition abs(hashCode(group id)) % count, as in Kafka",
+        offsets_topic_num_partitions: i32, 1, 10_000),
+    int_key!("transaction.state.log.num.partitions", Some("transaction.state.log.num.partitions"),
+        "standalone: partitions of __transaction_state when koord creates it (a stored topic keeps its count)",
+        transaction_state_log_num_partitions: i32, 1, 10_000),
     Key {
         name: "log.retention.bytes",
         kafka: Some("log.retention.bytes"),

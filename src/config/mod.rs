@@ -154,6 +154,12 @@ pub struct Config {
     pub errors_deadletterqueue_topic_name_prefix: String,
     /// Partition count of auto-created topics and of CreateTopics without a count.
     pub num_partitions: i32,
+    /// `offsets.topic.num.partitions` (50): partitions of `__consumer_offsets` when created
+    /// (standalone; a stored topic keeps its count).
+    pub offsets_topic_num_partitions: i32,
+    /// `transaction.state.log.num.partitions` (50): partitions of `__transaction_state` when
+    /// created (standalone).
+    pub transaction_state_log_num_partitions: i32,
     /// Bytes kept per partition log before the oldest batches are dropped; -1 keeps all.
     pub log_retention_bytes: i64,
     /// Topics created at start-up.
@@ -322,6 +328,8 @@ impl Default for Config {
             errors_deadletterqueue_auto_create_topics_enable: false,
             errors_deadletterqueue_topic_name_prefix: "dlq.".to_string(),
             num_partitions: 1,
+            offsets_topic_num_partitions: 50,
+            transaction_state_log_num_partitions: 50,
             log_retention_bytes: 268_435_456,
             topics: Vec::new(),
             group_min_session_timeout_ms: 6_000,

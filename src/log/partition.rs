@@ -242,7 +242,10 @@ impl PartitionLog {
         });
         self.log_end = last_offset + 1;
         self.producers.record(header, base_offset, max_timestamp);
-        if self.settings.compact && self.active_bytes >= self.settings.segment_bytes {
+        if self.settings.compact
+            && self.active_bytes >= self.settings.segment_bytes
+            && self.active_bytes * 1000 >= self.size * self.settings.min_dirty_permille
+        {
             self.active_bytes = 0;
             self.compact(now);
         }

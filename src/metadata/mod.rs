@@ -24,6 +24,15 @@ use topic_config::TopicConfigs;
 /// The leader epoch of every partition: one broker, never a leader change.
 pub const LEADER_EPOCH: i32 = 0;
 
+/// Kafka's internal topics (`Topic.isInternal`): the groups', the transactions' and the share
+/// groups' state.
+pub fn is_internal(name: &str) -> bool {
+    matches!(
+        name,
+        "__consumer_offsets" | "__transaction_state" | "__share_group_state"
+    )
+}
+
 /// Kafka's `Topic.validate`: a legal topic name.
 ///
 /// # Errors

@@ -300,6 +300,10 @@ pub struct LogSettings {
     pub delete: bool,
     /// `segment.bytes`: how much is appended before the log rolls (and compacts).
     pub segment_bytes: u64,
+    /// `min.cleanable.dirty.ratio` in thousandths: a rolled compacted log compacts only once
+    /// the bytes appended since its last compaction are at least this share of it (Kafka's
+    /// cleaner rule), so compacting costs a bounded multiple of what was appended.
+    pub min_dirty_permille: u64,
     /// `delete.retention.ms`: how long a compacted log keeps a tombstone.
     pub delete_retention_ms: i64,
     /// `message.timestamp.type` is `LogAppendTime`.
@@ -329,6 +333,9 @@ impl LogSettings {
             compact: items.contains(&"compact"),
             delete: items.contains(&"delete"),
             segment_bytes: u64::try_from(long("segment.bytes", 1 << 30)).unwrap_or(1 << 30),
+            min_dirty_permille: get("min.cleanable.dirty.ratio")
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .map_or(500, |r| (r.clamp(0.0, 1.0) * 1000.0).round() as u64),
             delete_retention_ms: long("delete.retention.ms", 86_400_000),
             log_append_time: get("message.timestamp.type").as_deref() == Some("LogAppendTime"),
         }
@@ -343,6 +350,7 @@ impl LogSettings {
             compact: false,
             delete: true,
             segment_bytes: 1 << 30,
+            min_dirty_permille: 500,
             delete_retention_ms: 86_400_000,
             log_append_time: false,
         }

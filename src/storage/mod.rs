@@ -222,6 +222,18 @@ pub trait AsyncStore: Send + Sync + 'static {
     fn load_groups(&self) -> BoxFuture<'_, Result<Vec<LoadedGroup>, StoreError>>;
 }
 
+/// What sees a lane's writes as they are applied (standalone koord's `__consumer_offsets`,
+/// [`crate::offsets_topic`]): each round's writes before they are applied, then how each
+/// went, before any writer is told. Runs on the storage thread: it must not block.
+pub trait Tap: Send + Sync {
+    /// The round's `writes`, about to be applied; the closure returned (if any) is called with
+    /// each write's result, in the same order.
+    fn round<'a>(&'a self, writes: &[Vec<Mutation>]) -> Option<Applied<'a>>;
+}
+
+/// What a [`Tap`] does once a round's writes are applied: called with each write's result.
+pub type Applied<'a> = Box<dyn FnOnce(&[Result<(), StoreError>]) + Send + 'a>;
+
 /// A durable key-value home for koord's state. Implementations are internally synchronised:
 /// the storage task writes while start-up reads.
 pub trait Store: Send + Sync + 'static {
@@ -428,10 +440,20 @@ impl Storage {
     /// Starts the storage task over `store`: a thread of its own, as the store's calls block
     /// (a task on the current runtime for an [`AsyncStore`]).
     pub fn start(store: Arc<dyn Store>, policy: SyncPolicy) -> Storage {
+        Storage::start_tapped(store, policy, None)
+    }
+
+    /// [`Storage::start`], its writes shown to `tap` as they are applied (a store with an
+    /// [`AsyncStore`] face takes no tap).
+    pub fn start_tapped(
+        store: Arc<dyn Store>,
+        policy: SyncPolicy,
+        tap: Option<Arc<dyn Tap>>,
+    ) -> Storage {
         let stats = Arc::new(StorageStats::default());
         let lane = match store.clone().as_async() {
             Some(remote) => spawn_async_lane(remote, store, policy, &stats),
-            None => spawn_lane("koord-storage".into(), store, policy, &stats),
+            None => spawn_lane("koord-storage".into(), store, policy, tap, &stats),
         };
         Storage {
             target: Target::Task(lane),
@@ -456,7 +478,13 @@ impl Storage {
         let senders = (0..lanes.max(1))
             .map(|i| match &remote {
                 Some(remote) => spawn_async_lane(remote.clone(), store.clone(), policy, &stats),
-                None => spawn_lane(format!("koord-storage-{i}"), store.clone(), policy, &stats),
+                None => spawn_lane(
+                    format!("koord-storage-{i}"),
+                    store.clone(),
+                    policy,
+                    None,
+                    &stats,
+                ),
             })
             .collect();
         Storage {
@@ -555,13 +583,14 @@ fn spawn_lane(
     name: String,
     store: Arc<dyn Store>,
     policy: SyncPolicy,
+    tap: Option<Arc<dyn Tap>>,
     stats: &Arc<StorageStats>,
 ) -> mpsc::UnboundedSender<Request> {
     let (tx, rx) = mpsc::unbounded_channel();
     let stats = stats.clone();
     let spawned = std::thread::Builder::new()
         .name(name)
-        .spawn(move || run(store, policy, rx, &stats));
+        .spawn(move || run(store, policy, tap.as_deref(), rx, &stats));
     if let Err(e) = spawned {
         // Without the thread every write fails with Closed (rx was dropped with it).
         tracing::error!("cannot start a storage thread: {e}");
@@ -684,6 +713,7 @@ fn close(store: &dyn Store, mut rx: mpsc::UnboundedReceiver<Request>, ack: onesh
 fn run(
     store: Arc<dyn Store>,
     policy: SyncPolicy,
+    tap: Option<&dyn Tap>,
     mut rx: mpsc::UnboundedReceiver<Request>,
     stats: &StorageStats,
 ) {
@@ -699,11 +729,15 @@ fn run(
         };
         let mut round = Round::gather(first, &mut rx, &mut pending);
         let started = std::time::Instant::now();
+        let applied = tap.and_then(|t| t.round(&round.writes));
         let results = if round.writes.is_empty() {
             Vec::new()
         } else {
             store.apply_writes(std::mem::take(&mut round.writes), durable)
         };
+        if let Some(applied) = applied {
+            applied(&results);
+        }
         if let Some(ack) = round.complete(results, started, stats) {
             close(&*store, rx, ack);
             return;

@@ -7,6 +7,7 @@ pub mod codec;
 pub mod errors;
 pub mod hash;
 pub mod ids;
+pub mod offsets_log;
 pub mod reader;
 pub mod records;
 pub mod stored;
