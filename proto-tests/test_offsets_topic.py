@@ -56,9 +56,16 @@ def java_hash(s):
 
 def group_partition(bootstrap, group):
     """The `__consumer_offsets` partition of `group`: Utils.abs(hashCode) % partitions."""
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(OFFSETS_TOPIC, timeout=30)
-    partitions = len(md.topics[OFFSETS_TOPIC].partitions)
-    assert partitions > 0, f"{OFFSETS_TOPIC} has no partitions: {md.topics}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        # Kafka creates the topic at a group's first request; its metadata follows shortly.
+        t = admin.list_topics(OFFSETS_TOPIC, timeout=30).topics.get(OFFSETS_TOPIC)
+        if t is not None and t.error is None and t.partitions:
+            partitions = len(t.partitions)
+            break
+        assert time.monotonic() < deadline, f"{OFFSETS_TOPIC} not listed: {t}"
+        time.sleep(0.2)
     h = java_hash(group)
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
@@ -197,11 +204,21 @@ def test_franz_go_regex_subscription_sees_the_offsets_topic_as_internal_and_skip
         bootstrap, tmp_path):
     """A franz-go member subscribed to `.*` (new partitions from their end) sees
     __consumer_offsets marked internal, is assigned the group's topic and never
-    __consumer_offsets, and consumes the 30 records produced once it is assigned."""
+    __consumer_offsets, and consumes its topic's 30 records from the offsets the group
+    committed."""
     g = Group(bootstrap, tmp_path, partitions=3, name="franz-regex")
     try:
-        # A commit first: Kafka creates __consumer_offsets on a group's first request.
-        commit(bootstrap, g.id + "-first", g.topic, 0)
+        produced = sum(g.produce(30).values())
+        # The group's offsets committed at the records' start (which also makes Kafka create
+        # __consumer_offsets): the member reads its topic from them, every other topic the
+        # regex matches from its end.
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": g.id,
+                      "enable.auto.commit": False})
+        try:
+            c.commit(offsets=[TopicPartition(g.topic, p, 0) for p in range(3)],
+                     asynchronous=False)
+        finally:
+            c.close()
         g.franz("r", "range", topic=".*", extra=("-regex", "-from-end"))
         metadata = g.events.wait_for("franz-go's Metadata", lambda log: next(
             (e for e in log if e["event"] == "metadata"), None), timeout=DEADLINE)
@@ -209,14 +226,14 @@ def test_franz_go_regex_subscription_sees_the_offsets_topic_as_internal_and_skip
         g.events.wait_for(f"{g.topic} assigned", lambda log: any(
             e["event"] == "assigned" and g.topic in e["topics"] for e in log) or None,
             timeout=DEADLINE)
-        g.produce(30)
 
         def consumed(log):
             n = sum(r[3] for e in log if e["event"] == "records"
                     for t, r in zip(e["topics"], e["ranges"]) if t == g.topic)
-            return n if n >= 30 else None
+            return n if n >= produced else None
 
-        assert g.events.wait_for("30 records consumed", consumed, timeout=DEADLINE) == 30
+        assert g.events.wait_for(f"{produced} records consumed", consumed,
+                                 timeout=DEADLINE) == produced
         touched = [e for e in g.events.snapshot() if OFFSETS_TOPIC in (e.get("topics") or [])]
         assert not touched, f"franz-go consumed or was assigned {OFFSETS_TOPIC}: {touched}"
     finally:
