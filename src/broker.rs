@@ -497,6 +497,11 @@ impl Broker {
         Ok(())
     }
 
+    /// Whether koord keeps `__consumer_offsets` and has not written it yet: one atomic load.
+    pub fn offsets_topic_cold(&self) -> bool {
+        self.offsets_topic.as_ref().is_some_and(|t| !t.is_live())
+    }
+
     /// Before a read of `__consumer_offsets` (ListOffsets, Fetch): standalone koord writes it
     /// from the first read on ([`OffsetsTopic::warm`]); returns once it shows every write
     /// applied so far. Nothing to do in gateway mode (upstream's own topic).

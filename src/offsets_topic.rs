@@ -144,6 +144,11 @@ impl OffsetsTopic {
         *written = to;
     }
 
+    /// Whether the topic is written (every applied round appends to it).
+    pub fn is_live(&self) -> bool {
+        self.state.load(Ordering::Acquire) == LIVE
+    }
+
     /// Makes the topic written, if it is not yet: from now on every applied round is kept (in a
     /// buffer until the stored groups' records are in), the writes already queued are applied,
     /// the stored groups are read and written, then the buffer. Returns once the topic shows

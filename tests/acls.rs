@@ -576,6 +576,36 @@ fn metadata_leaves_out_topics_the_principal_may_not_describe() {
         Some(ResponseError::TopicAuthorizationFailed),
         "{r:?}"
     );
+    assert!(!r.topics[0].is_internal, "{r:?}");
+    // An internal topic the principal may not describe is not even marked internal, as in
+    // Kafka 4.4's KafkaApis. (An ACL of frank's on it, so that allow.everyone.if.no.acl.found
+    // leaves erin out; the transaction log, which no client reads.)
+    grant(
+        &mut admin,
+        &frank,
+        vec![acl(
+            TOPIC,
+            "__transaction_state",
+            LITERAL,
+            &frank,
+            DESCRIBE,
+            ALLOW,
+        )],
+    );
+    let r: MetadataResponse = c.send(
+        8,
+        &MetadataRequest::default()
+            .with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(topic_name("__transaction_state")))
+            ]))
+            .with_allow_auto_topic_creation(false),
+    );
+    assert_eq!(
+        err(r.topics[0].error_code),
+        Some(ResponseError::TopicAuthorizationFailed),
+        "{r:?}"
+    );
+    assert!(!r.topics[0].is_internal, "{r:?}");
 }
 
 #[test]

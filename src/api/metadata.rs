@@ -104,17 +104,17 @@ pub fn handle(
                 // A lookup by id may come with an empty name rather than a null one.
                 Some(name) if !name.is_empty() || t.topic_id.is_nil() => {
                     if !describable(&name) {
-                        // Kafka tells an internal name apart even then (not when CREATE is
-                        // what is missing, below).
-                        let internal = is_internal(&name);
-                        return denied(Some(name), uuid::Uuid::nil()).with_is_internal(internal);
+                        // Not even whether it is internal (Kafka 4.4's KafkaApis).
+                        return denied(Some(name), uuid::Uuid::nil());
                     }
                     if auto_create
                         && broker.config.auto_create_topics_enable
                         && broker.topics.get(&name).is_none()
                         && !ctx.may_create_topic(broker, &name)
                     {
-                        return denied(Some(name), uuid::Uuid::nil());
+                        // Kafka marks an internal name here (it may describe it).
+                        let internal = is_internal(&name);
+                        return denied(Some(name), uuid::Uuid::nil()).with_is_internal(internal);
                     }
                     match broker.topic_for_metadata(&name, auto_create) {
                         Ok(Some(topic)) => entry(&topic),

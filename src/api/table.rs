@@ -8,6 +8,7 @@ use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 use super::context::{Outcome, RequestContext};
 use crate::api;
 use crate::broker::Broker;
+use crate::security::acl::{Operation, ResourceType};
 
 /// Runs one request.
 pub async fn dispatch(
@@ -29,21 +30,16 @@ pub async fn dispatch(
         // acks=0 answers nothing, or closes the connection on a failure.
         RequestKind::Produce(r) => return api::produce::handle(broker, ctx, r, v).await,
         RequestKind::Fetch(r) => {
-            if r.topics
-                .iter()
-                .any(|t| is_offsets_topic(broker, &t.topic, t.topic_id))
-            {
-                broker.reading_offsets_topic().await;
-            }
+            let named = r.topics.iter().map(|t| (t.topic.as_str(), t.topic_id));
+            warm_offsets_topic(broker, ctx, Operation::Read, named).await;
             ResponseKind::Fetch(api::fetch::handle(broker, ctx, r, v).await)
         }
         RequestKind::ListOffsets(r) => {
-            if r.topics
+            let named = r
+                .topics
                 .iter()
-                .any(|t| is_offsets_topic(broker, &t.name, uuid::Uuid::nil()))
-            {
-                broker.reading_offsets_topic().await;
-            }
+                .map(|t| (t.name.as_str(), uuid::Uuid::nil()));
+            warm_offsets_topic(broker, ctx, Operation::Describe, named).await;
             ResponseKind::ListOffsets(api::list_offsets::handle(broker, ctx, r, v))
         }
         RequestKind::OffsetForLeaderEpoch(r) => ResponseKind::OffsetForLeaderEpoch(
@@ -222,15 +218,30 @@ pub async fn dispatch(
     }))
 }
 
-/// Whether a topic named `name` (or, when nil, by `id`) is `__consumer_offsets`, which
-/// standalone koord writes from its first read on ([`Broker::reading_offsets_topic`]).
-fn is_offsets_topic(broker: &Broker, name: &str, id: uuid::Uuid) -> bool {
-    if name == crate::offsets_topic::NAME {
-        return true;
+/// Before a read naming `__consumer_offsets` (by name, or by id where the name is empty) that
+/// the principal may make (`op` on the topic, as the handler checks it): standalone koord
+/// writes the topic from its first read on ([`Broker::reading_offsets_topic`]). Once written,
+/// or where koord does not keep it (gateway and cluster mode), one atomic load and nothing
+/// else.
+async fn warm_offsets_topic<'a>(
+    broker: &Broker,
+    ctx: &RequestContext,
+    op: Operation,
+    mut named: impl Iterator<Item = (&'a str, uuid::Uuid)>,
+) {
+    use crate::offsets_topic::NAME;
+    if !broker.offsets_topic_cold() {
+        return;
     }
-    !id.is_nil()
-        && broker
-            .topics
-            .id_and_partitions(crate::offsets_topic::NAME)
-            .is_some_and(|(offsets, _)| offsets == id)
+    let is_it = |(name, id): (&str, uuid::Uuid)| {
+        name == NAME
+            || (!id.is_nil()
+                && broker
+                    .topics
+                    .id_and_partitions(NAME)
+                    .is_some_and(|(offsets, _)| offsets == id))
+    };
+    if named.any(is_it) && ctx.may(broker, op, ResourceType::Topic, NAME) {
+        broker.reading_offsets_topic().await;
+    }
 }

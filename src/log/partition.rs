@@ -1082,6 +1082,54 @@ mod tests {
     }
 
     #[test]
+    fn compaction_waits_until_the_dirty_part_reaches_min_cleanable_dirty_ratio() {
+        let mut log = PartitionLog::with_settings(LogSettings {
+            compact: true,
+            delete: false,
+            // Every append rolls the log: only the dirty ratio holds compaction back.
+            segment_bytes: 1,
+            min_dirty_permille: 500,
+            ..settings()
+        });
+        let clean: Vec<String> = (0..8).map(|i| format!("key-{i}")).collect();
+        let clean: Vec<(&str, Option<&str>)> =
+            clean.iter().map(|k| (k.as_str(), Some("v"))).collect();
+        append(&mut log, &keyed(&clean, 1_000, Compression::None)).unwrap();
+        let update = |v: &'static str| keyed(&[("key-0", Some(v))], 1_000, Compression::None);
+        append(&mut log, &update("u1")).unwrap();
+        assert_eq!(
+            contents(&log).len(),
+            9,
+            "one small update is under half of the log: not compacted"
+        );
+        // Each update is smaller than the clean batch but more than an eighth of it: by the
+        // eighth, the updates appended are at least half of the log.
+        let values = ["u2", "u3", "u4", "u5", "u6", "u7", "u8"];
+        for v in values {
+            append(&mut log, &update(v)).unwrap();
+        }
+        let kept = contents(&log);
+        assert!(kept.len() < 9 + values.len(), "compacted: {kept:?}");
+        let key0: Vec<_> = kept.iter().filter(|(_, k, _)| k == "key-0").collect();
+        assert_eq!(key0.last().unwrap().2.as_deref(), Some("u8"));
+        assert!(
+            key0.iter().all(|(_, _, v)| v.as_deref() != Some("v")),
+            "the first value of key-0 compacted away"
+        );
+        // With a ratio of 0 every roll compacts at once.
+        let mut eager = PartitionLog::with_settings(LogSettings {
+            compact: true,
+            delete: false,
+            segment_bytes: 1,
+            min_dirty_permille: 0,
+            ..settings()
+        });
+        append(&mut eager, &keyed(&clean, 1_000, Compression::None)).unwrap();
+        append(&mut eager, &update("u1")).unwrap();
+        assert_eq!(contents(&eager).len(), 8);
+    }
+
+    #[test]
     fn retention_ms_drops_batches_older_than_it_on_append_and_expire() {
         let mut log = PartitionLog::with_settings(LogSettings {
             retention_ms: Some(100),
