@@ -8,6 +8,11 @@ groups' records live in koord's compacted upstream topic (__koord_groups).
   lost, and it reads the rest exactly once.
 - Kafka Streams' word count with exactly_once_v2 through koord: its offsets go into its upstream
   transactions (TxnOffsetCommit forwarded inside them), and every count is exact.
+- Transaction version 2 through koord, as against Kafka 4.4: clients are told upstream's
+  `transaction.version`, so the Java 4.4 producer (and Streams) end every transaction with EndTxn
+  v5 and add partitions through Produce v12+ (whose KIP-951 leader endpoints koord rewrites);
+  read_committed consumers read exactly the committed records. `kafka-transactions abort`
+  through koord ends a transaction left open upstream (WriteTxnMarkers forwarded to the leader).
 - OffsetDelete and DeleteGroups through koord delete upstream (kafka-consumer-groups
   --delete-offsets / --delete), a deleted group does not come back from __koord_groups after a
   restart, and the refusals (NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC) are the upstream Kafka's
@@ -34,11 +39,12 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KpTopicPartition
 from kafka.protocol.consumer import OffsetFetchRequest
 
-from conftest import JAVA_DIR, run
+from conftest import JAVA_DIR, java, run
 from groups_util import librdkafka_generation
 from test_gateway import DEADLINE, UPSTREAM, create_topic, gateway, upstream_offsets
 from test_streams import (EOS, OutputCounts, StreamsEvents, StreamsInstance, produce_sentences,
                           tasks_split)
+from test_transactions import kafka_transactions
 
 pytestmark = pytest.mark.skipif(not UPSTREAM, reason="KOORD_UPSTREAM (a Kafka cluster) not set")
 
@@ -167,10 +173,78 @@ def test_streams_exactly_once_word_count_through_koord(koord, tmp_path):
         assert sum(o for (t, _), o in committed.items() if t == input_topic) == 400, committed
         for inst in instances:
             inst.stop()
+        # Streams 4.4 ran transaction version 2 against upstream through koord.
+        assert set(k.requests_by_version("EndTxn")) == {5}, k.requests_by_version("EndTxn")
     finally:
         output.stop()
         for inst in instances:
             inst.kill()
+
+
+def read_committed(bootstrap, topic, partitions, until):
+    """(partition, value) of what a confluent-kafka read_committed consumer reads of `topic`
+    from the start, until `until(records)` holds (or the deadline), then a moment more: nothing
+    aborted shows up late."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign-only",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        c.assign([CkTopicPartition(topic, q, 0) for q in range(partitions)])
+        recs, deadline = [], time.monotonic() + DEADLINE
+        while not until(recs) and time.monotonic() < deadline:
+            recs += [(m.partition(), m.value().decode())
+                     for m in c.consume(num_messages=1000, timeout=0.5) if not m.error()]
+        recs += [(m.partition(), m.value().decode())
+                 for m in c.consume(num_messages=1000, timeout=1.0) if not m.error()]
+        return recs
+    finally:
+        c.close()
+
+
+def test_java_producer_runs_transaction_version_2_through_koord(koord):
+    """The Java 4.4 transactional producer through koord: every EndTxn at v5 (epoch bumped per
+    transaction), no AddPartitionsToTxn (Produce v12+ adds the partitions upstream), and
+    read_committed reads exactly the committed transactions."""
+    k = gateway(koord)
+    topic = f"gw-tv2-{uuid.uuid4().hex[:8]}"
+    create_topic(k.bootstrap, topic)
+    transactions, per_txn = 6, 30
+    lines = java("txn-produce", k.bootstrap, topic, f"tx-{topic}", transactions, per_txn)
+    assert [line["committed"] for line in lines] == [t % 2 == 0 for t in range(transactions)]
+    assert k.requests_by_version("EndTxn") == {5: transactions}
+    assert k.requests_by_version("AddPartitionsToTxn") == {}
+    assert max(k.requests_by_version("Produce")) >= 12
+    want = collections.defaultdict(list)
+    for t in range(0, transactions, 2):
+        for i in range(per_txn):
+            want[i % PARTITIONS].append(f"{t}:{i}")
+    count = sum(len(v) for v in want.values())
+    recs = read_committed(k.bootstrap, topic, PARTITIONS, lambda r: len(r) >= count)
+    got = collections.defaultdict(list)
+    for q, value in recs:
+        got[q].append(value)
+    assert dict(got) == dict(want), "exactly the committed records, in order"
+
+
+def test_kafka_transactions_abort_through_koord_ends_an_upstream_transaction(koord):
+    """kafka-transactions abort through koord (WriteTxnMarkers to the partition's leader,
+    forwarded): a transaction left open upstream holds read_committed consumers at its first
+    offset; once aborted, its records are skipped and a record written after them is read."""
+    k = gateway(koord)
+    topic = f"gw-abort-{uuid.uuid4().hex[:8]}"
+    create_topic(k.bootstrap, topic)
+    p = Producer({"bootstrap.servers": k.bootstrap, "transactional.id": f"tx-{topic}"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=f"open:{i}", partition=0)
+    assert p.flush(30) == 0
+    plain = Producer({"bootstrap.servers": k.bootstrap})
+    plain.produce(topic, value="after", partition=0)
+    assert plain.flush(30) == 0
+    [out] = kafka_transactions(
+        k.bootstrap, ["abort", "--topic", topic, "--partition", "0", "--start-offset", "0"])
+    recs = read_committed(k.bootstrap, topic, 1, lambda r: (0, "after") in r)
+    assert recs == [(0, "after")], (recs, out)
 
 
 def group_command(bootstrap, *args):

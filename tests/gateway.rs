@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use common::{api_versions_request, frame, free_port, http_path, Client, Koord};
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
@@ -46,7 +46,7 @@ use kafka_protocol::messages::offset_fetch_request::{
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartitions, OffsetFetchResponseTopics,
 };
-use kafka_protocol::messages::produce_response::TopicProduceResponse;
+use kafka_protocol::messages::produce_response::{NodeEndpoint, TopicProduceResponse};
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
@@ -104,6 +104,9 @@ impl Moves<'_> {
 }
 
 const NODE: i32 = 7;
+
+/// The fake upstream's finalized-features epoch.
+const UPSTREAM_FEATURES_EPOCH: i64 = 42;
 
 impl Upstream {
     fn start() -> Upstream {
@@ -198,6 +201,12 @@ fn serve(
                             })
                             .collect(),
                     )
+                    // Transaction version 2 finalized, as Kafka 4.4 by default.
+                    .with_finalized_features_epoch(UPSTREAM_FEATURES_EPOCH)
+                    .with_finalized_features(vec![FinalizedFeatureKey::default()
+                        .with_name(StrBytes::from_static_str("transaction.version"))
+                        .with_min_version_level(2)
+                        .with_max_version_level(2)])
                     .encode(&mut out, v)
                     .unwrap();
             }
@@ -485,11 +494,19 @@ fn serve(
                 if ProduceRequest::decode(&mut b, v).unwrap().acks == 0 {
                     continue;
                 }
-                ProduceResponse::default()
+                let answer = ProduceResponse::default()
                     .with_responses(vec![TopicProduceResponse::default()
-                        .with_name(TopicName(StrBytes::from_static_str("from-upstream")))])
-                    .encode(&mut out, v)
-                    .unwrap()
+                        .with_name(TopicName(StrBytes::from_static_str("from-upstream")))]);
+                // v10+ (KIP-951): "partition 0 moved to node NODE, here is where it listens".
+                let answer = if v >= 10 {
+                    answer.with_node_endpoints(vec![NodeEndpoint::default()
+                        .with_node_id(NODE.into())
+                        .with_host(StrBytes::from(me.ip().to_string()))
+                        .with_port(i32::from(me.port()))])
+                } else {
+                    answer
+                };
+                answer.encode(&mut out, v).unwrap()
             }
             _ => return,
         }
@@ -618,9 +635,17 @@ fn clients_learn_only_koords_endpoints_and_get_upstreams_answers() {
             .find(|a| a.api_key == k as i16)
             .map(|a| (a.min_version, a.max_version))
     };
-    assert_eq!(range(ApiKey::Produce), Some((0, 9)));
+    assert_eq!(range(ApiKey::Produce), Some((0, 13)));
     assert!(range(ApiKey::JoinGroup).is_some(), "koord's own");
     assert_eq!(range(ApiKey::Fetch), None, "upstream does not offer it");
+    // Transactions are upstream's: its transaction protocol, with its features epoch.
+    let tv = versions
+        .finalized_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .map(|f| f.max_version_level);
+    assert_eq!(tv, Some(2), "{versions:?}");
+    assert_eq!(versions.finalized_features_epoch, UPSTREAM_FEATURES_EPOCH);
 
     let mut c = Client::connect(SocketAddr::from(([127, 0, 0, 1], port)));
     let r: ProduceResponse = c.send(9, &produce(-1));
@@ -631,6 +656,25 @@ fn clients_learn_only_koords_endpoints_and_get_upstreams_answers() {
     assert_eq!(seen.len(), sent.len() - 4);
     assert_eq!(&seen[..4], &sent[4..8]);
     assert_eq!(&seen[8..], &sent[12..]);
+    // From v10 a moved leader comes with its endpoint: koord's, never upstream's.
+    for v in [10, 12, 13] {
+        let r: ProduceResponse = c.send(v, &produce(-1));
+        assert_eq!(
+            r.responses.len(),
+            1,
+            "upstream's answer (by topic id from v13)"
+        );
+        let named: Vec<(i32, String, i32)> = r
+            .node_endpoints
+            .iter()
+            .map(|e| (e.node_id.0, e.host.to_string(), e.port))
+            .collect();
+        assert_eq!(
+            named,
+            vec![(NODE, "127.0.0.1".to_string(), i32::from(port))],
+            "v{v}"
+        );
+    }
 }
 
 #[test]

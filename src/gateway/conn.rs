@@ -38,6 +38,8 @@ use super::rewrite::{self, Decoded, Route};
 use super::upstream::{Response, UpstreamConn};
 use super::Gateway;
 use crate::api;
+use crate::api::RequestContext;
+use crate::security::acl::Operation;
 use crate::security::Principal;
 use crate::server::codec::{self, Decoded as Request};
 use crate::server::connection::{Answer, Conn, Layer, Routed};
@@ -108,14 +110,21 @@ impl Layer for Forwarder {
         frame: &'a Bytes,
         key: ApiKey,
         version: i16,
+        ctx: &'a RequestContext,
     ) -> BoxFuture<'a, Routed> {
-        Box::pin(self.forward(frame, key, version))
+        Box::pin(self.forward(frame, key, version, ctx))
     }
 }
 
 impl Forwarder {
     /// ApiVersions, koord's own, or forwarded (an admitted request).
-    async fn forward(&mut self, frame: &Bytes, key: ApiKey, version: i16) -> Routed {
+    async fn forward(
+        &mut self,
+        frame: &Bytes,
+        key: ApiKey,
+        version: i16,
+        ctx: &RequestContext,
+    ) -> Routed {
         let gw = self.gw.clone();
         let target = self.at.target;
         let corr = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -127,11 +136,20 @@ impl Forwarder {
             }
             return routed;
         }
-        if !rewrite::is_advertised(&advertised, key, version) {
+        if !rewrite::is_advertised(&advertised.versions, key, version) {
             debug!(api = ?key, v = version, "API or version not served; closing");
             return Routed::Close;
         }
         let forward = match rewrite::route(key, gw.own_acls()) {
+            // Ending another producer's transaction (`kafka-transactions abort`) goes upstream
+            // as koord's upstream user: with koord's authorizer, only for a client that koord
+            // allows ALTER or CLUSTER_ACTION on the cluster; koord's handler answers the others
+            // CLUSTER_AUTHORIZATION_FAILED, as Kafka.
+            Route::Forward if key == ApiKey::WriteTxnMarkers => {
+                let broker = &gw.broker;
+                ctx.may_cluster(broker, Operation::Alter)
+                    || ctx.may_cluster(broker, Operation::ClusterAction)
+            }
             Route::Forward => true,
             Route::Koord => false,
             Route::FindCoordinator => match codec::decode_request(frame.clone()) {
@@ -387,16 +405,13 @@ async fn upstream_for<'a>(
     Some(conn)
 }
 
-/// ApiVersions: koord's own answer with the gateway's versions, and the client software name
-/// the request gave.
-fn api_versions(
-    frame: Bytes,
-    advertised: &[kafka_protocol::messages::api_versions_response::ApiVersion],
-) -> (Routed, Option<String>) {
+/// ApiVersions: koord's own answer with the gateway's versions and upstream's transaction
+/// protocol, and the client software name the request gave.
+fn api_versions(frame: Bytes, advertised: &rewrite::Advertised) -> (Routed, Option<String>) {
     let mut software = None;
     let out = match codec::decode_request(frame) {
         Ok(Request::UnsupportedApiVersions { correlation_id, .. }) => {
-            let body = api::api_versions::unsupported().with_api_keys(advertised.to_vec());
+            let body = api::api_versions::unsupported().with_api_keys(advertised.versions.clone());
             codec::encode_response(
                 ApiKey::ApiVersions,
                 0,
@@ -408,17 +423,14 @@ fn api_versions(
             RequestKind::ApiVersions(r) => {
                 software = Some(r.client_software_name.to_string());
                 let v = header.request_api_version;
-                // Transactions are upstream's, and stay at version 1 here: version 2 adds a
-                // partition to the transaction through Produce v12+, which the gateway forwards
-                // only below v10 (the KIP-951 cap in `rewrite::forward_cap`).
-                let mut body = api::api_versions::without_feature(
-                    // The answer stands for an upstream broker: KIP-1242's cluster and node
-                    // check is the upstream's, not made here.
-                    api::api_versions::handle(&r, v, None),
-                    api::api_versions::TRANSACTION_VERSION,
-                );
+                // The answer stands for an upstream broker: KIP-1242's cluster and node check
+                // is the upstream's, not made here.
+                let mut body = api::api_versions::handle(&r, v, None);
                 if body.error_code == 0 {
-                    body.api_keys = advertised.to_vec();
+                    // Transactions are upstream's: its transaction protocol (version 2 adds a
+                    // partition through Produce v12+, forwarded with its endpoints rewritten).
+                    body = advertised.transaction.apply(body);
+                    body.api_keys = advertised.versions.clone();
                 }
                 codec::encode_response(
                     ApiKey::ApiVersions,

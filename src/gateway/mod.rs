@@ -67,6 +67,8 @@ pub struct UpstreamView {
     pub brokers: BTreeMap<i32, String>,
     /// The upstream's API versions.
     pub versions: Vec<ApiVersion>,
+    /// The transaction protocol upstream runs.
+    pub transaction: rewrite::TransactionFeature,
     /// Every topic upstream has.
     pub topics: Vec<crate::metadata::Topic>,
 }
@@ -171,7 +173,7 @@ pub struct Gateway {
     brokers: RwLock<BTreeMap<i32, Presented>>,
     /// Serialises the binding of new broker listeners.
     binding: tokio::sync::Mutex<()>,
-    advertised: RwLock<Vec<ApiVersion>>,
+    advertised: RwLock<Arc<rewrite::Advertised>>,
     pub pool: Pool,
     /// How every upstream connection is made (TLS, SASL).
     pub security: Arc<ClientSecurity>,
@@ -250,6 +252,7 @@ async fn read_view_on(conn: &UpstreamConn) -> Result<UpstreamView, String> {
     }
     Ok(UpstreamView {
         brokers,
+        transaction: rewrite::TransactionFeature::of(&versions),
         versions: versions.api_keys,
         topics: decoded.topics(),
     })
@@ -301,7 +304,7 @@ impl Gateway {
             listeners,
             brokers: RwLock::new(BTreeMap::new()),
             binding: tokio::sync::Mutex::new(()),
-            advertised: RwLock::new(Vec::new()),
+            advertised: RwLock::new(Arc::default()),
             pool: Pool::default(),
             security,
             next_any: AtomicUsize::new(0),
@@ -371,7 +374,10 @@ impl Gateway {
         self.present(&brokers).await?;
         if !view.versions.is_empty() {
             *self.advertised.write().unwrap_or_else(|e| e.into_inner()) =
-                rewrite::advertised(&view.versions, self.own_acls());
+                Arc::new(rewrite::Advertised {
+                    versions: rewrite::advertised(&view.versions, self.own_acls()),
+                    transaction: view.transaction.clone(),
+                });
         }
         self.broker.topics.mirror(&view.topics, true);
         Ok(())
@@ -554,8 +560,8 @@ impl Gateway {
         !self.broker.config.authorizer_class_name.is_empty()
     }
 
-    /// The API versions advertised to clients.
-    pub fn advertised(&self) -> Vec<ApiVersion> {
+    /// What is advertised to clients (API versions, upstream's transaction protocol).
+    pub fn advertised(&self) -> Arc<rewrite::Advertised> {
         self.advertised
             .read()
             .unwrap_or_else(|e| e.into_inner())

@@ -6,10 +6,12 @@
 use std::collections::BTreeMap;
 
 use bytes::{Buf, Bytes};
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{
-    ApiKey, DescribeClusterResponse, FindCoordinatorResponse, MetadataResponse, RequestHeader,
-    ResponseHeader, ResponseKind,
+    ApiKey, ApiVersionsResponse, DescribeClusterResponse, FindCoordinatorResponse,
+    MetadataResponse, ProduceResponse, RequestHeader, ResponseHeader, ResponseKind,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
@@ -92,7 +94,6 @@ const NOT_SERVED: &[ApiKey] = &[
     ApiKey::WriteShareGroupState,
     ApiKey::DeleteShareGroupState,
     ApiKey::ReadShareGroupStateSummary,
-    ApiKey::WriteTxnMarkers,
     ApiKey::Vote,
     ApiKey::BeginQuorumEpoch,
     ApiKey::EndQuorumEpoch,
@@ -107,12 +108,13 @@ const NOT_SERVED: &[ApiKey] = &[
     ApiKey::AssignReplicasToDirs,
 ];
 
-/// Forwarded versions capped below upstream's: Produce v10+ and Fetch v16+ answer a moved
-/// leader with its endpoint (KIP-951), which would have to be rewritten in every such answer;
-/// below them the client asks Metadata, which is rewritten.
+/// Forwarded versions capped below upstream's: Fetch v16+ answers a moved leader with its
+/// endpoint (KIP-951), which would have to be found and rewritten in every answer, records and
+/// all; below v16 the client asks Metadata, which is rewritten. Produce's answers are small,
+/// and their endpoints are rewritten ([`Decoded::Produce`]): transaction version 2 needs
+/// Produce v12.
 fn forward_cap(key: ApiKey) -> i16 {
     match key {
-        ApiKey::Produce => 9,
         ApiKey::Fetch => 15,
         _ => i16::MAX,
     }
@@ -184,6 +186,56 @@ pub fn advertised(upstream: &[ApiVersion], own_acls: bool) -> Vec<ApiVersion> {
                 .with_max_version(max)
         })
         .collect()
+}
+
+/// The transaction protocol upstream runs (its `transaction.version` feature, KIP-890):
+/// transactions are upstream's in gateway mode, so clients are told upstream's level, with
+/// upstream's finalized-features epoch (a change upstream reaches clients as it would from
+/// upstream's brokers).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TransactionFeature {
+    pub supported: Option<SupportedFeatureKey>,
+    pub finalized: Option<FinalizedFeatureKey>,
+    pub epoch: i64,
+}
+
+impl TransactionFeature {
+    /// The feature as an upstream ApiVersions answer (v3+) gives it.
+    pub fn of(upstream: &ApiVersionsResponse) -> TransactionFeature {
+        let name = crate::api::api_versions::TRANSACTION_VERSION;
+        TransactionFeature {
+            supported: upstream
+                .supported_features
+                .iter()
+                .find(|f| f.name.as_str() == name)
+                .cloned(),
+            finalized: upstream
+                .finalized_features
+                .iter()
+                .find(|f| f.name.as_str() == name)
+                .cloned(),
+            epoch: upstream.finalized_features_epoch,
+        }
+    }
+
+    /// koord's ApiVersions answer with upstream's transaction feature in place of koord's own.
+    pub fn apply(&self, mut resp: ApiVersionsResponse) -> ApiVersionsResponse {
+        let name = crate::api::api_versions::TRANSACTION_VERSION;
+        resp = crate::api::api_versions::without_feature(resp, name);
+        resp.supported_features.extend(self.supported.clone());
+        if let Some(f) = &self.finalized {
+            resp.finalized_features.push(f.clone());
+            resp.finalized_features_epoch = resp.finalized_features_epoch.max(self.epoch);
+        }
+        resp
+    }
+}
+
+/// What the gateway advertises to clients: API versions and upstream's transaction protocol.
+#[derive(Debug, Clone, Default)]
+pub struct Advertised {
+    pub versions: Vec<ApiVersion>,
+    pub transaction: TransactionFeature,
 }
 
 /// Whether the range `advertised` holds `version` of `key`.
@@ -275,6 +327,9 @@ pub enum Decoded {
     DescribeCluster(DescribeClusterResponse),
     /// With its version: v0-3 name one coordinator at the top level, v4+ a list.
     FindCoordinator(FindCoordinatorResponse, i16),
+    /// v10+ with the endpoints of partitions' new leaders (KIP-951); an answer naming none
+    /// passes as it came.
+    Produce(ProduceResponse),
 }
 
 impl Decoded {
@@ -284,10 +339,13 @@ impl Decoded {
     /// # Errors
     /// The frame does not decode.
     pub fn decode(key: ApiKey, version: i16, frame: &Bytes) -> anyhow::Result<Option<Decoded>> {
-        if !matches!(
-            key,
-            ApiKey::Metadata | ApiKey::DescribeCluster | ApiKey::FindCoordinator
-        ) {
+        let produce_endpoints = key == ApiKey::Produce && version >= 10;
+        if !produce_endpoints
+            && !matches!(
+                key,
+                ApiKey::Metadata | ApiKey::DescribeCluster | ApiKey::FindCoordinator
+            )
+        {
             return Ok(None);
         }
         let mut b = frame.clone();
@@ -299,6 +357,13 @@ impl Decoded {
             }
             ApiKey::FindCoordinator => {
                 Decoded::FindCoordinator(FindCoordinatorResponse::decode(&mut b, version)?, version)
+            }
+            ApiKey::Produce => {
+                let r = ProduceResponse::decode(&mut b, version)?;
+                if r.node_endpoints.is_empty() {
+                    return Ok(None);
+                }
+                Decoded::Produce(r)
             }
             _ => return Ok(None),
         }))
@@ -327,6 +392,11 @@ impl Decoded {
                 vec![(f.node_id.0, format!("{}:{}", f.host.as_str(), f.port))]
             }
             Decoded::FindCoordinator(..) => Vec::new(),
+            Decoded::Produce(p) => p
+                .node_endpoints
+                .iter()
+                .map(|e| (e.node_id.0, format!("{}:{}", e.host.as_str(), e.port)))
+                .collect(),
         }
     }
 
@@ -352,7 +422,7 @@ impl Decoded {
     }
 
     /// Replaces every upstream endpoint with koord's for that broker. A broker koord has no
-    /// endpoint for is left out (Metadata, DescribeCluster) or made unavailable
+    /// endpoint for is left out (Metadata, DescribeCluster, Produce) or made unavailable
     /// (FindCoordinator): a client never learns an upstream address. Metadata and
     /// DescribeCluster also list koord itself (`own`), the group coordinator, as Kafka lists
     /// its coordinators among its brokers (librdkafka forgets a broker Metadata does not name,
@@ -450,6 +520,18 @@ impl Decoded {
                 }
                 ResponseKind::FindCoordinator(f)
             }
+            Decoded::Produce(mut p) => {
+                // A leader koord has no endpoint for is left out: the client asks Metadata.
+                p.node_endpoints.retain_mut(|e| match ep(e.node_id.0) {
+                    Some((h, port)) => {
+                        e.host = h;
+                        e.port = port;
+                        true
+                    }
+                    None => false,
+                });
+                ResponseKind::Produce(p)
+            }
         }
     }
 }
@@ -507,10 +589,14 @@ mod tests {
         let adv = advertised(&upstream_versions(), false);
         assert_eq!(
             range(&adv, ApiKey::Produce),
-            Some((0, 9)),
+            Some((0, 13)),
+            "upstream's: its KIP-951 endpoints are rewritten"
+        );
+        assert_eq!(
+            range(&adv, ApiKey::Fetch),
+            Some((4, 15)),
             "capped below KIP-951"
         );
-        assert_eq!(range(&adv, ApiKey::Fetch), Some((4, 15)));
         assert_eq!(range(&adv, ApiKey::CreateTopics), Some((2, 7)));
         let koord_join = crate::api::supported(ApiKey::JoinGroup).unwrap();
         assert_eq!(
@@ -535,8 +621,8 @@ mod tests {
         assert_eq!(range(&adv, ApiKey::ReadShareGroupState), None);
         // Not offered by upstream, not koord's: not advertised.
         assert_eq!(range(&adv, ApiKey::DeleteRecords), None);
-        assert!(is_advertised(&adv, ApiKey::Produce, 9));
-        assert!(!is_advertised(&adv, ApiKey::Produce, 10));
+        assert!(is_advertised(&adv, ApiKey::Produce, 13));
+        assert!(!is_advertised(&adv, ApiKey::Fetch, 16));
         let scram = crate::api::supported(ApiKey::AlterUserScramCredentials).unwrap();
         assert_eq!(
             range(&adv, ApiKey::AlterUserScramCredentials),
@@ -588,7 +674,7 @@ mod tests {
 
     #[test]
     fn produce_acks_are_read_at_every_forwarded_version() {
-        for v in 3..=9 {
+        for v in 3..=13 {
             for txn in [None, Some("tx-1")] {
                 assert_eq!(
                     produce_expects_response(&produce_frame(v, txn, 0), v),
@@ -789,6 +875,135 @@ mod tests {
             );
             assert_eq!(d.controller_id.0, 2);
         }
+    }
+
+    #[test]
+    fn produce_answers_name_koords_endpoints_for_new_leaders() {
+        use kafka_protocol::messages::produce_response::{
+            LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+        };
+        let not_leader = kafka_protocol::ResponseError::NotLeaderOrFollower.code();
+        let answer = |endpoints: Vec<i32>| {
+            ProduceResponse::default()
+                .with_responses(vec![TopicProduceResponse::default()
+                    .with_name(TopicName(StrBytes::from_static_str("t")))
+                    .with_partition_responses(vec![PartitionProduceResponse::default()
+                        .with_index(0)
+                        .with_error_code(not_leader)
+                        .with_current_leader(
+                            LeaderIdAndEpoch::default()
+                                .with_leader_id(2.into())
+                                .with_leader_epoch(5),
+                        )])])
+                .with_node_endpoints(
+                    endpoints
+                        .into_iter()
+                        .map(|id| {
+                            NodeEndpoint::default()
+                                .with_node_id(id.into())
+                                .with_host(StrBytes::from_static_str("10.0.0.9"))
+                                .with_port(9092 + id)
+                        })
+                        .collect(),
+                )
+        };
+        for v in 10..=13 {
+            let frame = encode(
+                ApiKey::Produce,
+                v,
+                &ResponseKind::Produce(answer(vec![2, 3])),
+            );
+            let d = Decoded::decode(ApiKey::Produce, v, &frame)
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                d.brokers(),
+                vec![
+                    (2, "10.0.0.9:9094".to_string()),
+                    (3, "10.0.0.9:9095".to_string())
+                ],
+                "new leaders are presented"
+            );
+            let rewritten = d.rewrite(&endpoints(), &own());
+            crate::server::codec::encode_response(ApiKey::Produce, v, 9, &rewritten)
+                .expect("the rewritten answer encodes");
+            let ResponseKind::Produce(p) = rewritten else {
+                panic!()
+            };
+            let seen: Vec<(i32, &str, i32)> = p
+                .node_endpoints
+                .iter()
+                .map(|e| (e.node_id.0, e.host.as_str(), e.port))
+                .collect();
+            assert_eq!(
+                seen,
+                vec![(2, "127.0.0.1", 7002)],
+                "v{v}: koord's endpoint; one koord has none for is left out"
+            );
+            let partition = &p.responses[0].partition_responses[0];
+            assert_eq!(partition.error_code, not_leader);
+            assert_eq!(partition.current_leader.leader_id.0, 2);
+            // Without endpoints, and below v10, the answer passes as it came.
+            let plain = encode(ApiKey::Produce, v, &ResponseKind::Produce(answer(vec![])));
+            assert!(Decoded::decode(ApiKey::Produce, v, &plain)
+                .unwrap()
+                .is_none());
+        }
+        let v9 = encode(ApiKey::Produce, 9, &ResponseKind::Produce(answer(vec![])));
+        assert!(Decoded::decode(ApiKey::Produce, 9, &v9).unwrap().is_none());
+    }
+
+    #[test]
+    fn clients_are_told_upstreams_transaction_protocol() {
+        let koords = || crate::api::api_versions::handle(&Default::default(), 2, None);
+        let level = |r: &ApiVersionsResponse| {
+            r.finalized_features
+                .iter()
+                .find(|f| f.name.as_str() == crate::api::api_versions::TRANSACTION_VERSION)
+                .map(|f| f.max_version_level)
+        };
+        assert_eq!(level(&koords()), Some(2), "koord standalone runs version 2");
+        let upstream = |finalized: Option<i16>, epoch| {
+            let name = || StrBytes::from_static_str(crate::api::api_versions::TRANSACTION_VERSION);
+            ApiVersionsResponse::default()
+                .with_supported_features(vec![SupportedFeatureKey::default()
+                    .with_name(name())
+                    .with_min_version(0)
+                    .with_max_version(2)])
+                .with_finalized_features_epoch(epoch)
+                .with_finalized_features(
+                    finalized
+                        .map(|l| {
+                            FinalizedFeatureKey::default()
+                                .with_name(name())
+                                .with_min_version_level(l)
+                                .with_max_version_level(l)
+                        })
+                        .into_iter()
+                        .collect(),
+                )
+        };
+        for (finalized, epoch) in [(Some(2), 41), (Some(1), 7), (None, 3)] {
+            let feature = TransactionFeature::of(&upstream(finalized, epoch));
+            let answer = feature.apply(koords());
+            assert_eq!(level(&answer), finalized, "upstream's level");
+            let with_it = finalized.map_or(0, |_| epoch);
+            assert_eq!(answer.finalized_features_epoch, with_it);
+            assert!(
+                answer
+                    .finalized_features
+                    .iter()
+                    .any(|f| f.name.as_str() == "streams.version"),
+                "koord's own features stay"
+            );
+        }
+        // An upstream without the feature (Kafka 3.x): none.
+        let answer = TransactionFeature::default().apply(koords());
+        assert_eq!(level(&answer), None);
+        assert!(answer
+            .supported_features
+            .iter()
+            .all(|f| f.name.as_str() != crate::api::api_versions::TRANSACTION_VERSION));
     }
 
     #[test]

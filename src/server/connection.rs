@@ -74,13 +74,15 @@ pub enum Routed {
 
 /// A layer in front of dispatch, one per connection: gateway mode's, which per API serves a
 /// request as koord's own or forwards it to the upstream broker the port stands for. It sees
-/// each request the session admitted, except the SASL exchange and Heartbeat (always koord's).
+/// each request the session admitted, except the SASL exchange and Heartbeat (always koord's),
+/// with the request's context (its principal, for a check koord makes before forwarding).
 pub trait Layer: Send {
     fn route<'a>(
         &'a mut self,
         frame: &'a Bytes,
         key: ApiKey,
         version: i16,
+        ctx: &'a RequestContext,
     ) -> BoxFuture<'a, Routed>;
 }
 
@@ -272,7 +274,7 @@ pub async fn serve<S>(
             heartbeats(frame, &mut buf, max, &broker, &ctx, &session, &mut out).await
         } else {
             let routed = match layer.as_mut() {
-                Some(layer) => route(layer.as_mut(), &frame, &session).await,
+                Some(layer) => route(layer.as_mut(), &frame, &session, &ctx).await,
                 None => Routed::Own,
             };
             match routed {
@@ -350,7 +352,12 @@ pub async fn serve<S>(
 
 /// A request through the connection's layer: admitted by the session first (the SASL
 /// exchange, and a request the session refuses, go to [`step`] as they would without one).
-async fn route(layer: &mut dyn Layer, frame: &Bytes, session: &Session) -> Routed {
+async fn route(
+    layer: &mut dyn Layer,
+    frame: &Bytes,
+    session: &Session,
+    ctx: &RequestContext,
+) -> Routed {
     if frame.len() < 8 {
         debug!(len = frame.len(), "request frame too short; closing");
         return Routed::Close;
@@ -362,7 +369,7 @@ async fn route(layer: &mut dyn Layer, frame: &Bytes, session: &Session) -> Route
         return Routed::Close;
     };
     match session.admit(key, Instant::now()) {
-        Admit::Serve => layer.route(frame, key, version).await,
+        Admit::Serve => layer.route(frame, key, version, ctx).await,
         Admit::Sasl | Admit::Close(_) => Routed::Own,
     }
 }
