@@ -524,24 +524,6 @@ impl Broker {
         Ok(())
     }
 
-    /// Makes a topic created at run time durable (with the next group commit), so Metadata
-    /// is the same after a restart. Not under [`TopicWrites`] (Metadata does not wait): the
-    /// record is queued the moment after the topic appears, before a client has been told of it.
-    fn persist_topic(&self, topic: &Topic) {
-        let name = topic.name.clone();
-        self.storage.submit(
-            vec![Mutation::PutTopic {
-                topic: topic.clone(),
-                configs: TopicConfigs::new(),
-            }],
-            Box::new(move |r| {
-                if let Err(e) = r {
-                    tracing::error!(topic = %name, "topic not stored: {e}");
-                }
-            }),
-        );
-    }
-
     /// Creates a topic with `configs` (CreateTopics), applies them, and stores it; returns once
     /// the record is durable (the store error if it is not: the topic is served regardless).
     ///
@@ -761,8 +743,9 @@ impl Broker {
     }
 
     /// Looks a topic up; creates it with `num.partitions` when `auto_create` is asked and
-    /// `auto.create.topics.enable` allows it.
-    pub fn topic_for_metadata(
+    /// `auto.create.topics.enable` allows it, and returns once it is stored (so that an id a
+    /// client was told survives a crash).
+    pub async fn topic_for_metadata(
         &self,
         name: &str,
         auto_create: bool,
@@ -773,9 +756,15 @@ impl Broker {
         if !(auto_create && self.config.auto_create_topics_enable) {
             return Ok(None);
         }
-        let topic = match self.topics.create(name, self.config.num_partitions) {
-            Ok(topic) => {
-                self.persist_topic(&topic);
+        let partitions = self.config.num_partitions;
+        let topic = match self
+            .create_topic(name, partitions, TopicConfigs::new())
+            .await
+        {
+            Ok((topic, stored)) => {
+                if let Err(e) = stored {
+                    tracing::error!(topic = name, "auto-created topic not stored: {e}");
+                }
                 topic
             }
             // A racing creator made it first (and stores it).

@@ -311,6 +311,39 @@ fn a_deleted_topic_stays_deleted_after_kill_9() {
     assert_ne!(created.topics[0].topic_id, gone_id);
 }
 
+/// A topic auto-created by Metadata is answered once stored: killed with -9 the moment the
+/// answer arrives, koord comes back with the topic under the id the client was told.
+#[test]
+fn an_auto_created_topic_keeps_the_id_it_was_answered_with_after_kill_9() {
+    let Some(mut koord) = Koord::start_owned(
+        "an_auto_created_topic_keeps_the_id_it_was_answered_with_after_kill_9",
+        &[],
+    ) else {
+        return;
+    };
+    let mut c = koord.connect();
+    let created = c.send(
+        12,
+        &MetadataRequest::default()
+            .with_topics(Some(vec![
+                kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                    .with_name(Some(TopicName(s("auto")))),
+            ]))
+            .with_allow_auto_topic_creation(true),
+    );
+    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+    let told = created.topics[0].topic_id;
+    assert!(!told.is_nil());
+    koord.kill9();
+    koord.restart();
+    let mut c = koord.connect();
+    let after = topics(&mut c);
+    assert!(
+        after.iter().any(|(name, _, id)| name == "auto" && *id == told),
+        "{after:?} (told {told})"
+    );
+}
+
 /// A truncated store file: `koord serve` exits non-zero and names the file.
 #[test]
 fn a_truncated_store_stops_koord_naming_the_file() {

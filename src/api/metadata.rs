@@ -66,8 +66,9 @@ fn topic_error(
 ///
 /// Authorization as Kafka's: every topic (null list) leaves out the topics the principal may
 /// not DESCRIBE; a named one it may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED, as does a
-/// missing one it could auto-create but may not CREATE (on the cluster or the topic).
-pub fn handle(
+/// missing one it could auto-create but may not CREATE (on the cluster or the topic). An
+/// auto-created topic is answered once it is stored.
+pub async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: MetadataRequest,
@@ -98,55 +99,64 @@ pub fn handle(
             .filter(|t| describable(&t.name))
             .map(&entry)
             .collect(),
-        Some(wanted) => wanted
-            .into_iter()
-            .map(|t| match t.name {
-                // A lookup by id may come with an empty name rather than a null one.
-                Some(name) if !name.is_empty() || t.topic_id.is_nil() => {
-                    if !describable(&name) {
-                        // Not even whether it is internal (Kafka 4.4's KafkaApis).
-                        return denied(Some(name), uuid::Uuid::nil());
+        Some(wanted) => {
+            let mut out = Vec::with_capacity(wanted.len());
+            for t in wanted {
+                out.push(match t.name {
+                    // A lookup by id may come with an empty name rather than a null one.
+                    Some(name) if !name.is_empty() || t.topic_id.is_nil() => {
+                        if !describable(&name) {
+                            // Not even whether it is internal (Kafka 4.4's KafkaApis).
+                            out.push(denied(Some(name), uuid::Uuid::nil()));
+                            continue;
+                        }
+                        if auto_create
+                            && broker.config.auto_create_topics_enable
+                            && broker.topics.get(&name).is_none()
+                            && !ctx.may_create_topic(broker, &name)
+                        {
+                            // Kafka marks an internal name here (it may describe it).
+                            let internal = is_internal(&name);
+                            out.push(
+                                denied(Some(name), uuid::Uuid::nil()).with_is_internal(internal),
+                            );
+                            continue;
+                        }
+                        match broker.topic_for_metadata(&name, auto_create).await {
+                            Ok(Some(topic)) => entry(&topic),
+                            Ok(None) => topic_error(
+                                Some(name),
+                                uuid::Uuid::nil(),
+                                ResponseError::UnknownTopicOrPartition,
+                                version,
+                            ),
+                            Err(CreateError::InvalidName(_)) => topic_error(
+                                Some(name),
+                                uuid::Uuid::nil(),
+                                ResponseError::InvalidTopicException,
+                                version,
+                            ),
+                            // Created and gone again cannot happen (no deletion); answer as unknown.
+                            Err(CreateError::AlreadyExists) => topic_error(
+                                Some(name),
+                                uuid::Uuid::nil(),
+                                ResponseError::UnknownTopicOrPartition,
+                                version,
+                            ),
+                        }
                     }
-                    if auto_create
-                        && broker.config.auto_create_topics_enable
-                        && broker.topics.get(&name).is_none()
-                        && !ctx.may_create_topic(broker, &name)
-                    {
-                        // Kafka marks an internal name here (it may describe it).
-                        let internal = is_internal(&name);
-                        return denied(Some(name), uuid::Uuid::nil()).with_is_internal(internal);
-                    }
-                    match broker.topic_for_metadata(&name, auto_create) {
-                        Ok(Some(topic)) => entry(&topic),
-                        Ok(None) => topic_error(
-                            Some(name),
-                            uuid::Uuid::nil(),
-                            ResponseError::UnknownTopicOrPartition,
-                            version,
-                        ),
-                        Err(CreateError::InvalidName(_)) => topic_error(
-                            Some(name),
-                            uuid::Uuid::nil(),
-                            ResponseError::InvalidTopicException,
-                            version,
-                        ),
-                        // Created and gone again cannot happen (no deletion); answer as unknown.
-                        Err(CreateError::AlreadyExists) => topic_error(
-                            Some(name),
-                            uuid::Uuid::nil(),
-                            ResponseError::UnknownTopicOrPartition,
-                            version,
-                        ),
-                    }
-                }
-                _ if !t.topic_id.is_nil() => match broker.topics.get_by_id(t.topic_id) {
-                    Some(topic) if !describable(&topic.name) => denied(None, t.topic_id),
-                    Some(topic) => entry(&topic),
-                    None => topic_error(None, t.topic_id, ResponseError::UnknownTopicId, version),
-                },
-                _ => topic_error(None, t.topic_id, ResponseError::InvalidRequest, version),
-            })
-            .collect(),
+                    _ if !t.topic_id.is_nil() => match broker.topics.get_by_id(t.topic_id) {
+                        Some(topic) if !describable(&topic.name) => denied(None, t.topic_id),
+                        Some(topic) => entry(&topic),
+                        None => {
+                            topic_error(None, t.topic_id, ResponseError::UnknownTopicId, version)
+                        }
+                    },
+                    _ => topic_error(None, t.topic_id, ResponseError::InvalidRequest, version),
+                });
+            }
+            out
+        }
     };
     let broker_entry = MetadataResponseBroker::default()
         .with_node_id(node)

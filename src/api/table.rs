@@ -69,7 +69,7 @@ pub async fn dispatch(
             ResponseKind::ApiVersions(api::api_versions::handle(&r, v, Some(me)))
         }
         RequestKind::Metadata(r) => {
-            ResponseKind::Metadata(api::metadata::handle(broker, ctx, r, v))
+            ResponseKind::Metadata(api::metadata::handle(broker, ctx, r, v).await)
         }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(api::find_coordinator::handle(broker, ctx, r, v))
