@@ -26,10 +26,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use kafka_protocol::records::{Record, TimestampType};
 
 use crate::group::classic::codec::{decode_group, KIND as CLASSIC};
-use crate::log::batch::{decode_records, encode_records, BatchHeader, ValidBatch};
+use crate::log::batch::{decode_records, keyed_batch, BatchHeader, ValidBatch};
 use crate::log::{now_ms, Logs};
 use crate::metadata::topic_config::{LogSettings, TopicConfigs};
 use crate::metadata::{Topic, Topics, LEADER_EPOCH};
@@ -254,28 +253,7 @@ impl OffsetsTopic {
             .logs
             .partition(topic, index)
             .ok_or("no such partition")?;
-        let records: Vec<Record> = records
-            .into_iter()
-            .enumerate()
-            .map(|(i, (key, value))| Record {
-                transactional: false,
-                control: false,
-                partition_leader_epoch: LEADER_EPOCH,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                // kafka-protocol starts a new batch where sequences are not consecutive: base
-                // sequence -1 (no producer), as compaction rewrites them.
-                sequence: i as i32 - 1,
-                timestamp: now,
-                key: Some(key),
-                value,
-                headers: Default::default(),
-                delete_horizon: false,
-            })
-            .collect();
-        let bytes = encode_records(&records)?;
+        let bytes = keyed_batch(&records, None, LEADER_EPOCH, now)?;
         let header = BatchHeader::parse(&bytes).ok_or("short batch")?;
         partition
             .append(&ValidBatch {

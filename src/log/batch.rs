@@ -444,6 +444,44 @@ pub fn encode_records(records: &[kafka_protocol::records::Record]) -> Result<Byt
     Ok(buf.freeze())
 }
 
+/// One uncompressed v2 batch of keyed records (a `None` value is a tombstone), all stamped
+/// `timestamp` and `partition_leader_epoch`, from `producer` (id, epoch, base sequence) or from
+/// none. The records' sequences run on from the base (-1 without a producer): kafka-protocol's
+/// encoder starts a new batch wherever offset - sequence changes, and Kafka wants a batch
+/// without a producer at base sequence -1.
+///
+/// # Errors
+/// A message when kafka-protocol cannot encode it.
+pub fn keyed_batch(
+    records: &[(Bytes, Option<Bytes>)],
+    producer: Option<(i64, i16, i32)>,
+    partition_leader_epoch: i32,
+    timestamp: i64,
+) -> Result<Bytes, String> {
+    let records: Vec<kafka_protocol::records::Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (key, value))| kafka_protocol::records::Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch,
+            producer_id: producer.map_or(-1, |p| p.0),
+            producer_epoch: producer.map_or(-1, |p| p.1),
+            timestamp_type: kafka_protocol::records::TimestampType::Creation,
+            offset: i as i64,
+            sequence: i32::try_from(i)
+                .unwrap_or(i32::MAX)
+                .wrapping_add(producer.map_or(-1, |p| p.2)),
+            timestamp,
+            key: Some(key.clone()),
+            value: value.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    encode_records(&records)
+}
+
 /// A control batch holding one transaction marker (Kafka's `EndTransactionMarker`): key
 /// version 0 and type (0 abort, 1 commit), value version 0 and the coordinator epoch; the
 /// batch is transactional and control, from the producer, base sequence -1.

@@ -30,7 +30,6 @@ use kafka_protocol::messages::{
     TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
-use kafka_protocol::records::{Record, TimestampType};
 use kafka_protocol::ResponseError;
 use tracing::debug;
 
@@ -616,33 +615,9 @@ fn encode_batch(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    let records: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, (k, v))| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: stamp.map_or(-1, |s| s.0),
-            producer_epoch: stamp.map_or(-1, |s| s.1),
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // kafka-protocol starts a new batch where offset - sequence changes: this keeps
-            // the records in one batch whose base sequence is the stamp's, or -1 (no
-            // producer), as Kafka wants a batch from a producer without an id; Kafka rejects
-            // any but the first batch of a request's partition (base offset not 0) with
-            // INVALID_RECORD.
-            sequence: i32::try_from(i)
-                .unwrap_or(i32::MAX)
-                .wrapping_add(stamp.map_or(-1, |s| s.2)),
-            timestamp: now,
-            key: Some(k.clone()),
-            value: v.clone(),
-            headers: Default::default(),
-        })
-        .collect();
-    crate::log::batch::encode_records(&records)
+    // One batch whose base sequence is the stamp's, or -1 (no producer): Kafka rejects any but
+    // the first batch of a request's partition (base offset not 0) with INVALID_RECORD.
+    crate::log::batch::keyed_batch(records, stamp, -1, now)
         .map_err(|e| UpstreamError::Protocol(format!("encoding a batch: {e}")))
 }
 
