@@ -7,6 +7,9 @@ assigns the tasks.
   promoted.
 - With group.streams.num.standby.replicas=1 (koord's setting), two instances each keep standbys
   of the other's stateful tasks.
+- Static membership (group.instance.id, Kafka 4.4's streams groups): an instance closed without
+  leaving and started again with the same instance id gets its tasks back, and the other
+  instance's tasks never change meanwhile (koord and Kafka 4.4 alike).
 
 Every wait is on an event (a JSON line of an instance, a record read back); deadlines only bound
 a failure. KOORD_BOOTSTRAP=HOST:PORT runs the scaling test against a running broker instead
@@ -157,6 +160,69 @@ def test_streams_group_keeps_standbys_on_the_other_instance(koord, tmp_path, req
         for inst in instances:
             inst.stop()
         print(f"standbys: {placed}")
+    finally:
+        output.stop()
+        for inst in instances:
+            inst.kill()
+
+
+def balanced(live):
+    """tasks_split of `live`, each instance with as many tasks as the others and some of the
+    stateful ones: where both koord's learner assignor (once its warm-ups are promoted) and
+    Kafka's sticky assignor settle."""
+    def check(log):
+        split = tasks_split(live)(log)
+        if split is None:
+            return None
+        even = len(TASKS) // len(live)
+        if any(len(a) != even or not a & STATEFUL for a in split.values()):
+            return None
+        return split
+    return check
+
+
+def test_a_static_member_restarted_gets_its_tasks_back_and_nothing_else_moves(
+        koord, tmp_path, request):
+    if EXTERNAL_BOOTSTRAP:
+        bootstrap = EXTERNAL_BOOTSTRAP
+    else:
+        bootstrap = koord(*KOORD_SETTINGS).bootstrap
+    app_id = unique(request, "app")
+    input_topic, output_topic = topics(bootstrap, app_id)
+    events = StreamsEvents()
+    instances = []
+    output = OutputCounts(bootstrap, output_topic)
+    expected = collections.Counter()
+
+    def start(name, instance_id):
+        instances.append(StreamsInstance(
+            events, name, tmp_path, bootstrap, app_id, input_topic, output_topic,
+            tmp_path / f"{instance_id}-state", STREAMS_PROTOCOL,
+            f"group.instance.id={app_id}-{instance_id}", "koord.test.close=remain"))
+        return instances[-1]
+
+    try:
+        produce_sentences(bootstrap, input_topic, 0, 200, expected)
+        start("s1", "one")
+        start("s2", "two")
+        split = events.wait_for("s1 and s2 RUNNING with half the tasks each", balanced(["s1", "s2"]))
+        settled_at = len(events.snapshot())
+        output.wait_for(dict(expected), "s1 and s2")
+        # s2 closes remaining in the group (a static member's temporary leave), and comes back
+        # as a new process with the same instance id and state directory.
+        instances[1].stop()
+        start("s2-again", "two")
+        back = events.wait_for("s2 back with its tasks, s1 RUNNING",
+                               tasks_split(["s1", "s2-again"], gone=["s2"]))
+        assert back == {"s1": split["s1"], "s2-again": split["s2"]}, (split, back)
+        produce_sentences(bootstrap, input_topic, 200, 200, expected)
+        output.wait_for(dict(expected), "after the restart")
+        s1_tasks = [frozenset(e["active"]) for e in events.snapshot()[settled_at:]
+                    if e["member"] == "s1" and e["event"] == "tasks"]
+        assert all(t == split["s1"] for t in s1_tasks), (
+            f"s1's tasks changed while s2 was away: {s1_tasks}")
+        for inst in instances:
+            inst.stop()
     finally:
         output.stop()
         for inst in instances:

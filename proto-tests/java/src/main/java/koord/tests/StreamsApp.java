@@ -40,7 +40,9 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * </pre>
  *
  * Runs until SIGTERM, then KafkaStreams.close() leaving the group (as a scaled-in instance should:
- * its tasks move at once, not after its session timeout) and exits 0. JSON lines on stdout, each
+ * its tasks move at once, not after its session timeout) and exits 0; with the property
+ * {@code koord.test.close=remain} (not passed to Streams) close() remains in the group instead,
+ * as a static member (group.instance.id) being restarted does. JSON lines on stdout, each
  * with "ts_ms":
  * {"event":"state","state":NEW,"old":OLD} from the StateListener;
  * {"event":"tasks","state":S,"active":["0_1",...],"standby":[...]} whenever the tasks of the local
@@ -75,6 +77,7 @@ public final class StreamsApp {
             int eq = arg.indexOf('=');
             p.put(arg.substring(0, eq), arg.substring(eq + 1));
         }
+        boolean remain = "remain".equals(p.remove("koord.test.close"));
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
@@ -109,7 +112,9 @@ public final class StreamsApp {
             reportTasks(streams);
         }
         boolean clean = streams.close(CloseOptions
-                .groupMembershipOperation(CloseOptions.GroupMembershipOperation.LEAVE_GROUP)
+                .groupMembershipOperation(remain
+                        ? CloseOptions.GroupMembershipOperation.REMAIN_IN_GROUP
+                        : CloseOptions.GroupMembershipOperation.LEAVE_GROUP)
                 .withTimeout(Duration.ofSeconds(30)));
         emit("closed", "\"clean\":" + clean);
         OUT.flush();
