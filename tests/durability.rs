@@ -339,7 +339,9 @@ fn an_auto_created_topic_keeps_the_id_it_was_answered_with_after_kill_9() {
     let mut c = koord.connect();
     let after = topics(&mut c);
     assert!(
-        after.iter().any(|(name, _, id)| name == "auto" && *id == told),
+        after
+            .iter()
+            .any(|(name, _, id)| name == "auto" && *id == told),
         "{after:?} (told {told})"
     );
 }
