@@ -11,7 +11,10 @@ as Kafka's log shows them once compacted). So:
   topic, or did not mark it, would fail its own integration tests);
 - Kafka's `kafka-console-consumer` with `OffsetsMessageFormatter` reads, in the group's
   partition, the commit a confluent-kafka consumer made a moment before, and with
-  `GroupMetadataMessageFormatter` the classic group's metadata (protocol, generation, member).
+  `GroupMetadataMessageFormatter` the classic group's metadata (protocol, generation, member);
+- `__transaction_state` likewise: with `TransactionLogMessageFormatter`, a confluent-kafka
+  transaction's states (Ongoing with its partition, then CompleteCommit) in the transactional
+  id's partition.
 
 With KOORD_BOOTSTRAP=HOST:PORT the same tests run against that server (scripts/test.sh runs them
 against Apache Kafka 4.4), proving the expectations are Kafka's. Every wait is on an event (a
@@ -35,6 +38,7 @@ from groups_util import Group, java_command
 EXTERNAL_BOOTSTRAP = os.environ.get("KOORD_BOOTSTRAP")
 GROUP_SETTINGS = ("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
 DEADLINE = 120.0
 
 
@@ -54,30 +58,32 @@ def java_hash(s):
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
-def group_partition(bootstrap, group):
-    """The `__consumer_offsets` partition of `group`: Utils.abs(hashCode) % partitions."""
+def group_partition(bootstrap, group, topic=OFFSETS_TOPIC):
+    """The partition of internal `topic` that holds `group` (or transactional id):
+    Utils.abs(hashCode) % partitions."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + DEADLINE
     while True:
-        # Kafka creates the topic at a group's first request; its metadata follows shortly.
-        t = admin.list_topics(OFFSETS_TOPIC, timeout=30).topics.get(OFFSETS_TOPIC)
+        # Kafka creates the topic at a group's (transactional id's) first request; its
+        # metadata follows shortly.
+        t = admin.list_topics(topic, timeout=30).topics.get(topic)
         if t is not None and t.error is None and t.partitions:
             partitions = len(t.partitions)
             break
-        assert time.monotonic() < deadline, f"{OFFSETS_TOPIC} not listed: {t}"
+        assert time.monotonic() < deadline, f"{topic} not listed: {t}"
         time.sleep(0.2)
     h = java_hash(group)
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
-def watch(bootstrap, group):
-    """Reads the end of `group`'s partition of __consumer_offsets (ListOffsets), as a lag
+def watch(bootstrap, group, topic=OFFSETS_TOPIC):
+    """Reads the end of `group`'s partition of internal `topic` (ListOffsets), as a lag
     monitor does before groups change: koord writes the topic from its first read on (before
     that it holds what its store holds, written when first read), Kafka always."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"watcher-{group}"})
     try:
         low, high = c.get_watermark_offsets(
-            TopicPartition(OFFSETS_TOPIC, group_partition(bootstrap, group)), timeout=30)
+            TopicPartition(topic, group_partition(bootstrap, group, topic)), timeout=30)
         assert 0 <= low <= high, (low, high)
     finally:
         c.close()
@@ -101,13 +107,13 @@ def commit(bootstrap, group, topic, offset, subscribe=False):
         c.close()
 
 
-def formatted(bootstrap, group, formatter, found):
-    """Runs kafka-console-consumer on `group`'s partition of `__consumer_offsets` from the
-    earliest offset with `formatter`, until `found(record)` holds for a printed record of
-    `group`; returns that record (the parsed JSON line)."""
-    partition = group_partition(bootstrap, group)
+def formatted(bootstrap, group, formatter, found, topic=OFFSETS_TOPIC, owner="group"):
+    """Runs kafka-console-consumer on `group`'s partition of internal `topic` from the
+    earliest offset with `formatter`, until `found(record)` holds for a printed record whose
+    key's `owner` field is `group`; returns that record (the parsed JSON line)."""
+    partition = group_partition(bootstrap, group, topic)
     cmd = java_command("org.apache.kafka.tools.consumer.ConsoleConsumer",
-                       "--bootstrap-server", bootstrap, "--topic", OFFSETS_TOPIC,
+                       "--bootstrap-server", bootstrap, "--topic", topic,
                        "--partition", partition, "--offset", "earliest",
                        "--formatter", f"org.apache.kafka.tools.consumer.{formatter}",
                        "--consumer-property", "exclude.internal.topics=false")
@@ -137,7 +143,7 @@ def formatted(bootstrap, group, formatter, found):
                     break
                 pending = pending[end:]
                 printed.append(record)
-                if record["key"]["data"]["group"] == group and found(record):
+                if record["key"]["data"].get(owner) == group and found(record):
                     match.append(record)
                     return
 
@@ -238,3 +244,38 @@ def test_franz_go_regex_subscription_sees_the_offsets_topic_as_internal_and_skip
         assert not touched, f"franz-go consumed or was assigned {OFFSETS_TOPIC}: {touched}"
     finally:
         g.shutdown()
+
+
+def test_the_transaction_log_formatter_reads_a_transactions_states(bootstrap):
+    """A confluent-kafka transactional producer, its id's partition of __transaction_state
+    watched once it is initialised, writes a record in a transaction and commits;
+    kafka-console-consumer with TransactionLogMessageFormatter reads the transaction Ongoing
+    with its partition, then CompleteCommit, as Kafka 4.4 writes them (TransactionLogValue
+    version 1)."""
+    from confluent_kafka import Producer
+    txn_id = f"formatted-tx-{uuid.uuid4().hex[:8]}"
+    topic = new_topic(bootstrap)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+    p.init_transactions(30)
+    watch(bootstrap, txn_id, TRANSACTION_TOPIC)
+    p.begin_transaction()
+    p.produce(topic, value=b"v", partition=0)
+    p.commit_transaction(30)
+
+    def state(status):
+        return lambda r: r["value"] is not None and \
+            r["value"]["data"]["transactionStatus"] == status
+
+    args = ("TransactionLogMessageFormatter",)
+    kw = {"topic": TRANSACTION_TOPIC, "owner": "transactionalId"}
+    ongoing = formatted(bootstrap, txn_id, *args, state("Ongoing"), **kw)
+    assert ongoing["key"] == {"type": 0, "data": {"transactionalId": txn_id}}, ongoing
+    assert ongoing["value"]["version"] == 1, ongoing
+    data = ongoing["value"]["data"]
+    assert data["transactionPartitions"] == [{"topic": topic, "partitionIds": [0]}], ongoing
+    assert data["transactionTimeoutMs"] == 60000, ongoing
+    assert data["transactionStartTimestampMs"] > 0, ongoing
+    committed = formatted(bootstrap, txn_id, *args, state("CompleteCommit"), **kw)
+    done = committed["value"]["data"]
+    assert done["producerId"] == data["producerId"] >= 0, (ongoing, committed)
+    assert done["transactionPartitions"] == [], committed

@@ -20,6 +20,10 @@
 //! 3 and up: koord keeps those groups in its own encoding), and transactional offsets before
 //! their transaction commits (Kafka writes them at once in a transactional batch; a
 //! read_committed reader sees the same either way).
+//!
+//! `__transaction_state` is written the same way, from the same first read of either topic:
+//! every transactional id's state change (Kafka's `TransactionLog` records, in the partition
+//! of the transactional id), a forgotten id's tombstone.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -35,15 +39,43 @@ use crate::metadata::{Topic, Topics, LEADER_EPOCH};
 use crate::storage::{Applied, LoadedGroup, Mutation, Storage, Store, StoreError, Tap};
 use crate::vocab::offsets_log::{
     group_metadata_key, group_metadata_value, group_of_key, offset_commit_key, offset_commit_value,
+    transaction_log_key, transaction_log_value,
 };
+use crate::vocab::txn::TxnRecord;
 use crate::vocab::{partition_of, GroupId, OffsetAndMetadata, TopicPartition};
+
+/// Kafka's default partition count of its internal topics.
+const DEFAULT_PARTITIONS: i32 = 50;
 
 /// Kafka's name for the groups' internal topic.
 pub const NAME: &str = "__consumer_offsets";
 
-/// Kafka's name for the transactions' internal topic: listed with Kafka's partition count and
-/// configs, empty (koord keeps transactional ids in its store only).
+/// Kafka's name for the transactions' internal topic, written as `__consumer_offsets` is.
 pub const TRANSACTION_STATE: &str = "__transaction_state";
+
+/// Whether a topic of that name is one this writer keeps (a read of it warms them both).
+pub fn is_written(name: &str) -> bool {
+    name == NAME || name == TRANSACTION_STATE
+}
+
+/// A record's key and value (`None`: a tombstone).
+type KeyValue = (Bytes, Option<Bytes>);
+
+/// Which internal topic a record goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Internal {
+    Offsets,
+    Transactions,
+}
+
+impl Internal {
+    fn name(self) -> &'static str {
+        match self {
+            Internal::Offsets => NAME,
+            Internal::Transactions => TRANSACTION_STATE,
+        }
+    }
+}
 
 /// How much is appended before the in-memory log compacts (when the dirty ratio allows):
 /// Kafka's 100 MiB `offsets.topic.segment.bytes` would keep that much per partition in memory.
@@ -82,10 +114,12 @@ pub fn log_settings(settings: LogSettings) -> LogSettings {
     }
 }
 
-/// One record for the topic, or every live record of a group to tombstone.
+/// One record for a topic, partitioned by its `owner` (a group, a transactional id), or every
+/// live record of a group to tombstone.
 enum Change {
     Record {
-        group: GroupId,
+        topic: Internal,
+        owner: String,
         key: Bytes,
         value: Option<Bytes>,
     },
@@ -171,7 +205,8 @@ impl OffsetsTopic {
         let (this, store) = (self.clone(), store.clone());
         let loaded = tokio::task::spawn_blocking(move || {
             let groups = store.load_groups()?;
-            this.seed(&groups);
+            let txns = store.load_txns()?;
+            this.seed(&groups, &txns);
             let mut written = this.written();
             if let Written::Warming(kept) = std::mem::replace(&mut *written, Written::Live) {
                 this.append(kept);
@@ -181,7 +216,12 @@ impl OffsetsTopic {
         })
         .await;
         match loaded {
-            Ok(Ok(groups)) => tracing::info!(groups, "{NAME} written: a client reads it"),
+            Ok(Ok(groups)) => {
+                tracing::info!(
+                    groups,
+                    "{NAME} and {TRANSACTION_STATE} written: a client reads them"
+                )
+            }
             failed => {
                 let mut written = self.written();
                 self.set(&mut written, Written::Cold);
@@ -190,14 +230,27 @@ impl OffsetsTopic {
         }
     }
 
-    /// Writes every stored group's records.
-    fn seed(&self, groups: &[LoadedGroup]) {
+    /// The partition count of `__consumer_offsets`, which a transaction's groups are listed by
+    /// (Kafka's default when the topic is gone).
+    fn offsets_partitions(&self) -> i32 {
+        self.topics
+            .id_and_partitions(NAME)
+            .map_or(DEFAULT_PARTITIONS, |(_, n)| n)
+    }
+
+    /// Writes every stored group's and transactional id's records.
+    fn seed(&self, groups: &[LoadedGroup], txns: &[TxnRecord]) {
+        let partitions = self.offsets_partitions();
+        let txns = txns.iter().map(|t| txn_change(t, partitions));
         let changes = groups.iter().flat_map(|g| {
             let metadata = g.records.iter().filter_map(|record| {
-                change(&Mutation::PutGroupRecord {
-                    group: g.id.clone(),
-                    record: record.clone(),
-                })
+                change(
+                    &Mutation::PutGroupRecord {
+                        group: g.id.clone(),
+                        record: record.clone(),
+                    },
+                    partitions,
+                )
             });
             let offsets = g
                 .offsets
@@ -205,39 +258,54 @@ impl OffsetsTopic {
                 .map(|(tp, offset)| offset_change(&g.id, tp, offset));
             metadata.chain(offsets).collect::<Vec<_>>()
         });
-        self.append(changes);
+        self.append(changes.chain(txns));
     }
 
     /// Appends `changes` in order, one batch per partition.
     fn append(&self, changes: impl IntoIterator<Item = Change>) {
-        // Looked up each time: the topic may have been deleted (it is then not written) or
+        // Looked up each time: a topic may have been deleted (it is then not written) or
         // created again with another partition count.
-        let Some(topic) = self.topics.get(NAME) else {
-            return;
+        let mut topics: HashMap<Internal, Option<Topic>> = HashMap::new();
+        let mut topic_of = |t: Internal| {
+            topics
+                .entry(t)
+                .or_insert_with(|| self.topics.get(t.name()))
+                .clone()
         };
-        let mut pending: HashMap<i32, Vec<(Bytes, Option<Bytes>)>> = HashMap::new();
+        let mut pending: HashMap<(Internal, i32), Vec<KeyValue>> = HashMap::new();
         for change in changes {
             match change {
-                Change::Record { group, key, value } => pending
-                    .entry(partition_of(group.as_str(), topic.partitions))
-                    .or_default()
-                    .push((key, value)),
+                Change::Record {
+                    topic,
+                    owner,
+                    key,
+                    value,
+                } => {
+                    let Some(t) = topic_of(topic) else { continue };
+                    pending
+                        .entry((topic, partition_of(&owner, t.partitions)))
+                        .or_default()
+                        .push((key, value));
+                }
                 Change::Tombstones(group) => {
-                    let index = partition_of(group.as_str(), topic.partitions);
-                    let queued = pending.entry(index).or_default();
-                    for key in self.live_keys(&topic, index, group.as_str(), queued) {
+                    let Some(t) = topic_of(Internal::Offsets) else {
+                        continue;
+                    };
+                    let index = partition_of(group.as_str(), t.partitions);
+                    let queued = pending.entry((Internal::Offsets, index)).or_default();
+                    for key in self.live_keys(&t, index, group.as_str(), queued) {
                         queued.push((key, None));
                     }
                 }
             }
         }
         let now = now_ms();
-        for (index, records) in pending {
-            if records.is_empty() {
+        for ((internal, index), records) in pending {
+            let Some(topic) = topic_of(internal).filter(|_| !records.is_empty()) else {
                 continue;
-            }
+            };
             if let Err(e) = self.append_to(&topic, index, records, now) {
-                tracing::warn!(partition = index, "{NAME} not written: {e}");
+                tracing::warn!(partition = index, "{} not written: {e}", internal.name());
             }
         }
     }
@@ -309,9 +377,10 @@ impl Tap for OffsetsTopic {
         if self.state.load(Ordering::Acquire) == COLD {
             return None;
         }
+        let partitions = self.offsets_partitions();
         let changes: Vec<Vec<Change>> = writes
             .iter()
-            .map(|w| w.iter().filter_map(change).collect())
+            .map(|w| w.iter().filter_map(|m| change(m, partitions)).collect())
             .collect();
         if changes.iter().all(Vec::is_empty) {
             return None;
@@ -334,16 +403,29 @@ impl Tap for OffsetsTopic {
 
 fn offset_change(group: &GroupId, tp: &TopicPartition, offset: &OffsetAndMetadata) -> Change {
     Change::Record {
-        group: group.clone(),
+        topic: Internal::Offsets,
+        owner: group.as_str().to_owned(),
         key: offset_commit_key(group.as_str(), &tp.topic, tp.partition),
         value: Some(offset_commit_value(offset)),
     }
 }
 
-/// What a store mutation writes to the topic, if anything.
-fn change(m: &Mutation) -> Option<Change> {
+/// A transactional id's record; its groups listed by `offsets_partitions`.
+fn txn_change(txn: &TxnRecord, offsets_partitions: i32) -> Change {
+    Change::Record {
+        topic: Internal::Transactions,
+        owner: txn.transactional_id.clone(),
+        key: transaction_log_key(&txn.transactional_id),
+        value: Some(transaction_log_value(txn, offsets_partitions)),
+    }
+}
+
+/// What a store mutation writes to the topics, if anything; `offsets_partitions`: the
+/// partition count of `__consumer_offsets`.
+fn change(m: &Mutation, offsets_partitions: i32) -> Option<Change> {
     let tombstone = |group: &GroupId, key: Bytes| Change::Record {
-        group: group.clone(),
+        topic: Internal::Offsets,
+        owner: group.as_str().to_owned(),
         key,
         value: None,
     };
@@ -358,7 +440,8 @@ fn change(m: &Mutation) -> Option<Change> {
         {
             match decode_group(&record.value) {
                 Ok(metadata) => Some(Change::Record {
-                    group: group.clone(),
+                    topic: Internal::Offsets,
+                    owner: group.as_str().to_owned(),
                     key: group_metadata_key(group.as_str()),
                     value: Some(group_metadata_value(&metadata)),
                 }),
@@ -378,6 +461,13 @@ fn change(m: &Mutation) -> Option<Change> {
             Some(tombstone(group, group_metadata_key(group.as_str())))
         }
         Mutation::DeleteGroup { group } => Some(Change::Tombstones(group.clone())),
+        Mutation::PutTxn(txn) => Some(txn_change(txn, offsets_partitions)),
+        Mutation::DeleteTxn { transactional_id } => Some(Change::Record {
+            topic: Internal::Transactions,
+            owner: transactional_id.clone(),
+            key: transaction_log_key(transactional_id),
+            value: None,
+        }),
         _ => None,
     }
 }
@@ -401,15 +491,18 @@ mod tests {
     fn cold_topic() -> (OffsetsTopic, Topic) {
         let topics = Arc::new(Topics::default());
         let logs = Arc::new(Logs::new(-1));
-        let topic = topics.create(NAME, 50).unwrap();
-        logs.configure(
-            topic.id,
-            log_settings(LogSettings {
-                compact: true,
-                delete: false,
-                ..LogSettings::with_retention_bytes(-1)
-            }),
-        );
+        for name in [TRANSACTION_STATE, NAME] {
+            let topic = topics.create(name, 50).unwrap();
+            logs.configure(
+                topic.id,
+                log_settings(LogSettings {
+                    compact: true,
+                    delete: false,
+                    ..LogSettings::with_retention_bytes(-1)
+                }),
+            );
+        }
+        let topic = topics.get(NAME).unwrap();
         (OffsetsTopic::new(topics, logs), topic)
     }
 
@@ -463,6 +556,46 @@ mod tests {
         assert!(t
             .round(&[vec![Mutation::ReserveProducerIds { end: 1 }]])
             .is_none());
+    }
+
+    #[test]
+    fn transactional_ids_go_to_the_transaction_log_and_a_forgotten_one_is_tombstoned() {
+        let (t, _) = topic();
+        let txn = TxnRecord {
+            transactional_id: "tx".into(),
+            producer_id: 7,
+            previous_producer_id: -1,
+            producer_epoch: 0,
+            last_producer_epoch: -1,
+            next_producer_id: -1,
+            timeout_ms: 60_000,
+            state: crate::vocab::txn::TxnState::Empty,
+            partitions: Default::default(),
+            groups: Default::default(),
+            started: Timestamp(0),
+            updated: Timestamp(5),
+        };
+        apply(
+            &t,
+            vec![
+                vec![Mutation::PutTxn(Box::new(txn.clone()))],
+                vec![Mutation::DeleteTxn {
+                    transactional_id: "tx".into(),
+                }],
+            ],
+            &[Ok(()), Ok(())],
+        );
+        let log = t.topics.get(TRANSACTION_STATE).unwrap();
+        let got = records(&t, &log, "tx");
+        let key = transaction_log_key("tx");
+        assert_eq!(
+            got,
+            vec![
+                (0, key.clone(), Some(transaction_log_value(&txn, 50))),
+                (0, key, None)
+            ]
+        );
+        assert!(records(&t, &t.topics.get(NAME).unwrap(), "tx").is_empty());
     }
 
     #[test]

@@ -218,30 +218,39 @@ pub async fn dispatch(
     }))
 }
 
-/// Before a read naming `__consumer_offsets` (by name, or by id where the name is empty) that
-/// the principal may make (`op` on the topic, as the handler checks it): standalone koord
-/// writes the topic from its first read on ([`Broker::reading_offsets_topic`]). Once written,
-/// or where koord does not keep it (gateway and cluster mode), one atomic load and nothing
-/// else.
+/// Before a read naming `__consumer_offsets` or `__transaction_state` (by name, or by id where
+/// the name is empty) that the principal may make (`op` on the topic, as the handler checks
+/// it): standalone koord writes them from their first read on
+/// ([`Broker::reading_offsets_topic`]). Once written, or where koord does not keep them
+/// (gateway and cluster mode), one atomic load and nothing else.
 async fn warm_offsets_topic<'a>(
     broker: &Broker,
     ctx: &RequestContext,
     op: Operation,
-    mut named: impl Iterator<Item = (&'a str, uuid::Uuid)>,
+    named: impl Iterator<Item = (&'a str, uuid::Uuid)>,
 ) {
-    use crate::offsets_topic::NAME;
+    use crate::offsets_topic::{is_written, NAME, TRANSACTION_STATE};
     if !broker.offsets_topic_cold() {
         return;
     }
-    let is_it = |(name, id): (&str, uuid::Uuid)| {
-        name == NAME
-            || (!id.is_nil()
-                && broker
-                    .topics
-                    .id_and_partitions(NAME)
-                    .is_some_and(|(offsets, _)| offsets == id))
+    let by_id = |id: uuid::Uuid| {
+        [NAME, TRANSACTION_STATE].into_iter().find(|name| {
+            broker
+                .topics
+                .id_and_partitions(name)
+                .is_some_and(|(internal, _)| internal == id)
+        })
     };
-    if named.any(is_it) && ctx.may(broker, op, ResourceType::Topic, NAME) {
+    let mut wanted = named.filter_map(|(name, id)| {
+        if is_written(name) {
+            Some(name)
+        } else if name.is_empty() && !id.is_nil() {
+            by_id(id)
+        } else {
+            None
+        }
+    });
+    if wanted.any(|name| ctx.may(broker, op, ResourceType::Topic, name)) {
         broker.reading_offsets_topic().await;
     }
 }

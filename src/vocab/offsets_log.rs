@@ -10,10 +10,18 @@
 //! - a classic group: `GroupMetadataKey` (type 2: group) and `GroupMetadataValue` version 3
 //!   (protocol type, generation, protocol, leader, current state timestamp, the members with
 //!   their subscription for the group's protocol and their assignment).
+//!
+//! And `__transaction_state`'s, as Kafka 4.4's `TransactionLog` writes it with transaction
+//! version 2 finalized: `TransactionLogKey` (type 0: transactional id) and `TransactionLogValue`
+//! version 1 (flexible: producer id and epoch, timeout, state, the transaction's partitions by
+//! topic, last update and start timestamps; tagged previous and next producer id).
+
+use std::collections::BTreeMap;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::{GroupMetadataRecord, OffsetAndMetadata};
+use super::txn::{TxnRecord, TxnState, NO_PRODUCER_ID};
+use super::{partition_of, GroupMetadataRecord, OffsetAndMetadata};
 
 /// `CoordinatorRecordType.OFFSET_COMMIT`.
 pub const OFFSET_COMMIT: i16 = 1;
@@ -124,6 +132,87 @@ pub fn group_metadata_value(group: &GroupMetadataRecord) -> Bytes {
     buf.freeze()
 }
 
+/// `CoordinatorRecordType.TRANSACTION_LOG`.
+pub const TRANSACTION_LOG: i16 = 0;
+
+/// A COMPACT_STRING: unsigned varint length + 1, then UTF-8.
+fn compact_string(buf: &mut BytesMut, s: &str) {
+    unsigned_varint(buf, u32::try_from(s.len() + 1).unwrap_or(u32::MAX));
+    buf.put_slice(s.as_bytes());
+}
+
+/// The key of a transactional id's record.
+pub fn transaction_log_key(transactional_id: &str) -> Bytes {
+    let mut buf = BytesMut::with_capacity(4 + transactional_id.len());
+    buf.put_i16(TRANSACTION_LOG);
+    string(&mut buf, transactional_id);
+    buf.freeze()
+}
+
+/// The value of a transactional id's record. The groups of the transaction (AddOffsetsToTxn,
+/// TxnOffsetCommit v5) are listed as Kafka lists them: their `__consumer_offsets` partitions,
+/// of `offsets_partitions`. The client's transaction version is not kept by koord (Kafka's
+/// tagged field is left out: version 0, as Kafka reads an older record).
+pub fn transaction_log_value(txn: &TxnRecord, offsets_partitions: i32) -> Bytes {
+    let mut buf = BytesMut::with_capacity(64 + 16 * txn.partitions.len());
+    buf.put_i16(1);
+    buf.put_i64(txn.producer_id);
+    buf.put_i16(txn.producer_epoch);
+    buf.put_i32(txn.timeout_ms);
+    buf.put_i8(txn.state.code() as i8);
+    if txn.state == TxnState::Empty {
+        // A null array.
+        unsigned_varint(&mut buf, 0);
+    } else {
+        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for tp in &txn.partitions {
+            by_topic.entry(&tp.topic).or_default().push(tp.partition);
+        }
+        for group in &txn.groups {
+            by_topic
+                .entry("__consumer_offsets")
+                .or_default()
+                .push(partition_of(group, offsets_partitions));
+        }
+        unsigned_varint(
+            &mut buf,
+            u32::try_from(by_topic.len() + 1).unwrap_or(u32::MAX),
+        );
+        for (topic, mut partitions) in by_topic {
+            partitions.sort_unstable();
+            partitions.dedup();
+            compact_string(&mut buf, topic);
+            unsigned_varint(
+                &mut buf,
+                u32::try_from(partitions.len() + 1).unwrap_or(u32::MAX),
+            );
+            for p in partitions {
+                buf.put_i32(p);
+            }
+            unsigned_varint(&mut buf, 0);
+        }
+    }
+    buf.put_i64(txn.updated.as_millis() as i64);
+    let started = if txn.state == TxnState::Empty {
+        -1
+    } else {
+        txn.started.as_millis() as i64
+    };
+    buf.put_i64(started);
+    // Tagged fields: 0 previousProducerId, 1 nextProducerId, when set.
+    let tagged: Vec<(u32, i64)> = [(0, txn.previous_producer_id), (1, txn.next_producer_id)]
+        .into_iter()
+        .filter(|(_, id)| *id != NO_PRODUCER_ID)
+        .collect();
+    unsigned_varint(&mut buf, tagged.len() as u32);
+    for (tag, id) in tagged {
+        unsigned_varint(&mut buf, tag);
+        unsigned_varint(&mut buf, 8);
+        buf.put_i64(id);
+    }
+    buf.freeze()
+}
+
 /// The group of a key written here (an offset commit's or a group's metadata), if it is one.
 pub fn group_of_key(key: &[u8]) -> Option<&str> {
     let kind = i16::from_be_bytes(key.get(..2)?.try_into().ok()?);
@@ -137,7 +226,7 @@ pub fn group_of_key(key: &[u8]) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vocab::{Generation, InstanceId, MemberId, MemberRecord, Timestamp};
+    use crate::vocab::{Generation, InstanceId, MemberId, MemberRecord, Timestamp, TopicPartition};
 
     #[test]
     fn offset_commit_records_are_kafkas_bytes() {
@@ -173,6 +262,78 @@ mod tests {
         want.extend(1000i64.to_be_bytes());
         want.extend(9000i64.to_be_bytes());
         assert_eq!(offset_commit_value(&expiring).as_ref(), want);
+    }
+
+    fn txn(state: TxnState) -> TxnRecord {
+        TxnRecord {
+            transactional_id: "tx".into(),
+            producer_id: 7,
+            previous_producer_id: NO_PRODUCER_ID,
+            producer_epoch: 3,
+            last_producer_epoch: -1,
+            next_producer_id: NO_PRODUCER_ID,
+            timeout_ms: 60_000,
+            state,
+            partitions: [TopicPartition::new("t", 1), TopicPartition::new("t", 0)]
+                .into_iter()
+                .collect(),
+            groups: ["g".to_string()].into_iter().collect(),
+            started: Timestamp(1_000),
+            updated: Timestamp(2_000),
+        }
+    }
+
+    #[test]
+    fn transaction_log_records_are_kafkas_bytes() {
+        // TransactionLogKey, type 0: transactional id "tx".
+        assert_eq!(transaction_log_key("tx").as_ref(), [0, 0, 0, 2, b't', b'x']);
+        // TransactionLogValue v1, Ongoing: producer id, epoch, timeout, state 1, the partitions
+        // by topic (compact arrays), the group as its __consumer_offsets partition (of 50),
+        // last update, start, no tagged fields.
+        let mut want = vec![0, 1];
+        want.extend(7i64.to_be_bytes());
+        want.extend(3i16.to_be_bytes());
+        want.extend(60_000i32.to_be_bytes());
+        want.push(1);
+        want.push(3); // two topics
+        want.extend([19]);
+        want.extend(b"__consumer_offsets");
+        want.push(2);
+        want.extend(partition_of("g", 50).to_be_bytes());
+        want.push(0);
+        want.extend([2, b't', 3]);
+        want.extend(0i32.to_be_bytes());
+        want.extend(1i32.to_be_bytes());
+        want.push(0);
+        want.extend(2_000i64.to_be_bytes());
+        want.extend(1_000i64.to_be_bytes());
+        want.push(0);
+        assert_eq!(
+            transaction_log_value(&txn(TxnState::Ongoing), 50).as_ref(),
+            want
+        );
+        // Empty: a null partition array and no start; a rotated producer id's previous and next
+        // ids as tagged fields 0 and 1.
+        let empty = TxnRecord {
+            state: TxnState::Empty,
+            previous_producer_id: 5,
+            next_producer_id: 9,
+            ..txn(TxnState::Empty)
+        };
+        let mut want = vec![0, 1];
+        want.extend(7i64.to_be_bytes());
+        want.extend(3i16.to_be_bytes());
+        want.extend(60_000i32.to_be_bytes());
+        want.push(0);
+        want.push(0);
+        want.extend(2_000i64.to_be_bytes());
+        want.extend((-1i64).to_be_bytes());
+        want.push(2);
+        want.extend([0, 8]);
+        want.extend(5i64.to_be_bytes());
+        want.extend([1, 8]);
+        want.extend(9i64.to_be_bytes());
+        assert_eq!(transaction_log_value(&empty, 50).as_ref(), want);
     }
 
     #[test]
